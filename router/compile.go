@@ -1,0 +1,352 @@
+package router
+
+// Compiling a route set.
+//
+// Every (hostname, rule, match) of every valid route becomes an entry. An
+// entry lives in the table of its hostname: exact hostnames in a map,
+// wildcard hostnames at a node of a tree over reversed labels, routes without
+// hostnames in the catch-all table. Within a host table the path decides
+// where the entry goes:
+//
+//   - Exact paths sit at the trie node reached by their segments;
+//   - prefixes sit at the node of their segments (trailing "/" dropped), so a
+//     request collects every prefix that matches it by walking down once;
+//   - regular expressions, and gRPC matches that are neither an exact
+//     service+method nor an exact service alone, sit in flat lists.
+//
+// Lookup visits, for the most specific host table first: the exact entries
+// of the node the whole path reached, the regular expressions, the prefix
+// entries from the deepest node up, then the remaining gRPC matches. Each
+// list is sorted once here by the rest of the precedence order, so the first
+// entry whose conditions hold is the winner and lookup never sorts.
+
+import (
+	"cmp"
+	"fmt"
+	"net/textproto"
+	"regexp"
+	"slices"
+	"strings"
+)
+
+// RouteError says why a route was left out of a Table.
+type RouteError struct {
+	Route RouteID
+	// Index is the route's position in Compile's input.
+	Index int
+	Err   error
+}
+
+func (e *RouteError) Error() string { return e.Route.String() + ": " + e.Err.Error() }
+func (e *RouteError) Unwrap() error { return e.Err }
+
+// Compile builds a Table from routes. A route that fails validation is left
+// out and reported with a *RouteError; the others are compiled. The Table
+// refers to routes: the caller must not change them afterwards.
+func Compile(routes []Route) (*Table, []error) {
+	c := compiler{
+		table:   &Table{exact: map[string]*hostTable{}, wild: newWildNode(nil, 0)},
+		regexps: map[string]*regexp.Regexp{},
+	}
+	var errs []error
+	for i := range routes {
+		r := &routes[i]
+		if err := c.addRoute(r, i); err != nil {
+			errs = append(errs, &RouteError{Route: r.ID, Index: i, Err: err})
+			continue
+		}
+		c.table.routes = append(c.table.routes, r)
+	}
+	c.table.forEachHost(func(h *hostTable) { h.finish() })
+	return c.table, errs
+}
+
+type compiler struct {
+	table *Table
+	// regexps shares compiled expressions between routes that repeat them.
+	regexps map[string]*regexp.Regexp
+}
+
+// addRoute validates a whole route before adding any of its entries, so a
+// route is either served completely or not at all.
+func (c *compiler) addRoute(r *Route, seq int) error {
+	if err := validateRoute(r); err != nil {
+		return err
+	}
+	conds := make([][]*conditions, len(r.Rules))
+	for ri := range r.Rules {
+		rule := &r.Rules[ri]
+		if len(rule.Matches) == 0 {
+			cond, err := c.conditions(r, ri, -1, impliedMatch(r.ID.Kind), seq)
+			if err != nil {
+				return fmt.Errorf("rule %d: %w", ri, err)
+			}
+			conds[ri] = append(conds[ri], cond)
+			continue
+		}
+		for mi := range rule.Matches {
+			cond, err := c.conditions(r, ri, mi, &rule.Matches[mi], seq)
+			if err != nil {
+				return fmt.Errorf("rule %d match %d: %w", ri, mi, err)
+			}
+			conds[ri] = append(conds[ri], cond)
+		}
+	}
+	hostnames := r.Hostnames
+	if len(hostnames) == 0 {
+		hostnames = []string{""}
+	}
+	for _, host := range hostnames {
+		ht := c.table.hostTable(host)
+		singleLabel := r.ID.Kind == KindIngress && strings.HasPrefix(host, "*.")
+		for _, rc := range conds {
+			for _, cond := range rc {
+				ht.add(&entry{conditions: cond, singleLabel: singleLabel})
+			}
+		}
+	}
+	return nil
+}
+
+// impliedMatch is what a rule without matches matches: every path for
+// HTTP, every service and method for gRPC.
+func impliedMatch(kind Kind) *Match {
+	if kind == KindGRPCRoute {
+		return &Match{GRPC: &GRPCMatch{}}
+	}
+	return &Match{Path: PathMatch{Type: PathPrefix, Value: "/"}}
+}
+
+// placement says which list of a host table an entry belongs to. The order
+// of the constants is the precedence order between the lists.
+type placement uint8
+
+const (
+	placeExact placement = iota
+	placeRegex
+	placePrefix
+	placeGRPCOther
+)
+
+// conditions is one compiled match, shared by the host tables of all the
+// route's hostnames.
+type conditions struct {
+	target Target
+	place  placement
+	// path is the literal path of exact and prefix entries (prefixes without
+	// their trailing "/").
+	path string
+	// pattern matches the whole path for regex and gRPC-other entries; nil
+	// for a gRPC match of every call.
+	pattern *regexp.Regexp
+	method  string
+	// grpc entries match only paths of the form "/service/method".
+	grpc    bool
+	headers []valueCond
+	query   []valueCond
+	rank    rank
+}
+
+// rank orders entries within one list by the precedence rules that remain
+// after hostname and path placement.
+type rank struct {
+	// primary is the length of the path value (prefix, exact or regex) or,
+	// for gRPC-other matches, of the service; secondary that of the method.
+	primary, secondary int
+	hasMethod          bool
+	headers, query     int
+	seq                int // position of the route in Compile's input
+}
+
+type valueCond struct {
+	name    string
+	value   string
+	pattern *regexp.Regexp
+}
+
+func (c *compiler) conditions(r *Route, ruleIndex, matchIndex int, m *Match, seq int) (*conditions, error) {
+	cond := &conditions{
+		target: Target{Route: r, Rule: &r.Rules[ruleIndex], RuleIndex: ruleIndex, MatchIndex: matchIndex},
+		method: m.Method,
+		rank:   rank{hasMethod: m.Method != "", seq: seq},
+	}
+	if matchIndex >= 0 {
+		cond.target.Match = m
+	}
+	var err error
+	if m.GRPC != nil {
+		err = c.placeGRPC(cond, m.GRPC)
+	} else {
+		err = c.placePath(cond, m.Path)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if cond.headers, err = c.valueConds(m.Headers, textproto.CanonicalMIMEHeaderKey); err != nil {
+		return nil, fmt.Errorf("header %w", err)
+	}
+	if cond.query, err = c.valueConds(m.Query, func(name string) string { return name }); err != nil {
+		return nil, fmt.Errorf("query parameter %w", err)
+	}
+	cond.rank.headers, cond.rank.query = len(cond.headers), len(cond.query)
+	return cond, nil
+}
+
+// valueConds compiles header or query conditions. As the Gateway API asks,
+// of several conditions on one name (after canonical) only the first counts.
+func (c *compiler) valueConds(matches []ValueMatch, canonical func(string) string) ([]valueCond, error) {
+	var conds []valueCond
+	for _, m := range matches {
+		name := canonical(m.Name)
+		if slices.ContainsFunc(conds, func(vc valueCond) bool { return vc.name == name }) {
+			continue
+		}
+		vc := valueCond{name: name, value: m.Value}
+		if m.Type == MatchRegularExpression {
+			re, err := c.regexp(m.Value)
+			if err != nil {
+				return nil, fmt.Errorf("%q: %w", m.Name, err)
+			}
+			vc.pattern = re
+		}
+		conds = append(conds, vc)
+	}
+	return conds, nil
+}
+
+func (c *compiler) placePath(cond *conditions, p PathMatch) error {
+	cond.rank.primary = len(p.Value)
+	switch p.Type {
+	case PathExact:
+		cond.place, cond.path = placeExact, p.Value
+	case PathRegularExpression:
+		re, err := c.regexp(p.Value)
+		if err != nil {
+			return fmt.Errorf("path: %w", err)
+		}
+		cond.place, cond.pattern = placeRegex, re
+	default:
+		cond.place, cond.path = placePrefix, trimPrefixValue(p.Value)
+		if p.Value == "" {
+			cond.rank.primary = 1 // same as "/"
+		}
+	}
+	return nil
+}
+
+// placeGRPC turns a gRPC match into a path condition on "/service/method".
+// An exact service and method is an exact path and an exact service alone a
+// prefix, which puts them ahead of every looser gRPC match, as the
+// GRPCRoute precedence (most characters of service, then of method) wants.
+func (c *compiler) placeGRPC(cond *conditions, g *GRPCMatch) error {
+	cond.grpc = true
+	if g.Type == MatchExact && g.Service != "" {
+		if g.Method != "" {
+			cond.place, cond.path = placeExact, "/"+g.Service+"/"+g.Method
+		} else {
+			cond.place, cond.path = placePrefix, "/"+g.Service
+		}
+		cond.rank.primary = len(cond.path)
+		return nil
+	}
+	cond.place = placeGRPCOther
+	cond.rank.primary, cond.rank.secondary = len(g.Service), len(g.Method)
+	if g.Service == "" && g.Method == "" {
+		return nil
+	}
+	service, method := "[^/]+", "[^/]+"
+	if g.Type == MatchExact {
+		if g.Service != "" {
+			service = regexp.QuoteMeta(g.Service)
+		}
+		if g.Method != "" {
+			method = regexp.QuoteMeta(g.Method)
+		}
+	} else {
+		if g.Service != "" {
+			service = "(?:" + g.Service + ")"
+		}
+		if g.Method != "" {
+			method = "(?:" + g.Method + ")"
+		}
+	}
+	re, err := c.regexp("/" + service + "/" + method)
+	if err != nil {
+		return fmt.Errorf("grpc service/method: %w", err)
+	}
+	cond.pattern = re
+	return nil
+}
+
+// regexp compiles an expression that must match a whole string.
+func (c *compiler) regexp(expr string) (*regexp.Regexp, error) {
+	if re, ok := c.regexps[expr]; ok {
+		return re, nil
+	}
+	re, err := regexp.Compile("^(?:" + expr + ")$")
+	if err != nil {
+		return nil, fmt.Errorf("invalid regular expression %q: %w", expr, err)
+	}
+	c.regexps[expr] = re
+	return re, nil
+}
+
+// trimPrefixValue drops the trailing "/" that element-wise prefix matching
+// ignores; the root prefix becomes "".
+func trimPrefixValue(v string) string {
+	return strings.TrimSuffix(v, "/")
+}
+
+// compareEntries orders two entries of one list: higher rank first, then
+// the older route, then namespace/name, then rule and match order.
+func compareEntries(a, b *entry) int {
+	ra, rb := &a.rank, &b.rank
+	if c := cmp.Compare(rb.primary, ra.primary); c != 0 {
+		return c
+	}
+	if c := cmp.Compare(rb.secondary, ra.secondary); c != 0 {
+		return c
+	}
+	if ra.hasMethod != rb.hasMethod {
+		if ra.hasMethod {
+			return -1
+		}
+		return 1
+	}
+	if c := cmp.Compare(rb.headers, ra.headers); c != 0 {
+		return c
+	}
+	if c := cmp.Compare(rb.query, ra.query); c != 0 {
+		return c
+	}
+	return compareOrigin(&a.target, &b.target, ra.seq, rb.seq)
+}
+
+// compareOrigin is the end of every precedence order: the oldest route,
+// then namespace and name (and kind, between a GRPCRoute and an HTTPRoute
+// of the same name), then input order, then rule and match order.
+func compareOrigin(a, b *Target, seqA, seqB int) int {
+	if c := a.Route.Created.Compare(b.Route.Created); c != 0 {
+		return c
+	}
+	if c := cmp.Compare(a.Route.ID.Namespace, b.Route.ID.Namespace); c != 0 {
+		return c
+	}
+	if c := cmp.Compare(a.Route.ID.Name, b.Route.ID.Name); c != 0 {
+		return c
+	}
+	if c := cmp.Compare(a.Route.ID.Kind, b.Route.ID.Kind); c != 0 {
+		return c
+	}
+	if c := cmp.Compare(seqA, seqB); c != 0 {
+		return c
+	}
+	if c := cmp.Compare(a.RuleIndex, b.RuleIndex); c != 0 {
+		return c
+	}
+	return cmp.Compare(a.MatchIndex, b.MatchIndex)
+}
+
+func sortEntries(list []*entry) {
+	slices.SortFunc(list, compareEntries)
+}

@@ -1,0 +1,265 @@
+package router
+
+import (
+	"cmp"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+)
+
+// HostDescription lists what a Table serves for one hostname, in the order
+// Lookup tries it.
+type HostDescription struct {
+	// Host is an exact name, a "*." wildcard, or "*" for routes without
+	// hostnames.
+	Host    string             `json:"host"`
+	Matches []MatchDescription `json:"matches"`
+}
+
+// MatchDescription is one match of one rule and what the rule does.
+type MatchDescription struct {
+	Route    string   `json:"route"`
+	Rule     string   `json:"rule"`
+	Path     string   `json:"path"`
+	Method   string   `json:"method,omitempty"`
+	Headers  []string `json:"headers,omitempty"`
+	Query    []string `json:"query,omitempty"`
+	Filters  []string `json:"filters,omitempty"`
+	Backends []string `json:"backends,omitempty"`
+	Timeouts string   `json:"timeouts,omitempty"`
+}
+
+// Describe lists every host of t and its matches: exact hosts by name, then
+// wildcards from the most specific, then the catch-all. The output is
+// deterministic, so it serves both /debug/routes and golden tests.
+func (t *Table) Describe() []HostDescription {
+	var hosts []*hostTable
+	t.forEachHost(func(h *hostTable) { hosts = append(hosts, h) })
+	slices.SortFunc(hosts, func(a, b *hostTable) int {
+		if c := cmp.Compare(hostOrder(a.name), hostOrder(b.name)); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(strings.Count(b.name, "."), strings.Count(a.name, ".")); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.name, b.name)
+	})
+	out := make([]HostDescription, 0, len(hosts))
+	for _, h := range hosts {
+		hd := HostDescription{Host: h.name}
+		for _, e := range h.entries() {
+			hd.Matches = append(hd.Matches, describeEntry(e))
+		}
+		out = append(out, hd)
+	}
+	return out
+}
+
+func hostOrder(name string) int {
+	switch {
+	case name == "*":
+		return 2
+	case strings.HasPrefix(name, "*."):
+		return 1
+	}
+	return 0
+}
+
+// entries returns the entries of h in the order lookup considers them for
+// a path that reaches them: exact paths, regular expressions, prefixes from
+// the longest, other gRPC matches.
+func (h *hostTable) entries() []*entry {
+	var exact, prefix []*entry
+	var walk func(n *pathNode)
+	walk = func(n *pathNode) {
+		exact = append(exact, n.exact...)
+		prefix = append(prefix, n.prefix...)
+		n.children.each(walk)
+	}
+	walk(h.root)
+	byPath := func(a, b *entry) int {
+		if c := cmp.Compare(len(b.path), len(a.path)); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(a.path, b.path); c != 0 {
+			return c
+		}
+		return compareEntries(a, b)
+	}
+	slices.SortFunc(exact, byPath)
+	slices.SortFunc(prefix, byPath)
+	return slices.Concat(exact, h.regex, prefix, h.grpc)
+}
+
+func describeEntry(e *entry) MatchDescription {
+	tg := &e.target
+	d := MatchDescription{
+		Route:  tg.Route.ID.String(),
+		Rule:   fmt.Sprintf("rules[%d]", tg.RuleIndex),
+		Path:   describePath(e),
+		Method: e.method,
+	}
+	if tg.Rule.Name != "" {
+		d.Rule += " (" + tg.Rule.Name + ")"
+	}
+	if tg.MatchIndex >= 0 {
+		d.Rule += fmt.Sprintf(".matches[%d]", tg.MatchIndex)
+	}
+	if e.singleLabel {
+		d.Path += " (one label for *)"
+	}
+	for _, h := range e.headers {
+		d.Headers = append(d.Headers, describeValue(h))
+	}
+	for _, q := range e.query {
+		d.Query = append(d.Query, describeValue(q))
+	}
+	d.Filters = describeFilters(tg.Rule.Filters)
+	for _, b := range tg.Rule.Backends {
+		d.Backends = append(d.Backends, describeBackend(b))
+	}
+	if to := tg.Rule.Timeouts; to != (Timeouts{}) {
+		d.Timeouts = fmt.Sprintf("request=%s backendRequest=%s", to.Request, to.BackendRequest)
+	}
+	return d
+}
+
+func describePath(e *entry) string {
+	if m := e.target.Match; m != nil && m.GRPC != nil {
+		g := m.GRPC
+		return fmt.Sprintf("gRPC %s service=%q method=%q", g.Type, g.Service, g.Method)
+	}
+	if e.target.Match == nil && e.place == placeGRPCOther {
+		return "gRPC any"
+	}
+	value := "/"
+	if m := e.target.Match; m != nil && m.Path.Value != "" {
+		value = m.Path.Value
+	}
+	switch e.place {
+	case placeExact:
+		return "Exact " + value
+	case placeRegex:
+		return "RegularExpression " + value
+	}
+	return "PathPrefix " + value
+}
+
+func describeValue(c valueCond) string {
+	if c.pattern != nil {
+		return c.name + "~" + c.value
+	}
+	return c.name + "=" + c.value
+}
+
+func describeFilters(filters []Filter) []string {
+	var out []string
+	for i := range filters {
+		out = append(out, describeFilter(&filters[i]))
+	}
+	return out
+}
+
+func describeFilter(f *Filter) string {
+	var b strings.Builder
+	b.WriteString(f.Type.String())
+	switch f.Type {
+	case FilterRequestHeaderModifier:
+		describeHeaderModifier(&b, f.RequestHeaders)
+	case FilterResponseHeaderModifier:
+		describeHeaderModifier(&b, f.ResponseHeaders)
+	case FilterRequestRedirect:
+		r := f.Redirect
+		describeSet(&b, "scheme", r.Scheme)
+		describeSet(&b, "hostname", r.Hostname)
+		if r.Port != 0 {
+			fmt.Fprintf(&b, " port=%d", r.Port)
+		}
+		describePathModifier(&b, r.Path)
+		if r.StatusCode != 0 {
+			fmt.Fprintf(&b, " status=%d", r.StatusCode)
+		}
+	case FilterURLRewrite:
+		describeSet(&b, "hostname", f.Rewrite.Hostname)
+		describePathModifier(&b, f.Rewrite.Path)
+	case FilterRequestMirror:
+		m := f.Mirror
+		fmt.Fprintf(&b, " %s", describeBackend(m.Backend))
+		if m.Denominator > 0 {
+			fmt.Fprintf(&b, " fraction=%d/%d", m.Numerator, m.Denominator)
+		}
+	}
+	return b.String()
+}
+
+func describeSet(b *strings.Builder, field, value string) {
+	if value != "" {
+		fmt.Fprintf(b, " %s=%s", field, value)
+	}
+}
+
+func describeHeaderModifier(b *strings.Builder, m *HeaderModifier) {
+	for _, h := range m.Set {
+		fmt.Fprintf(b, " set %s=%q", h.Name, h.Value)
+	}
+	for _, h := range m.Add {
+		fmt.Fprintf(b, " add %s=%q", h.Name, h.Value)
+	}
+	for _, name := range m.Remove {
+		fmt.Fprintf(b, " remove %s", name)
+	}
+}
+
+func describePathModifier(b *strings.Builder, p *PathModifier) {
+	if p != nil {
+		fmt.Fprintf(b, " path=%s:%q", p.Type, p.Value)
+	}
+}
+
+func describeBackend(r BackendRef) string {
+	s := fmt.Sprintf("%s weight=%d", r.Name, r.Weight)
+	if r.Protocol != "" {
+		s += " protocol=" + r.Protocol
+	}
+	if r.Invalid {
+		s += " invalid"
+	}
+	if len(r.Filters) > 0 {
+		s += " filters=[" + strings.Join(describeFilters(r.Filters), "; ") + "]"
+	}
+	return s
+}
+
+// WriteText writes Describe as indented text, one line per match and one
+// per filter or backend.
+func (t *Table) WriteText(w io.Writer) error {
+	var b strings.Builder
+	for _, h := range t.Describe() {
+		fmt.Fprintf(&b, "host %s\n", h.Host)
+		for _, m := range h.Matches {
+			fmt.Fprintf(&b, "  %s", m.Path)
+			if m.Method != "" {
+				fmt.Fprintf(&b, " method=%s", m.Method)
+			}
+			for _, hd := range m.Headers {
+				fmt.Fprintf(&b, " header %s", hd)
+			}
+			for _, q := range m.Query {
+				fmt.Fprintf(&b, " query %s", q)
+			}
+			fmt.Fprintf(&b, " -> %s %s\n", m.Route, m.Rule)
+			for _, f := range m.Filters {
+				fmt.Fprintf(&b, "    filter %s\n", f)
+			}
+			for _, be := range m.Backends {
+				fmt.Fprintf(&b, "    backend %s\n", be)
+			}
+			if m.Timeouts != "" {
+				fmt.Fprintf(&b, "    timeouts %s\n", m.Timeouts)
+			}
+		}
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}

@@ -1,0 +1,139 @@
+package router
+
+import (
+	"fmt"
+	"net/http"
+	"testing"
+	"time"
+)
+
+// fuzzSource turns fuzz input into choices from small pools, so that random
+// bytes make route sets full of overlaps and ties: the cases where
+// precedence decides.
+type fuzzSource struct{ data []byte }
+
+func (s *fuzzSource) intn(n int) int {
+	if len(s.data) == 0 {
+		return 0
+	}
+	b := s.data[0]
+	s.data = s.data[1:]
+	return int(b) % n
+}
+
+func pick[T any](s *fuzzSource, pool ...T) T { return pool[s.intn(len(pool))] }
+
+var fuzzEpoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+func (s *fuzzSource) routes() []Route {
+	routes := make([]Route, 1+s.intn(6))
+	for i := range routes {
+		kind := pick(s, KindHTTPRoute, KindIngress, KindGRPCRoute)
+		r := Route{
+			ID:      RouteID{Kind: kind, Namespace: pick(s, "a", "b"), Name: pick(s, "r1", "r2", "r3")},
+			Created: fuzzEpoch.Add(time.Duration(s.intn(3)) * time.Second),
+		}
+		for range s.intn(3) {
+			r.Hostnames = append(r.Hostnames, pick(s, "a.com", "b.a.com", "*.a.com", "*.b.a.com", "x.b.a.com", "*.com", "c.a.com", "Bad_Host"))
+		}
+		for range 1 + s.intn(3) {
+			rule := Rule{Backends: []BackendRef{{Name: "svc", Weight: 1}}}
+			for range s.intn(3) {
+				rule.Matches = append(rule.Matches, s.match(kind))
+			}
+			r.Rules = append(r.Rules, rule)
+		}
+		routes[i] = r
+	}
+	return routes
+}
+
+func (s *fuzzSource) match(kind Kind) Match {
+	var m Match
+	if kind == KindGRPCRoute {
+		g := &GRPCMatch{Type: pick(s, MatchExact, MatchExact, MatchRegularExpression)}
+		if g.Type == MatchExact {
+			g.Service, g.Method = pick(s, "", "s.S", "s.T"), pick(s, "", "M", "N")
+		} else {
+			g.Service, g.Method = pick(s, "", `s\..*`, "s.S"), pick(s, "", "M|N", "M")
+		}
+		m.GRPC = g
+	} else {
+		switch pick(s, PathPrefix, PathExact, PathRegularExpression) {
+		case PathPrefix:
+			m.Path = PathMatch{Type: PathPrefix, Value: pick(s, "/", "", "/a", "/a/", "/a/b", "/ab", "/a/b/", "/b", "/s.S")}
+		case PathExact:
+			m.Path = PathMatch{Type: PathExact, Value: pick(s, "/", "/a", "/a/", "/a/b", "/ab", "//a")}
+		case PathRegularExpression:
+			m.Path = PathMatch{Type: PathRegularExpression, Value: pick(s, "/a.*", "/a/[^/]+", ".*", "/b", "(")}
+		}
+		m.Method = pick(s, "", "", "GET", "POST")
+		for range s.intn(3) {
+			m.Query = append(m.Query, s.valueMatch("q", "r"))
+		}
+	}
+	for range s.intn(3) {
+		m.Headers = append(m.Headers, s.valueMatch("X-A", "x-a", "X-B"))
+	}
+	return m
+}
+
+func (s *fuzzSource) valueMatch(names ...string) ValueMatch {
+	v := ValueMatch{Name: pick(s, names...), Type: pick(s, MatchExact, MatchExact, MatchRegularExpression)}
+	if v.Type == MatchExact {
+		v.Value = pick(s, "1", "2", "")
+	} else {
+		v.Value = pick(s, "1|2", "[0-9]", ".*")
+	}
+	return v
+}
+
+func (s *fuzzSource) request() Request {
+	header := http.Header{}
+	for range s.intn(3) {
+		header.Add(pick(s, "X-A", "X-B"), pick(s, "1", "2", ""))
+	}
+	return Request{
+		Host:     pick(s, "a.com", "A.COM:80", "b.a.com", "x.b.a.com", "y.x.b.a.com", "c.a.com", "z.com", "other", "a.com."),
+		Method:   pick(s, "GET", "POST"),
+		Path:     pick(s, "/", "/a", "/a/", "/a/b", "/a/b/", "/ab", "/b", "/a/b/c", "//a", "/s.S/M", "/s.T/N", "/s.S/M/x", "/s.S", "*"),
+		RawQuery: pick(s, "", "q=1", "q=2&q=1", "r=2&q=1", "q=%31", "q", "q=1;r=2&q=2", "%zz=1&q=2"),
+		Header:   header,
+	}
+}
+
+func describeTarget(t *Target) string {
+	if t == nil {
+		return "no match"
+	}
+	return fmt.Sprintf("%s rules[%d] match %d", t.Route.ID, t.RuleIndex, t.MatchIndex)
+}
+
+func FuzzLookup(f *testing.F) {
+	f.Add([]byte("\x00"))
+	f.Add([]byte("\x03\x00\x01\x00\x02\x02\x01\x01\x02\x00\x05\x01\x00\x01\x02\x03\x04\x05\x06\x07\x08\x09"))
+	f.Add([]byte("\x05\x02\x01\x00\x00\x02\x02\x03\x02\x02\x01\x01\x00\x01\x01\x01\x02\x01\x00\x03\x02\x01"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		s := &fuzzSource{data: data}
+		routes := s.routes()
+		table, errs := Compile(routes)
+		skipped := map[int]bool{}
+		for _, err := range errs {
+			re, ok := err.(*RouteError)
+			if !ok {
+				t.Fatalf("Compile returned %T, want *RouteError: %v", err, err)
+			}
+			skipped[re.Index] = true
+		}
+		for range 8 {
+			req := s.request()
+			got, want := table.Lookup(req), referenceLookup(routes, skipped, req)
+			if got == nil && want == nil {
+				continue
+			}
+			if got == nil || want == nil || got.Route != want.Route || got.RuleIndex != want.RuleIndex || got.MatchIndex != want.MatchIndex {
+				t.Fatalf("request %+v:\n table:     %s\n reference: %s", req, describeTarget(got), describeTarget(want))
+			}
+		}
+	})
+}

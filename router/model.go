@@ -1,0 +1,254 @@
+// Package router owns hostgate's route model and the compiled, immutable
+// routing table built from it.
+//
+// The model is plain data: watch/ translates Ingress, HTTPRoute and GRPCRoute
+// objects into Routes, and proxy/ executes the Filters and picks among the
+// BackendRefs of the Rule that Lookup returns. No Kubernetes type appears
+// here, so the table does not change when the APIs it is fed from do.
+//
+// A Table never changes after Compile returns it; callers publish a new one
+// behind an atomic pointer and the serving path reads it without locks.
+package router
+
+import "time"
+
+// Kind names the API object a route was translated from. It decides how
+// wildcard hostnames match (Ingress: exactly one label) and which precedence
+// rules apply (GRPCRoute orders by service and method).
+type Kind string
+
+const (
+	KindIngress   Kind = "Ingress"
+	KindHTTPRoute Kind = "HTTPRoute"
+	KindGRPCRoute Kind = "GRPCRoute"
+)
+
+// RouteID identifies the object a route came from, for precedence ties,
+// error messages and /debug/routes.
+type RouteID struct {
+	Kind      Kind
+	Namespace string
+	Name      string
+}
+
+func (id RouteID) String() string {
+	return string(id.Kind) + " " + id.Namespace + "/" + id.Name
+}
+
+// Route is one routing object: hostnames it serves and its ordered rules.
+type Route struct {
+	ID RouteID
+	// Created breaks precedence ties: the older route wins.
+	Created time.Time
+	// Hostnames are lower-case DNS names, optionally with a leading "*."
+	// label. Empty means every host.
+	Hostnames []string
+	Rules     []Rule
+}
+
+// Rule is a set of alternative matches sharing filters and backends.
+type Rule struct {
+	// Name is the rule's optional name (Gateway API sectionName of a rule).
+	Name string
+	// Matches are alternatives; an empty list matches every request
+	// (HTTP: path prefix "/"; gRPC: any service and method).
+	Matches  []Match
+	Filters  []Filter
+	Backends []BackendRef
+	Timeouts Timeouts
+}
+
+// Timeouts are the HTTPRoute rule timeouts; zero means none.
+type Timeouts struct {
+	Request        time.Duration
+	BackendRequest time.Duration
+}
+
+// Match is one set of conditions that must all hold. An HTTP route uses
+// Path, Method and Query; a gRPC route uses GRPC. Both may use Headers.
+type Match struct {
+	Path    PathMatch
+	Method  string
+	Headers []ValueMatch
+	Query   []ValueMatch
+	GRPC    *GRPCMatch
+}
+
+// PathMatchType is how a PathMatch compares the request path.
+type PathMatchType uint8
+
+const (
+	// PathPrefix matches element by element: "/foo" matches "/foo" and
+	// "/foo/bar" but not "/foobar". A trailing "/" on the value is ignored.
+	PathPrefix PathMatchType = iota
+	// PathExact matches the path string exactly.
+	PathExact
+	// PathRegularExpression matches when the RE2 expression matches the
+	// whole path.
+	PathRegularExpression
+)
+
+func (t PathMatchType) String() string {
+	switch t {
+	case PathExact:
+		return "Exact"
+	case PathRegularExpression:
+		return "RegularExpression"
+	default:
+		return "PathPrefix"
+	}
+}
+
+// PathMatch is a path condition. The zero value is PathPrefix "" which,
+// like "/", matches every path.
+type PathMatch struct {
+	Type  PathMatchType
+	Value string
+}
+
+// ValueMatchType is how a header or query parameter value is compared.
+type ValueMatchType uint8
+
+const (
+	MatchExact ValueMatchType = iota
+	MatchRegularExpression
+)
+
+func (t ValueMatchType) String() string {
+	if t == MatchRegularExpression {
+		return "RegularExpression"
+	}
+	return "Exact"
+}
+
+// ValueMatch is a header or query parameter condition. Header names compare
+// case-insensitively, query parameter names case-sensitively; values always
+// compare case-sensitively, and a regular expression must match the whole
+// value.
+type ValueMatch struct {
+	Type  ValueMatchType
+	Name  string
+	Value string
+}
+
+// GRPCMatch selects gRPC calls by service and method; an empty Value matches
+// any service or method.
+type GRPCMatch struct {
+	Type    ValueMatchType
+	Service string
+	Method  string
+}
+
+// FilterType names a filter. proxy/ executes them in rule order.
+type FilterType uint8
+
+const (
+	FilterRequestHeaderModifier FilterType = iota + 1
+	FilterResponseHeaderModifier
+	FilterRequestRedirect
+	FilterURLRewrite
+	FilterRequestMirror
+)
+
+func (t FilterType) String() string {
+	switch t {
+	case FilterRequestHeaderModifier:
+		return "RequestHeaderModifier"
+	case FilterResponseHeaderModifier:
+		return "ResponseHeaderModifier"
+	case FilterRequestRedirect:
+		return "RequestRedirect"
+	case FilterURLRewrite:
+		return "URLRewrite"
+	case FilterRequestMirror:
+		return "RequestMirror"
+	}
+	return "Unknown"
+}
+
+// Filter is one filter; exactly the field named by Type is set.
+type Filter struct {
+	Type           FilterType
+	RequestHeaders *HeaderModifier
+	// ResponseHeaders is set for FilterResponseHeaderModifier.
+	ResponseHeaders *HeaderModifier
+	Redirect        *Redirect
+	Rewrite         *Rewrite
+	Mirror          *Mirror
+}
+
+// HeaderModifier changes headers: Set replaces, Add appends, Remove deletes.
+type HeaderModifier struct {
+	Set    []Header
+	Add    []Header
+	Remove []string
+}
+
+// Header is a header name and value.
+type Header struct {
+	Name  string
+	Value string
+}
+
+// PathModifierType says how a redirect or rewrite changes the path.
+type PathModifierType uint8
+
+const (
+	ReplaceFullPath PathModifierType = iota + 1
+	// ReplacePrefixMatch replaces the part of the path that the rule's
+	// PathPrefix matched.
+	ReplacePrefixMatch
+)
+
+func (t PathModifierType) String() string {
+	if t == ReplacePrefixMatch {
+		return "ReplacePrefixMatch"
+	}
+	return "ReplaceFullPath"
+}
+
+// PathModifier is a path replacement.
+type PathModifier struct {
+	Type  PathModifierType
+	Value string
+}
+
+// Redirect answers with a redirect instead of forwarding. Empty or zero
+// fields keep the request's value.
+type Redirect struct {
+	Scheme     string
+	Hostname   string
+	Port       int
+	Path       *PathModifier
+	StatusCode int
+}
+
+// Rewrite changes the request before it is forwarded.
+type Rewrite struct {
+	Hostname string
+	Path     *PathModifier
+}
+
+// Mirror sends a copy of a share of requests to another backend and ignores
+// its response. Numerator/Denominator of 0/0 means every request.
+type Mirror struct {
+	Backend     BackendRef
+	Numerator   int32
+	Denominator int32
+}
+
+// BackendRef names an endpoint set that proxy/ resolves; Weight is relative
+// among a rule's backends (0 takes no traffic).
+type BackendRef struct {
+	// Name keys the endpoint set, e.g. "default/web:8080".
+	Name    string
+	Weight  int32
+	Filters []Filter
+	// Protocol is how proxy/ speaks to the backend ("", "h2c", "https",
+	// "h2"); empty means HTTP/1.1 or whatever the request was.
+	Protocol string
+	// Invalid marks a reference that could not be resolved; requests that
+	// pick it get 500, as the Gateway API asks, and the other backends keep
+	// their share of the traffic.
+	Invalid bool
+}

@@ -1,0 +1,281 @@
+package router
+
+import "strings"
+
+// Table is a compiled, immutable route set. It is safe for concurrent use.
+type Table struct {
+	exact map[string]*hostTable
+	wild  *wildNode
+	any   *hostTable
+	// routes are the routes that compiled, in input order.
+	routes []*Route
+}
+
+// entry is one compiled match in the table of one hostname.
+type entry struct {
+	*conditions
+	// singleLabel restricts an Ingress wildcard host to requests with
+	// exactly one label in place of the "*".
+	singleLabel bool
+}
+
+// hostTable holds the entries of one hostname (exact, wildcard or any).
+type hostTable struct {
+	name  string
+	root  *pathNode
+	regex []*entry
+	grpc  []*entry
+}
+
+func newHostTable(name string) *hostTable {
+	return &hostTable{name: name, root: &pathNode{}}
+}
+
+// pathNode is a node of the trie over path segments: the root stands for the
+// empty prefix, its child "a" for "/a", that child's child "" for "/a/".
+type pathNode struct {
+	children children[pathNode]
+	parent   *pathNode
+	exact    []*entry
+	prefix   []*entry
+	// prefixed is the nearest node at or above this one that has prefix
+	// entries, so lookup skips the nodes in between.
+	prefixed *pathNode
+}
+
+func (h *hostTable) add(e *entry) {
+	switch e.place {
+	case placeExact:
+		n := h.root.descend(e.path[1:])
+		n.exact = append(n.exact, e)
+	case placePrefix:
+		n := h.root
+		if e.path != "" {
+			n = n.descend(e.path[1:])
+		}
+		n.prefix = append(n.prefix, e)
+	case placeRegex:
+		h.regex = append(h.regex, e)
+	case placeGRPCOther:
+		h.grpc = append(h.grpc, e)
+	}
+}
+
+// descend returns the node for the segments of rest (a path without its
+// leading "/"), creating nodes as needed.
+func (n *pathNode) descend(rest string) *pathNode {
+	for {
+		seg, tail, more := strings.Cut(rest, "/")
+		child := get(&n.children, seg)
+		if child == nil {
+			child = &pathNode{parent: n}
+			n.children.add(seg, child)
+		}
+		n = child
+		if !more {
+			return n
+		}
+		rest = tail
+	}
+}
+
+// finish sorts every list and links prefix nodes; the table is read-only
+// afterwards.
+func (h *hostTable) finish() {
+	sortEntries(h.regex)
+	sortEntries(h.grpc)
+	var walk func(n *pathNode)
+	walk = func(n *pathNode) {
+		sortEntries(n.exact)
+		sortEntries(n.prefix)
+		switch {
+		case len(n.prefix) > 0:
+			n.prefixed = n
+		case n.parent != nil:
+			n.prefixed = n.parent.prefixed
+		}
+		n.children.each(walk)
+	}
+	walk(h.root)
+}
+
+// lookup finds the first entry of h that matches. wildLabels is how many
+// labels the "*" of a wildcard host stands for (0 for other hosts).
+func (h *hostTable) lookup(req *Request, wildLabels int) *Target {
+	path := req.Path
+	n, whole := h.root, true
+	for rest := path[1:]; ; {
+		seg, tail, more := strings.Cut(rest, "/")
+		child := get(&n.children, seg)
+		if child == nil {
+			whole = false
+			break
+		}
+		n = child
+		if !more {
+			break
+		}
+		rest = tail
+	}
+	if whole {
+		if t := firstMatch(n.exact, req, wildLabels); t != nil {
+			return t
+		}
+	}
+	if t := firstMatch(h.regex, req, wildLabels); t != nil {
+		return t
+	}
+	for p := n.prefixed; p != nil; {
+		if t := firstMatch(p.prefix, req, wildLabels); t != nil {
+			return t
+		}
+		if p.parent == nil {
+			break
+		}
+		p = p.parent.prefixed
+	}
+	return firstMatch(h.grpc, req, wildLabels)
+}
+
+func firstMatch(list []*entry, req *Request, wildLabels int) *Target {
+	for _, e := range list {
+		if e.matches(req, wildLabels) {
+			return &e.target
+		}
+	}
+	return nil
+}
+
+func (e *entry) matches(req *Request, wildLabels int) bool {
+	if e.singleLabel && wildLabels != 1 {
+		return false
+	}
+	if e.method != "" && e.method != req.Method {
+		return false
+	}
+	if e.grpc && !isGRPCPath(req.Path) {
+		return false
+	}
+	if e.pattern != nil && !e.pattern.MatchString(req.Path) {
+		return false
+	}
+	for i := range e.headers {
+		c := &e.headers[i]
+		if req.Header == nil {
+			return false
+		}
+		values := req.Header.Values(c.name)
+		if len(values) == 0 || !c.matches(values[0]) {
+			return false
+		}
+	}
+	for i := range e.query {
+		c := &e.query[i]
+		v, ok := queryValue(req.RawQuery, c.name)
+		if !ok || !c.matches(v) {
+			return false
+		}
+	}
+	return true
+}
+
+// isGRPCPath reports whether path has the "/service/method" form of a gRPC
+// call, both parts non-empty.
+func isGRPCPath(path string) bool {
+	service, method, ok := strings.Cut(path[1:], "/")
+	return ok && service != "" && method != "" && !strings.Contains(method, "/")
+}
+
+func (c *valueCond) matches(v string) bool {
+	if c.pattern != nil {
+		return c.pattern.MatchString(v)
+	}
+	return v == c.value
+}
+
+func (t *Table) hostTable(host string) *hostTable {
+	switch {
+	case host == "":
+		if t.any == nil {
+			t.any = newHostTable("*")
+		}
+		return t.any
+	case strings.HasPrefix(host, "*."):
+		n := t.wild.descend(host[2:])
+		if n.table == nil {
+			n.table = newHostTable(host)
+		}
+		return n.table
+	default:
+		h := t.exact[host]
+		if h == nil {
+			h = newHostTable(host)
+			t.exact[host] = h
+		}
+		return h
+	}
+}
+
+func (t *Table) forEachHost(f func(*hostTable)) {
+	for _, h := range t.exact {
+		f(h)
+	}
+	t.wild.forEach(func(n *wildNode) {
+		if n.table != nil {
+			f(n.table)
+		}
+	})
+	if t.any != nil {
+		f(t.any)
+	}
+}
+
+// maxHostLen bounds the host Lookup copies to lower-case it on the stack;
+// a longer name is not a valid DNS name and can only match the catch-all.
+const maxHostLen = 255
+
+// Lookup returns the rule that serves req, or nil when none does. Hostname
+// precedence comes first: the exact host, then wildcard hosts from the most
+// specific, then routes without hostnames; within one hostname the rest of
+// the Gateway API order decides.
+func (t *Table) Lookup(req Request) *Target {
+	if !strings.HasPrefix(req.Path, "/") {
+		return nil
+	}
+	var buf [maxHostLen]byte
+	host, ok := normalizeHost(req.Host, buf[:0])
+	if ok {
+		if h := t.exact[string(host)]; h != nil {
+			if tg := h.lookup(&req, 0); tg != nil {
+				return tg
+			}
+		}
+		if tg := t.wild.lookup(host, &req); tg != nil {
+			return tg
+		}
+	}
+	if t.any != nil {
+		return t.any.lookup(&req, 0)
+	}
+	return nil
+}
+
+// normalizeHost lower-cases host into buf and drops a port and a trailing
+// dot. ok is false when the host does not fit in buf.
+func normalizeHost(host string, buf []byte) ([]byte, bool) {
+	if i := strings.LastIndexByte(host, ':'); i >= 0 && !strings.Contains(host[i:], "]") {
+		host = host[:i]
+	}
+	host = strings.TrimSuffix(host, ".")
+	if len(host) > cap(buf) {
+		return nil, false
+	}
+	for i := 0; i < len(host); i++ {
+		c := host[i]
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		buf = append(buf, c)
+	}
+	return buf, true
+}

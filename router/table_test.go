@@ -1,0 +1,278 @@
+package router
+
+import (
+	"errors"
+	"flag"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+var update = flag.Bool("update", false, "rewrite golden files")
+
+// route is a compact constructor for test routes: one rule per match list.
+func route(kind Kind, name string, created int, hostnames []string, rules ...[]Match) Route {
+	r := Route{
+		ID:        RouteID{Kind: kind, Namespace: "default", Name: name},
+		Created:   fuzzEpoch.Add(time.Duration(created) * time.Minute),
+		Hostnames: hostnames,
+	}
+	for _, m := range rules {
+		r.Rules = append(r.Rules, Rule{Matches: m, Backends: []BackendRef{{Name: "default/" + name + ":80", Weight: 1}}})
+	}
+	return r
+}
+
+func prefix(v string) Match { return Match{Path: PathMatch{Type: PathPrefix, Value: v}} }
+func exact(v string) Match  { return Match{Path: PathMatch{Type: PathExact, Value: v}} }
+
+func withHeaders(m Match, kv ...string) Match {
+	for i := 0; i < len(kv); i += 2 {
+		m.Headers = append(m.Headers, ValueMatch{Name: kv[i], Value: kv[i+1]})
+	}
+	return m
+}
+
+func TestLookup(t *testing.T) {
+	hosts := func(h ...string) []string { return h }
+	tests := []struct {
+		name   string
+		routes []Route
+		req    Request
+		want   string // "name rules[i]" or "" for no match
+	}{
+		{"prefix is element-wise: /foo matches /foo/bar",
+			[]Route{route(KindHTTPRoute, "foo", 0, nil, []Match{prefix("/foo")})},
+			Request{Path: "/foo/bar"}, "foo rules[0]"},
+		{"prefix is element-wise: /foo does not match /foobar",
+			[]Route{route(KindHTTPRoute, "foo", 0, nil, []Match{prefix("/foo")})},
+			Request{Path: "/foobar"}, ""},
+		{"trailing slash of a prefix is ignored",
+			[]Route{route(KindHTTPRoute, "foo", 0, nil, []Match{prefix("/foo/")})},
+			Request{Path: "/foo"}, "foo rules[0]"},
+		{"exact does not match a trailing slash",
+			[]Route{route(KindHTTPRoute, "foo", 0, nil, []Match{exact("/foo")})},
+			Request{Path: "/foo/"}, ""},
+		{"exact beats a longer prefix",
+			[]Route{
+				route(KindHTTPRoute, "pre", 0, nil, []Match{prefix("/foo/")}),
+				route(KindHTTPRoute, "ex", 1, nil, []Match{exact("/foo")}),
+			},
+			Request{Path: "/foo"}, "ex rules[0]"},
+		{"longer prefix wins",
+			[]Route{
+				route(KindHTTPRoute, "short", 0, nil, []Match{prefix("/")}),
+				route(KindHTTPRoute, "long", 1, nil, []Match{prefix("/a/b")}),
+			},
+			Request{Path: "/a/b/c"}, "long rules[0]"},
+		{"method match beats none",
+			[]Route{
+				route(KindHTTPRoute, "any", 0, nil, []Match{prefix("/")}),
+				route(KindHTTPRoute, "get", 1, nil, []Match{{Path: PathMatch{Value: "/"}, Method: "GET"}}),
+			},
+			Request{Path: "/x", Method: "GET"}, "get rules[0]"},
+		{"more header matches win",
+			[]Route{
+				route(KindHTTPRoute, "one", 0, nil, []Match{withHeaders(prefix("/"), "X-A", "1")}),
+				route(KindHTTPRoute, "two", 1, nil, []Match{withHeaders(prefix("/"), "x-a", "1", "X-B", "2")}),
+			},
+			Request{Path: "/", Header: http.Header{"X-A": {"1"}, "X-B": {"2"}}}, "two rules[0]"},
+		{"header names are case-insensitive, values are not",
+			[]Route{route(KindHTTPRoute, "h", 0, nil, []Match{withHeaders(prefix("/"), "x-version", "V2")})},
+			Request{Path: "/", Header: http.Header{"X-Version": {"v2"}}}, ""},
+		{"query parameter matches count after headers",
+			[]Route{
+				route(KindHTTPRoute, "q", 0, nil, []Match{{Path: PathMatch{Value: "/"}, Query: []ValueMatch{{Name: "v", Value: "2"}}}}),
+				route(KindHTTPRoute, "plain", 1, nil, []Match{prefix("/")}),
+			},
+			Request{Path: "/", RawQuery: "a=1&v=2"}, "q rules[0]"},
+		{"the older route wins a tie",
+			[]Route{
+				route(KindHTTPRoute, "newer", 5, nil, []Match{prefix("/")}),
+				route(KindHTTPRoute, "older", 1, nil, []Match{prefix("/")}),
+			},
+			Request{Path: "/"}, "older rules[0]"},
+		{"namespace/name breaks a tie of age",
+			[]Route{
+				route(KindHTTPRoute, "b", 1, nil, []Match{prefix("/")}),
+				route(KindHTTPRoute, "a", 1, nil, []Match{prefix("/")}),
+			},
+			Request{Path: "/"}, "a rules[0]"},
+		{"the first rule of a route wins a full tie",
+			[]Route{route(KindHTTPRoute, "r", 0, nil, []Match{prefix("/")}, []Match{prefix("/")})},
+			Request{Path: "/"}, "r rules[0]"},
+		{"exact host beats wildcard beats catch-all",
+			[]Route{
+				route(KindHTTPRoute, "all", 0, nil, []Match{prefix("/")}),
+				route(KindHTTPRoute, "wild", 0, hosts("*.example.com"), []Match{prefix("/")}),
+				route(KindHTTPRoute, "exact", 0, hosts("foo.example.com"), []Match{prefix("/")}),
+			},
+			Request{Host: "Foo.Example.com:8443", Path: "/"}, "exact rules[0]"},
+		{"the most specific wildcard wins",
+			[]Route{
+				route(KindHTTPRoute, "short", 0, hosts("*.com"), []Match{prefix("/")}),
+				route(KindHTTPRoute, "long", 1, hosts("*.example.com"), []Match{prefix("/")}),
+			},
+			Request{Host: "a.example.com", Path: "/"}, "long rules[0]"},
+		{"a host whose routes do not match falls through to the wildcard",
+			[]Route{
+				route(KindHTTPRoute, "exact", 0, hosts("foo.example.com"), []Match{exact("/only")}),
+				route(KindHTTPRoute, "wild", 0, hosts("*.example.com"), []Match{prefix("/")}),
+			},
+			Request{Host: "foo.example.com", Path: "/other"}, "wild rules[0]"},
+		{"Gateway API wildcard matches several labels",
+			[]Route{route(KindHTTPRoute, "wild", 0, hosts("*.example.com"), []Match{prefix("/")})},
+			Request{Host: "a.b.example.com", Path: "/"}, "wild rules[0]"},
+		{"Ingress wildcard matches exactly one label",
+			[]Route{route(KindIngress, "wild", 0, hosts("*.example.com"), []Match{prefix("/")})},
+			Request{Host: "a.b.example.com", Path: "/"}, ""},
+		{"a wildcard does not match its own suffix",
+			[]Route{route(KindHTTPRoute, "wild", 0, hosts("*.example.com"), []Match{prefix("/")})},
+			Request{Host: "example.com", Path: "/"}, ""},
+		{"regular expression matches the whole path",
+			[]Route{route(KindHTTPRoute, "re", 0, nil, []Match{{Path: PathMatch{Type: PathRegularExpression, Value: "/v[0-9]+"}}})},
+			Request{Path: "/v2/extra"}, ""},
+		{"regular expression ranks between exact and prefix",
+			[]Route{
+				route(KindHTTPRoute, "pre", 0, nil, []Match{prefix("/v2")}),
+				route(KindHTTPRoute, "re", 1, nil, []Match{{Path: PathMatch{Type: PathRegularExpression, Value: "/v[0-9]+"}}}),
+			},
+			Request{Path: "/v2"}, "re rules[0]"},
+		{"gRPC exact service and method",
+			[]Route{route(KindGRPCRoute, "g", 0, nil, []Match{{GRPC: &GRPCMatch{Service: "pkg.Svc", Method: "Get"}}})},
+			Request{Path: "/pkg.Svc/Get", Method: "POST"}, "g rules[0]"},
+		{"gRPC service match beats method-only match",
+			[]Route{
+				route(KindGRPCRoute, "method", 0, nil, []Match{{GRPC: &GRPCMatch{Method: "Get"}}}),
+				route(KindGRPCRoute, "service", 1, nil, []Match{{GRPC: &GRPCMatch{Service: "pkg.Svc"}}}),
+			},
+			Request{Path: "/pkg.Svc/Get"}, "service rules[0]"},
+		{"gRPC rule without matches takes any call but not other paths",
+			[]Route{route(KindGRPCRoute, "g", 0, nil, nil)},
+			Request{Path: "/index.html"}, ""},
+		{"a path that does not start with / matches nothing",
+			[]Route{route(KindHTTPRoute, "all", 0, nil, []Match{prefix("/")})},
+			Request{Path: "*"}, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			table, errs := Compile(tt.routes)
+			if len(errs) > 0 {
+				t.Fatal(errs)
+			}
+			got := ""
+			if tg := table.Lookup(tt.req); tg != nil {
+				got = tg.Route.ID.Name + " " + strings.Split(describeTarget(tg), " ")[2]
+			}
+			if got != tt.want {
+				t.Errorf("Lookup = %q, want %q", got, tt.want)
+			}
+			want := referenceLookup(tt.routes, nil, tt.req)
+			if (want == nil) != (tt.want == "") {
+				t.Errorf("reference disagrees: %s", describeTarget(want))
+			}
+		})
+	}
+}
+
+func TestCompileReportsInvalidRoutesAndKeepsTheRest(t *testing.T) {
+	good := route(KindHTTPRoute, "good", 0, nil, []Match{prefix("/")})
+	tests := []struct {
+		name    string
+		route   Route
+		wantErr string
+	}{
+		{"upper-case hostname", route(KindHTTPRoute, "bad", 0, []string{"Foo.com"}, nil), `hostnames[0] "Foo.com": must be lower case`},
+		{"wildcard inside", route(KindHTTPRoute, "bad", 0, []string{"a.*.com"}, nil), "wildcard is allowed only"},
+		{"IP hostname", route(KindHTTPRoute, "bad", 0, []string{"10.0.0.1"}, nil), "not an IP address"},
+		{"relative path", route(KindHTTPRoute, "bad", 0, nil, []Match{prefix("foo")}), `rules[0].matches[0].path.value "foo": must start with "/"`},
+		{"control character in path", route(KindHTTPRoute, "bad", 0, nil, []Match{exact("/a\nb")}), "control characters"},
+		{"bad regular expression", route(KindHTTPRoute, "bad", 0, nil, []Match{{Path: PathMatch{Type: PathRegularExpression, Value: "("}}}), "invalid regular expression"},
+		{"bad header name", route(KindHTTPRoute, "bad", 0, nil, []Match{withHeaders(prefix("/"), "X A", "1")}), `headers[0].name "X A"`},
+		{"header value with CR", route(KindHTTPRoute, "bad", 0, nil, []Match{withHeaders(prefix("/"), "X-A", "1\r")}), "headers[0].value: must not contain control characters"},
+		{"gRPC match in an HTTPRoute", route(KindHTTPRoute, "bad", 0, nil, []Match{{GRPC: &GRPCMatch{Service: "s"}}}), "only valid in a GRPCRoute"},
+		{"path in a GRPCRoute", route(KindGRPCRoute, "bad", 0, nil, []Match{exact("/x")}), "needs a gRPC service/method match"},
+		{"not a route kind", Route{ID: RouteID{Kind: "Service", Name: "x"}}, `kind "Service"`},
+		{"filter without its configuration", Route{ID: RouteID{Kind: KindHTTPRoute, Name: "bad"}, Rules: []Rule{{Filters: []Filter{{Type: FilterURLRewrite}}}}}, "rules[0].filters[0].type: URLRewrite filter without its configuration"},
+		{"redirect status", Route{ID: RouteID{Kind: KindHTTPRoute, Name: "bad"}, Rules: []Rule{{Filters: []Filter{{Type: FilterRequestRedirect, Redirect: &Redirect{StatusCode: 200}}}}}}, "requestRedirect.statusCode 200"},
+		{"prefix replacement on an exact match", Route{ID: RouteID{Kind: KindHTTPRoute, Name: "bad"}, Rules: []Rule{{
+			Matches: []Match{exact("/a")},
+			Filters: []Filter{{Type: FilterURLRewrite, Rewrite: &Rewrite{Path: &PathModifier{Type: ReplacePrefixMatch, Value: "/b"}}}},
+		}}}, "ReplacePrefixMatch needs a PathPrefix match"},
+		{"negative weight", Route{ID: RouteID{Kind: KindHTTPRoute, Name: "bad"}, Rules: []Rule{{Backends: []BackendRef{{Name: "x", Weight: -1}}}}}, "backendRefs[0].weight -1"},
+		{"backend timeout above request timeout", Route{ID: RouteID{Kind: KindHTTPRoute, Name: "bad"}, Rules: []Rule{{Timeouts: Timeouts{Request: time.Second, BackendRequest: time.Minute}}}}, "timeouts.backendRequest"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			table, errs := Compile([]Route{tt.route, good})
+			if len(errs) != 1 {
+				t.Fatalf("errors = %v, want one", errs)
+			}
+			var re *RouteError
+			if !errors.As(errs[0], &re) || re.Index != 0 || re.Route != tt.route.ID {
+				t.Fatalf("error %v does not name route 0 (%s)", errs[0], tt.route.ID)
+			}
+			if !strings.Contains(errs[0].Error(), tt.wantErr) || !strings.Contains(errs[0].Error(), tt.route.ID.String()) {
+				t.Errorf("error %q does not contain %q and the route", errs[0], tt.wantErr)
+			}
+			if tg := table.Lookup(Request{Path: "/x"}); tg == nil || tg.Route.ID.Name != "good" {
+				t.Errorf("the valid route is not served: %s", describeTarget(tg))
+			}
+		})
+	}
+}
+
+func TestLookupAllocatesNothing(t *testing.T) {
+	table, _ := Compile(benchRoutes(1000))
+	req := Request{Host: "App.Tenant-9.example.com:443", Method: "GET", Path: "/api/v1/svc3/items/1", Header: http.Header{"X-Canary": {"true"}}}
+	if table.Lookup(req) == nil {
+		t.Fatal("no match")
+	}
+	if n := testing.AllocsPerRun(100, func() { table.Lookup(req) }); n != 0 {
+		t.Errorf("Lookup allocates %v times per call", n)
+	}
+}
+
+// TestDescribeGolden pins the text that /debug/routes prints.
+func TestDescribeGolden(t *testing.T) {
+	routes := []Route{
+		route(KindHTTPRoute, "web", 0, []string{"shop.example.com", "*.example.com"},
+			[]Match{exact("/healthz"), withHeaders(prefix("/api"), "X-Canary", "true")},
+			[]Match{{Path: PathMatch{Type: PathRegularExpression, Value: "/v[0-9]+/.*"}, Method: "POST", Query: []ValueMatch{{Name: "debug", Type: MatchRegularExpression, Value: "1|true"}}}}),
+		route(KindIngress, "legacy", 1, []string{"*.example.com"}, []Match{prefix("/")}),
+		route(KindGRPCRoute, "grpc", 2, []string{"grpc.example.com"}, []Match{{GRPC: &GRPCMatch{Service: "pkg.Svc", Method: "Get"}}}, nil),
+		route(KindHTTPRoute, "fallback", 3, nil, nil),
+	}
+	routes[0].Rules[0].Filters = []Filter{
+		{Type: FilterRequestHeaderModifier, RequestHeaders: &HeaderModifier{Set: []Header{{Name: "X-Env", Value: "prod"}}, Remove: []string{"X-Debug"}}},
+		{Type: FilterURLRewrite, Rewrite: &Rewrite{Path: &PathModifier{Type: ReplacePrefixMatch, Value: "/"}}},
+	}
+	routes[0].Rules[0].Matches[0] = prefix("/healthz")
+	routes[0].Rules[0].Backends = []BackendRef{{Name: "default/web:80", Weight: 9}, {Name: "default/web-canary:80", Weight: 1, Protocol: "h2c"}}
+	routes[0].Rules[1].Timeouts = Timeouts{Request: 10 * time.Second, BackendRequest: 2 * time.Second}
+	routes[3].Rules = []Rule{{Filters: []Filter{{Type: FilterRequestRedirect, Redirect: &Redirect{Scheme: "https", StatusCode: 301}}}}}
+	table, errs := Compile(routes)
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	var b strings.Builder
+	if err := table.WriteText(&b); err != nil {
+		t.Fatal(err)
+	}
+	golden := filepath.Join("testdata", "describe.golden")
+	if *update {
+		if err := os.WriteFile(golden, []byte(b.String()), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.String() != string(want) {
+		t.Errorf("description changed (run with -update if intended):\n%s", b.String())
+	}
+}

@@ -1,0 +1,376 @@
+package router
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+)
+
+// Limits on what a route may carry. They keep one object from making the
+// table or a lookup expensive, and are far above what real routes use.
+const (
+	maxHostnameLen = 253
+	maxPathLen     = 1024
+	maxValueLen    = 4096
+	maxWeight      = 1_000_000
+)
+
+// validateRoute checks what Compile relies on. The error names the field as
+// the route's object would (rules[1].matches[0].path.value).
+func validateRoute(r *Route) error {
+	switch r.ID.Kind {
+	case KindIngress, KindHTTPRoute, KindGRPCRoute:
+	default:
+		return fmt.Errorf("kind %q: not a route kind", r.ID.Kind)
+	}
+	if r.ID.Name == "" {
+		return errors.New("name: must not be empty")
+	}
+	for i, h := range r.Hostnames {
+		if err := validateHostname(h); err != nil {
+			return fmt.Errorf("hostnames[%d] %q: %w", i, h, err)
+		}
+	}
+	for ri := range r.Rules {
+		if err := validateRule(r.ID.Kind, &r.Rules[ri]); err != nil {
+			return fmt.Errorf("rules[%d].%w", ri, err)
+		}
+	}
+	return nil
+}
+
+func validateHostname(h string) error {
+	if h == "" {
+		return errors.New("must not be empty")
+	}
+	if len(h) > maxHostnameLen {
+		return fmt.Errorf("longer than %d characters", maxHostnameLen)
+	}
+	name := strings.TrimPrefix(h, "*.")
+	if net.ParseIP(name) != nil {
+		return errors.New("must be a DNS name, not an IP address")
+	}
+	for label := range strings.SplitSeq(name, ".") {
+		if err := validateLabel(label); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func validateLabel(label string) error {
+	if label == "" || len(label) > 63 {
+		return errors.New("each label must have 1 to 63 characters")
+	}
+	for i := 0; i < len(label); i++ {
+		c := label[i]
+		switch {
+		case 'a' <= c && c <= 'z', '0' <= c && c <= '9':
+		case c == '-' && i > 0 && i < len(label)-1:
+		case c == '*':
+			return errors.New(`a wildcard is allowed only as the whole first label ("*.example.com")`)
+		case 'A' <= c && c <= 'Z':
+			return errors.New("must be lower case")
+		default:
+			return fmt.Errorf("invalid character %q", c)
+		}
+	}
+	return nil
+}
+
+func validateRule(kind Kind, rule *Rule) error {
+	prefixOnly := false
+	for fi := range rule.Filters {
+		if err := validateFilter(&rule.Filters[fi]); err != nil {
+			return fmt.Errorf("filters[%d].%w", fi, err)
+		}
+		prefixOnly = prefixOnly || usesPrefixReplacement(&rule.Filters[fi])
+	}
+	for mi := range rule.Matches {
+		m := &rule.Matches[mi]
+		if err := validateMatch(kind, m); err != nil {
+			return fmt.Errorf("matches[%d].%w", mi, err)
+		}
+		if prefixOnly && m.Path.Type != PathPrefix {
+			return fmt.Errorf("matches[%d].path.type: ReplacePrefixMatch needs a PathPrefix match, not %s", mi, m.Path.Type)
+		}
+	}
+	for bi := range rule.Backends {
+		if err := validateBackend(&rule.Backends[bi]); err != nil {
+			return fmt.Errorf("backendRefs[%d].%w", bi, err)
+		}
+	}
+	t := rule.Timeouts
+	if t.Request < 0 || t.BackendRequest < 0 {
+		return errors.New("timeouts: must not be negative")
+	}
+	if t.Request > 0 && t.BackendRequest > t.Request {
+		return fmt.Errorf("timeouts.backendRequest: %s is longer than timeouts.request %s", t.BackendRequest, t.Request)
+	}
+	return nil
+}
+
+func usesPrefixReplacement(f *Filter) bool {
+	var p *PathModifier
+	switch {
+	case f.Redirect != nil:
+		p = f.Redirect.Path
+	case f.Rewrite != nil:
+		p = f.Rewrite.Path
+	}
+	return p != nil && p.Type == ReplacePrefixMatch
+}
+
+func validateMatch(kind Kind, m *Match) error {
+	if kind == KindGRPCRoute {
+		if m.GRPC == nil {
+			return errors.New("method: a GRPCRoute match needs a gRPC service/method match")
+		}
+		if m.Path != (PathMatch{}) || m.Method != "" || len(m.Query) > 0 {
+			return errors.New("path: a GRPCRoute match takes no path, method or query conditions")
+		}
+		if err := validateGRPC(m.GRPC); err != nil {
+			return fmt.Errorf("method.%w", err)
+		}
+	} else {
+		if m.GRPC != nil {
+			return fmt.Errorf("method: a gRPC match is only valid in a %s", KindGRPCRoute)
+		}
+		if err := validatePath(m.Path); err != nil {
+			return fmt.Errorf("path.value %q: %w", m.Path.Value, err)
+		}
+		if m.Method != "" && !isToken(m.Method) {
+			return fmt.Errorf("method %q: not an HTTP method token", m.Method)
+		}
+	}
+	for i, h := range m.Headers {
+		if !isToken(h.Name) {
+			return fmt.Errorf("headers[%d].name %q: not an HTTP header name", i, h.Name)
+		}
+		if err := validateValue(h.Value); err != nil {
+			return fmt.Errorf("headers[%d].value: %w", i, err)
+		}
+	}
+	for i, q := range m.Query {
+		if q.Name == "" || len(q.Name) > maxValueLen || hasControl(q.Name) {
+			return fmt.Errorf("queryParams[%d].name %q: must be 1 to %d printable characters", i, q.Name, maxValueLen)
+		}
+		if err := validateValue(q.Value); err != nil {
+			return fmt.Errorf("queryParams[%d].value: %w", i, err)
+		}
+	}
+	return nil
+}
+
+func validatePath(p PathMatch) error {
+	switch p.Type {
+	case PathPrefix, PathExact:
+		if p.Value == "" && p.Type == PathPrefix {
+			return nil
+		}
+		if !strings.HasPrefix(p.Value, "/") {
+			return errors.New(`must start with "/"`)
+		}
+		if len(p.Value) > maxPathLen {
+			return fmt.Errorf("longer than %d characters", maxPathLen)
+		}
+		if strings.ContainsAny(p.Value, " ?#") || hasControl(p.Value) {
+			return errors.New("must not contain spaces, control characters, '?' or '#'")
+		}
+	case PathRegularExpression:
+		if p.Value == "" || len(p.Value) > maxPathLen {
+			return fmt.Errorf("a regular expression must have 1 to %d characters", maxPathLen)
+		}
+	default:
+		return fmt.Errorf("unknown path match type %d", p.Type)
+	}
+	return nil
+}
+
+func validateGRPC(g *GRPCMatch) error {
+	if g.Type == MatchExact {
+		if strings.Contains(g.Service, "/") || strings.Contains(g.Method, "/") || hasControl(g.Service+g.Method) {
+			return errors.New(`service and method must not contain "/" or control characters`)
+		}
+	}
+	if len(g.Service) > maxValueLen || len(g.Method) > maxValueLen {
+		return fmt.Errorf("service and method must be at most %d characters", maxValueLen)
+	}
+	return nil
+}
+
+func validateValue(v string) error {
+	if len(v) > maxValueLen {
+		return fmt.Errorf("longer than %d characters", maxValueLen)
+	}
+	if hasControl(v) {
+		return errors.New("must not contain control characters")
+	}
+	return nil
+}
+
+func validateFilter(f *Filter) error {
+	var field string
+	var err error
+	missing := false
+	switch f.Type {
+	case FilterRequestHeaderModifier:
+		missing = f.RequestHeaders == nil
+		if !missing {
+			field, err = "requestHeaderModifier", validateHeaderModifier(f.RequestHeaders)
+		}
+	case FilterResponseHeaderModifier:
+		missing = f.ResponseHeaders == nil
+		if !missing {
+			field, err = "responseHeaderModifier", validateHeaderModifier(f.ResponseHeaders)
+		}
+	case FilterRequestRedirect:
+		missing = f.Redirect == nil
+		if !missing {
+			field, err = "requestRedirect", validateRedirect(f.Redirect)
+		}
+	case FilterURLRewrite:
+		missing = f.Rewrite == nil
+		if !missing {
+			field, err = "urlRewrite", validateRewrite(f.Rewrite)
+		}
+	case FilterRequestMirror:
+		missing = f.Mirror == nil
+		if !missing {
+			field, err = "requestMirror", validateMirror(f.Mirror)
+		}
+	default:
+		return fmt.Errorf("type: unknown filter type %d", f.Type)
+	}
+	if missing {
+		return fmt.Errorf("type: %s filter without its configuration", f.Type)
+	}
+	if err != nil {
+		return fmt.Errorf("%s.%w", field, err)
+	}
+	return nil
+}
+
+func validateHeaderModifier(m *HeaderModifier) error {
+	for _, list := range []struct {
+		field   string
+		headers []Header
+	}{{"set", m.Set}, {"add", m.Add}} {
+		for i, h := range list.headers {
+			if !isToken(h.Name) {
+				return fmt.Errorf("%s[%d].name %q: not an HTTP header name", list.field, i, h.Name)
+			}
+			if err := validateValue(h.Value); err != nil {
+				return fmt.Errorf("%s[%d].value: %w", list.field, i, err)
+			}
+		}
+	}
+	for i, name := range m.Remove {
+		if !isToken(name) {
+			return fmt.Errorf("remove[%d] %q: not an HTTP header name", i, name)
+		}
+	}
+	return nil
+}
+
+func validateRedirect(r *Redirect) error {
+	switch r.Scheme {
+	case "", "http", "https":
+	default:
+		return fmt.Errorf("scheme %q: must be http or https", r.Scheme)
+	}
+	if r.Hostname != "" {
+		if err := validateHostname(r.Hostname); err != nil || strings.HasPrefix(r.Hostname, "*") {
+			return fmt.Errorf("hostname %q: not a DNS name", r.Hostname)
+		}
+	}
+	if r.Port < 0 || r.Port > 65535 {
+		return fmt.Errorf("port %d: out of range", r.Port)
+	}
+	switch r.StatusCode {
+	case 0, 301, 302, 303, 307, 308:
+	default:
+		return fmt.Errorf("statusCode %d: must be 301, 302, 303, 307 or 308", r.StatusCode)
+	}
+	return validatePathModifier(r.Path)
+}
+
+func validateRewrite(r *Rewrite) error {
+	if r.Hostname != "" {
+		if err := validateHostname(r.Hostname); err != nil || strings.HasPrefix(r.Hostname, "*") {
+			return fmt.Errorf("hostname %q: not a DNS name", r.Hostname)
+		}
+	}
+	return validatePathModifier(r.Path)
+}
+
+func validatePathModifier(p *PathModifier) error {
+	if p == nil {
+		return nil
+	}
+	switch p.Type {
+	case ReplaceFullPath, ReplacePrefixMatch:
+	default:
+		return fmt.Errorf("path.type: unknown path modifier %d", p.Type)
+	}
+	if p.Value != "" && !strings.HasPrefix(p.Value, "/") {
+		return fmt.Errorf("path %q: must start with \"/\"", p.Value)
+	}
+	if len(p.Value) > maxPathLen || hasControl(p.Value) || strings.ContainsAny(p.Value, " ?#") {
+		return fmt.Errorf("path %q: must be at most %d characters without spaces, control characters, '?' or '#'", p.Value, maxPathLen)
+	}
+	return nil
+}
+
+func validateMirror(m *Mirror) error {
+	if err := validateBackend(&m.Backend); err != nil {
+		return fmt.Errorf("backendRef.%w", err)
+	}
+	if m.Numerator < 0 || m.Denominator < 0 || m.Numerator > m.Denominator {
+		return fmt.Errorf("fraction %d/%d: needs 0 <= numerator <= denominator", m.Numerator, m.Denominator)
+	}
+	if m.Numerator > 0 && m.Denominator == 0 {
+		return errors.New("fraction: denominator must not be 0")
+	}
+	return nil
+}
+
+func validateBackend(b *BackendRef) error {
+	if b.Name == "" && !b.Invalid {
+		return errors.New("name: must not be empty")
+	}
+	if b.Weight < 0 || b.Weight > maxWeight {
+		return fmt.Errorf("weight %d: must be 0 to %d", b.Weight, maxWeight)
+	}
+	for fi := range b.Filters {
+		if err := validateFilter(&b.Filters[fi]); err != nil {
+			return fmt.Errorf("filters[%d].%w", fi, err)
+		}
+	}
+	return nil
+}
+
+// isToken reports whether s is an RFC 9110 token, the syntax of header names
+// and methods.
+func isToken(s string) bool {
+	if s == "" || len(s) > 256 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c >= 0x7f || c <= ' ' || strings.IndexByte(`"(),/:;<=>?@[\]{}`, c) >= 0 {
+			return false
+		}
+	}
+	return true
+}
+
+func hasControl(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < ' ' || s[i] == 0x7f {
+			return true
+		}
+	}
+	return false
+}
