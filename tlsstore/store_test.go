@@ -1,0 +1,201 @@
+package tlsstore_test
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/hostgate/hostgate/tlsstore"
+	"github.com/hostgate/hostgate/tlsstore/tlstest"
+)
+
+// subject returns the common name of the leaf c, which tlstest sets to the
+// first host the certificate was issued for.
+func subject(c *tls.Certificate) string {
+	if c == nil {
+		return ""
+	}
+	return c.Leaf.Subject.CommonName
+}
+
+func cert(t *testing.T, ca *tlstest.CA, name string, def bool, hosts ...string) tlsstore.Certificate {
+	t.Helper()
+	certPEM, keyPEM := ca.Issue(t, name)
+	return tlsstore.Certificate{Name: name, Hosts: hosts, Default: def, CertPEM: certPEM, KeyPEM: keyPEM}
+}
+
+func TestLookup(t *testing.T) {
+	ca := tlstest.NewCA(t)
+	withDefault, errs := tlsstore.Build([]tlsstore.Certificate{
+		cert(t, ca, "exact.example.com", false),
+		cert(t, ca, "*.example.com", false),
+		cert(t, ca, "*.deep.example.com", false),
+		cert(t, ca, "default", true, "default.test"),
+	})
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	noDefault, errs := tlsstore.Build([]tlsstore.Certificate{cert(t, ca, "*.example.com", false)})
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	tests := []struct {
+		name  string
+		store *tlsstore.Store
+		sni   string
+		want  string
+	}{
+		{"exact", withDefault, "exact.example.com", "exact.example.com"},
+		{"exact is case-insensitive and ignores a trailing dot", withDefault, "Exact.Example.COM.", "exact.example.com"},
+		{"wildcard one label", withDefault, "www.example.com", "*.example.com"},
+		{"wildcard several labels", withDefault, "a.b.example.com", "*.example.com"},
+		{"longest wildcard wins", withDefault, "x.deep.example.com", "*.deep.example.com"},
+		{"wildcard needs a label", withDefault, "example.com", "default"},
+		{"unknown takes default", withDefault, "other.test", "default"},
+		{"no SNI takes default", withDefault, "", "default"},
+		{"explicit hosts replace SANs", withDefault, "default.test", "default"},
+		{"unknown without default", noDefault, "other.test", ""},
+		{"no SNI without default", noDefault, "", ""},
+		{"nil store", nil, "exact.example.com", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := subject(tt.store.Lookup(tt.sni)); got != tt.want {
+				t.Errorf("Lookup(%q) = %q, want %q", tt.sni, got, tt.want)
+			}
+		})
+	}
+}
+
+func TestBuildReportsAndKeepsGoing(t *testing.T) {
+	ca := tlstest.NewCA(t)
+	store, errs := tlsstore.Build([]tlsstore.Certificate{
+		{Name: "ns/broken", CertPEM: []byte("nope"), KeyPEM: []byte("nope")},
+		cert(t, ca, "first.example.com", true),
+		cert(t, ca, "second", true, "first.example.com", "second.example.com"),
+	})
+	want := []string{
+		"load certificate ns/broken",
+		`index certificate second: host "first.example.com" already served by first.example.com`,
+		"index certificate second: default already set by first.example.com",
+	}
+	if len(errs) != len(want) {
+		t.Fatalf("errors = %v, want %d", errs, len(want))
+	}
+	for i, w := range want {
+		if !strings.Contains(errs[i].Error(), w) {
+			t.Errorf("error %d = %q, want it to contain %q", i, errs[i], w)
+		}
+	}
+	for sni, want := range map[string]string{"first.example.com": "first.example.com", "second.example.com": "second", "": "first.example.com"} {
+		if got := subject(store.Lookup(sni)); got != want {
+			t.Errorf("Lookup(%q) = %q, want %q", sni, got, want)
+		}
+	}
+}
+
+func TestPrivateKeyRedacted(t *testing.T) {
+	c := tlsstore.Certificate{Name: "x", KeyPEM: tlsstore.PrivateKey("-----BEGIN PRIVATE KEY----- secret")}
+	js, err := json.Marshal(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []string{fmt.Sprint(c), fmt.Sprintf("%+v", c), fmt.Sprintf("%#v", c), fmt.Sprintf("%x", c.KeyPEM), fmt.Sprintf("%s", c.KeyPEM), string(js)} {
+		if strings.Contains(s, "secret") || strings.Contains(s, "LS0t") || strings.Contains(s, "2d2d") {
+			t.Errorf("key material printed: %s", s)
+		}
+	}
+}
+
+// TestHandshake serves TLS on loopback from a swappable Store and checks
+// what real clients see, including a swap under an open connection.
+func TestHandshake(t *testing.T) {
+	ca := tlstest.NewCA(t)
+	build := func(certs ...tlsstore.Certificate) *tlsstore.Store {
+		s, errs := tlsstore.Build(certs)
+		if len(errs) > 0 {
+			t.Fatal(errs)
+		}
+		return s
+	}
+	var current atomic.Pointer[tlsstore.Store]
+	current.Store(build(cert(t, ca, "a.example.com", false), cert(t, ca, "*.example.com", false)))
+
+	ln, err := tls.Listen("tcp", "127.0.0.1:0", tlsstore.ServerConfig(current.Load))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				_, _ = io.Copy(c, c)
+			}()
+		}
+	}()
+
+	// dial verifies the chain but not the name, so that a default
+	// certificate served for another name is seen rather than rejected.
+	dial := func(sni string) (*tls.Conn, error) {
+		return tls.Dial("tcp", ln.Addr().String(), &tls.Config{
+			ServerName: sni, MinVersion: tls.VersionTLS12, InsecureSkipVerify: true,
+			VerifyConnection: func(cs tls.ConnectionState) error {
+				_, err := cs.PeerCertificates[0].Verify(x509.VerifyOptions{Roots: ca.Pool})
+				return err
+			},
+		})
+	}
+	peer := func(c *tls.Conn) string { return c.ConnectionState().PeerCertificates[0].Subject.CommonName }
+
+	open, err := dial("a.example.com")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer open.Close()
+	if got := peer(open); got != "a.example.com" {
+		t.Errorf("exact: got %q", got)
+	}
+	if c, err := dial("b.example.com"); err != nil {
+		t.Errorf("wildcard: %v", err)
+	} else {
+		if got := peer(c); got != "*.example.com" {
+			t.Errorf("wildcard: got %q", got)
+		}
+		c.Close()
+	}
+	if _, err := dial("unknown.test"); err == nil || !strings.Contains(err.Error(), "unrecognized name") {
+		t.Errorf("unknown name: err = %v, want an unrecognized_name alert", err)
+	}
+
+	// Swap: the exact certificate is replaced by a new one for the same name.
+	current.Store(build(cert(t, ca, "a.example.com", false, "a.example.com"), cert(t, ca, "new-default", true)))
+	if c, err := dial("unknown.test"); err != nil {
+		t.Errorf("after swap, unknown name: %v", err)
+	} else {
+		if got := peer(c); got != "new-default" {
+			t.Errorf("after swap, unknown name: got %q", got)
+		}
+		c.Close()
+	}
+	if _, err := open.Write([]byte("ping")); err != nil {
+		t.Fatalf("open connection after swap: %v", err)
+	}
+	buf := make([]byte, 4)
+	if _, err := io.ReadFull(open, buf); err != nil || string(buf) != "ping" {
+		t.Fatalf("open connection after swap: read %q, %v", buf, err)
+	}
+	if old, err := tls.Dial("tcp", ln.Addr().String(), &tls.Config{ServerName: "a.example.com", RootCAs: ca.Pool, MaxVersion: tls.VersionTLS11, MinVersion: tls.VersionTLS10}); err == nil {
+		old.Close()
+		t.Error("TLS 1.1 handshake succeeded")
+	}
+}
