@@ -1,0 +1,287 @@
+// Package upstream owns the backend side of proxying: endpoint sets, the
+// state of each endpoint address that outlives them (passive health and
+// in-flight requests), and the choice of an endpoint for a request.
+//
+// Endpoint sets change with every pod that comes or goes, so a Set is cheap
+// to rebuild and immutable once built; the state that must survive a
+// rebuild lives in a Host, which the Registry hands to every Set that lists
+// the same address. Picking an endpoint takes no lock.
+package upstream
+
+import (
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Endpoint is one backend address.
+type Endpoint struct {
+	// Address is host:port.
+	Address string
+	// Weight is relative among the endpoints of a set; 0 counts as 1, so
+	// sources without weights (EndpointSlices) need not set it.
+	Weight uint32
+}
+
+// Policy is how a Set spreads requests over its endpoints.
+type Policy uint8
+
+const (
+	// RoundRobin takes endpoints in turn, in proportion to their weights.
+	RoundRobin Policy = iota
+	// LeastRequest takes the less loaded (in-flight requests per weight) of
+	// two endpoints drawn at random: the "power of two choices".
+	LeastRequest
+)
+
+// Health configures passive health checking: FailureThreshold consecutive
+// failures eject an endpoint for BaseEjection, doubled at each ejection in a
+// row up to MaxEjection; one success resets both counts.
+type Health struct {
+	FailureThreshold int
+	BaseEjection     time.Duration
+	MaxEjection      time.Duration
+}
+
+// Registry owns the Host of every endpoint address currently listed.
+type Registry struct {
+	policy Policy
+	health Health
+
+	mu    sync.Mutex
+	hosts map[string]*Host
+}
+
+// NewRegistry returns an empty Registry whose Sets use policy and health.
+func NewRegistry(policy Policy, health Health) *Registry {
+	return &Registry{policy: policy, health: health, hosts: map[string]*Host{}}
+}
+
+// Sets builds a Set per name. An address the Registry already knows keeps
+// its Host, and with it its health and in-flight count; addresses no longer
+// listed are forgotten (Sets still in use by requests keep working).
+func (r *Registry) Sets(endpoints map[string][]Endpoint) map[string]*Set {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	hosts := make(map[string]*Host, len(r.hosts))
+	sets := make(map[string]*Set, len(endpoints))
+	for name, eps := range endpoints {
+		set := &Set{policy: r.policy, hosts: make([]*Host, len(eps)), weights: make([]uint64, len(eps))}
+		for i, ep := range eps {
+			h := hosts[ep.Address]
+			if h == nil {
+				h = r.hosts[ep.Address]
+			}
+			if h == nil {
+				h = &Host{addr: ep.Address, health: &r.health}
+			}
+			hosts[ep.Address] = h
+			set.hosts[i] = h
+			set.weights[i] = uint64(max(ep.Weight, 1))
+		}
+		set.finish()
+		sets[name] = set
+	}
+	r.hosts = hosts
+	return sets
+}
+
+// Host is the state of one endpoint address.
+type Host struct {
+	addr     string
+	health   *Health
+	inflight atomic.Int64
+	// fails counts consecutive failures, ejections consecutive ejections.
+	fails, ejections atomic.Int32
+	ejectedUntil     atomic.Int64 // unix nanoseconds
+}
+
+// Address returns host:port.
+func (h *Host) Address() string { return h.addr }
+
+// Begin counts a request in flight to h; End ends it.
+func (h *Host) Begin() { h.inflight.Add(1) }
+
+// End is the counterpart of Begin.
+func (h *Host) End() { h.inflight.Add(-1) }
+
+// Succeeded records a request that reached the endpoint.
+func (h *Host) Succeeded() {
+	// Loads first: successes are the common case and stores would make
+	// every request write to a shared cache line.
+	if h.fails.Load() != 0 {
+		h.fails.Store(0)
+	}
+	if h.ejections.Load() != 0 {
+		h.ejections.Store(0)
+	}
+}
+
+// Failed records a failure to connect to or exchange with the endpoint, and
+// ejects it when that makes FailureThreshold in a row.
+func (h *Host) Failed() {
+	if h.health.FailureThreshold <= 0 || int(h.fails.Add(1)) < h.health.FailureThreshold {
+		return
+	}
+	h.fails.Store(0)
+	n := h.ejections.Add(1)
+	d := h.health.BaseEjection << min(n-1, 30)
+	if d <= 0 || d > h.health.MaxEjection {
+		d = h.health.MaxEjection
+	}
+	h.ejectedUntil.Store(time.Now().Add(d).UnixNano())
+}
+
+// Ejected reports whether passive health has taken h out of rotation.
+func (h *Host) Ejected() bool {
+	until := h.ejectedUntil.Load()
+	return until != 0 && time.Now().UnixNano() < until
+}
+
+// Set is an immutable endpoint set with the rotation state of its policy.
+type Set struct {
+	policy Policy
+	hosts  []*Host
+	// weights are per host; cumulative holds their running sums when they
+	// differ, nil when round-robin can simply take hosts in turn.
+	weights    []uint64
+	cumulative []uint64
+	// stride walks positions 0..total-1 in a scattered order that still
+	// visits each exactly once per cycle, so weighted hosts interleave.
+	total, stride uint64
+	next          atomic.Uint64
+}
+
+func (s *Set) finish() {
+	for _, w := range s.weights {
+		if w != s.weights[0] {
+			s.cumulative = make([]uint64, len(s.weights))
+			break
+		}
+	}
+	for i, w := range s.weights {
+		s.total += w
+		if s.cumulative != nil {
+			s.cumulative[i] = s.total
+		}
+	}
+	s.stride = 1
+	if s.cumulative != nil {
+		s.stride = s.total*5/8 | 1
+		for gcd(s.stride, s.total) != 1 {
+			s.stride++
+		}
+	}
+}
+
+func gcd(a, b uint64) uint64 {
+	for b != 0 {
+		a, b = b, a%b
+	}
+	return a
+}
+
+// Len returns the number of endpoints.
+func (s *Set) Len() int { return len(s.hosts) }
+
+// Pick returns an endpoint that is not in skip, preferring endpoints that
+// are not ejected; when every endpoint is ejected it still returns one, as
+// failing open beats refusing everything. It returns nil when skip holds
+// every endpoint.
+func (s *Set) Pick(skip []*Host) *Host {
+	if len(s.hosts) == 0 {
+		return nil
+	}
+	if s.policy == LeastRequest && len(s.hosts) > 1 {
+		if h := s.pickTwo(skip); h != nil {
+			return h
+		}
+	} else if h := s.pickNext(skip); h != nil {
+		return h
+	}
+	return s.scan(skip)
+}
+
+// pickNext takes the next hosts of the round-robin order until one is
+// usable; scan covers the case where none of them is.
+func (s *Set) pickNext(skip []*Host) *Host {
+	for range len(s.hosts) {
+		n := s.next.Add(1) - 1
+		var h *Host
+		if s.cumulative == nil {
+			h = s.hosts[n%uint64(len(s.hosts))]
+		} else {
+			h = s.hosts[s.at(n*s.stride%s.total)]
+		}
+		if usable(h, skip) {
+			return h
+		}
+	}
+	return nil
+}
+
+// at returns the index of the host whose weight range holds pos.
+func (s *Set) at(pos uint64) int {
+	lo, hi := 0, len(s.cumulative)-1
+	for lo < hi {
+		mid := (lo + hi) / 2
+		if s.cumulative[mid] > pos {
+			hi = mid
+		} else {
+			lo = mid + 1
+		}
+	}
+	return lo
+}
+
+func (s *Set) pickTwo(skip []*Host) *Host {
+	i := rand.IntN(len(s.hosts))
+	j := rand.IntN(len(s.hosts) - 1)
+	if j >= i {
+		j++
+	}
+	a, b := s.hosts[i], s.hosts[j]
+	okA, okB := usable(a, skip), usable(b, skip)
+	switch {
+	case okA && okB:
+		// Compare load per weight without dividing: a/wa <= b/wb.
+		if uint64(a.inflight.Load())*s.weights[j] <= uint64(b.inflight.Load())*s.weights[i] {
+			return a
+		}
+		return b
+	case okA:
+		return a
+	case okB:
+		return b
+	}
+	return nil
+}
+
+// scan returns the first host not skipped, healthy ones first.
+func (s *Set) scan(skip []*Host) *Host {
+	var fallback *Host
+	for _, h := range s.hosts {
+		if skipped(h, skip) {
+			continue
+		}
+		if !h.Ejected() {
+			return h
+		}
+		if fallback == nil {
+			fallback = h
+		}
+	}
+	return fallback
+}
+
+func usable(h *Host, skip []*Host) bool { return !h.Ejected() && !skipped(h, skip) }
+
+func skipped(h *Host, skip []*Host) bool {
+	for _, s := range skip {
+		if s == h {
+			return true
+		}
+	}
+	return false
+}

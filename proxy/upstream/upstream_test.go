@@ -1,0 +1,141 @@
+package upstream
+
+import (
+	"testing"
+	"time"
+)
+
+func TestPickDistribution(t *testing.T) {
+	tests := []struct {
+		name      string
+		endpoints []Endpoint
+		picks     int
+		want      map[string]int
+	}{
+		{"round robin", []Endpoint{{Address: "a"}, {Address: "b"}, {Address: "c"}}, 9, map[string]int{"a": 3, "b": 3, "c": 3}},
+		{"weighted", []Endpoint{{Address: "a", Weight: 3}, {Address: "b", Weight: 1}}, 8, map[string]int{"a": 6, "b": 2}},
+		{"zero weight counts as one", []Endpoint{{Address: "a", Weight: 0}, {Address: "b", Weight: 2}}, 6, map[string]int{"a": 2, "b": 4}},
+		{"single", []Endpoint{{Address: "a"}}, 3, map[string]int{"a": 3}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			set := NewRegistry(RoundRobin, Health{}).Sets(map[string][]Endpoint{"s": tt.endpoints})["s"]
+			got := map[string]int{}
+			for range tt.picks {
+				got[set.Pick(nil).Address()]++
+			}
+			for addr, n := range tt.want {
+				if got[addr] != n {
+					t.Errorf("picks = %v, want %v", got, tt.want)
+					break
+				}
+			}
+		})
+	}
+}
+
+func TestWeightedInterleaves(t *testing.T) {
+	set := NewRegistry(RoundRobin, Health{}).Sets(map[string][]Endpoint{"s": {{Address: "a", Weight: 5}, {Address: "b", Weight: 5}, {Address: "c", Weight: 1}}})["s"]
+	run, longest, prev := 0, 0, ""
+	for range 11 {
+		a := set.Pick(nil).Address()
+		if a == prev {
+			run++
+		} else {
+			run = 1
+		}
+		prev, longest = a, max(longest, run)
+	}
+	if longest > 2 {
+		t.Errorf("a host was picked %d times in a row; weights should interleave", longest)
+	}
+}
+
+func TestPickSkipsAndEjects(t *testing.T) {
+	health := Health{FailureThreshold: 2, BaseEjection: time.Hour, MaxEjection: 2 * time.Hour}
+	for _, policy := range []Policy{RoundRobin, LeastRequest} {
+		set := NewRegistry(policy, health).Sets(map[string][]Endpoint{"s": {{Address: "a"}, {Address: "b"}}})["s"]
+		a := set.hosts[0]
+		for range 10 {
+			if h := set.Pick([]*Host{a}); h.Address() != "b" {
+				t.Fatalf("policy %d: Pick(skip a) = %s", policy, h.Address())
+			}
+		}
+		if h := set.Pick(set.hosts); h != nil {
+			t.Fatalf("policy %d: Pick(skip all) = %s, want nil", policy, h.Address())
+		}
+		a.Failed()
+		if a.Ejected() {
+			t.Fatalf("policy %d: ejected below the threshold", policy)
+		}
+		a.Failed()
+		if !a.Ejected() {
+			t.Fatalf("policy %d: not ejected at the threshold", policy)
+		}
+		for range 10 {
+			if h := set.Pick(nil); h.Address() != "b" {
+				t.Fatalf("policy %d: picked ejected host", policy)
+			}
+		}
+		if h := set.Pick([]*Host{set.hosts[1]}); h != a {
+			t.Fatalf("policy %d: with every other host skipped, the ejected one should be the fallback", policy)
+		}
+	}
+}
+
+func TestEjectionBacksOff(t *testing.T) {
+	h := &Host{health: &Health{FailureThreshold: 1, BaseEjection: time.Second, MaxEjection: 3 * time.Second}}
+	for i, want := range []time.Duration{time.Second, 2 * time.Second, 3 * time.Second, 3 * time.Second} {
+		h.Failed()
+		got := time.Until(time.Unix(0, h.ejectedUntil.Load()))
+		if got > want || got < want-time.Second/2 {
+			t.Errorf("ejection %d lasts %v, want %v", i+1, got, want)
+		}
+	}
+	h.Succeeded()
+	h.Failed()
+	if got := time.Until(time.Unix(0, h.ejectedUntil.Load())); got > time.Second {
+		t.Errorf("after a success the back-off should restart, got %v", got)
+	}
+}
+
+func TestLeastRequestPrefersIdle(t *testing.T) {
+	set := NewRegistry(LeastRequest, Health{}).Sets(map[string][]Endpoint{"s": {{Address: "busy"}, {Address: "idle"}}})["s"]
+	set.hosts[0].Begin()
+	for range 20 {
+		if h := set.Pick(nil); h.Address() != "idle" {
+			t.Fatalf("picked %s", h.Address())
+		}
+	}
+}
+
+func TestRegistryKeepsHostState(t *testing.T) {
+	r := NewRegistry(RoundRobin, Health{FailureThreshold: 1, BaseEjection: time.Hour, MaxEjection: time.Hour})
+	first := r.Sets(map[string][]Endpoint{"s": {{Address: "a"}, {Address: "b"}}})
+	first["s"].hosts[0].Failed()
+	second := r.Sets(map[string][]Endpoint{"s": {{Address: "a"}}, "t": {{Address: "a"}}})
+	if second["s"].hosts[0] != first["s"].hosts[0] || second["t"].hosts[0] != first["s"].hosts[0] {
+		t.Fatal("address a got a new Host")
+	}
+	if !second["s"].hosts[0].Ejected() {
+		t.Fatal("ejection lost across a swap")
+	}
+	third := r.Sets(map[string][]Endpoint{"s": {{Address: "b"}}})
+	if third["s"].hosts[0] == first["s"].hosts[1] {
+		t.Fatal("address b was not listed in between and should have been forgotten")
+	}
+}
+
+func BenchmarkPick(b *testing.B) {
+	for _, policy := range []Policy{RoundRobin, LeastRequest} {
+		set := NewRegistry(policy, Health{}).Sets(map[string][]Endpoint{"s": {{Address: "a", Weight: 2}, {Address: "b"}, {Address: "c"}}})["s"]
+		b.Run(map[Policy]string{RoundRobin: "round-robin", LeastRequest: "least-request"}[policy], func(b *testing.B) {
+			b.ReportAllocs()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					set.Pick(nil)
+				}
+			})
+		})
+	}
+}
