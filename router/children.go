@@ -4,9 +4,13 @@ package router
 // children, where comparing a few strings beats hashing; nodes with many
 // children switch to a map.
 type children[T any] struct {
-	keys  []string
-	nodes []*T
+	list  []child[T]
 	index map[string]*T
+}
+
+type child[T any] struct {
+	key  string
+	node *T
 }
 
 const maxLinearChildren = 8
@@ -15,9 +19,9 @@ func get[T any, K string | []byte](c *children[T], key K) *T {
 	if c.index != nil {
 		return c.index[string(key)]
 	}
-	for i, k := range c.keys {
-		if k == string(key) {
-			return c.nodes[i]
+	for i := range c.list {
+		if c.list[i].key == string(key) {
+			return c.list[i].node
 		}
 	}
 	return nil
@@ -28,14 +32,13 @@ func (c *children[T]) add(key string, node *T) {
 		c.index[key] = node
 		return
 	}
-	c.keys = append(c.keys, key)
-	c.nodes = append(c.nodes, node)
-	if len(c.keys) > maxLinearChildren {
-		c.index = make(map[string]*T, len(c.keys))
-		for i, k := range c.keys {
-			c.index[k] = c.nodes[i]
+	c.list = append(c.list, child[T]{key, node})
+	if len(c.list) > maxLinearChildren {
+		c.index = make(map[string]*T, len(c.list))
+		for _, ch := range c.list {
+			c.index[ch.key] = ch.node
 		}
-		c.keys, c.nodes = nil, nil
+		c.list = nil
 	}
 }
 
@@ -46,7 +49,7 @@ func (c *children[T]) each(f func(*T)) {
 		}
 		return
 	}
-	for _, n := range c.nodes {
-		f(n)
+	for _, ch := range c.list {
+		f(ch.node)
 	}
 }

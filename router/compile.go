@@ -96,12 +96,20 @@ func (c *compiler) addRoute(r *Route, seq int) error {
 	if len(hostnames) == 0 {
 		hostnames = []string{""}
 	}
+	perHost := 0
+	for _, rc := range conds {
+		perHost += len(rc)
+	}
+	// One allocation for all of the route's entries keeps a large compile
+	// quick and the entries of one host close together in memory.
+	entries := make([]entry, 0, perHost*len(hostnames))
 	for _, host := range hostnames {
 		ht := c.table.hostTable(host)
 		singleLabel := r.ID.Kind == KindIngress && strings.HasPrefix(host, "*.")
 		for _, rc := range conds {
 			for _, cond := range rc {
-				ht.add(&entry{conditions: cond, singleLabel: singleLabel})
+				entries = append(entries, entry{conditions: cond, singleLabel: singleLabel})
+				ht.add(&entries[len(entries)-1])
 			}
 		}
 	}

@@ -48,7 +48,7 @@ func validateHostname(h string) error {
 		return fmt.Errorf("longer than %d characters", maxHostnameLen)
 	}
 	name := strings.TrimPrefix(h, "*.")
-	if net.ParseIP(name) != nil {
+	if looksNumeric(name) && net.ParseIP(name) != nil {
 		return errors.New("must be a DNS name, not an IP address")
 	}
 	for label := range strings.SplitSeq(name, ".") {
@@ -57,6 +57,12 @@ func validateHostname(h string) error {
 		}
 	}
 	return nil
+}
+
+// looksNumeric is a cheap filter before net.ParseIP: an IPv4 address has
+// only digits and dots (IPv6 fails label validation on its ':').
+func looksNumeric(name string) bool {
+	return strings.Trim(name, "0123456789.") == ""
 }
 
 func validateLabel(label string) error {

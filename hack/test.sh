@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# Runs every test of hostgate, the same way on a laptop and in CI:
+# formatting and vet, the race-enabled test suite (including the tests that
+# drive a real kube-apiserver, built from source by hack/kube-env.sh), then
+# each fuzz target for a bounded time.
+#
+#   FUZZTIME=10s hack/test.sh     # shorter fuzzing (default 20s per target)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+fuzztime=${FUZZTIME:-20s}
+log() { echo "== $*" >&2; }
+
+# Debian packages the tests use as real peers. Installed only when missing.
+need_packages=()
+command -v curl >/dev/null || need_packages+=(curl)
+command -v ip >/dev/null || need_packages+=(iproute2)
+if [ ${#need_packages[@]} -gt 0 ]; then
+	if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+		log "installing ${need_packages[*]}"
+		apt-get update -qq >&2
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_packages[@]}" >&2
+	else
+		log "missing ${need_packages[*]}: tests that need them will skip (CI installs them)"
+	fi
+fi
+
+log "real control plane (etcd, kube-apiserver)"
+eval "$(hack/kube-env.sh --export)"
+
+log "gofmt"
+unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './hack/kube/*'))
+if [ -n "$unformatted" ]; then
+	echo "not gofmt-formatted:" >&2
+	echo "$unformatted" >&2
+	exit 1
+fi
+
+log "go vet"
+go vet ./...
+
+log "go test -race"
+go test -race -count=1 -timeout 30m ./...
+
+# Every Fuzz function runs on its own: go test accepts one -fuzz target per
+# package per run.
+log "fuzzing, $fuzztime per target"
+grep -rl --include='*_test.go' '^func Fuzz' . | sort | while read -r file; do
+	pkg=./$(dirname "${file#./}")
+	for target in $(grep -o '^func Fuzz[A-Za-z0-9_]*' "$file" | sed 's/^func //'); do
+		log "fuzz $pkg $target"
+		go test -run '^$' -fuzz "^${target}\$" -fuzztime "$fuzztime" "$pkg"
+	done
+done
