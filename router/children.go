@@ -13,7 +13,7 @@ type child[T any] struct {
 	node *T
 }
 
-const maxLinearChildren = 8
+const maxLinearChildren = 16
 
 func get[T any, K string | []byte](c *children[T], key K) *T {
 	if c.index != nil {

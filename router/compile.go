@@ -47,6 +47,7 @@ func Compile(routes []Route) (*Table, []error) {
 	c := compiler{
 		table:   &Table{exact: map[string]*hostTable{}, wild: newWildNode(nil, 0)},
 		regexps: map[string]*regexp.Regexp{},
+		strings: map[string]string{},
 	}
 	var errs []error
 	for i := range routes {
@@ -65,6 +66,15 @@ type compiler struct {
 	table *Table
 	// regexps shares compiled expressions between routes that repeat them.
 	regexps map[string]*regexp.Regexp
+	strings map[string]string
+}
+
+func (c *compiler) intern(s string) string {
+	if v, ok := c.strings[s]; ok {
+		return v
+	}
+	c.strings[s] = s
+	return s
 }
 
 // addRoute validates a whole route before adding any of its entries, so a
@@ -96,20 +106,12 @@ func (c *compiler) addRoute(r *Route, seq int) error {
 	if len(hostnames) == 0 {
 		hostnames = []string{""}
 	}
-	perHost := 0
-	for _, rc := range conds {
-		perHost += len(rc)
-	}
-	// One allocation for all of the route's entries keeps a large compile
-	// quick and the entries of one host close together in memory.
-	entries := make([]entry, 0, perHost*len(hostnames))
 	for _, host := range hostnames {
 		ht := c.table.hostTable(host)
 		singleLabel := r.ID.Kind == KindIngress && strings.HasPrefix(host, "*.")
 		for _, rc := range conds {
 			for _, cond := range rc {
-				entries = append(entries, entry{conditions: cond, singleLabel: singleLabel})
-				ht.add(&entries[len(entries)-1])
+				ht.add(entry{conditions: *cond, singleLabel: singleLabel}, c.intern)
 			}
 		}
 	}
@@ -307,7 +309,7 @@ func trimPrefixValue(v string) string {
 
 // compareEntries orders two entries of one list: higher rank first, then
 // the older route, then namespace/name, then rule and match order.
-func compareEntries(a, b *entry) int {
+func compareEntries(a, b entry) int {
 	ra, rb := &a.rank, &b.rank
 	if c := cmp.Compare(rb.primary, ra.primary); c != 0 {
 		return c
@@ -355,6 +357,6 @@ func compareOrigin(a, b *Target, seqA, seqB int) int {
 	return cmp.Compare(a.MatchIndex, b.MatchIndex)
 }
 
-func sortEntries(list []*entry) {
+func sortEntries(list []entry) {
 	slices.SortFunc(list, compareEntries)
 }

@@ -69,8 +69,8 @@ func hostOrder(name string) int {
 // entries returns the entries of h in the order lookup considers them for
 // a path that reaches them: exact paths, regular expressions, prefixes from
 // the longest, other gRPC matches.
-func (h *hostTable) entries() []*entry {
-	var exact, prefix []*entry
+func (h *hostTable) entries() []entry {
+	var exact, prefix []entry
 	var walk func(n *pathNode)
 	walk = func(n *pathNode) {
 		exact = append(exact, n.exact...)
@@ -78,7 +78,7 @@ func (h *hostTable) entries() []*entry {
 		n.children.each(walk)
 	}
 	walk(h.root)
-	byPath := func(a, b *entry) int {
+	byPath := func(a, b entry) int {
 		if c := cmp.Compare(len(b.path), len(a.path)); c != 0 {
 			return c
 		}
@@ -92,7 +92,7 @@ func (h *hostTable) entries() []*entry {
 	return slices.Concat(exact, h.regex, prefix, h.grpc)
 }
 
-func describeEntry(e *entry) MatchDescription {
+func describeEntry(e entry) MatchDescription {
 	tg := &e.target
 	d := MatchDescription{
 		Route:  tg.Route.ID.String(),
@@ -125,7 +125,7 @@ func describeEntry(e *entry) MatchDescription {
 	return d
 }
 
-func describePath(e *entry) string {
+func describePath(e entry) string {
 	if m := e.target.Match; m != nil && m.GRPC != nil {
 		g := m.GRPC
 		return fmt.Sprintf("gRPC %s service=%q method=%q", g.Type, g.Service, g.Method)

@@ -13,7 +13,9 @@ type Table struct {
 
 // entry is one compiled match in the table of one hostname.
 type entry struct {
-	*conditions
+	// conditions are copied into each host's entry rather than shared, so
+	// that a lookup reads one contiguous list instead of chasing pointers.
+	conditions
 	// singleLabel restricts an Ingress wildcard host to requests with
 	// exactly one label in place of the "*".
 	singleLabel bool
@@ -23,8 +25,8 @@ type entry struct {
 type hostTable struct {
 	name  string
 	root  *pathNode
-	regex []*entry
-	grpc  []*entry
+	regex []entry
+	grpc  []entry
 }
 
 func newHostTable(name string) *hostTable {
@@ -36,22 +38,22 @@ func newHostTable(name string) *hostTable {
 type pathNode struct {
 	children children[pathNode]
 	parent   *pathNode
-	exact    []*entry
-	prefix   []*entry
+	exact    []entry
+	prefix   []entry
 	// prefixed is the nearest node at or above this one that has prefix
 	// entries, so lookup skips the nodes in between.
 	prefixed *pathNode
 }
 
-func (h *hostTable) add(e *entry) {
+func (h *hostTable) add(e entry, intern func(string) string) {
 	switch e.place {
 	case placeExact:
-		n := h.root.descend(e.path[1:])
+		n := h.root.descend(e.path[1:], intern)
 		n.exact = append(n.exact, e)
 	case placePrefix:
 		n := h.root
 		if e.path != "" {
-			n = n.descend(e.path[1:])
+			n = n.descend(e.path[1:], intern)
 		}
 		n.prefix = append(n.prefix, e)
 	case placeRegex:
@@ -62,14 +64,15 @@ func (h *hostTable) add(e *entry) {
 }
 
 // descend returns the node for the segments of rest (a path without its
-// leading "/"), creating nodes as needed.
-func (n *pathNode) descend(rest string) *pathNode {
+// leading "/"), creating nodes as needed. intern shares the storage of
+// segments that many routes repeat ("api", "v1"), which keeps them in cache.
+func (n *pathNode) descend(rest string, intern func(string) string) *pathNode {
 	for {
 		seg, tail, more := strings.Cut(rest, "/")
 		child := get(&n.children, seg)
 		if child == nil {
 			child = &pathNode{parent: n}
-			n.children.add(seg, child)
+			n.children.add(intern(seg), child)
 		}
 		n = child
 		if !more {
@@ -137,10 +140,10 @@ func (h *hostTable) lookup(req *Request, wildLabels int) *Target {
 	return firstMatch(h.grpc, req, wildLabels)
 }
 
-func firstMatch(list []*entry, req *Request, wildLabels int) *Target {
-	for _, e := range list {
-		if e.matches(req, wildLabels) {
-			return &e.target
+func firstMatch(list []entry, req *Request, wildLabels int) *Target {
+	for i := range list {
+		if list[i].matches(req, wildLabels) {
+			return &list[i].target
 		}
 	}
 	return nil
