@@ -1,0 +1,240 @@
+package watch
+
+import (
+	"cmp"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"slices"
+	"strconv"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/types"
+	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"github.com/hostgate/hostgate/router"
+)
+
+// refFrom names the object holding a reference, for ReferenceGrant checks.
+type refFrom struct {
+	kind      string
+	namespace string
+}
+
+// permitted reports whether a ReferenceGrant in the target namespace lets
+// from refer to the object (group, kind, name) there.
+func (t *translator) permitted(from refFrom, group, kind, namespace, name string) bool {
+	if from.namespace == namespace {
+		return true
+	}
+	for _, g := range t.grants[namespace] {
+		fromOK := slices.ContainsFunc(g.Spec.From, func(f gatewayv1.ReferenceGrantFrom) bool {
+			return string(f.Group) == gatewayv1.GroupName && string(f.Kind) == from.kind && string(f.Namespace) == from.namespace
+		})
+		toOK := slices.ContainsFunc(g.Spec.To, func(to gatewayv1.ReferenceGrantTo) bool {
+			return string(to.Group) == group && string(to.Kind) == kind && (to.Name == nil || string(*to.Name) == name)
+		})
+		if fromOK && toOK {
+			return true
+		}
+	}
+	return false
+}
+
+// backendError is a backendRef that cannot be resolved, with the route
+// ResolvedRefs reason it stands for.
+type backendError struct {
+	reason gatewayv1.RouteConditionReason
+	err    error
+}
+
+func (e *backendError) Error() string { return e.err.Error() }
+func (e *backendError) Unwrap() error { return e.err }
+
+func refErr(reason gatewayv1.RouteConditionReason, format string, args ...any) *backendError {
+	return &backendError{reason: reason, err: fmt.Errorf(format, args...)}
+}
+
+// errServiceNotFound lets callers tell a missing Service from other faults.
+var errServiceNotFound = errors.New("service not found")
+
+// backendRef resolves a Gateway API backendRef to the endpoint set it
+// names. grpc selects HTTP/2 as the default protocol.
+func (t *translator) backendRef(from refFrom, ref gatewayv1.BackendObjectReference, grpc bool) (router.BackendRef, *backendError) {
+	group, kind := "", "Service"
+	if ref.Group != nil {
+		group = string(*ref.Group)
+	}
+	if ref.Kind != nil {
+		kind = string(*ref.Kind)
+	}
+	namespace := from.namespace
+	if ref.Namespace != nil {
+		namespace = string(*ref.Namespace)
+	}
+	if group != "" || kind != "Service" {
+		return router.BackendRef{}, refErr(gatewayv1.RouteReasonInvalidKind, "%s: only core Services are supported", groupKind(ref.Group, gatewayv1.Kind(kind)))
+	}
+	if !t.permitted(from, "", "Service", namespace, string(ref.Name)) {
+		return router.BackendRef{}, refErr(gatewayv1.RouteReasonRefNotPermitted, "Service %s/%s: no ReferenceGrant allows the reference", namespace, ref.Name)
+	}
+	if ref.Port == nil {
+		return router.BackendRef{}, refErr(gatewayv1.RouteReasonUnsupportedValue, "port: required for a Service")
+	}
+	svc := t.services[types.NamespacedName{Namespace: namespace, Name: string(ref.Name)}]
+	if svc == nil {
+		return router.BackendRef{}, refErr(gatewayv1.RouteReasonBackendNotFound, "Service %s/%s: %w", namespace, ref.Name, errServiceNotFound)
+	}
+	i := slices.IndexFunc(svc.Spec.Ports, func(p corev1.ServicePort) bool { return p.Port == *ref.Port })
+	if i < 0 {
+		return router.BackendRef{}, refErr(gatewayv1.RouteReasonBackendNotFound, "Service %s/%s: has no port %d", namespace, ref.Name, *ref.Port)
+	}
+	return t.servicePort(svc, &svc.Spec.Ports[i], grpc)
+}
+
+// servicePort registers the endpoint set of a Service port and returns a
+// reference to it.
+func (t *translator) servicePort(svc *corev1.Service, port *corev1.ServicePort, grpc bool) (router.BackendRef, *backendError) {
+	if svc.Spec.Type == corev1.ServiceTypeExternalName {
+		return router.BackendRef{}, refErr(gatewayv1.RouteReasonBackendNotFound, "Service %s/%s: ExternalName Services are not supported", svc.Namespace, svc.Name)
+	}
+	protocol, ok := backendProtocol(port.AppProtocol, grpc)
+	if !ok {
+		return router.BackendRef{}, refErr(gatewayv1.RouteReasonUnsupportedProtocol, "Service %s/%s port %d: appProtocol %q is not supported", svc.Namespace, svc.Name, port.Port, *port.AppProtocol)
+	}
+	name := svc.Namespace + "/" + svc.Name + ":" + strconv.Itoa(int(port.Port))
+	if _, done := t.endpoints[name]; !done {
+		t.endpoints[name] = t.endpointSet(svc, port)
+	}
+	return router.BackendRef{Name: name, Weight: 1, Protocol: protocol}, nil
+}
+
+// backendProtocol maps a Service port's appProtocol to how the proxy
+// speaks to it. gRPC needs HTTP/2, so it is the default for GRPCRoutes.
+func backendProtocol(appProtocol *string, grpc bool) (string, bool) {
+	p := ""
+	if appProtocol != nil {
+		p = *appProtocol
+	}
+	switch p {
+	case "", "http", "kubernetes.io/ws":
+		if grpc {
+			return "h2c", true
+		}
+		return "", true
+	case "kubernetes.io/h2c", "h2c", "grpc":
+		return "h2c", true
+	case "https", "kubernetes.io/wss":
+		if grpc {
+			return "h2", true
+		}
+		return "https", true
+	}
+	return "", false
+}
+
+// endpointSet collects the endpoints of a Service port from its
+// EndpointSlices: ready ones, and terminating ones that still serve
+// (marked not ready). The target port comes from the slice port of the
+// same name, or from a numeric targetPort for slices without ports.
+func (t *translator) endpointSet(svc *corev1.Service, port *corev1.ServicePort) []Endpoint {
+	set := []Endpoint{}
+	seen := map[string]bool{}
+	for _, slice := range t.slices[types.NamespacedName{Namespace: svc.Namespace, Name: svc.Name}] {
+		if slice.AddressType == discoveryv1.AddressTypeFQDN {
+			continue
+		}
+		target := slicePort(slice, port)
+		if target == 0 {
+			continue
+		}
+		for _, ep := range slice.Endpoints {
+			ready := ep.Conditions.Ready == nil || *ep.Conditions.Ready
+			serving := ep.Conditions.Serving != nil && *ep.Conditions.Serving
+			if !ready && !serving {
+				continue
+			}
+			for _, a := range ep.Addresses {
+				if net.ParseIP(a) == nil {
+					continue
+				}
+				addr := net.JoinHostPort(a, strconv.Itoa(int(target)))
+				if seen[addr] {
+					continue
+				}
+				seen[addr] = true
+				set = append(set, Endpoint{Address: addr, Ready: ready, Weight: 1})
+			}
+		}
+	}
+	slices.SortFunc(set, func(a, b Endpoint) int { return cmp.Compare(a.Address, b.Address) })
+	return set
+}
+
+func slicePort(slice *discoveryv1.EndpointSlice, port *corev1.ServicePort) int32 {
+	if len(slice.Ports) == 0 {
+		if port.TargetPort.IntVal > 0 && port.TargetPort.StrVal == "" {
+			return port.TargetPort.IntVal
+		}
+		return port.Port
+	}
+	for _, p := range slice.Ports {
+		name := ""
+		if p.Name != nil {
+			name = *p.Name
+		}
+		proto := corev1.ProtocolTCP
+		if p.Protocol != nil {
+			proto = *p.Protocol
+		}
+		if name == port.Name && proto == corev1.ProtocolTCP && p.Port != nil {
+			return *p.Port
+		}
+	}
+	return 0
+}
+
+// certificateRef resolves a listener's certificateRef to a Cert.
+func (t *translator) certificateRef(gwNamespace string, ref gatewayv1.SecretObjectReference) (Cert, gatewayv1.ListenerConditionReason, error) {
+	if (ref.Group != nil && *ref.Group != "") || (ref.Kind != nil && *ref.Kind != "Secret") {
+		return Cert{}, gatewayv1.ListenerReasonInvalidCertificateRef, fmt.Errorf("%s: only Secrets are supported", groupKind(ref.Group, derefOr(ref.Kind, "Secret")))
+	}
+	namespace := gwNamespace
+	if ref.Namespace != nil {
+		namespace = string(*ref.Namespace)
+	}
+	if !t.permitted(refFrom{kind: "Gateway", namespace: gwNamespace}, "", "Secret", namespace, string(ref.Name)) {
+		return Cert{}, gatewayv1.ListenerReasonRefNotPermitted, fmt.Errorf("Secret %s/%s: no ReferenceGrant allows the reference", namespace, ref.Name)
+	}
+	cert, err := t.secretCert(namespace, string(ref.Name))
+	if err != nil {
+		return Cert{}, gatewayv1.ListenerReasonInvalidCertificateRef, err
+	}
+	return cert, "", nil
+}
+
+// secretCert reads a kubernetes.io/tls Secret and checks that its
+// certificate and key form a pair.
+func (t *translator) secretCert(namespace, name string) (Cert, error) {
+	s := t.secrets[types.NamespacedName{Namespace: namespace, Name: name}]
+	switch {
+	case s == nil:
+		return Cert{}, fmt.Errorf("Secret %s/%s: not found", namespace, name)
+	case s.Type != corev1.SecretTypeTLS:
+		return Cert{}, fmt.Errorf("Secret %s/%s: type %q, want %s", namespace, name, s.Type, corev1.SecretTypeTLS)
+	}
+	certPEM, keyPEM := s.Data[corev1.TLSCertKey], s.Data[corev1.TLSPrivateKeyKey]
+	if _, err := tls.X509KeyPair(certPEM, keyPEM); err != nil {
+		return Cert{}, fmt.Errorf("Secret %s/%s: %w", namespace, name, err)
+	}
+	return Cert{Name: namespace + "/" + name, CertPEM: certPEM, KeyPEM: PrivateKey(keyPEM)}, nil
+}
+
+func derefOr[T any](p *T, def T) T {
+	if p == nil {
+		return def
+	}
+	return *p
+}

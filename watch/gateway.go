@@ -1,0 +1,452 @@
+package watch
+
+import (
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"github.com/hostgate/hostgate/router"
+)
+
+// supportedFeatures is published on our GatewayClasses; the conformance
+// suite reads it to choose its tests. It names what the router model and
+// this translator carry; keep it in step with the data plane.
+var supportedFeatures = []gatewayv1.FeatureName{
+	"GRPCRoute",
+	"Gateway",
+	"GatewayPort8080",
+	"GatewayStaticAddresses",
+	"HTTPRoute",
+	"HTTPRoute303RedirectStatusCode",
+	"HTTPRoute307RedirectStatusCode",
+	"HTTPRoute308RedirectStatusCode",
+	"HTTPRouteBackendProtocolH2C",
+	"HTTPRouteBackendProtocolWebSocket",
+	"HTTPRouteBackendRequestHeaderModification",
+	"HTTPRouteBackendTimeout",
+	"HTTPRouteHostRewrite",
+	"HTTPRouteMethodMatching",
+	"HTTPRouteNamedRouteRule",
+	"HTTPRouteParentRefPort",
+	"HTTPRoutePathRedirect",
+	"HTTPRoutePathRewrite",
+	"HTTPRoutePortRedirect",
+	"HTTPRouteQueryParamMatching",
+	"HTTPRouteRequestMirror",
+	"HTTPRouteRequestMultipleMirrors",
+	"HTTPRouteRequestPercentageMirror",
+	"HTTPRouteRequestTimeout",
+	"HTTPRouteResponseHeaderModification",
+	"HTTPRouteSchemeRedirect",
+	"ReferenceGrant",
+}
+
+// supportedBundle is the Gateway API release whose CRDs hostgate reads.
+const supportedBundle = "v1.6"
+
+func (t *translator) gatewayClasses() {
+	features := make([]gatewayv1.SupportedFeature, len(supportedFeatures))
+	for i, f := range supportedFeatures {
+		features[i] = gatewayv1.SupportedFeature{Name: f}
+	}
+	for _, gc := range t.objs.gatewayClasses {
+		if string(gc.Spec.ControllerName) != t.opts.GatewayController {
+			continue
+		}
+		gen := gc.Generation
+		st := gatewayv1.GatewayClassStatus{SupportedFeatures: features}
+		if gc.Spec.ParametersRef != nil {
+			setCondition(&st.Conditions, condition(gatewayv1.GatewayClassConditionStatusAccepted, false,
+				gatewayv1.GatewayClassReasonInvalidParameters, gen, "spec.parametersRef: hostgate takes no parameters"))
+		} else {
+			setCondition(&st.Conditions, condition(gatewayv1.GatewayClassConditionStatusAccepted, true,
+				gatewayv1.GatewayClassReasonAccepted, gen, "served by hostgate"))
+			for _, gw := range t.objs.gateways {
+				if string(gw.Spec.GatewayClassName) == gc.Name {
+					key := types.NamespacedName{Namespace: gw.Namespace, Name: gw.Name}
+					t.gateways[key] = &gateway{obj: gw}
+				}
+			}
+		}
+		v := t.objs.crdBundleVersion
+		if v == supportedBundle || strings.HasPrefix(v, supportedBundle+".") {
+			setCondition(&st.Conditions, condition(gatewayv1.GatewayClassConditionStatusSupportedVersion, true,
+				gatewayv1.GatewayClassReasonSupportedVersion, gen, "Gateway API "+v))
+		} else {
+			setCondition(&st.Conditions, condition(gatewayv1.GatewayClassConditionStatusSupportedVersion, false,
+				gatewayv1.GatewayClassReasonUnsupportedVersion, gen,
+				fmt.Sprintf("installed Gateway API CRDs have bundle version %q; hostgate supports %s.x (best effort)", v, supportedBundle)))
+		}
+		t.reports.GatewayClasses = append(t.reports.GatewayClasses, GatewayClassReport{Object: gc, Status: st})
+	}
+}
+
+// gateway is a Gateway of one of our classes while it is translated.
+type gateway struct {
+	obj *gatewayv1.Gateway
+	// addresses are the IPs its listeners bind; "" is every node address.
+	addresses  []string
+	listeners  []*listener
+	accepted   problem
+	programmed problem
+}
+
+// listener is one listener of a Gateway.
+type listener struct {
+	gw       *gateway
+	spec     *gatewayv1.Listener
+	hostname string
+	// kinds are the route kinds the listener accepts.
+	kinds      []router.Kind
+	namespaces func(namespace string) bool
+	certs      []Cert
+	// accepted, resolvedRefs and conflicted hold the first problem of each
+	// condition; conflictReason is ProtocolConflict or HostnameConflict.
+	accepted       problem
+	resolvedRefs   problem
+	conflictReason gatewayv1.ListenerConditionReason
+	sockets        []*socket
+	attachedRoutes int32
+	attached       map[router.RouteID]bool
+}
+
+// serving reports whether the listener takes traffic.
+func (l *listener) serving() bool {
+	return len(l.sockets) > 0
+}
+
+func (t *translator) gatewaysOfOurClasses() {
+	gws := make([]*gateway, 0, len(t.gateways))
+	for _, gw := range t.objs.gateways {
+		if g := t.gateways[types.NamespacedName{Namespace: gw.Namespace, Name: gw.Name}]; g != nil {
+			gws = append(gws, g)
+		}
+	}
+	t.assignAddresses(gws)
+	for _, g := range gws {
+		for i := range g.obj.Spec.Listeners {
+			g.listeners = append(g.listeners, t.listener(g, &g.obj.Spec.Listeners[i]))
+		}
+		markConflicts(g.listeners)
+		if g.obj.Spec.Infrastructure != nil && g.obj.Spec.Infrastructure.ParametersRef != nil {
+			g.accepted.first(string(gatewayv1.GatewayReasonInvalidParameters), "spec.infrastructure.parametersRef: hostgate takes no parameters")
+		}
+		if !g.accepted.ok() || !g.programmed.ok() {
+			continue
+		}
+		for _, l := range g.listeners {
+			if l.accepted.ok() && l.conflictReason == "" && len(l.kinds) > 0 && (l.spec.Protocol != gatewayv1.HTTPSProtocolType || len(l.certs) > 0) {
+				t.bindListener(l)
+			}
+		}
+	}
+}
+
+// assignAddresses gives every Gateway its addresses: spec.addresses as
+// written, else one address of the pool (the one its status already shows
+// when it is still free, so addresses do not move), else the node
+// addresses.
+func (t *translator) assignAddresses(gws []*gateway) {
+	taken := map[string]bool{}
+	var fromPool []*gateway
+	for _, g := range gws {
+		if len(g.obj.Spec.Addresses) == 0 {
+			if len(t.opts.AddressPool) == 0 {
+				g.addresses = []string{""}
+			} else {
+				fromPool = append(fromPool, g)
+			}
+			continue
+		}
+		for i, a := range g.obj.Spec.Addresses {
+			if a.Type != nil && *a.Type != gatewayv1.IPAddressType {
+				g.accepted.first(string(gatewayv1.GatewayReasonUnsupportedAddress),
+					fmt.Sprintf("spec.addresses[%d].type: %s is not supported, only IPAddress", i, *a.Type))
+				continue
+			}
+			ip, err := netip.ParseAddr(a.Value)
+			if err != nil {
+				g.programmed.first(string(gatewayv1.GatewayReasonAddressNotUsable),
+					fmt.Sprintf("spec.addresses[%d].value %q: not an IP address", i, a.Value))
+				continue
+			}
+			g.addresses = append(g.addresses, ip.String())
+			taken[ip.String()] = true
+		}
+	}
+	var unassigned []*gateway
+	for _, g := range fromPool {
+		for _, a := range g.obj.Status.Addresses {
+			if slices.Contains(t.opts.AddressPool, a.Value) && !taken[a.Value] {
+				g.addresses, taken[a.Value] = []string{a.Value}, true
+				break
+			}
+		}
+		if len(g.addresses) == 0 {
+			unassigned = append(unassigned, g)
+		}
+	}
+	pool := t.opts.AddressPool
+	for _, g := range unassigned {
+		for len(pool) > 0 && taken[pool[0]] {
+			pool = pool[1:]
+		}
+		if len(pool) == 0 {
+			g.programmed.first(string(gatewayv1.GatewayReasonAddressNotAssigned), "the address pool is exhausted")
+			continue
+		}
+		g.addresses, taken[pool[0]] = []string{pool[0]}, true
+	}
+}
+
+// defaultRouteKinds are what HTTP and HTTPS listeners accept when
+// allowedRoutes.kinds is empty.
+var defaultRouteKinds = []router.Kind{router.KindHTTPRoute, router.KindGRPCRoute}
+
+func (t *translator) listener(g *gateway, spec *gatewayv1.Listener) *listener {
+	l := &listener{gw: g, spec: spec}
+	if spec.Hostname != nil {
+		l.hostname = strings.ToLower(string(*spec.Hostname))
+	}
+	switch spec.Protocol {
+	case gatewayv1.HTTPProtocolType, gatewayv1.HTTPSProtocolType:
+	default:
+		l.accepted.first(string(gatewayv1.ListenerReasonUnsupportedProtocol),
+			fmt.Sprintf("protocol %q: hostgate serves HTTP and HTTPS", spec.Protocol))
+		return l
+	}
+	if spec.Port < 1 || spec.Port > 65535 {
+		l.accepted.first(string(gatewayv1.ListenerReasonUnsupportedValue), fmt.Sprintf("port %d: out of range", spec.Port))
+	}
+	t.listenerKinds(l)
+	t.listenerNamespaces(l)
+	if spec.Protocol == gatewayv1.HTTPSProtocolType {
+		t.listenerCerts(l)
+	}
+	return l
+}
+
+func (t *translator) listenerKinds(l *listener) {
+	ar := l.spec.AllowedRoutes
+	if ar == nil || len(ar.Kinds) == 0 {
+		l.kinds = defaultRouteKinds
+		return
+	}
+	for i, k := range ar.Kinds {
+		kind := router.Kind(k.Kind)
+		if (k.Group == nil || *k.Group == gatewayv1.GroupName) && slices.Contains(defaultRouteKinds, kind) {
+			if !slices.Contains(l.kinds, kind) {
+				l.kinds = append(l.kinds, kind)
+			}
+			continue
+		}
+		l.resolvedRefs.first(string(gatewayv1.ListenerReasonInvalidRouteKinds),
+			fmt.Sprintf("allowedRoutes.kinds[%d]: %s is not a route kind hostgate serves", i, groupKind(k.Group, k.Kind)))
+	}
+}
+
+func groupKind(group *gatewayv1.Group, kind gatewayv1.Kind) string {
+	if group == nil || *group == "" {
+		return string(kind)
+	}
+	return string(kind) + "." + string(*group)
+}
+
+func (t *translator) listenerNamespaces(l *listener) {
+	from := gatewayv1.NamespacesFromSame
+	var selector *metav1.LabelSelector
+	if ar := l.spec.AllowedRoutes; ar != nil && ar.Namespaces != nil {
+		if ar.Namespaces.From != nil {
+			from = *ar.Namespaces.From
+		}
+		selector = ar.Namespaces.Selector
+	}
+	gwNamespace := l.gw.obj.Namespace
+	switch from {
+	case gatewayv1.NamespacesFromAll:
+		l.namespaces = func(string) bool { return true }
+	case gatewayv1.NamespacesFromSame:
+		l.namespaces = func(ns string) bool { return ns == gwNamespace }
+	case gatewayv1.NamespacesFromSelector:
+		sel, err := metav1.LabelSelectorAsSelector(selector)
+		if err != nil || selector == nil {
+			l.accepted.first(string(gatewayv1.ListenerReasonUnsupportedValue),
+				fmt.Sprintf("allowedRoutes.namespaces.selector: invalid (%v)", err))
+			sel = labels.Nothing()
+		}
+		l.namespaces = func(ns string) bool {
+			n := t.namespaces[ns]
+			return n != nil && sel.Matches(labels.Set(n.Labels))
+		}
+	default:
+		l.namespaces = func(string) bool { return false }
+	}
+}
+
+func (t *translator) listenerCerts(l *listener) {
+	tls := l.spec.TLS
+	if tls != nil && tls.Mode != nil && *tls.Mode != gatewayv1.TLSModeTerminate {
+		l.accepted.first(string(gatewayv1.ListenerReasonUnsupportedValue),
+			fmt.Sprintf("tls.mode %q: an HTTPS listener terminates TLS", *tls.Mode))
+		return
+	}
+	if tls == nil || len(tls.CertificateRefs) == 0 {
+		l.resolvedRefs.first(string(gatewayv1.ListenerReasonInvalidCertificateRef), "tls.certificateRefs: an HTTPS listener needs a certificate")
+		return
+	}
+	gw := l.gw.obj
+	for i, ref := range tls.CertificateRefs {
+		cert, reason, err := t.certificateRef(gw.Namespace, ref)
+		if err != nil {
+			l.resolvedRefs.first(string(reason), fmt.Sprintf("tls.certificateRefs[%d]: %v", i, err))
+			continue
+		}
+		if l.hostname != "" {
+			cert.Hostnames = []string{l.hostname}
+		}
+		l.certs = append(l.certs, cert)
+	}
+}
+
+// markConflicts applies the spec's rules for listeners of one Gateway that
+// share a port: different protocols conflict, and so do equal hostnames
+// of one protocol. The first listener of a set keeps serving.
+func markConflicts(ls []*listener) {
+	for i, l := range ls {
+		for _, earlier := range ls[:i] {
+			if earlier.spec.Port != l.spec.Port || !earlier.accepted.ok() || earlier.conflictReason != "" {
+				continue
+			}
+			if earlier.spec.Protocol != l.spec.Protocol {
+				l.conflictReason = gatewayv1.ListenerReasonProtocolConflict
+				break
+			}
+			if earlier.hostname == l.hostname {
+				l.conflictReason = gatewayv1.ListenerReasonHostnameConflict
+				break
+			}
+		}
+	}
+}
+
+// bindListener binds l at every address of its Gateway.
+func (t *translator) bindListener(l *listener) {
+	protocol := Protocol(l.spec.Protocol)
+	for _, addr := range l.gw.addresses {
+		s := t.bind(addr, int(l.spec.Port), protocol, l.hostname)
+		if s == nil {
+			l.accepted.first(string(gatewayv1.ListenerReasonPortUnavailable),
+				fmt.Sprintf("%s is already served with another protocol", socketName(addr, int(l.spec.Port))))
+			l.sockets = nil
+			return
+		}
+		l.sockets = append(l.sockets, s)
+	}
+	for _, s := range l.sockets {
+		s.certs = append(s.certs, l.certs...)
+	}
+}
+
+// finishGateways writes the Gateway reports once routes have attached.
+func (t *translator) finishGateways() {
+	for _, gw := range t.objs.gateways {
+		g := t.gateways[types.NamespacedName{Namespace: gw.Namespace, Name: gw.Name}]
+		if g != nil {
+			t.reports.Gateways = append(t.reports.Gateways, GatewayReport{Object: gw, Status: t.gatewayStatus(g)})
+		}
+	}
+}
+
+func (t *translator) gatewayStatus(g *gateway) gatewayv1.GatewayStatus {
+	gen := g.obj.Generation
+	var st gatewayv1.GatewayStatus
+	addresses := g.addresses
+	if slices.Equal(addresses, []string{""}) {
+		addresses = t.nodeAddresses
+	}
+	for _, a := range addresses {
+		st.Addresses = append(st.Addresses, gatewayv1.GatewayStatusAddress{Type: new(gatewayv1.IPAddressType), Value: a})
+	}
+	invalid, serving := 0, 0
+	for _, l := range g.listeners {
+		ls := listenerStatus(l, gen)
+		if !meta.IsStatusConditionTrue(ls.Conditions, string(gatewayv1.ListenerConditionAccepted)) {
+			invalid++
+		}
+		if l.serving() {
+			serving++
+		}
+		st.Listeners = append(st.Listeners, ls)
+	}
+	accepted := g.accepted
+	switch {
+	case !accepted.ok():
+	case invalid > 0 && invalid == len(g.listeners):
+		accepted.first(string(gatewayv1.GatewayReasonListenersNotValid), "no listener is valid")
+	}
+	if accepted.ok() {
+		reason, msg := gatewayv1.GatewayReasonAccepted, "accepted by hostgate"
+		if invalid > 0 {
+			reason, msg = gatewayv1.GatewayReasonListenersNotValid, fmt.Sprintf("%d of %d listeners are not valid", invalid, len(g.listeners))
+		}
+		setCondition(&st.Conditions, condition(gatewayv1.GatewayConditionAccepted, true, reason, gen, msg))
+	} else {
+		setCondition(&st.Conditions, condition(gatewayv1.GatewayConditionAccepted, false, accepted.reason, gen, accepted.message))
+	}
+	programmed := g.programmed
+	if programmed.ok() && !accepted.ok() {
+		programmed.first(string(gatewayv1.GatewayReasonInvalid), "the Gateway is not accepted")
+	}
+	if programmed.ok() && serving == 0 {
+		programmed.first(string(gatewayv1.GatewayReasonInvalid), "no listener is programmed")
+	}
+	if programmed.ok() {
+		setCondition(&st.Conditions, condition(gatewayv1.GatewayConditionProgrammed, true, gatewayv1.GatewayReasonProgrammed, gen,
+			fmt.Sprintf("%d of %d listeners are programmed", serving, len(g.listeners))))
+	} else {
+		setCondition(&st.Conditions, condition(gatewayv1.GatewayConditionProgrammed, false, programmed.reason, gen, programmed.message))
+	}
+	return st
+}
+
+func listenerStatus(l *listener, gen int64) gatewayv1.ListenerStatus {
+	ls := gatewayv1.ListenerStatus{Name: l.spec.Name, AttachedRoutes: l.attachedRoutes, SupportedKinds: []gatewayv1.RouteGroupKind{}}
+	for _, k := range l.kinds {
+		ls.SupportedKinds = append(ls.SupportedKinds, gatewayv1.RouteGroupKind{Group: new(gatewayv1.Group(gatewayv1.GroupName)), Kind: gatewayv1.Kind(k)})
+	}
+	accepted := l.accepted
+	if l.conflictReason != "" {
+		accepted.first(string(l.conflictReason), "conflicts with an earlier listener on port "+fmt.Sprint(l.spec.Port))
+		setCondition(&ls.Conditions, condition(gatewayv1.ListenerConditionConflicted, true, l.conflictReason, gen, accepted.message))
+	} else {
+		setCondition(&ls.Conditions, condition(gatewayv1.ListenerConditionConflicted, false, gatewayv1.ListenerReasonNoConflicts, gen, "no conflicts"))
+	}
+	if accepted.ok() {
+		setCondition(&ls.Conditions, condition(gatewayv1.ListenerConditionAccepted, true, gatewayv1.ListenerReasonAccepted, gen, "accepted"))
+	} else {
+		setCondition(&ls.Conditions, condition(gatewayv1.ListenerConditionAccepted, false, accepted.reason, gen, accepted.message))
+	}
+	if l.resolvedRefs.ok() {
+		setCondition(&ls.Conditions, condition(gatewayv1.ListenerConditionResolvedRefs, true, gatewayv1.ListenerReasonResolvedRefs, gen, "all references resolved"))
+	} else {
+		setCondition(&ls.Conditions, condition(gatewayv1.ListenerConditionResolvedRefs, false, l.resolvedRefs.reason, gen, l.resolvedRefs.message))
+	}
+	switch {
+	case l.serving():
+		setCondition(&ls.Conditions, condition(gatewayv1.ListenerConditionProgrammed, true, gatewayv1.ListenerReasonProgrammed, gen, "programmed"))
+	case !accepted.ok():
+		setCondition(&ls.Conditions, condition(gatewayv1.ListenerConditionProgrammed, false, gatewayv1.ListenerReasonInvalid, gen, accepted.message))
+	case !l.resolvedRefs.ok():
+		setCondition(&ls.Conditions, condition(gatewayv1.ListenerConditionProgrammed, false, gatewayv1.ListenerReasonInvalid, gen, l.resolvedRefs.message))
+	default:
+		setCondition(&ls.Conditions, condition(gatewayv1.ListenerConditionProgrammed, false, gatewayv1.ListenerReasonPending, gen, "the Gateway has no usable address"))
+	}
+	return ls
+}

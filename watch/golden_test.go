@@ -1,0 +1,265 @@
+package watch
+
+import (
+	"bytes"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
+	"sigs.k8s.io/yaml"
+
+	"github.com/hostgate/hostgate/router"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files of TestGolden")
+
+// goldenOptions are the options of every golden case unless its
+// options.yaml says otherwise.
+var goldenOptions = Options{IngressHTTPAddr: ":80", IngressHTTPSAddr: ":443"}
+
+// TestGolden translates testdata/<case>/*.yaml (options.yaml holds
+// Options) and compares the served routes with snapshot.golden and the
+// conditions with reports.golden. Run with -update to rewrite them.
+func TestGolden(t *testing.T) {
+	dirs, err := filepath.Glob("testdata/*")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, dir := range dirs {
+		t.Run(filepath.Base(dir), func(t *testing.T) {
+			objs, opts := loadCase(t, dir)
+			snap, reports := translate(objs, opts)
+			checkGolden(t, filepath.Join(dir, "snapshot.golden"), describeSnapshot(snap))
+			checkGolden(t, filepath.Join(dir, "reports.golden"), describeReports(t, reports))
+		})
+	}
+}
+
+func loadCase(t testing.TB, dir string) (*objects, Options) {
+	t.Helper()
+	opts := goldenOptions
+	if data, err := os.ReadFile(filepath.Join(dir, "options.yaml")); err == nil {
+		if err := yaml.UnmarshalStrict(data, &opts); err != nil {
+			t.Fatalf("options.yaml: %v", err)
+		}
+	}
+	files, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs := &objects{crdBundleVersion: "v1.6.3"}
+	for _, f := range files {
+		if filepath.Base(f) == "options.yaml" {
+			continue
+		}
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if errs := decodeYAML(filepath.Base(f), bytes.NewReader(data), objs); len(errs) > 0 {
+			t.Fatalf("loading %s: %v", f, errs)
+		}
+	}
+	return objs, opts
+}
+
+func checkGolden(t *testing.T, path, got string) {
+	t.Helper()
+	if *update {
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run with -update to create it)", err)
+	}
+	if got != string(want) {
+		t.Errorf("%s differs (run with -update to accept):\n--- got\n%s\n--- want\n%s", path, got, want)
+	}
+}
+
+// describeSnapshot prints a Snapshot as /debug/routes shows its tables,
+// with the listener, certificate and endpoint facts around them.
+func describeSnapshot(s *Snapshot) string {
+	var b strings.Builder
+	for _, l := range s.Listeners {
+		fmt.Fprintf(&b, "listener %s %s", l.Name, l.Protocol)
+		if len(l.Hostnames) > 0 {
+			fmt.Fprintf(&b, " hostnames=%s", strings.Join(l.Hostnames, ","))
+		}
+		b.WriteString("\n")
+		for _, c := range l.Certs {
+			fmt.Fprintf(&b, "  cert %s hostnames=%s\n", c.Name, strings.Join(c.Hostnames, ","))
+		}
+		table, errs := router.Compile(l.Routes)
+		for _, err := range errs {
+			fmt.Fprintf(&b, "  compile error: %v\n", err)
+		}
+		var tb strings.Builder
+		_ = table.WriteText(&tb)
+		for line := range strings.Lines(tb.String()) {
+			b.WriteString("  " + line)
+		}
+	}
+	keys := slices.Sorted(func(yield func(string) bool) {
+		for k := range s.Endpoints {
+			if !yield(k) {
+				return
+			}
+		}
+	})
+	for _, k := range keys {
+		fmt.Fprintf(&b, "endpoints %s\n", k)
+		for _, e := range s.Endpoints[k] {
+			fmt.Fprintf(&b, "  %s ready=%t weight=%d\n", e.Address, e.Ready, e.Weight)
+		}
+	}
+	return b.String()
+}
+
+// The printed form of Reports: conditions on one line each.
+type (
+	printedReports struct {
+		GatewayClasses []printedClass   `json:"gatewayClasses,omitempty"`
+		Gateways       []printedGateway `json:"gateways,omitempty"`
+		Routes         []printedRoute   `json:"routes,omitempty"`
+		Ingresses      []printedIngress `json:"ingresses,omitempty"`
+	}
+	printedClass struct {
+		Name              string   `json:"name"`
+		Conditions        []string `json:"conditions"`
+		SupportedFeatures int      `json:"supportedFeatures"`
+	}
+	printedGateway struct {
+		Name       string            `json:"name"`
+		Addresses  []string          `json:"addresses,omitempty"`
+		Conditions []string          `json:"conditions"`
+		Listeners  []printedListener `json:"listeners,omitempty"`
+	}
+	printedListener struct {
+		Name           string   `json:"name"`
+		AttachedRoutes int32    `json:"attachedRoutes"`
+		SupportedKinds []string `json:"supportedKinds"`
+		Conditions     []string `json:"conditions"`
+	}
+	printedRoute struct {
+		Name    string          `json:"name"`
+		Parents []printedParent `json:"parents"`
+	}
+	printedParent struct {
+		ParentRef  string   `json:"parentRef"`
+		Conditions []string `json:"conditions"`
+	}
+	printedIngress struct {
+		Name      string   `json:"name"`
+		Addresses []string `json:"addresses,omitempty"`
+		Problems  []string `json:"problems,omitempty"`
+	}
+)
+
+func describeReports(t testing.TB, r *Reports) string {
+	var p printedReports
+	for _, c := range r.GatewayClasses {
+		p.GatewayClasses = append(p.GatewayClasses, printedClass{c.Object.Name, printConditions(c.Status.Conditions), len(c.Status.SupportedFeatures)})
+	}
+	for _, g := range r.Gateways {
+		pg := printedGateway{Name: g.Object.Namespace + "/" + g.Object.Name, Conditions: printConditions(g.Status.Conditions)}
+		for _, a := range g.Status.Addresses {
+			pg.Addresses = append(pg.Addresses, a.Value)
+		}
+		for _, l := range g.Status.Listeners {
+			pl := printedListener{Name: string(l.Name), AttachedRoutes: l.AttachedRoutes, SupportedKinds: []string{}, Conditions: printConditions(l.Conditions)}
+			for _, k := range l.SupportedKinds {
+				pl.SupportedKinds = append(pl.SupportedKinds, string(k.Kind))
+			}
+			pg.Listeners = append(pg.Listeners, pl)
+		}
+		p.Gateways = append(p.Gateways, pg)
+	}
+	for _, rr := range r.HTTPRoutes {
+		p.Routes = append(p.Routes, printRoute("HTTPRoute", &rr.Object.ObjectMeta, rr.Parents))
+	}
+	for _, rr := range r.GRPCRoutes {
+		p.Routes = append(p.Routes, printRoute("GRPCRoute", &rr.Object.ObjectMeta, rr.Parents))
+	}
+	for _, i := range r.Ingresses {
+		pi := printedIngress{Name: i.Object.Namespace + "/" + i.Object.Name, Problems: i.Problems}
+		for _, a := range i.LoadBalancer.Ingress {
+			pi.Addresses = append(pi.Addresses, a.IP)
+		}
+		p.Ingresses = append(p.Ingresses, pi)
+	}
+	out, err := yaml.Marshal(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(out)
+}
+
+func printRoute(kind string, meta *metav1.ObjectMeta, parents []gatewayv1.RouteParentStatus) printedRoute {
+	pr := printedRoute{Name: kind + " " + meta.Namespace + "/" + meta.Name, Parents: []printedParent{}}
+	for _, ps := range parents {
+		ref := ps.ParentRef
+		s := string(derefOr(ref.Namespace, gatewayv1.Namespace(meta.Namespace))) + "/" + string(ref.Name)
+		if ref.SectionName != nil {
+			s += " section " + string(*ref.SectionName)
+		}
+		if ref.Port != nil {
+			s += fmt.Sprintf(" port %d", *ref.Port)
+		}
+		pr.Parents = append(pr.Parents, printedParent{s + " by " + string(ps.ControllerName), printConditions(ps.Conditions)})
+	}
+	return pr
+}
+
+func printConditions(conds []metav1.Condition) []string {
+	out := []string{}
+	for _, c := range conds {
+		out = append(out, fmt.Sprintf("%s=%s %s (gen %d): %s", c.Type, c.Status, c.Reason, c.ObservedGeneration, c.Message))
+	}
+	return out
+}
+
+// TestGoldenCoversReasons keeps the golden cases honest: every reason the
+// translator can report appears in at least one of them.
+func TestGoldenCoversReasons(t *testing.T) {
+	files, err := filepath.Glob("testdata/*/reports.golden")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var all strings.Builder
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		all.Write(data)
+	}
+	for _, reason := range []string{
+		// GatewayClass
+		"Accepted=True Accepted", "Accepted=False InvalidParameters", "SupportedVersion=True SupportedVersion", "SupportedVersion=False UnsupportedVersion",
+		// Gateway
+		"Accepted=True ListenersNotValid", "Accepted=False ListenersNotValid", "Accepted=False UnsupportedAddress",
+		"Programmed=True Programmed", "Programmed=False AddressNotAssigned", "Programmed=False AddressNotUsable",
+		// Listener
+		"Accepted=False UnsupportedProtocol", "Accepted=False PortUnavailable", "Conflicted=True ProtocolConflict", "Conflicted=True HostnameConflict",
+		"Conflicted=False NoConflicts", "ResolvedRefs=False InvalidCertificateRef", "ResolvedRefs=False RefNotPermitted", "ResolvedRefs=False InvalidRouteKinds",
+		"Programmed=False Invalid",
+		// Route parents
+		"Accepted=False NotAllowedByListeners", "Accepted=False NoMatchingListenerHostname", "Accepted=False NoMatchingParent",
+		"Accepted=False UnsupportedValue", "ResolvedRefs=True ResolvedRefs", "ResolvedRefs=False RefNotPermitted", "ResolvedRefs=False BackendNotFound",
+		"ResolvedRefs=False InvalidKind", "ResolvedRefs=False UnsupportedProtocol",
+	} {
+		if !strings.Contains(all.String(), reason) {
+			t.Errorf("no golden case reports %q", reason)
+		}
+	}
+}

@@ -1,0 +1,182 @@
+package watch
+
+import (
+	"fmt"
+	"time"
+
+	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"github.com/hostgate/hostgate/router"
+)
+
+func (t *translator) httpRoute(obj *gatewayv1.HTTPRoute) *route {
+	r := newRoute(router.KindHTTPRoute, &obj.ObjectMeta, &obj.Spec.CommonRouteSpec, obj.Spec.Hostnames, obj.Status.Parents)
+	for i, rule := range obj.Spec.Rules {
+		field := fmt.Sprintf("spec.rules[%d]", i)
+		rr := router.Rule{Name: string(derefOr(rule.Name, ""))}
+		for _, m := range rule.Matches {
+			rr.Matches = append(rr.Matches, httpMatch(m))
+		}
+		var broken bool
+		rr.Filters, broken = t.httpFilters(r, field+".filters", rule.Filters, false)
+		for j, b := range rule.BackendRefs {
+			bfield := fmt.Sprintf("%s.backendRefs[%d]", field, j)
+			ref := t.backend(r, bfield, b.BackendRef, false)
+			var refBroken bool
+			ref.Filters, refBroken = t.httpFilters(r, bfield+".filters", b.Filters, false)
+			ref.Invalid = ref.Invalid || refBroken
+			rr.Backends = append(rr.Backends, ref)
+		}
+		if broken {
+			breakRule(&rr)
+		}
+		if to := rule.Timeouts; to != nil {
+			var err error
+			if rr.Timeouts.Request, err = parseDuration(to.Request); err != nil {
+				r.unsupported("%s.timeouts.request: %v", field, err)
+			}
+			if rr.Timeouts.BackendRequest, err = parseDuration(to.BackendRequest); err != nil {
+				r.unsupported("%s.timeouts.backendRequest: %v", field, err)
+			}
+		}
+		r.rules = append(r.rules, rr)
+	}
+	r.finish()
+	return r
+}
+
+// breakRule makes a rule answer 500, as the spec asks of a rule whose
+// filter cannot be resolved: the filter must not be skipped.
+func breakRule(rr *router.Rule) {
+	rr.Filters = nil
+	rr.Backends = []router.BackendRef{{Invalid: true, Weight: 1}}
+}
+
+func parseDuration(d *gatewayv1.Duration) (time.Duration, error) {
+	if d == nil {
+		return 0, nil
+	}
+	v, err := time.ParseDuration(string(*d))
+	if err == nil && v < 0 {
+		err = fmt.Errorf("%q: negative", *d)
+	}
+	return v, err
+}
+
+func httpMatch(m gatewayv1.HTTPRouteMatch) router.Match {
+	out := router.Match{Path: router.PathMatch{Type: router.PathPrefix, Value: "/"}}
+	if p := m.Path; p != nil {
+		switch derefOr(p.Type, gatewayv1.PathMatchPathPrefix) {
+		case gatewayv1.PathMatchExact:
+			out.Path.Type = router.PathExact
+		case gatewayv1.PathMatchRegularExpression:
+			out.Path.Type = router.PathRegularExpression
+		}
+		out.Path.Value = derefOr(p.Value, "/")
+	}
+	if m.Method != nil {
+		out.Method = string(*m.Method)
+	}
+	for _, h := range m.Headers {
+		out.Headers = append(out.Headers, valueMatch(derefOr(h.Type, gatewayv1.HeaderMatchExact) == gatewayv1.HeaderMatchRegularExpression, string(h.Name), h.Value))
+	}
+	for _, q := range m.QueryParams {
+		out.Query = append(out.Query, valueMatch(derefOr(q.Type, gatewayv1.QueryParamMatchExact) == gatewayv1.QueryParamMatchRegularExpression, string(q.Name), q.Value))
+	}
+	return out
+}
+
+func valueMatch(regex bool, name, value string) router.ValueMatch {
+	vm := router.ValueMatch{Type: router.MatchExact, Name: name, Value: value}
+	if regex {
+		vm.Type = router.MatchRegularExpression
+	}
+	return vm
+}
+
+// httpFilters translates HTTPRoute filters (and GRPCRoute's, a subset).
+// broken is true when a filter references something that does not exist,
+// so the rule must answer 500.
+func (t *translator) httpFilters(r *route, field string, filters []gatewayv1.HTTPRouteFilter, grpc bool) (out []router.Filter, broken bool) {
+	for i, f := range filters {
+		ffield := fmt.Sprintf("%s[%d]", field, i)
+		switch f.Type {
+		case gatewayv1.HTTPRouteFilterRequestHeaderModifier:
+			out = append(out, router.Filter{Type: router.FilterRequestHeaderModifier, RequestHeaders: headerModifier(f.RequestHeaderModifier)})
+		case gatewayv1.HTTPRouteFilterResponseHeaderModifier:
+			out = append(out, router.Filter{Type: router.FilterResponseHeaderModifier, ResponseHeaders: headerModifier(f.ResponseHeaderModifier)})
+		case gatewayv1.HTTPRouteFilterRequestRedirect:
+			out = append(out, router.Filter{Type: router.FilterRequestRedirect, Redirect: redirect(f.RequestRedirect)})
+		case gatewayv1.HTTPRouteFilterURLRewrite:
+			out = append(out, router.Filter{Type: router.FilterURLRewrite, Rewrite: rewrite(f.URLRewrite)})
+		case gatewayv1.HTTPRouteFilterRequestMirror:
+			out = append(out, t.mirror(r, ffield+".requestMirror", f.RequestMirror, grpc))
+		case gatewayv1.HTTPRouteFilterExtensionRef:
+			broken = true
+			r.resolvedRefs.first(string(gatewayv1.RouteReasonInvalidKind), fmt.Sprintf("%s.extensionRef: hostgate has no filter extensions", ffield))
+		default:
+			r.unsupported("%s.type: %s filters are not supported", ffield, f.Type)
+		}
+	}
+	return out, broken
+}
+
+func headerModifier(h *gatewayv1.HTTPHeaderFilter) *router.HeaderModifier {
+	if h == nil {
+		return &router.HeaderModifier{}
+	}
+	m := &router.HeaderModifier{Remove: h.Remove}
+	for _, s := range h.Set {
+		m.Set = append(m.Set, router.Header{Name: string(s.Name), Value: s.Value})
+	}
+	for _, a := range h.Add {
+		m.Add = append(m.Add, router.Header{Name: string(a.Name), Value: a.Value})
+	}
+	return m
+}
+
+func pathModifier(p *gatewayv1.HTTPPathModifier) *router.PathModifier {
+	switch {
+	case p == nil:
+		return nil
+	case p.Type == gatewayv1.PrefixMatchHTTPPathModifier:
+		return &router.PathModifier{Type: router.ReplacePrefixMatch, Value: derefOr(p.ReplacePrefixMatch, "")}
+	}
+	return &router.PathModifier{Type: router.ReplaceFullPath, Value: derefOr(p.ReplaceFullPath, "")}
+}
+
+func redirect(f *gatewayv1.HTTPRequestRedirectFilter) *router.Redirect {
+	if f == nil {
+		return &router.Redirect{StatusCode: 302}
+	}
+	return &router.Redirect{
+		Scheme:     derefOr(f.Scheme, ""),
+		Hostname:   string(derefOr(f.Hostname, "")),
+		Port:       int(derefOr(f.Port, 0)),
+		Path:       pathModifier(f.Path),
+		StatusCode: derefOr(f.StatusCode, 302),
+	}
+}
+
+func rewrite(f *gatewayv1.HTTPURLRewriteFilter) *router.Rewrite {
+	if f == nil {
+		return &router.Rewrite{}
+	}
+	return &router.Rewrite{Hostname: string(derefOr(f.Hostname, "")), Path: pathModifier(f.Path)}
+}
+
+// mirror translates a RequestMirror filter; percent and fraction become
+// a fraction of 100 or of the given denominator.
+func (t *translator) mirror(r *route, field string, f *gatewayv1.HTTPRequestMirrorFilter, grpc bool) router.Filter {
+	m := &router.Mirror{}
+	if f != nil {
+		m.Backend = t.backend(r, field+".backendRef", gatewayv1.BackendRef{BackendObjectReference: f.BackendRef}, grpc)
+		switch {
+		case f.Percent != nil:
+			m.Numerator, m.Denominator = *f.Percent, 100
+		case f.Fraction != nil:
+			m.Numerator, m.Denominator = f.Fraction.Numerator, derefOr(f.Fraction.Denominator, 100)
+		}
+	}
+	return router.Filter{Type: router.FilterRequestMirror, Mirror: m}
+}

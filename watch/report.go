@@ -1,0 +1,53 @@
+package watch
+
+import (
+	networkingv1 "k8s.io/api/networking/v1"
+	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
+)
+
+// Reports is the status hostgate wants on the objects it is responsible
+// for. Condition times are left zero: the status writer keeps the times the
+// objects already carry when a condition did not change.
+type Reports struct {
+	GatewayClasses []GatewayClassReport
+	Gateways       []GatewayReport
+	// HTTPRoutes and GRPCRoutes hold every route that references one of
+	// our Gateways or still carries a parent status of ours (then with no
+	// Parents, so the writer removes it).
+	HTTPRoutes []RouteReport[*gatewayv1.HTTPRoute]
+	GRPCRoutes []RouteReport[*gatewayv1.GRPCRoute]
+	Ingresses  []IngressReport
+}
+
+// GatewayClassReport is the wanted status of a GatewayClass of ours.
+type GatewayClassReport struct {
+	Object *gatewayv1.GatewayClass
+	Status gatewayv1.GatewayClassStatus
+}
+
+// GatewayReport is the wanted status of a Gateway of one of our classes.
+type GatewayReport struct {
+	Object *gatewayv1.Gateway
+	Status gatewayv1.GatewayStatus
+}
+
+// RouteReport is the wanted set of parent statuses written by our
+// controller on an HTTPRoute or GRPCRoute.
+type RouteReport[T RouteObject] struct {
+	Object  T
+	Parents []gatewayv1.RouteParentStatus
+}
+
+// RouteObject is an HTTPRoute or a GRPCRoute.
+type RouteObject interface {
+	*gatewayv1.HTTPRoute | *gatewayv1.GRPCRoute
+}
+
+// IngressReport is the wanted load-balancer status of an Ingress of our
+// class. Problems name the fields that could not be served: Ingress has no
+// conditions to carry them.
+type IngressReport struct {
+	Object       *networkingv1.Ingress
+	LoadBalancer networkingv1.IngressLoadBalancerStatus
+	Problems     []string
+}

@@ -1,0 +1,234 @@
+package watch
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"github.com/hostgate/hostgate/router"
+)
+
+// route is an HTTPRoute or GRPCRoute translated once, before it is
+// attached to the listeners of its parents.
+type route struct {
+	id         router.RouteID
+	meta       *metav1.ObjectMeta
+	common     *gatewayv1.CommonRouteSpec
+	hostnames  []string
+	oldParents []gatewayv1.RouteParentStatus
+	from       refFrom
+	rules      []router.Rule
+	// resolvedRefs is the route's ResolvedRefs problem; invalid makes it
+	// Accepted=False with reason UnsupportedValue on every parent.
+	resolvedRefs problem
+	invalid      problem
+}
+
+func newRoute(kind router.Kind, meta *metav1.ObjectMeta, common *gatewayv1.CommonRouteSpec, hostnames []gatewayv1.Hostname, status []gatewayv1.RouteParentStatus) *route {
+	r := &route{
+		id:         router.RouteID{Kind: kind, Namespace: meta.Namespace, Name: meta.Name},
+		meta:       meta,
+		common:     common,
+		oldParents: status,
+		from:       refFrom{kind: string(kind), namespace: meta.Namespace},
+	}
+	for _, h := range hostnames {
+		r.hostnames = append(r.hostnames, strings.ToLower(string(h)))
+	}
+	return r
+}
+
+func (r *route) unsupported(format string, args ...any) {
+	r.invalid.first(string(gatewayv1.RouteReasonUnsupportedValue), fmt.Sprintf(format, args...))
+}
+
+// backend resolves one backendRef; a reference that cannot be resolved
+// stays in the rule as an invalid backend, which answers 500 for its share
+// of the traffic as the spec asks.
+func (t *translator) backend(r *route, field string, ref gatewayv1.BackendRef, grpc bool) router.BackendRef {
+	weight := int32(1)
+	if ref.Weight != nil {
+		weight = *ref.Weight
+	}
+	b, err := t.backendRef(r.from, ref.BackendObjectReference, grpc)
+	if err != nil {
+		r.resolvedRefs.first(string(err.reason), fmt.Sprintf("%s: %v", field, err))
+		return router.BackendRef{Invalid: true, Weight: weight}
+	}
+	b.Weight = weight
+	return b
+}
+
+func (t *translator) routes() {
+	for _, obj := range t.objs.httpRoutes {
+		r := t.httpRoute(obj)
+		if parents, ours := t.attachRoute(r); ours {
+			t.reports.HTTPRoutes = append(t.reports.HTTPRoutes, RouteReport[*gatewayv1.HTTPRoute]{Object: obj, Parents: parents})
+		}
+	}
+	for _, obj := range t.objs.grpcRoutes {
+		r := t.grpcRoute(obj)
+		if parents, ours := t.attachRoute(r); ours {
+			t.reports.GRPCRoutes = append(t.reports.GRPCRoutes, RouteReport[*gatewayv1.GRPCRoute]{Object: obj, Parents: parents})
+		}
+	}
+}
+
+// finish runs the router's checks on the translated route.
+func (r *route) finish() {
+	if !r.invalid.ok() {
+		return
+	}
+	if err := validateRoute(router.Route{ID: r.id, Hostnames: r.hostnames, Rules: r.rules}); err != nil {
+		r.unsupported("%v", err)
+	}
+}
+
+// attachRoute attaches r to the listeners its parentRefs select and
+// returns the parent statuses; ours is false when r has nothing to do with
+// our Gateways.
+func (t *translator) attachRoute(r *route) (parents []gatewayv1.RouteParentStatus, ours bool) {
+	controller := gatewayv1.GatewayController(t.opts.GatewayController)
+	ours = slices.ContainsFunc(r.oldParents, func(p gatewayv1.RouteParentStatus) bool { return p.ControllerName == controller })
+	gen := r.meta.Generation
+	for i, ref := range r.common.ParentRefs {
+		g := t.parentGateway(r, ref)
+		if g == nil {
+			continue
+		}
+		ours = true
+		accepted := t.attachToGateway(r, g, ref)
+		if accepted.ok() {
+			accepted = r.invalid
+		}
+		st := gatewayv1.RouteParentStatus{ParentRef: ref, ControllerName: controller}
+		if accepted.ok() {
+			setCondition(&st.Conditions, condition(gatewayv1.RouteConditionAccepted, true, gatewayv1.RouteReasonAccepted, gen, "accepted"))
+		} else {
+			setCondition(&st.Conditions, condition(gatewayv1.RouteConditionAccepted, false, accepted.reason, gen,
+				fmt.Sprintf("spec.parentRefs[%d]: %s", i, accepted.message)))
+		}
+		if r.resolvedRefs.ok() {
+			setCondition(&st.Conditions, condition(gatewayv1.RouteConditionResolvedRefs, true, gatewayv1.RouteReasonResolvedRefs, gen, "all references resolved"))
+		} else {
+			setCondition(&st.Conditions, condition(gatewayv1.RouteConditionResolvedRefs, false, r.resolvedRefs.reason, gen, r.resolvedRefs.message))
+		}
+		parents = append(parents, st)
+	}
+	return parents, ours
+}
+
+// parentGateway returns the Gateway of ours that ref names, or nil.
+func (t *translator) parentGateway(r *route, ref gatewayv1.ParentReference) *gateway {
+	if (ref.Group != nil && *ref.Group != gatewayv1.GroupName) || (ref.Kind != nil && *ref.Kind != "Gateway") {
+		return nil
+	}
+	namespace := r.meta.Namespace
+	if ref.Namespace != nil {
+		namespace = string(*ref.Namespace)
+	}
+	return t.gateways[types.NamespacedName{Namespace: namespace, Name: string(ref.Name)}]
+}
+
+// attachToGateway attaches r to the listeners of g that ref selects, that
+// allow it and whose hostnames intersect its own, and counts it on every
+// listener that allows it.
+func (t *translator) attachToGateway(r *route, g *gateway, ref gatewayv1.ParentReference) problem {
+	var selected, allowed int
+	var matched bool
+	for _, l := range g.listeners {
+		if (ref.SectionName != nil && *ref.SectionName != l.spec.Name) || (ref.Port != nil && *ref.Port != l.spec.Port) {
+			continue
+		}
+		selected++
+		if !slices.Contains(l.kinds, r.id.Kind) || !l.namespaces(r.meta.Namespace) {
+			continue
+		}
+		allowed++
+		l.attach(r.id)
+		hostnames, ok := intersectHostnames(l.hostname, r.hostnames)
+		if !ok {
+			continue
+		}
+		matched = true
+		if !r.invalid.ok() {
+			continue
+		}
+		for _, s := range l.sockets {
+			s.attach(router.Route{ID: r.id, Created: r.meta.CreationTimestamp.Time, Hostnames: hostnames, Rules: r.rules})
+		}
+	}
+	var p problem
+	switch {
+	case selected == 0:
+		p.first(string(gatewayv1.RouteReasonNoMatchingParent), fmt.Sprintf("Gateway %s/%s has no listener %s", g.obj.Namespace, g.obj.Name, describeParentRef(ref)))
+	case allowed == 0:
+		p.first(string(gatewayv1.RouteReasonNotAllowedByListeners), fmt.Sprintf("no listener of Gateway %s/%s allows %s routes from namespace %s", g.obj.Namespace, g.obj.Name, r.id.Kind, r.meta.Namespace))
+	case !matched:
+		p.first(string(gatewayv1.RouteReasonNoMatchingListenerHostname), fmt.Sprintf("no listener hostname of Gateway %s/%s matches spec.hostnames", g.obj.Namespace, g.obj.Name))
+	}
+	return p
+}
+
+// attach counts a route on l once, however many parentRefs select l.
+func (l *listener) attach(id router.RouteID) {
+	if l.attached == nil {
+		l.attached = map[router.RouteID]bool{}
+	}
+	if !l.attached[id] {
+		l.attached[id] = true
+		l.attachedRoutes++
+	}
+}
+
+func describeParentRef(ref gatewayv1.ParentReference) string {
+	var parts []string
+	if ref.SectionName != nil {
+		parts = append(parts, fmt.Sprintf("named %q", *ref.SectionName))
+	}
+	if ref.Port != nil {
+		parts = append(parts, fmt.Sprintf("on port %d", *ref.Port))
+	}
+	return strings.Join(parts, " ")
+}
+
+// intersectHostnames narrows a route's hostnames to a listener's: nil
+// means any host, and ok is false when nothing is left.
+func intersectHostnames(listenerHost string, routeHosts []string) (hostnames []string, ok bool) {
+	switch {
+	case listenerHost == "":
+		return routeHosts, true
+	case len(routeHosts) == 0:
+		return []string{listenerHost}, true
+	}
+	for _, h := range routeHosts {
+		if m := intersectHostname(listenerHost, h); m != "" && !slices.Contains(hostnames, m) {
+			hostnames = append(hostnames, m)
+		}
+	}
+	return hostnames, len(hostnames) > 0
+}
+
+// intersectHostname returns the more specific of two hostnames when one
+// covers the other (a Gateway API wildcard covers one or more labels), or
+// "" when they are disjoint.
+func intersectHostname(a, b string) string {
+	switch {
+	case a == b:
+		return a
+	case covers(a, b):
+		return b
+	case covers(b, a):
+		return a
+	}
+	return ""
+}
+
+func covers(wildcard, host string) bool {
+	suffix, ok := strings.CutPrefix(wildcard, "*")
+	return ok && len(host) > len(suffix) && strings.HasSuffix(host, suffix)
+}

@@ -1,0 +1,75 @@
+package watch
+
+import (
+	"fmt"
+
+	"github.com/hostgate/hostgate/router"
+)
+
+// Snapshot is everything the data plane serves, as plain data. It is built
+// whole by one translation and never changed afterwards.
+type Snapshot struct {
+	// Listeners are the sockets to serve, one per address, port and
+	// protocol, sorted by port, then address.
+	Listeners []Listener
+	// Endpoints are the endpoint sets that routes refer to, keyed as
+	// router.BackendRef.Name ("namespace/service:port").
+	Endpoints map[string][]Endpoint
+}
+
+// Protocol is what a listener speaks.
+type Protocol string
+
+const (
+	ProtocolHTTP  Protocol = "HTTP"
+	ProtocolHTTPS Protocol = "HTTPS"
+)
+
+// Listener is one socket and what it serves. Several Gateway listeners (and
+// the Ingress listener) that bind the same address and port share one.
+type Listener struct {
+	// Name is "address:port", the key the data plane can diff on.
+	Name string
+	// Address is an IP address; empty means every address of the node.
+	Address  string
+	Port     int
+	Protocol Protocol
+	// Hostnames are the hostnames the listener accepts; empty means any.
+	Hostnames []string
+	// Routes have their hostnames already narrowed to the Gateway listener
+	// they attached to, so one table per socket keeps listeners apart.
+	Routes []router.Route
+	// Certs are the certificates of an HTTPS listener.
+	Certs []Cert
+}
+
+// Cert is a certificate chain and key from a kubernetes.io/tls Secret.
+type Cert struct {
+	// Name is the Secret's "namespace/name".
+	Name string
+	// Hostnames the certificate is configured for (listener hostname or
+	// Ingress tls.hosts); empty means it is a default for the listener.
+	Hostnames []string
+	CertPEM   []byte
+	KeyPEM    PrivateKey
+}
+
+// Endpoint is one address of a backend.
+type Endpoint struct {
+	// Address is "ip:port" (IPv6 in brackets).
+	Address string
+	// Ready is false for endpoints that are terminating but still
+	// serving: usable when no ready endpoint is left.
+	Ready  bool
+	Weight int32
+}
+
+// PrivateKey is PEM key material. It prints as "[redacted]" so that a
+// logged or dumped Snapshot does not leak keys.
+type PrivateKey []byte
+
+// Format implements fmt.Formatter for every verb.
+func (PrivateKey) Format(f fmt.State, _ rune) { _, _ = f.Write([]byte("[redacted]")) }
+
+// MarshalText keeps keys out of JSON and YAML encodings too.
+func (PrivateKey) MarshalText() ([]byte, error) { return []byte("[redacted]"), nil }

@@ -1,0 +1,279 @@
+package watch
+
+// Translation of the store into a Snapshot and Reports.
+//
+// One pass recomputes the whole world: classes decide which Gateways and
+// Ingresses are ours, Gateways get their addresses and validated listeners,
+// Ingresses and routes are translated once and then attached to the sockets
+// of the listeners that accept them, with hostnames narrowed to each
+// listener. Sockets are keyed by address and port, so listeners that share
+// one (the Ingress listener, several listeners of one Gateway, Gateways that
+// share the node addresses) become one router table. Nothing here fails:
+// whatever cannot be served becomes a condition or a problem in Reports.
+
+import (
+	"cmp"
+	"net"
+	"slices"
+	"strconv"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/types"
+	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"github.com/hostgate/hostgate/router"
+)
+
+// Defaults for Options.
+const (
+	// DefaultIngressClass is the IngressClass name hostgate serves when no
+	// IngressClass object says otherwise.
+	DefaultIngressClass = "hostgate"
+	// IngressController is the spec.controller of hostgate's IngressClasses.
+	IngressController = "hostgate.dev/ingress-controller"
+	// DefaultGatewayController is the spec.controllerName of hostgate's
+	// GatewayClasses.
+	DefaultGatewayController = "hostgate.dev/gateway-controller"
+)
+
+// Options are the flags that shape translation.
+type Options struct {
+	// IngressClass names the class of Ingresses to serve (DefaultIngressClass
+	// when empty). An IngressClass object of that name, or one marked
+	// default, must name IngressController if it exists.
+	IngressClass string
+	// GatewayController is the controllerName of the GatewayClasses to serve
+	// (DefaultGatewayController when empty).
+	GatewayController string
+	// IngressHTTPAddr and IngressHTTPSAddr are the "host:port" addresses
+	// Ingresses are served on; empty leaves that listener out.
+	IngressHTTPAddr  string
+	IngressHTTPSAddr string
+	// AddressPool holds the IP addresses given to Gateways without
+	// spec.addresses, one each. When it is empty such Gateways bind every
+	// address of the node, and so share their ports with each other.
+	AddressPool []string
+	// StatusAddresses replace the node addresses published in the status of
+	// Ingresses and of Gateways bound to the node addresses.
+	StatusAddresses []string
+}
+
+func (o Options) withDefaults() Options {
+	if o.IngressClass == "" {
+		o.IngressClass = DefaultIngressClass
+	}
+	if o.GatewayController == "" {
+		o.GatewayController = DefaultGatewayController
+	}
+	return o
+}
+
+type translator struct {
+	opts     Options
+	objs     *objects
+	services map[types.NamespacedName]*corev1.Service
+	// slices maps a Service to its EndpointSlices.
+	slices     map[types.NamespacedName][]*discoveryv1.EndpointSlice
+	secrets    map[types.NamespacedName]*corev1.Secret
+	namespaces map[string]*corev1.Namespace
+	grants     map[string][]*gatewayv1.ReferenceGrant
+	// gateways are the Gateways of our accepted classes.
+	gateways  map[types.NamespacedName]*gateway
+	sockets   map[string]*socket
+	endpoints map[string][]Endpoint
+	// nodeAddresses are what status publishes for the node addresses.
+	nodeAddresses []string
+	reports       Reports
+}
+
+// translate is the pure function at the heart of hostgate: same store and
+// options in, same Snapshot and Reports out.
+func translate(objs *objects, opts Options) (*Snapshot, *Reports) {
+	objs.sort()
+	t := &translator{
+		opts:       opts.withDefaults(),
+		objs:       objs,
+		services:   index(objs.services),
+		secrets:    index(objs.secrets),
+		slices:     map[types.NamespacedName][]*discoveryv1.EndpointSlice{},
+		namespaces: map[string]*corev1.Namespace{},
+		grants:     map[string][]*gatewayv1.ReferenceGrant{},
+		gateways:   map[types.NamespacedName]*gateway{},
+		sockets:    map[string]*socket{},
+		endpoints:  map[string][]Endpoint{},
+	}
+	for _, s := range objs.endpointSlices {
+		if svc := s.Labels[discoveryv1.LabelServiceName]; svc != "" {
+			key := types.NamespacedName{Namespace: s.Namespace, Name: svc}
+			t.slices[key] = append(t.slices[key], s)
+		}
+	}
+	for _, ns := range objs.namespaces {
+		t.namespaces[ns.Name] = ns
+	}
+	for _, g := range objs.referenceGrants {
+		t.grants[g.Namespace] = append(t.grants[g.Namespace], g)
+	}
+	t.nodeAddresses = t.opts.StatusAddresses
+	if len(t.nodeAddresses) == 0 {
+		t.nodeAddresses = nodeAddresses(objs.nodes)
+	}
+
+	t.ingressListeners()
+	t.gatewayClasses()
+	t.gatewaysOfOurClasses()
+	t.ingresses()
+	t.routes()
+	t.finishGateways()
+	return t.snapshot(), &t.reports
+}
+
+func index[T interface {
+	GetNamespace() string
+	GetName() string
+}](list []T) map[types.NamespacedName]T {
+	m := make(map[types.NamespacedName]T, len(list))
+	for _, o := range list {
+		m[types.NamespacedName{Namespace: o.GetNamespace(), Name: o.GetName()}] = o
+	}
+	return m
+}
+
+// nodeAddresses lists the addresses of the Ready nodes: hostgate runs on
+// every node, so these are where it serves. External addresses are
+// preferred over internal ones.
+func nodeAddresses(nodes []*corev1.Node) []string {
+	var out []string
+	for _, n := range nodes {
+		if !nodeReady(n) {
+			continue
+		}
+		var internal, external []string
+		for _, a := range n.Status.Addresses {
+			switch a.Type {
+			case corev1.NodeExternalIP:
+				external = append(external, a.Address)
+			case corev1.NodeInternalIP:
+				internal = append(internal, a.Address)
+			}
+		}
+		if len(external) > 0 {
+			out = append(out, external...)
+		} else {
+			out = append(out, internal...)
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+func nodeReady(n *corev1.Node) bool {
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// socket is one listening address and port, and everything attached to it.
+type socket struct {
+	address  string
+	port     int
+	protocol Protocol
+	// anyHost is set once a listener without hostname binds the socket.
+	anyHost   bool
+	hostnames []string
+	routes    []router.Route
+	// routeIndex finds the route an object already has on this socket,
+	// so attaching through a second listener adds hostnames to it.
+	routeIndex map[router.RouteID]int
+	certs      []Cert
+}
+
+func socketName(address string, port int) string {
+	return net.JoinHostPort(address, strconv.Itoa(port))
+}
+
+// bind returns the socket for address:port, or nil when it is already
+// bound with another protocol.
+func (t *translator) bind(address string, port int, protocol Protocol, hostname string) *socket {
+	name := socketName(address, port)
+	s := t.sockets[name]
+	if s == nil {
+		s = &socket{address: address, port: port, protocol: protocol, routeIndex: map[router.RouteID]int{}}
+		t.sockets[name] = s
+	}
+	if s.protocol != protocol {
+		return nil
+	}
+	if hostname == "" {
+		s.anyHost = true
+	} else if !slices.Contains(s.hostnames, hostname) {
+		s.hostnames = append(s.hostnames, hostname)
+	}
+	return s
+}
+
+// attach adds route to s with the given hostnames (nil: any). A route that
+// is already there through another listener gets the union of hostnames.
+func (s *socket) attach(route router.Route) {
+	i, ok := s.routeIndex[route.ID]
+	if !ok {
+		s.routeIndex[route.ID] = len(s.routes)
+		s.routes = append(s.routes, route)
+		return
+	}
+	have := &s.routes[i]
+	if len(have.Hostnames) == 0 {
+		return
+	}
+	if len(route.Hostnames) == 0 {
+		have.Hostnames = nil
+		return
+	}
+	for _, h := range route.Hostnames {
+		if !slices.Contains(have.Hostnames, h) {
+			have.Hostnames = append(have.Hostnames, h)
+		}
+	}
+}
+
+func (t *translator) snapshot() *Snapshot {
+	snap := &Snapshot{Endpoints: t.endpoints}
+	for name, s := range t.sockets {
+		l := Listener{
+			Name:     name,
+			Address:  s.address,
+			Port:     s.port,
+			Protocol: s.protocol,
+			Routes:   s.routes,
+			Certs:    s.certs,
+		}
+		if !s.anyHost {
+			l.Hostnames = slices.Sorted(slices.Values(s.hostnames))
+		}
+		snap.Listeners = append(snap.Listeners, l)
+	}
+	slices.SortFunc(snap.Listeners, func(a, b Listener) int {
+		if c := cmp.Compare(a.Port, b.Port); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.Address, b.Address)
+	})
+	return snap
+}
+
+// splitHostPort parses a listen address such as ":80" or "10.0.0.1:443".
+func splitHostPort(addr string) (string, int, error) {
+	host, portText, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", 0, err
+	}
+	port, err := strconv.Atoi(portText)
+	if err != nil || port < 1 || port > 65535 {
+		return "", 0, &net.AddrError{Err: "invalid port", Addr: addr}
+	}
+	return host, port, nil
+}
