@@ -375,8 +375,14 @@ func (t *translator) gatewayStatus(g *gateway) gatewayv1.GatewayStatus {
 		st.Addresses = append(st.Addresses, gatewayv1.GatewayStatusAddress{Type: new(gatewayv1.IPAddressType), Value: a})
 	}
 	invalid, serving := 0, 0
+	notServed := "the Gateway is not programmed"
+	if !g.programmed.ok() {
+		notServed += ": " + g.programmed.message
+	} else if !g.accepted.ok() {
+		notServed += ": " + g.accepted.message
+	}
 	for _, l := range g.listeners {
-		ls := listenerStatus(l, gen)
+		ls := listenerStatus(l, gen, notServed)
 		if !meta.IsStatusConditionTrue(ls.Conditions, string(gatewayv1.ListenerConditionAccepted)) {
 			invalid++
 		}
@@ -416,7 +422,9 @@ func (t *translator) gatewayStatus(g *gateway) gatewayv1.GatewayStatus {
 	return st
 }
 
-func listenerStatus(l *listener, gen int64) gatewayv1.ListenerStatus {
+// listenerStatus is the status of l; notServed explains a valid listener
+// that is not served because of its Gateway.
+func listenerStatus(l *listener, gen int64, notServed string) gatewayv1.ListenerStatus {
 	ls := gatewayv1.ListenerStatus{Name: l.spec.Name, AttachedRoutes: l.attachedRoutes, SupportedKinds: []gatewayv1.RouteGroupKind{}}
 	for _, k := range l.kinds {
 		ls.SupportedKinds = append(ls.SupportedKinds, gatewayv1.RouteGroupKind{Group: new(gatewayv1.Group(gatewayv1.GroupName)), Kind: gatewayv1.Kind(k)})
@@ -446,7 +454,7 @@ func listenerStatus(l *listener, gen int64) gatewayv1.ListenerStatus {
 	case !l.resolvedRefs.ok():
 		setCondition(&ls.Conditions, condition(gatewayv1.ListenerConditionProgrammed, false, gatewayv1.ListenerReasonInvalid, gen, l.resolvedRefs.message))
 	default:
-		setCondition(&ls.Conditions, condition(gatewayv1.ListenerConditionProgrammed, false, gatewayv1.ListenerReasonPending, gen, "the Gateway has no usable address"))
+		setCondition(&ls.Conditions, condition(gatewayv1.ListenerConditionProgrammed, false, gatewayv1.ListenerReasonPending, gen, notServed))
 	}
 	return ls
 }

@@ -24,7 +24,7 @@ var update = flag.Bool("update", false, "rewrite the golden files of TestGolden"
 var goldenOptions = Options{IngressHTTPAddr: ":80", IngressHTTPSAddr: ":443"}
 
 // TestGolden translates testdata/<case>/*.yaml (options.yaml holds
-// Options) and compares the served routes with snapshot.golden and the
+// Options and CRDBundleVersion) and compares the served routes with snapshot.golden and the
 // conditions with reports.golden. Run with -update to rewrite them.
 func TestGolden(t *testing.T) {
 	dirs, err := filepath.Glob("testdata/*")
@@ -43,9 +43,12 @@ func TestGolden(t *testing.T) {
 
 func loadCase(t testing.TB, dir string) (*objects, Options) {
 	t.Helper()
-	opts := goldenOptions
+	c := struct {
+		Options
+		CRDBundleVersion string
+	}{goldenOptions, "v1.6.3"}
 	if data, err := os.ReadFile(filepath.Join(dir, "options.yaml")); err == nil {
-		if err := yaml.UnmarshalStrict(data, &opts); err != nil {
+		if err := yaml.UnmarshalStrict(data, &c); err != nil {
 			t.Fatalf("options.yaml: %v", err)
 		}
 	}
@@ -53,7 +56,7 @@ func loadCase(t testing.TB, dir string) (*objects, Options) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	objs := &objects{crdBundleVersion: "v1.6.3"}
+	objs := &objects{crdBundleVersion: c.CRDBundleVersion}
 	for _, f := range files {
 		if filepath.Base(f) == "options.yaml" {
 			continue
@@ -66,7 +69,7 @@ func loadCase(t testing.TB, dir string) (*objects, Options) {
 			t.Fatalf("loading %s: %v", f, errs)
 		}
 	}
-	return objs, opts
+	return objs, c.Options
 }
 
 func checkGolden(t *testing.T, path, got string) {

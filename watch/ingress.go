@@ -1,6 +1,7 @@
 package watch
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -234,8 +235,13 @@ func (t *translator) ingressCerts(ing *networkingv1.Ingress) ([]Cert, []string) 
 // route the router would refuse is reported on its object instead of
 // disappearing at compile time.
 func validateRoute(r router.Route) error {
-	if _, errs := router.Compile([]router.Route{r}); len(errs) > 0 {
-		return errs[0]
+	_, errs := router.Compile([]router.Route{r})
+	if len(errs) == 0 {
+		return nil
 	}
-	return nil
+	// The route is named by the report it goes into; keep the field only.
+	if re, ok := errors.AsType[*router.RouteError](errs[0]); ok {
+		return re.Err
+	}
+	return errs[0]
 }
