@@ -19,6 +19,8 @@ import (
 type CA struct {
 	// Pool trusts the CA, for clients' RootCAs.
 	Pool *x509.CertPool
+	// PEM is the CA certificate, for clients that read files (curl).
+	PEM  []byte
 	cert *x509.Certificate
 	key  *ecdsa.PrivateKey
 }
@@ -41,7 +43,7 @@ func NewCA(t testing.TB) *CA {
 	}
 	pool := x509.NewCertPool()
 	pool.AddCert(cert)
-	return &CA{Pool: pool, cert: cert, key: key}
+	return &CA{Pool: pool, PEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), cert: cert, key: key}
 }
 
 // Issue returns a PEM certificate and key for hosts: DNS names (wildcards

@@ -1,0 +1,49 @@
+package proxy
+
+import (
+	"github.com/hostgate/hostgate/proxy/upstream"
+	"github.com/hostgate/hostgate/router"
+	"github.com/hostgate/hostgate/tlsstore"
+)
+
+// Protocol is what a listener speaks.
+type Protocol uint8
+
+const (
+	// HTTP is cleartext HTTP/1.1 and h2c (prior knowledge and Upgrade).
+	HTTP Protocol = iota
+	// HTTPS is TLS with HTTP/1.1 and h2 chosen by ALPN, plus HTTP/3 on the
+	// same port over UDP unless Options.DisableHTTP3.
+	HTTPS
+)
+
+func (p Protocol) String() string {
+	if p == HTTPS {
+		return "HTTPS"
+	}
+	return "HTTP"
+}
+
+// Config is the whole listener set. Apply makes it current.
+type Config struct {
+	Listeners []Listener
+}
+
+// Listener is one socket and what it serves. Listeners are identified by
+// Address: a listener whose Address stays keeps its socket and connections
+// across Apply calls, and only its routes and certificates are swapped.
+type Listener struct {
+	// Address is host:port; an empty host listens on every address.
+	Address  string
+	Protocol Protocol
+	// Routes serves the listener's requests; nil answers 404 to all. The
+	// hostnames a listener accepts are already folded into its table.
+	Routes *router.Table
+	// TLS holds the certificates of an HTTPS listener, the listener's
+	// default included.
+	TLS *tlsstore.Store
+}
+
+// Endpoint is one backend address of an endpoint set; sets are keyed by
+// router.BackendRef.Name.
+type Endpoint = upstream.Endpoint

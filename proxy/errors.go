@@ -1,0 +1,99 @@
+package proxy
+
+import (
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Responses made by the proxy itself are short plain text, or for gRPC
+// calls a trailers-only response carrying a gRPC status, since gRPC
+// clients read the status and not the HTTP code.
+
+// errorBodies are the bodies of the statuses the proxy answers itself.
+var errorBodies = map[int]string{
+	http.StatusBadRequest:            "bad request\n",
+	http.StatusNotFound:              "no route\n",
+	http.StatusRequestEntityTooLarge: "request too large\n",
+	http.StatusInternalServerError:   "invalid backend\n",
+	http.StatusBadGateway:            "backend unreachable\n",
+	http.StatusServiceUnavailable:    "no ready endpoint\n",
+	http.StatusGatewayTimeout:        "backend timeout\n",
+}
+
+// gRPC status codes (google.golang.org/grpc/codes) the proxy answers with.
+const (
+	grpcDeadlineExceeded = "4"
+	grpcUnimplemented    = "12"
+	grpcInternal         = "13"
+	grpcUnavailable      = "14"
+)
+
+// grpcStatus maps an HTTP status to the gRPC code for it, following the
+// gRPC HTTP-to-gRPC mapping except that a timeout reads as one.
+func grpcStatus(status int) string {
+	switch status {
+	case http.StatusNotFound:
+		return grpcUnimplemented
+	case http.StatusGatewayTimeout:
+		return grpcDeadlineExceeded
+	case http.StatusBadGateway, http.StatusServiceUnavailable:
+		return grpcUnavailable
+	}
+	return grpcInternal
+}
+
+func isGRPC(h http.Header) bool {
+	ct := h["Content-Type"]
+	return len(ct) > 0 && strings.HasPrefix(ct[0], "application/grpc")
+}
+
+func writeError(w http.ResponseWriter, r *http.Request, status int) {
+	h := w.Header()
+	if isGRPC(r.Header) {
+		h.Set("Content-Type", "application/grpc")
+		h.Set("Grpc-Status", grpcStatus(status))
+		h.Set("Grpc-Message", http.StatusText(status))
+		w.WriteHeader(http.StatusOK)
+		return
+	}
+	body := errorBodies[status]
+	h.Set("Content-Type", "text/plain; charset=utf-8")
+	h.Set("Content-Length", strconv.Itoa(len(body)))
+	h.Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(status)
+	_, _ = io.WriteString(w, body)
+}
+
+// grpcTimeout parses a grpc-timeout header value: up to eight digits and a
+// unit. ok is false when there is none or it does not parse.
+func grpcTimeout(h http.Header) (d time.Duration, ok bool) {
+	v := h["Grpc-Timeout"]
+	if len(v) == 0 || len(v[0]) < 2 || len(v[0]) > 9 {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(v[0][:len(v[0])-1], 10, 64)
+	if err != nil || n < 0 {
+		return 0, false
+	}
+	var unit time.Duration
+	switch v[0][len(v[0])-1] {
+	case 'H':
+		unit = time.Hour
+	case 'M':
+		unit = time.Minute
+	case 'S':
+		unit = time.Second
+	case 'm':
+		unit = time.Millisecond
+	case 'u':
+		unit = time.Microsecond
+	case 'n':
+		unit = time.Nanosecond
+	default:
+		return 0, false
+	}
+	return time.Duration(n) * unit, true
+}

@@ -1,0 +1,333 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"sync/atomic"
+	"time"
+
+	"github.com/hostgate/hostgate/proxy/upstream"
+	"github.com/hostgate/hostgate/router"
+)
+
+// Executing a plan on net/http: answers made here, and forwarding through
+// httputil.ReverseProxy (Rewrite, never Director) with a RoundTripper that
+// picks the endpoint, so that a failed connect can move to another one.
+
+// serve runs the pipeline for one request and executes its plan.
+func (s *Server) serve(w http.ResponseWriter, r *http.Request, l *listener, st *listenerState) {
+	rec := &recorder{ResponseWriter: w}
+	ex := exchange{start: time.Now(), scheme: l.scheme, sets: *s.sets.Load()}
+	defer s.observe(l, r, rec, &ex)
+	v := view{
+		Request: router.Request{Host: r.Host, Method: r.Method, Path: r.URL.EscapedPath(), RawQuery: r.URL.RawQuery, Header: r.Header},
+		scheme:  l.scheme,
+		port:    l.port,
+	}
+	ex.plan = decide(st.routes, ex.sets, &v)
+	switch ex.plan.action {
+	case actForward:
+		s.fwd.forward(rec, r, &ex)
+	case actRedirect:
+		eachFilter(&ex.plan, router.FilterResponseHeaderModifier, func(f *router.Filter) { modifyHeader(rec.Header(), f.ResponseHeaders) })
+		rec.Header().Set("Location", location(&v, &ex.plan))
+		rec.WriteHeader(redirectStatus(ex.plan.redirect))
+	case actNotFound:
+		writeError(rec, r, http.StatusNotFound)
+	case actInvalidBackend:
+		writeError(rec, r, http.StatusInternalServerError)
+	case actNoEndpoints:
+		writeError(rec, r, http.StatusServiceUnavailable)
+	}
+}
+
+// exchange is one request's state, shared with the ReverseProxy hooks
+// through the request context.
+type exchange struct {
+	start  time.Time
+	scheme string
+	sets   map[string]*upstream.Set
+	plan   plan
+	// protocol is how the backend is spoken to: "", "h2c", "https", "h2".
+	protocol string
+	// host is the endpoint last tried; open says a response from it is
+	// still being relayed and holds an in-flight count.
+	host *upstream.Host
+	open bool
+	body guardedBody
+}
+
+type exchangeKey struct{}
+
+func exchangeOf(ctx context.Context) *exchange {
+	return ctx.Value(exchangeKey{}).(*exchange)
+}
+
+// guardedBody records whether the request body was read, since only a
+// request whose body is still unread can go to another endpoint. Its Close
+// does nothing: net/http closes the inbound body when the handler returns,
+// and the Transport closing it after a failed connect must not spoil the
+// retry.
+type guardedBody struct {
+	io.ReadCloser
+	// read is atomic: the Transport reads the body on its own goroutine.
+	read atomic.Bool
+}
+
+func (b *guardedBody) Read(p []byte) (int, error) {
+	b.read.Store(true)
+	return b.ReadCloser.Read(p)
+}
+
+func (b *guardedBody) Close() error { return nil }
+
+// forwarder relays requests to backends.
+type forwarder struct {
+	s          *Server
+	rp         *httputil.ReverseProxy
+	http1, h2c *http.Transport
+	tls, h2    *http.Transport
+	// mirrorSlots bounds the mirrored requests in flight; a mirror that
+	// finds no slot is dropped, never queued.
+	mirrorSlots chan struct{}
+}
+
+const (
+	// upstreamMaxHeaderBytes bounds a backend's response header; backends
+	// are trusted more than clients, hence the larger bound.
+	upstreamMaxHeaderBytes = 1 << 20
+	// mirrorTimeout ends a mirrored request that is slower than any
+	// response worth comparing.
+	mirrorTimeout = 30 * time.Second
+	mirrorSlots   = 256
+)
+
+func newForwarder(s *Server) *forwarder {
+	o := &s.opts
+	dialer := &net.Dialer{Timeout: o.DialTimeout, KeepAlive: 30 * time.Second}
+	transport := func(http1, http2, h2c bool) *http.Transport {
+		t := &http.Transport{
+			DialContext:            dialer.DialContext,
+			TLSClientConfig:        o.UpstreamTLS,
+			TLSHandshakeTimeout:    o.DialTimeout,
+			MaxIdleConnsPerHost:    o.MaxIdleConnsPerEndpoint,
+			IdleConnTimeout:        o.UpstreamIdleTimeout,
+			ExpectContinueTimeout:  time.Second,
+			MaxResponseHeaderBytes: upstreamMaxHeaderBytes,
+			// The client's Accept-Encoding goes through as it is; the
+			// proxy must not ask for and undo compression itself.
+			DisableCompression: true,
+			Protocols:          new(http.Protocols),
+		}
+		t.Protocols.SetHTTP1(http1)
+		t.Protocols.SetHTTP2(http2)
+		t.Protocols.SetUnencryptedHTTP2(h2c)
+		return t
+	}
+	f := &forwarder{
+		s:           s,
+		http1:       transport(true, false, false),
+		h2c:         transport(false, false, true),
+		tls:         transport(true, true, false),
+		h2:          transport(false, true, false),
+		mirrorSlots: make(chan struct{}, mirrorSlots),
+	}
+	f.rp = &httputil.ReverseProxy{
+		Rewrite:        f.rewrite,
+		Transport:      f,
+		ModifyResponse: f.modifyResponse,
+		ErrorHandler:   f.fail,
+		ErrorLog:       slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
+	}
+	return f
+}
+
+func (f *forwarder) transport(protocol string) *http.Transport {
+	switch protocol {
+	case "h2c":
+		return f.h2c
+	case "https":
+		return f.tls
+	case "h2":
+		return f.h2
+	}
+	return f.http1
+}
+
+// upstreamProtocol is the backend's protocol. gRPC needs HTTP/2, so gRPC
+// routes and calls default to h2c.
+func upstreamProtocol(p *plan, h http.Header) string {
+	if p.backend.Protocol == "" && (p.target.Route.ID.Kind == router.KindGRPCRoute || isGRPC(h)) {
+		return "h2c"
+	}
+	return p.backend.Protocol
+}
+
+func upstreamScheme(protocol string) string {
+	if protocol == "https" || protocol == "h2" {
+		return "https"
+	}
+	return "http"
+}
+
+func (f *forwarder) forward(w http.ResponseWriter, r *http.Request, ex *exchange) {
+	ex.protocol = upstreamProtocol(&ex.plan, r.Header)
+	ctx := context.WithValue(r.Context(), exchangeKey{}, ex)
+	if d := timeout(ex.plan.target.Rule.Timeouts, r.Header); d > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, d)
+		defer cancel()
+	}
+	// Deferred, as ReverseProxy panics with http.ErrAbortHandler when a
+	// response breaks off midway.
+	defer func() {
+		if ex.open {
+			ex.host.End()
+		}
+	}()
+	f.rp.ServeHTTP(w, r.WithContext(ctx))
+}
+
+// timeout is the request's deadline: the shortest of the rule's request
+// and backend request timeouts (only connects are retried, so one backend
+// request lasts as long as the request) and a gRPC call's grpc-timeout.
+func timeout(t router.Timeouts, h http.Header) time.Duration {
+	d := t.Request
+	if t.BackendRequest > 0 && (d == 0 || t.BackendRequest < d) {
+		d = t.BackendRequest
+	}
+	if g, ok := grpcTimeout(h); ok && isGRPC(h) && (d == 0 || g < d) {
+		d = g
+	}
+	return d
+}
+
+func (f *forwarder) rewrite(pr *httputil.ProxyRequest) {
+	ex := exchangeOf(pr.In.Context())
+	out := pr.Out
+	out.URL.Scheme = upstreamScheme(ex.protocol)
+	// The endpoint is picked per attempt in RoundTrip.
+	out.URL.Host = ex.plan.backend.Name
+	if ex.plan.path != "" {
+		setPath(out.URL, ex.plan.path)
+	}
+	if ex.plan.host != "" {
+		out.Host = ex.plan.host
+	}
+	setForwarded(pr.In, out.Header, ex.scheme, f.s.opts.TrustForwardedHeaders)
+	eachFilter(&ex.plan, router.FilterRequestHeaderModifier, func(flt *router.Filter) { modifyHeader(out.Header, flt.RequestHeaders) })
+	eachFilter(&ex.plan, router.FilterRequestMirror, func(flt *router.Filter) { f.mirror(out, flt.Mirror, ex.sets) })
+	if out.Body != nil && out.Body != http.NoBody {
+		ex.body.ReadCloser = out.Body
+		out.Body = &ex.body
+	}
+}
+
+// setPath sets an escaped path on u.
+func setPath(u *url.URL, escaped string) {
+	path, err := url.PathUnescape(escaped)
+	if err != nil {
+		path = escaped
+	}
+	u.Path, u.RawPath = path, escaped
+}
+
+func (f *forwarder) modifyResponse(resp *http.Response) error {
+	ex := exchangeOf(resp.Request.Context())
+	eachFilter(&ex.plan, router.FilterResponseHeaderModifier, func(flt *router.Filter) { modifyHeader(resp.Header, flt.ResponseHeaders) })
+	return nil
+}
+
+// RoundTrip sends req to an endpoint of the exchange's set, moving to
+// another endpoint when connecting fails and the body is still unread.
+func (f *forwarder) RoundTrip(req *http.Request) (*http.Response, error) {
+	ex := exchangeOf(req.Context())
+	rt := f.transport(ex.protocol)
+	var tried [maxConnectAttempts]*upstream.Host
+	for n := 0; ; n++ {
+		h := ex.plan.set.Pick(tried[:n])
+		req.URL.Host = h.Address()
+		h.Begin()
+		resp, err := rt.RoundTrip(req)
+		ex.host = h
+		if err == nil {
+			h.Succeeded()
+			ex.open = true
+			return resp, nil
+		}
+		h.End()
+		if req.Context().Err() != nil {
+			// The client left or the deadline passed: that says nothing
+			// about the endpoint.
+			return nil, err
+		}
+		h.Failed()
+		if !isConnectError(err) || ex.body.read.Load() || n+1 >= f.s.opts.ConnectAttempts || n+1 >= ex.plan.set.Len() {
+			return nil, err
+		}
+		f.s.metrics.connectRetries.Inc()
+		tried[n] = h
+	}
+}
+
+func isConnectError(err error) bool {
+	op, ok := errors.AsType[*net.OpError](err)
+	return ok && op.Op == "dial"
+}
+
+// fail answers a request that could not be relayed.
+func (f *forwarder) fail(w http.ResponseWriter, r *http.Request, err error) {
+	if errors.Is(r.Context().Err(), context.Canceled) {
+		return // the client left; there is no one to answer
+	}
+	status := http.StatusBadGateway
+	if ne, ok := errors.AsType[net.Error](err); errors.Is(err, context.DeadlineExceeded) || ok && ne.Timeout() {
+		status = http.StatusGatewayTimeout
+	}
+	writeError(w, r, status)
+}
+
+// mirror sends a copy of out to an endpoint of m's backend and drops the
+// response. It never delays the request: the copy goes out on its own
+// goroutine, and only requests without a body are mirrored, as a body
+// would have to be buffered or read in lockstep with the backend's.
+func (f *forwarder) mirror(out *http.Request, m *router.Mirror, sets map[string]*upstream.Set) {
+	if m.Denominator > 0 && rand.Int32N(m.Denominator) >= m.Numerator {
+		return
+	}
+	if out.Body != nil && out.Body != http.NoBody {
+		return
+	}
+	set := sets[m.Backend.Name]
+	if set == nil || set.Len() == 0 {
+		return
+	}
+	select {
+	case f.mirrorSlots <- struct{}{}:
+	default:
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), mirrorTimeout)
+	copyReq := out.Clone(ctx)
+	h := set.Pick(nil)
+	copyReq.URL.Host = h.Address()
+	copyReq.URL.Scheme = upstreamScheme(m.Backend.Protocol)
+	rt := f.transport(m.Backend.Protocol)
+	go func() {
+		defer func() { <-f.mirrorSlots }()
+		defer cancel()
+		resp, err := rt.RoundTrip(copyReq)
+		if err != nil {
+			return
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}()
+}

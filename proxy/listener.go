@@ -1,0 +1,261 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/quic-go/quic-go"
+	"github.com/quic-go/quic-go/http3"
+	"golang.org/x/net/http2"
+
+	"github.com/hostgate/hostgate/router"
+	"github.com/hostgate/hostgate/tlsstore"
+)
+
+// listener is one open Listener: a TCP socket served by net/http and, for
+// HTTPS, a UDP socket served by quic-go.
+type listener struct {
+	srv      *Server
+	protocol Protocol
+	addr     string
+	port     int
+	scheme   string
+
+	state atomic.Pointer[listenerState]
+	// inflight counts handlers running, hijacked ones (WebSocket, h2c
+	// Upgrade) included, which http.Server.Shutdown does not wait for.
+	inflight atomic.Int64
+
+	tcp   *connTracker
+	http  *http.Server
+	h2c   *http2.Server // serves connections upgraded from HTTP/1.1
+	udp   net.PacketConn
+	h3    *http3.Server
+	alt   []string // Alt-Svc value, shared by every response
+	stats *listenerMetrics
+
+	serving sync.WaitGroup
+}
+
+// listenerState is what Apply swaps on a listener that stays.
+type listenerState struct {
+	routes *router.Table
+	tls    *tlsstore.Store
+}
+
+func (l *listener) publish(cfg *Listener) {
+	l.state.Store(&listenerState{routes: cfg.Routes, tls: cfg.TLS})
+}
+
+func (l *listener) tlsStore() *tlsstore.Store { return l.state.Load().tls }
+
+func (s *Server) openListener(cfg *Listener) (*listener, error) {
+	ln, err := net.Listen("tcp", cfg.Address)
+	if err != nil {
+		return nil, err
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	l := &listener{
+		srv:      s,
+		protocol: cfg.Protocol,
+		addr:     cfg.Address,
+		port:     port,
+		scheme:   "http",
+		tcp:      newConnTracker(ln),
+		stats:    s.metrics.listener(cfg.Address),
+	}
+	l.publish(cfg)
+	o := &s.opts
+	l.http = &http.Server{
+		Handler:           l,
+		ReadHeaderTimeout: o.ReadHeaderTimeout,
+		IdleTimeout:       o.IdleTimeout,
+		MaxHeaderBytes:    o.MaxHeaderBytes,
+		HTTP2: &http.HTTP2Config{
+			MaxConcurrentStreams: o.MaxConcurrentStreams,
+			// A peer that stops reading would otherwise hold a stream's
+			// buffers forever.
+			WriteByteTimeout: o.IdleTimeout,
+		},
+		Protocols: new(http.Protocols),
+		ErrorLog:  slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
+	}
+	l.http.Protocols.SetHTTP1(true)
+	var serve func() error
+	if cfg.Protocol == HTTPS {
+		l.scheme = "https"
+		l.http.Protocols.SetHTTP2(true)
+		l.http.TLSConfig = tlsstore.ServerConfig(l.tlsStore, "h2", "http/1.1")
+		serve = func() error { return l.http.ServeTLS(l.tcp, "", "") }
+		if !o.DisableHTTP3 {
+			if err := l.openHTTP3(); err != nil {
+				ln.Close()
+				return nil, err
+			}
+		}
+	} else {
+		l.http.Protocols.SetUnencryptedHTTP2(true)
+		l.h2c = &http2.Server{
+			MaxConcurrentStreams: uint32(o.MaxConcurrentStreams),
+			IdleTimeout:          o.IdleTimeout,
+			WriteByteTimeout:     o.IdleTimeout,
+		}
+		serve = func() error { return l.http.Serve(l.tcp) }
+	}
+	l.serving.Go(func() {
+		// stopAccepting closes the socket before Shutdown, hence ErrClosed.
+		if err := serve(); !errors.Is(err, http.ErrServerClosed) && !errors.Is(err, net.ErrClosed) {
+			s.log.Error("listener stopped", "listener", l.addr, "error", err)
+		}
+	})
+	s.log.Info("listener opened", "listener", l.addr, "protocol", cfg.Protocol.String(), "port", port)
+	return l, nil
+}
+
+// openHTTP3 listens on the UDP port of the same number as the TCP one, so
+// that Alt-Svc can name it.
+func (l *listener) openHTTP3() error {
+	host, _, err := net.SplitHostPort(l.addr)
+	if err != nil {
+		return err
+	}
+	udp, err := net.ListenPacket("udp", net.JoinHostPort(host, strconv.Itoa(l.port)))
+	if err != nil {
+		return fmt.Errorf("listen for HTTP/3: %w", err)
+	}
+	o := &l.srv.opts
+	l.udp = udp
+	l.h3 = &http3.Server{
+		Handler:        l,
+		TLSConfig:      http3.ConfigureTLSConfig(tlsstore.ServerConfig(l.tlsStore)),
+		MaxHeaderBytes: o.MaxHeaderBytes,
+		IdleTimeout:    o.IdleTimeout,
+		QUICConfig: &quic.Config{
+			HandshakeIdleTimeout: o.ReadHeaderTimeout,
+			MaxIdleTimeout:       o.IdleTimeout,
+			MaxIncomingStreams:   int64(o.MaxConcurrentStreams),
+		},
+		Logger: l.srv.log,
+	}
+	l.alt = []string{fmt.Sprintf(`h3=":%d"; ma=86400`, l.port)}
+	l.serving.Go(func() {
+		if err := l.h3.Serve(udp); err != nil && !errors.Is(err, http.ErrServerClosed) && !errors.Is(err, quic.ErrServerClosed) {
+			l.srv.log.Error("HTTP/3 listener stopped", "listener", l.addr, "error", err)
+		}
+	})
+	return nil
+}
+
+// ServeHTTP is the listener's entry for every protocol.
+func (l *listener) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	l.inflight.Add(1)
+	defer l.inflight.Add(-1)
+	if l.h2c != nil && r.ProtoMajor == 1 && isH2CUpgrade(r.Header) {
+		l.serveH2CUpgrade(w, r)
+		return
+	}
+	if l.alt != nil && r.ProtoMajor < 3 {
+		w.Header()["Alt-Svc"] = l.alt
+	}
+	l.srv.serve(w, r, l, l.state.Load())
+}
+
+// stopAccepting closes the sockets; connections already open stay.
+func (l *listener) stopAccepting() {
+	l.tcp.Close()
+}
+
+// drain waits for the listener's connections to finish their work, closing
+// them all once ctx is done. It reports whether they finished in time.
+func (l *listener) drain(ctx context.Context) bool {
+	var wg sync.WaitGroup
+	wg.Go(func() { _ = l.http.Shutdown(ctx) })
+	if l.h3 != nil {
+		wg.Go(func() { _ = l.h3.Shutdown(ctx) })
+	}
+	wg.Wait()
+	clean := true
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for clean && l.inflight.Load() > 0 {
+		select {
+		case <-ctx.Done():
+			clean = false
+		case <-tick.C:
+		}
+	}
+	if ctx.Err() != nil {
+		clean = clean && l.inflight.Load() == 0
+		l.http.Close()
+		l.tcp.closeConns()
+		if l.h3 != nil {
+			l.h3.Close()
+		}
+	}
+	if l.udp != nil {
+		l.udp.Close()
+	}
+	l.serving.Wait()
+	l.srv.log.Info("listener closed", "listener", l.addr, "clean", clean)
+	return clean
+}
+
+// connTracker is a net.Listener that remembers its open connections, as
+// http.Server forgets hijacked ones, and those must be closed when the
+// grace period ends.
+type connTracker struct {
+	net.Listener
+	mu    sync.Mutex
+	conns map[*trackedConn]struct{}
+}
+
+func newConnTracker(ln net.Listener) *connTracker {
+	return &connTracker{Listener: ln, conns: map[*trackedConn]struct{}{}}
+}
+
+func (t *connTracker) Accept() (net.Conn, error) {
+	c, err := t.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	tc := &trackedConn{Conn: c, tracker: t}
+	t.mu.Lock()
+	t.conns[tc] = struct{}{}
+	t.mu.Unlock()
+	return tc, nil
+}
+
+func (t *connTracker) closeConns() {
+	t.mu.Lock()
+	conns := make([]*trackedConn, 0, len(t.conns))
+	for c := range t.conns {
+		conns = append(conns, c)
+	}
+	t.mu.Unlock()
+	for _, c := range conns {
+		c.Close()
+	}
+}
+
+type trackedConn struct {
+	net.Conn
+	tracker *connTracker
+	once    sync.Once
+}
+
+func (c *trackedConn) Close() error {
+	c.once.Do(func() {
+		c.tracker.mu.Lock()
+		delete(c.tracker.conns, c)
+		c.tracker.mu.Unlock()
+	})
+	return c.Conn.Close()
+}

@@ -1,0 +1,150 @@
+package proxy
+
+import (
+	"crypto/tls"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Balancer names a load-balancing policy over an endpoint set.
+type Balancer string
+
+const (
+	// RoundRobin takes endpoints in turn, in proportion to their weights.
+	RoundRobin Balancer = "round-robin"
+	// LeastRequest takes the less loaded of two endpoints drawn at random.
+	LeastRequest Balancer = "least-request"
+)
+
+// Options are the server's limits and policies. A zero field takes the
+// value DefaultOptions gives it, so callers set only what they change.
+type Options struct {
+	// ReadHeaderTimeout bounds reading a request's header, which is what
+	// keeps slow-header clients from holding connections. Default 10s.
+	ReadHeaderTimeout time.Duration
+	// IdleTimeout closes client connections (HTTP/1.1 keep-alive, h2, h3)
+	// idle that long. Default 120s.
+	IdleTimeout time.Duration
+	// MaxHeaderBytes bounds a request's header, on every protocol. It also
+	// bounds the body of an h2c Upgrade request, which must be buffered.
+	// Default 64 KiB.
+	MaxHeaderBytes int
+	// MaxConcurrentStreams bounds the streams of one h2 or h3 connection.
+	// Default 100.
+	MaxConcurrentStreams int
+	// DisableHTTP3 stops HTTPS listeners from serving HTTP/3 over UDP and
+	// advertising it with Alt-Svc. Default false.
+	DisableHTTP3 bool
+
+	// TrustForwardedHeaders keeps the X-Forwarded-For, -Proto and -Host a
+	// client sends (appending to -For); otherwise they are replaced. Trust
+	// them only behind a load balancer that sets them. Default false.
+	TrustForwardedHeaders bool
+	// LoadBalancing is the policy within an endpoint set. Default
+	// RoundRobin.
+	LoadBalancing Balancer
+	// DialTimeout bounds connecting to a backend. Default 5s.
+	DialTimeout time.Duration
+	// ConnectAttempts is how many endpoints a request tries when connecting
+	// fails (1 disables retries; at most 8). Default 3.
+	ConnectAttempts int
+	// UpstreamIdleTimeout closes pooled backend connections idle that long.
+	// Default 90s.
+	UpstreamIdleTimeout time.Duration
+	// MaxIdleConnsPerEndpoint bounds the pool of idle connections kept per
+	// backend address. Default 64.
+	MaxIdleConnsPerEndpoint int
+	// UpstreamTLS configures connections to "https" and "h2" backends;
+	// nil verifies them against the system roots.
+	UpstreamTLS *tls.Config
+	// FailureThreshold consecutive failures to reach an endpoint eject it
+	// for EjectionTime, doubled at each ejection in a row up to
+	// MaxEjectionTime. Defaults 5, 10s and 5m.
+	FailureThreshold int
+	EjectionTime     time.Duration
+	MaxEjectionTime  time.Duration
+
+	// ShutdownDelay is how long Shutdown keeps accepting after readiness
+	// turns false, so that load balancers stop sending first. Default 5s.
+	ShutdownDelay time.Duration
+	// ShutdownGrace is how long requests in flight, and listeners removed
+	// by Apply, get to finish before their connections are closed.
+	// Default 30s.
+	ShutdownGrace time.Duration
+
+	// Logger receives events (never one per request). Default
+	// slog.Default().
+	Logger *slog.Logger
+	// Registerer receives the hostgate_* request metrics; nil registers
+	// none.
+	Registerer prometheus.Registerer
+	// AccessLog, when set, is called once per request after the response
+	// was written. It must not keep the record.
+	AccessLog func(*AccessRecord)
+}
+
+// DefaultOptions returns the documented defaults, for flags to start from.
+func DefaultOptions() Options {
+	return Options{
+		ReadHeaderTimeout:       10 * time.Second,
+		IdleTimeout:             120 * time.Second,
+		MaxHeaderBytes:          64 << 10,
+		MaxConcurrentStreams:    100,
+		LoadBalancing:           RoundRobin,
+		DialTimeout:             5 * time.Second,
+		ConnectAttempts:         3,
+		UpstreamIdleTimeout:     90 * time.Second,
+		MaxIdleConnsPerEndpoint: 64,
+		FailureThreshold:        5,
+		EjectionTime:            10 * time.Second,
+		MaxEjectionTime:         5 * time.Minute,
+		ShutdownDelay:           5 * time.Second,
+		ShutdownGrace:           30 * time.Second,
+		Logger:                  slog.Default(),
+	}
+}
+
+// maxConnectAttempts bounds ConnectAttempts so that the endpoints tried
+// fit in a fixed array on the request path.
+const maxConnectAttempts = 8
+
+// complete fills zero fields with defaults and rejects invalid values.
+func (o Options) complete() (Options, error) {
+	d := DefaultOptions()
+	setDefault(&o.ReadHeaderTimeout, d.ReadHeaderTimeout)
+	setDefault(&o.IdleTimeout, d.IdleTimeout)
+	setDefault(&o.MaxHeaderBytes, d.MaxHeaderBytes)
+	setDefault(&o.MaxConcurrentStreams, d.MaxConcurrentStreams)
+	setDefault(&o.LoadBalancing, d.LoadBalancing)
+	setDefault(&o.DialTimeout, d.DialTimeout)
+	setDefault(&o.ConnectAttempts, d.ConnectAttempts)
+	setDefault(&o.UpstreamIdleTimeout, d.UpstreamIdleTimeout)
+	setDefault(&o.MaxIdleConnsPerEndpoint, d.MaxIdleConnsPerEndpoint)
+	setDefault(&o.FailureThreshold, d.FailureThreshold)
+	setDefault(&o.EjectionTime, d.EjectionTime)
+	setDefault(&o.MaxEjectionTime, d.MaxEjectionTime)
+	setDefault(&o.ShutdownDelay, d.ShutdownDelay)
+	setDefault(&o.ShutdownGrace, d.ShutdownGrace)
+	if o.Logger == nil {
+		o.Logger = d.Logger
+	}
+	switch {
+	case o.LoadBalancing != RoundRobin && o.LoadBalancing != LeastRequest:
+		return o, fmt.Errorf("load balancing %q: want %q or %q", o.LoadBalancing, RoundRobin, LeastRequest)
+	case o.ConnectAttempts < 1 || o.ConnectAttempts > maxConnectAttempts:
+		return o, fmt.Errorf("connect attempts %d: want 1 to %d", o.ConnectAttempts, maxConnectAttempts)
+	case o.MaxHeaderBytes < 4<<10:
+		return o, fmt.Errorf("max header bytes %d: want at least 4096", o.MaxHeaderBytes)
+	}
+	return o, nil
+}
+
+func setDefault[T comparable](field *T, def T) {
+	var zero T
+	if *field == zero {
+		*field = def
+	}
+}

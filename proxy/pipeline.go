@@ -1,0 +1,206 @@
+package proxy
+
+// The per-request pipeline, independent of the HTTP engine.
+//
+// An engine fills a view from whatever it parsed and asks decide for a
+// plan: which rule serves the request, whether it is answered here (no
+// route, redirect, invalid backend, no endpoint) or forwarded, and if so to
+// which endpoint set with which path and host. Only filters that change the
+// outcome run here; header modifiers and mirrors run where the engine holds
+// the headers. Nothing here allocates on the forwarding path.
+
+import (
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/hostgate/hostgate/proxy/upstream"
+	"github.com/hostgate/hostgate/router"
+)
+
+// view is what the pipeline reads of a request.
+type view struct {
+	router.Request
+	// scheme is the client-facing scheme, "http" or "https".
+	scheme string
+	// port is the listener's port, which a redirect keeps by default.
+	port int
+}
+
+// action is what a plan does with the request.
+type action uint8
+
+const (
+	actNotFound action = iota
+	actRedirect
+	actForward
+	actInvalidBackend
+	actNoEndpoints
+)
+
+// plan is the pipeline's decision.
+type plan struct {
+	action action
+	target *router.Target
+	// backend and set are the chosen backend and its endpoints (actForward).
+	backend *router.BackendRef
+	set     *upstream.Set
+	// path and host replace the request's when not empty: the redirect's
+	// Location path, or the forwarded request's path and Host.
+	path, host string
+	// redirect is the RequestRedirect filter (actRedirect).
+	redirect *router.Redirect
+}
+
+// decide runs the pipeline up to the choice of an endpoint set.
+func decide(routes *router.Table, sets map[string]*upstream.Set, v *view) plan {
+	var p plan
+	if routes != nil {
+		p.target = routes.Lookup(v.Request)
+	}
+	if p.target == nil {
+		return p
+	}
+	rule := p.target.Rule
+	for i := range rule.Filters {
+		f := &rule.Filters[i]
+		switch f.Type {
+		case router.FilterRequestRedirect:
+			p.action, p.redirect = actRedirect, f.Redirect
+			if f.Redirect.Path != nil {
+				p.path = modifyPath(v.Path, matchedPrefix(p.target), f.Redirect.Path)
+			}
+			return p
+		case router.FilterURLRewrite:
+			p.host = f.Rewrite.Hostname
+			if f.Rewrite.Path != nil {
+				p.path = modifyPath(v.Path, matchedPrefix(p.target), f.Rewrite.Path)
+			}
+		}
+	}
+	p.backend = chooseBackend(rule.Backends)
+	switch {
+	case p.backend == nil || p.backend.Invalid:
+		p.action = actInvalidBackend
+	default:
+		p.set = sets[p.backend.Name]
+		if p.set == nil || p.set.Len() == 0 {
+			p.action = actNoEndpoints
+		} else {
+			p.action = actForward
+		}
+	}
+	return p
+}
+
+// chooseBackend draws a backend in proportion to the weights. Drawing at
+// random needs no shared state per rule, and the weights hold on average.
+// It returns nil when no backend takes traffic, which the Gateway API
+// answers with 500.
+func chooseBackend(refs []router.BackendRef) *router.BackendRef {
+	if len(refs) == 1 {
+		if refs[0].Weight > 0 {
+			return &refs[0]
+		}
+		return nil
+	}
+	var total int64
+	for i := range refs {
+		total += int64(max(refs[i].Weight, 0))
+	}
+	if total == 0 {
+		return nil
+	}
+	n := rand.Int64N(total)
+	for i := range refs {
+		n -= int64(max(refs[i].Weight, 0))
+		if n < 0 {
+			return &refs[i]
+		}
+	}
+	return nil
+}
+
+// matchedPrefix is the path prefix that selected target, without its
+// trailing "/": what ReplacePrefixMatch replaces. Rules without matches
+// match the prefix "/".
+func matchedPrefix(target *router.Target) string {
+	if target.Match == nil || target.Match.Path.Type != router.PathPrefix {
+		return ""
+	}
+	return strings.TrimSuffix(target.Match.Path.Value, "/")
+}
+
+// modifyPath applies a path modifier. A prefix replacement keeps the rest
+// of the path, so "/foo" → "/bar" turns "/foo/x" into "/bar/x", and "/foo"
+// → "/" turns "/foo/x" into "/x" and "/foo" into "/".
+func modifyPath(path, prefix string, m *router.PathModifier) string {
+	if m.Type == router.ReplaceFullPath {
+		return m.Value
+	}
+	rest := path[min(len(prefix), len(path)):]
+	out := strings.TrimSuffix(m.Value, "/") + rest
+	if out == "" {
+		return "/"
+	}
+	return out
+}
+
+// location builds the Location of a redirect. Unset parts keep the
+// request's; the port follows the Gateway API: the redirect's, else the
+// scheme's well-known one when the scheme changes, else the listener's, and
+// it is left out when it is the scheme's default.
+func location(v *view, p *plan) string {
+	rd := p.redirect
+	scheme := v.scheme
+	if rd.Scheme != "" {
+		scheme = rd.Scheme
+	}
+	host := rd.Hostname
+	if host == "" {
+		host = hostOnly(v.Host)
+	}
+	port := rd.Port
+	if port == 0 {
+		port = v.port
+		switch rd.Scheme {
+		case "http":
+			port = 80
+		case "https":
+			port = 443
+		}
+	}
+	if (scheme == "http" && port != 80) || (scheme == "https" && port != 443) {
+		host = net.JoinHostPort(host, strconv.Itoa(port))
+	} else if strings.Contains(host, ":") {
+		host = "[" + host + "]"
+	}
+	path := v.Path
+	if p.path != "" {
+		path = p.path
+	}
+	loc := scheme + "://" + host + path
+	if v.RawQuery != "" {
+		loc += "?" + v.RawQuery
+	}
+	return loc
+}
+
+// redirectStatus is the redirect's status, 302 unless it says otherwise.
+func redirectStatus(rd *router.Redirect) int {
+	if rd.StatusCode != 0 {
+		return rd.StatusCode
+	}
+	return http.StatusFound
+}
+
+// hostOnly drops the port of a Host header value and the brackets of an
+// IPv6 literal.
+func hostOnly(host string) string {
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		return h
+	}
+	return strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
+}

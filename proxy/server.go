@@ -1,0 +1,179 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hostgate/hostgate/proxy/upstream"
+)
+
+// Server runs the listeners of the current Config. It is safe for
+// concurrent use; Apply and UpdateEndpoints are meant for one control loop.
+type Server struct {
+	opts    Options
+	log     *slog.Logger
+	fwd     *forwarder
+	metrics *metrics
+
+	registry *upstream.Registry
+	sets     atomic.Pointer[map[string]*upstream.Set]
+
+	applied  atomic.Bool
+	draining atomic.Bool
+
+	mu        sync.Mutex // serializes Apply and Shutdown
+	listeners map[string]*listener
+	stopped   bool
+	// retiring counts listeners removed by Apply that are still draining.
+	retiring sync.WaitGroup
+}
+
+// New returns a Server with no listeners. Zero fields of opts take their
+// defaults.
+func New(opts Options) (*Server, error) {
+	opts, err := opts.complete()
+	if err != nil {
+		return nil, fmt.Errorf("proxy options: %w", err)
+	}
+	m, err := newMetrics(opts.Registerer)
+	if err != nil {
+		return nil, fmt.Errorf("register proxy metrics: %w", err)
+	}
+	policy := upstream.RoundRobin
+	if opts.LoadBalancing == LeastRequest {
+		policy = upstream.LeastRequest
+	}
+	s := &Server{
+		opts:    opts,
+		log:     opts.Logger,
+		metrics: m,
+		registry: upstream.NewRegistry(policy, upstream.Health{
+			FailureThreshold: opts.FailureThreshold,
+			BaseEjection:     opts.EjectionTime,
+			MaxEjection:      opts.MaxEjectionTime,
+		}),
+		listeners: map[string]*listener{},
+	}
+	s.fwd = newForwarder(s)
+	empty := map[string]*upstream.Set{}
+	s.sets.Store(&empty)
+	return s, nil
+}
+
+// Apply makes cfg the listener set: it opens the sockets of new listeners,
+// swaps routes and certificates of listeners that stay (their connections
+// are not touched), and drains listeners that are gone within
+// ShutdownGrace. A listener that cannot be opened is reported in the
+// returned error and the others are applied all the same.
+func (s *Server) Apply(cfg Config) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stopped {
+		return errors.New("apply proxy config: server is shut down")
+	}
+	var errs []error
+	wanted := make(map[string]*Listener, len(cfg.Listeners))
+	for i := range cfg.Listeners {
+		l := &cfg.Listeners[i]
+		if _, dup := wanted[l.Address]; dup {
+			errs = append(errs, fmt.Errorf("apply listener %s: address listed twice", l.Address))
+			continue
+		}
+		wanted[l.Address] = l
+	}
+	for addr, cur := range s.listeners {
+		if w, ok := wanted[addr]; ok && w.Protocol == cur.protocol {
+			continue
+		}
+		delete(s.listeners, addr)
+		// Closing the sockets now frees the address for a listener that
+		// replaces this one with another protocol.
+		cur.stopAccepting()
+		s.retiring.Go(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), s.opts.ShutdownGrace)
+			defer cancel()
+			cur.drain(ctx)
+		})
+	}
+	for addr, w := range wanted {
+		if cur, ok := s.listeners[addr]; ok {
+			cur.publish(w)
+			continue
+		}
+		l, err := s.openListener(w)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("open listener %s %s: %w", w.Protocol, addr, err))
+			continue
+		}
+		s.listeners[addr] = l
+	}
+	s.applied.Store(true)
+	return errors.Join(errs...)
+}
+
+// UpdateEndpoints replaces every endpoint set, keyed by
+// router.BackendRef.Name. Routes need not be recompiled; endpoints keep
+// their health and connection pools across calls.
+func (s *Server) UpdateEndpoints(endpoints map[string][]Endpoint) {
+	sets := s.registry.Sets(endpoints)
+	s.sets.Store(&sets)
+}
+
+// Ready reports whether the server serves a configuration and is not
+// shutting down: what /readyz answers.
+func (s *Server) Ready() bool {
+	return s.applied.Load() && !s.draining.Load()
+}
+
+// Start runs until ctx is done, then shuts down as Shutdown does. It
+// returns nil even when the grace period ran out, as stopping is still
+// what was asked for; that case is logged.
+func (s *Server) Start(ctx context.Context) error {
+	<-ctx.Done()
+	if err := s.Shutdown(context.Background()); err != nil {
+		s.log.Warn("proxy shutdown cut requests short", "error", err)
+	}
+	return nil
+}
+
+// Shutdown stops the server gracefully: Ready turns false at once, the
+// listeners keep accepting for ShutdownDelay, then stop accepting, and
+// requests and streams in flight get ShutdownGrace to finish before their
+// connections are closed. ctx cuts both waits short. The error says
+// whether connections had to be closed with work in flight.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.draining.Store(true)
+	select {
+	case <-time.After(s.opts.ShutdownDelay):
+	case <-ctx.Done():
+	}
+	s.mu.Lock()
+	s.stopped = true
+	listeners := s.listeners
+	s.listeners = nil
+	s.mu.Unlock()
+
+	ctx, cancel := context.WithTimeout(ctx, s.opts.ShutdownGrace)
+	defer cancel()
+	var wg sync.WaitGroup
+	var forced atomic.Int32
+	for _, l := range listeners {
+		l.stopAccepting()
+		wg.Go(func() {
+			if !l.drain(ctx) {
+				forced.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	s.retiring.Wait()
+	if n := forced.Load(); n > 0 {
+		return fmt.Errorf("drain listeners: grace period ended with work in flight on %d listeners", n)
+	}
+	return nil
+}
