@@ -3,7 +3,6 @@ package proxy
 import (
 	"context"
 	"crypto/tls"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -236,9 +235,4 @@ func (f *tlsFixture) client(addr string, h2 bool) *http.Client {
 	tr.Protocols.SetHTTP1(!h2)
 	tr.Protocols.SetHTTP2(h2)
 	return &http.Client{Transport: tr, Timeout: 10 * time.Second}
-}
-
-func isRefused(err error) bool {
-	var op *net.OpError
-	return errors.As(err, &op)
 }

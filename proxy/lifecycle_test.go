@@ -1,0 +1,311 @@
+package proxy
+
+import (
+	"bufio"
+	"context"
+	"crypto/sha1"
+	"encoding/base64"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hostgate/hostgate/router"
+)
+
+// wsBackend accepts WebSocket handshakes and echoes each frame back
+// unmasked, prefixed with "echo: ".
+func wsBackend(t *testing.T) string {
+	return startBackend(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !hasToken(r.Header["Upgrade"], "websocket") {
+			http.Error(w, "want a WebSocket", http.StatusBadRequest)
+			return
+		}
+		sum := sha1.Sum([]byte(r.Header.Get("Sec-WebSocket-Key") + "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"))
+		conn, rw, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			return
+		}
+		defer conn.Close()
+		fmt.Fprintf(rw, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: %s\r\n\r\n", base64.StdEncoding.EncodeToString(sum[:]))
+		rw.Flush()
+		for {
+			msg, err := readFrame(rw.Reader)
+			if err != nil {
+				return
+			}
+			if _, err := conn.Write(frame("echo: "+msg, false)); err != nil {
+				return
+			}
+		}
+	}))
+}
+
+// frame encodes a short text frame, masked as clients must.
+func frame(msg string, masked bool) []byte {
+	b := []byte{0x81, byte(len(msg))}
+	if !masked {
+		return append(b, msg...)
+	}
+	b[1] |= 0x80
+	mask := []byte{1, 2, 3, 4}
+	b = append(b, mask...)
+	for i := range len(msg) {
+		b = append(b, msg[i]^mask[i%4])
+	}
+	return b
+}
+
+func readFrame(r *bufio.Reader) (string, error) {
+	var head [2]byte
+	if _, err := io.ReadFull(r, head[:]); err != nil {
+		return "", err
+	}
+	n, masked := int(head[1]&0x7f), head[1]&0x80 != 0
+	var mask [4]byte
+	if masked {
+		if _, err := io.ReadFull(r, mask[:]); err != nil {
+			return "", err
+		}
+	}
+	payload := make([]byte, n)
+	if _, err := io.ReadFull(r, payload); err != nil {
+		return "", err
+	}
+	if masked {
+		for i := range payload {
+			payload[i] ^= mask[i%4]
+		}
+	}
+	return string(payload), nil
+}
+
+// TestWebSocketSurvivesReconfiguration opens a WebSocket through the proxy,
+// then changes routes and endpoints under it: the stream goes on.
+func TestWebSocketSurvivesReconfiguration(t *testing.T) {
+	s := startServer(t, testOptions())
+	s.UpdateEndpoints(map[string][]Endpoint{"ws": {{Address: wsBackend(t)}}})
+	l := Listener{Address: "127.0.0.1:0", Routes: compile(t, route("ws", nil, router.Rule{Backends: backends("ws")}))}
+	addr := apply(t, s, l)[0]
+
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(10 * time.Second))
+	fmt.Fprint(conn, "GET /chat HTTP/1.1\r\nHost: ws.test\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n")
+	br := bufio.NewReader(conn)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusSwitchingProtocols || resp.Header.Get("Sec-WebSocket-Accept") != "s3pPLMBiTxaQ9kYGzzhZRbK+xOo=" {
+		t.Fatalf("handshake: %d %v", resp.StatusCode, resp.Header)
+	}
+	exchange := func(msg string) {
+		t.Helper()
+		if _, err := conn.Write(frame(msg, true)); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := readFrame(br); err != nil || got != "echo: "+msg {
+			t.Fatalf("got %q, %v", got, err)
+		}
+	}
+	exchange("before")
+	l.Routes = compile(t, route("other", nil, router.Rule{Backends: backends("other")}))
+	if err := s.Apply(Config{Listeners: []Listener{l}}); err != nil {
+		t.Fatal(err)
+	}
+	s.UpdateEndpoints(map[string][]Endpoint{})
+	exchange("after")
+}
+
+// TestListenerSetChanges adds, keeps, removes and re-protocols listeners,
+// and checks that a connection on a kept listener is not disturbed.
+func TestListenerSetChanges(t *testing.T) {
+	f := newTLSFixture(t)
+	s := startServer(t, testOptions())
+	s.UpdateEndpoints(map[string][]Endpoint{"web": {{Address: startBackend(t, echo("web"))}}})
+	routes := compile(t, route("web", nil, router.Rule{Backends: backends("web")}))
+	a, b, c := freeAddr(t), freeAddr(t), freeAddr(t)
+	apply(t, s, Listener{Address: a, Routes: routes}, Listener{Address: b, Routes: routes})
+
+	kept, err := net.Dial("tcp", a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer kept.Close()
+	br := bufio.NewReader(kept)
+	onKept := func() {
+		t.Helper()
+		fmt.Fprint(kept, "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+	onKept()
+
+	apply(t, s, Listener{Address: a, Routes: routes}, Listener{Address: c, Routes: routes})
+	onKept()
+	if _, err := http.Get("http://" + b + "/"); err == nil {
+		t.Error("removed listener still accepts")
+	}
+	if resp, _ := get(t, http.DefaultClient, "http://"+c+"/"); resp.StatusCode != 200 {
+		t.Errorf("added listener: status %d", resp.StatusCode)
+	}
+
+	// The same address changes protocol.
+	apply(t, s, Listener{Address: a, Routes: routes}, Listener{Address: c, Protocol: HTTPS, Routes: routes, TLS: f.store(t, "app.test")})
+	if resp, _ := get(t, f.client(c, true), "https://app.test/"); resp.StatusCode != 200 {
+		t.Errorf("listener switched to HTTPS: status %d", resp.StatusCode)
+	}
+}
+
+// TestEndpointUpdate moves a backend to new endpoints without a new
+// Config.
+func TestEndpointUpdate(t *testing.T) {
+	s := startServer(t, testOptions())
+	addr := apply(t, s, Listener{Address: "127.0.0.1:0", Routes: compile(t, route("web", nil, router.Rule{Backends: backends("web")}))})[0]
+	for _, name := range []string{"one", "two"} {
+		s.UpdateEndpoints(map[string][]Endpoint{"web": {{Address: startBackend(t, echo(name))}}})
+		if resp, _ := get(t, http.DefaultClient, "http://"+addr+"/"); resp.Header.Get("X-Backend") != name {
+			t.Errorf("answered by %q, want %q", resp.Header.Get("X-Backend"), name)
+		}
+	}
+}
+
+// TestGracefulStop stops the server (as SIGTERM does through Start's
+// context) while a request is in flight: readiness drops at once, the
+// listener accepts during the delay and refuses after, and the request
+// completes.
+func TestGracefulStop(t *testing.T) {
+	opts := testOptions()
+	opts.ShutdownDelay = 300 * time.Millisecond
+	opts.ShutdownGrace = 5 * time.Second
+	s, err := New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	arrived := make(chan struct{})
+	s.UpdateEndpoints(map[string][]Endpoint{"slow": {{Address: startBackend(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		close(arrived)
+		time.Sleep(time.Second)
+		io.WriteString(w, "finished")
+	}))}}})
+	if s.Ready() {
+		t.Error("ready before any Config")
+	}
+	addr := apply(t, s, Listener{Address: "127.0.0.1:0", Routes: compile(t, route("slow", nil, router.Rule{Backends: backends("slow")}))})[0]
+	if !s.Ready() {
+		t.Error("not ready with a Config")
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	started := make(chan error)
+	go func() { started <- s.Start(ctx) }()
+
+	inflight := make(chan string)
+	go func() {
+		resp, err := http.Get("http://" + addr + "/")
+		if err != nil {
+			inflight <- err.Error()
+			return
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		inflight <- fmt.Sprint(resp.StatusCode, " ", string(body))
+	}()
+	<-arrived
+	stop()
+	time.Sleep(50 * time.Millisecond)
+	if s.Ready() {
+		t.Error("still ready after the stop began")
+	}
+	if c, err := net.Dial("tcp", addr); err != nil {
+		t.Errorf("refused during the delay: %v", err)
+	} else {
+		c.Close()
+	}
+	time.Sleep(opts.ShutdownDelay)
+	if c, err := net.Dial("tcp", addr); err == nil {
+		c.Close()
+		t.Error("still accepting after the delay")
+	}
+	if got := <-inflight; got != "200 finished" {
+		t.Errorf("in-flight request got %q", got)
+	}
+	select {
+	case err := <-started:
+		if err != nil {
+			t.Errorf("Start: %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Start did not return")
+	}
+	if err := s.Apply(Config{}); err == nil || !strings.Contains(err.Error(), "shut down") {
+		t.Errorf("Apply after stop: %v", err)
+	}
+}
+
+// TestGraceExpires closes connections whose work outlasts the grace
+// period, a hijacked WebSocket connection included, and says so.
+func TestGraceExpires(t *testing.T) {
+	opts := testOptions()
+	opts.ShutdownGrace = 200 * time.Millisecond
+	s, err := New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	arrived := make(chan struct{})
+	s.UpdateEndpoints(map[string][]Endpoint{"ws": {{Address: wsBackend(t)}}, "hang": {{Address: startBackend(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		close(arrived)
+		<-r.Context().Done()
+	}))}}})
+	routes := compile(t,
+		route("ws", nil, router.Rule{Matches: prefix("/ws"), Backends: backends("ws")}),
+		route("hang", nil, router.Rule{Backends: backends("hang")}))
+	addr := apply(t, s, Listener{Address: "127.0.0.1:0", Routes: routes})[0]
+
+	ws, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ws.Close()
+	ws.SetDeadline(time.Now().Add(10 * time.Second))
+	fmt.Fprint(ws, "GET /ws HTTP/1.1\r\nHost: ws.test\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n")
+	wsr := bufio.NewReader(ws)
+	if resp, err := http.ReadResponse(wsr, nil); err != nil || resp.StatusCode != http.StatusSwitchingProtocols {
+		t.Fatalf("WebSocket handshake: %v", err)
+	}
+
+	done := make(chan error)
+	go func() {
+		resp, err := http.Get("http://" + addr + "/")
+		if err == nil {
+			resp.Body.Close()
+		}
+		done <- err
+	}()
+	<-arrived
+	start := time.Now()
+	if err := s.Shutdown(context.Background()); err == nil {
+		t.Error("Shutdown reported a clean stop")
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Errorf("Shutdown took %v", d)
+	}
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the hanging request was not cut")
+	}
+	if _, err := readFrame(wsr); err == nil {
+		t.Error("the WebSocket connection is still open")
+	}
+}
