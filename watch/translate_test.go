@@ -1,0 +1,121 @@
+package watch
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+)
+
+func TestIntersectHostnames(t *testing.T) {
+	tests := []struct {
+		listener string
+		route    []string
+		want     []string
+		ok       bool
+	}{
+		{"", nil, nil, true},
+		{"", []string{"a.example.com"}, []string{"a.example.com"}, true},
+		{"a.example.com", nil, []string{"a.example.com"}, true},
+		{"a.example.com", []string{"a.example.com", "b.example.com"}, []string{"a.example.com"}, true},
+		{"*.example.com", []string{"a.b.example.com"}, []string{"a.b.example.com"}, true},
+		{"*.example.com", []string{"example.com"}, nil, false},
+		{"a.example.com", []string{"*.example.com"}, []string{"a.example.com"}, true},
+		{"*.example.com", []string{"*.a.example.com"}, []string{"*.a.example.com"}, true},
+		{"*.a.example.com", []string{"*.example.com"}, []string{"*.a.example.com"}, true},
+		{"*.example.com", []string{"*.example.org", "x.example.org"}, nil, false},
+		{"a.example.com", []string{"*.a.example.com"}, nil, false},
+	}
+	for _, tt := range tests {
+		t.Run(fmt.Sprintf("%s/%v", tt.listener, tt.route), func(t *testing.T) {
+			got, ok := intersectHostnames(tt.listener, tt.route)
+			if ok != tt.ok || !slices.Equal(got, tt.want) {
+				t.Errorf("intersectHostnames(%q, %q) = %q, %t; want %q, %t", tt.listener, tt.route, got, ok, tt.want, tt.ok)
+			}
+		})
+	}
+}
+
+func TestBackendProtocol(t *testing.T) {
+	tests := []struct {
+		appProtocol string
+		grpc        bool
+		want        string
+		ok          bool
+	}{
+		{"", false, "", true},
+		{"", true, "h2c", true},
+		{"kubernetes.io/h2c", false, "h2c", true},
+		{"https", false, "https", true},
+		{"https", true, "h2", true},
+		{"kubernetes.io/ws", false, "", true},
+		{"kubernetes.io/wss", false, "https", true},
+		{"example.com/custom", false, "", false},
+	}
+	for _, tt := range tests {
+		p := &tt.appProtocol
+		if tt.appProtocol == "" {
+			p = nil
+		}
+		got, ok := backendProtocol(p, tt.grpc)
+		if got != tt.want || ok != tt.ok {
+			t.Errorf("backendProtocol(%q, grpc=%t) = %q, %t; want %q, %t", tt.appProtocol, tt.grpc, got, ok, tt.want, tt.ok)
+		}
+	}
+}
+
+func TestPrivateKeyRedacts(t *testing.T) {
+	c := Cert{Name: "default/tls", KeyPEM: PrivateKey("-----BEGIN PRIVATE KEY-----secret")}
+	for _, format := range []string{"%v", "%+v", "%#v", "%s", "%x", "%q"} {
+		if out := fmt.Sprintf(format, c); strings.Contains(out, "secret") || strings.Contains(out, "BEGIN") {
+			t.Errorf("Sprintf(%q) leaks the key: %s", format, out)
+		}
+	}
+	text, err := c.KeyPEM.MarshalText()
+	if err != nil || string(text) != "[redacted]" {
+		t.Errorf("MarshalText = %q, %v", text, err)
+	}
+}
+
+func TestDecodeYAMLErrors(t *testing.T) {
+	tests := []struct {
+		name, input, want string
+	}{
+		{"unknown field", "apiVersion: v1\nkind: Service\nmetadata: {name: a}\nspec: {portz: []}\n", `unknown field "portz"`},
+		{"no name", "apiVersion: v1\nkind: Service\nmetadata: {}\n", "metadata.name: must not be empty"},
+		{"no kind", "metadata: {name: a}\n", "apiVersion and kind: missing"},
+		{"bad version", "apiVersion: gateway.networking.k8s.io/v9\nkind: Gateway\nmetadata: {name: a}\n", `apiVersion "gateway.networking.k8s.io/v9": not supported`},
+		{"namespaced cluster kind", "apiVersion: v1\nkind: Node\nmetadata: {name: a, namespace: x}\n", "is cluster-scoped"},
+		{"bad list item", "apiVersion: v1\nkind: List\nitems:\n- {apiVersion: v1, kind: Service, metadata: {}}\n", "items[0]: Service: metadata.name"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var objs objects
+			errs := decodeYAML("in.yaml", strings.NewReader(tt.input), &objs)
+			if len(errs) != 1 || !strings.Contains(errs[0].Error(), tt.want) || !strings.HasPrefix(errs[0].Error(), "in.yaml: document 0: ") {
+				t.Fatalf("errors = %v; want one naming the document and containing %q", errs, tt.want)
+			}
+		})
+	}
+}
+
+func TestDecodeYAMLKeepsGoodDocuments(t *testing.T) {
+	input := `apiVersion: v1
+kind: Service
+metadata: {name: good}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: bad}
+spec: {nope: 1}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: ignored}
+`
+	var objs objects
+	errs := decodeYAML("in.yaml", strings.NewReader(input), &objs)
+	if len(errs) != 1 || len(objs.services) != 1 || objs.services[0].Name != "good" || objs.services[0].Namespace != "default" {
+		t.Fatalf("errs=%v services=%d; want the good Service in namespace default and one error", errs, len(objs.services))
+	}
+}
