@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -61,7 +62,10 @@ type exchange struct {
 	// still being relayed and holds an in-flight count.
 	host *upstream.Host
 	open bool
-	body guardedBody
+	// switched says the backend switched protocols (WebSocket): the 101
+	// goes out on the hijacked connection, past the recorder.
+	switched bool
+	body     guardedBody
 }
 
 type exchangeKey struct{}
@@ -144,10 +148,26 @@ func newForwarder(s *Server) *forwarder {
 		Transport:      f,
 		ModifyResponse: f.modifyResponse,
 		ErrorHandler:   f.fail,
+		BufferPool:     &bufferPool{},
 		ErrorLog:       slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
 	}
 	return f
 }
+
+// bufferPool recycles ReverseProxy's copy buffers, which would otherwise
+// be 32 KiB allocated per request.
+type bufferPool struct{ pool sync.Pool }
+
+const copyBufferSize = 32 << 10
+
+func (p *bufferPool) Get() []byte {
+	if b, ok := p.pool.Get().(*[]byte); ok {
+		return *b
+	}
+	return make([]byte, copyBufferSize)
+}
+
+func (p *bufferPool) Put(b []byte) { p.pool.Put(&b) }
 
 func (f *forwarder) transport(protocol string) *http.Transport {
 	switch protocol {
@@ -241,6 +261,7 @@ func setPath(u *url.URL, escaped string) {
 
 func (f *forwarder) modifyResponse(resp *http.Response) error {
 	ex := exchangeOf(resp.Request.Context())
+	ex.switched = resp.StatusCode == http.StatusSwitchingProtocols
 	eachFilter(&ex.plan, router.FilterResponseHeaderModifier, func(flt *router.Filter) { modifyHeader(resp.Header, flt.ResponseHeaders) })
 	return nil
 }

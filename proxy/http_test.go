@@ -99,3 +99,33 @@ func TestForwardedHeaders(t *testing.T) {
 		}
 	}
 }
+
+// TestAccessLogAndMetrics checks what one request leaves behind.
+func TestAccessLogAndMetrics(t *testing.T) {
+	opts := testOptions()
+	records := make(chan AccessRecord, 4)
+	opts.AccessLog = func(a *AccessRecord) { records <- *a }
+	s := startServer(t, opts)
+	backend := startBackend(t, echo("web"))
+	s.UpdateEndpoints(map[string][]Endpoint{"web": {{Address: backend}}})
+	addr := apply(t, s, Listener{Address: "127.0.0.1:0", Routes: compile(t, route("web", nil, router.Rule{Matches: prefix("/web"), Backends: backends("web")}))})[0]
+	get(t, http.DefaultClient, "http://"+addr+"/web/x")
+	get(t, http.DefaultClient, "http://"+addr+"/none")
+
+	for _, want := range []AccessRecord{
+		{Status: 200, Path: "/web/x", Route: router.RouteID{Kind: router.KindHTTPRoute, Namespace: "ns", Name: "web"}, Backend: "web", Endpoint: backend},
+		{Status: 404, Path: "/none"},
+	} {
+		got := <-records
+		if got.Status != want.Status || got.Path != want.Path || got.Route != want.Route || got.Backend != want.Backend || got.Endpoint != want.Endpoint ||
+			got.Listener != "127.0.0.1:0" || got.Method != "GET" || got.BytesSent == 0 || got.Duration <= 0 {
+			t.Errorf("record %+v, want %+v", got, want)
+		}
+	}
+	stats := s.metrics.listener("127.0.0.1:0")
+	for class, want := range map[int]float64{2: 1, 4: 1, 5: 0} {
+		if got := counterValue(t, stats.classes[class]); got != want {
+			t.Errorf("%dxx requests = %v, want %v", class, got, want)
+		}
+	}
+}

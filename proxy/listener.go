@@ -74,6 +74,9 @@ func (s *Server) openListener(cfg *Listener) (*listener, error) {
 	}
 	l.publish(cfg)
 	o := &s.opts
+	// No ReadTimeout or WriteTimeout: they would cut gRPC streams and
+	// WebSockets. Slow clients are bounded by the header timeout, the idle
+	// timeout and, on h2, the write timeout per frame.
 	l.http = &http.Server{
 		Handler:           l,
 		ReadHeaderTimeout: o.ReadHeaderTimeout,

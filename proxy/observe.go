@@ -113,15 +113,19 @@ func (m *metrics) listener(name string) *listenerMetrics {
 // observe counts a finished request and hands it to the access log.
 func (s *Server) observe(l *listener, r *http.Request, rec *recorder, ex *exchange) {
 	d := time.Since(ex.start)
+	status := rec.status
+	if status == 0 && ex.switched {
+		status = http.StatusSwitchingProtocols
+	}
 	l.stats.duration.Observe(d.Seconds())
-	l.stats.classes[min(rec.status/100, 5)].Inc()
+	l.stats.classes[min(status/100, 5)].Inc()
 	if s.opts.AccessLog == nil {
 		return
 	}
 	a := &AccessRecord{
 		Start: ex.start, Duration: d, Listener: l.addr, RemoteAddr: r.RemoteAddr,
 		Proto: r.Proto, Method: r.Method, Host: r.Host, Path: r.URL.Path,
-		Status: rec.status, BytesSent: rec.bytes,
+		Status: status, BytesSent: rec.bytes,
 	}
 	if ex.plan.target != nil {
 		a.Route = ex.plan.target.Route.ID
