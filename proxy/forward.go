@@ -136,10 +136,12 @@ func newForwarder(s *Server) *forwarder {
 		return t
 	}
 	f := &forwarder{
-		s:           s,
-		http1:       transport(true, false, false),
-		h2c:         transport(false, false, true),
-		tls:         transport(true, true, false),
+		s:     s,
+		http1: transport(true, false, false),
+		h2c:   transport(false, false, true),
+		// "https" stays on HTTP/1.1 even where the backend offers h2, so
+		// that WebSocket upgrades to it keep working; "h2" asks for h2.
+		tls:         transport(true, false, false),
 		h2:          transport(false, true, false),
 		mirrorSlots: make(chan struct{}, mirrorSlots),
 	}

@@ -185,3 +185,35 @@ func TestCertificateSwap(t *testing.T) {
 		t.Error("a new connection still got the old certificate")
 	}
 }
+
+// TestTLSBackends forwards to backends over TLS, with and without h2.
+func TestTLSBackends(t *testing.T) {
+	f := newTLSFixture(t)
+	certPEM, keyPEM := f.ca.Issue(t, "127.0.0.1")
+	pair, err := tls.X509KeyPair(certPEM, keyPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{Certificates: []tls.Certificate{pair}, NextProtos: []string{"h2", "http/1.1"}, MinVersion: tls.VersionTLS12})
+	if err != nil {
+		t.Fatal(err)
+	}
+	backend := &http.Server{Handler: echo("tls"), ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = backend.Serve(ln) }()
+	t.Cleanup(func() { backend.Close() })
+
+	opts := testOptions()
+	opts.UpstreamTLS = &tls.Config{RootCAs: f.ca.Pool, MinVersion: tls.VersionTLS12}
+	s := startServer(t, opts)
+	s.UpdateEndpoints(map[string][]Endpoint{"tls": {{Address: ln.Addr().String()}}})
+	rule := func(path, protocol string) router.Route {
+		return route(protocol, nil, router.Rule{Matches: prefix(path), Backends: []router.BackendRef{{Name: "tls", Weight: 1, Protocol: protocol}}})
+	}
+	addr := apply(t, s, Listener{Address: "127.0.0.1:0", Routes: compile(t, rule("/https", "https"), rule("/h2", "h2"))})[0]
+	for path, proto := range map[string]string{"/https": "HTTP/1.1", "/h2": "HTTP/2.0"} {
+		resp, body := get(t, http.DefaultClient, "http://"+addr+path)
+		if resp.StatusCode != 200 || !strings.Contains(body, "backend=tls proto="+proto) {
+			t.Errorf("%s: %d %s", path, resp.StatusCode, body)
+		}
+	}
+}
