@@ -19,10 +19,14 @@ const (
 	annotationDefaultClass = "ingressclass.kubernetes.io/is-default-class"
 )
 
-// ingressListeners binds the sockets Ingresses are served on. It runs
-// before Gateways bind, so that a Gateway sharing the node addresses
-// cannot take the Ingress ports with another protocol.
+// ingressListeners binds the sockets Ingresses are served on, when there
+// is an Ingress to serve: a Gateway-only setup then needs no privileged
+// ports. It runs before Gateways bind, so that a Gateway sharing the node
+// addresses cannot take the Ingress ports with another protocol.
 func (t *translator) ingressListeners() {
+	if !slices.ContainsFunc(t.objs.ingresses, t.ourIngress) {
+		return
+	}
 	for _, l := range []struct {
 		addr     string
 		protocol Protocol
@@ -39,7 +43,7 @@ func (t *translator) ingressListeners() {
 func (t *translator) ingressSockets() []*socket {
 	var out []*socket
 	for _, addr := range []string{t.opts.IngressHTTPAddr, t.opts.IngressHTTPSAddr} {
-		if host, port, err := splitHostPort(addr); err == nil {
+		if host, port, err := splitHostPort(addr); err == nil && t.sockets[socketName(host, port)] != nil {
 			out = append(out, t.sockets[socketName(host, port)])
 		}
 	}

@@ -1,0 +1,175 @@
+package watch
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"slices"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Publish receives every translation. The Snapshot and Reports are new
+// values each time and are not changed afterwards; Reports point at the
+// store's objects, which the receiver must copy before changing.
+type Publish func(*Snapshot, *Reports)
+
+// Source watches a configuration (files or a cluster) and publishes a new
+// translation after every change.
+type Source struct {
+	opts    Options
+	publish Publish
+	log     *slog.Logger
+	// run starts whatever fills the store and calls changed on every
+	// change; it returns when ctx is done.
+	run func(ctx context.Context, changed func()) error
+	// list returns the current store.
+	list func() *objects
+	// lastProblems suppresses logging the same problems again.
+	lastProblems []string
+}
+
+// debounce is how long a change waits for the ones that follow it, so that
+// a burst of events (an apply of many objects, a resync) costs one
+// translation.
+const debounce = 20 * time.Millisecond
+
+func newSource(opts Options, publish Publish, log *slog.Logger) (*Source, error) {
+	if err := opts.validate(); err != nil {
+		return nil, err
+	}
+	if log == nil {
+		log = slog.Default()
+	}
+	return &Source{opts: opts, publish: publish, log: log}, nil
+}
+
+func (o Options) validate() error {
+	for _, a := range []struct{ flag, value string }{{"ingress HTTP address", o.IngressHTTPAddr}, {"ingress HTTPS address", o.IngressHTTPSAddr}} {
+		if a.value == "" {
+			continue
+		}
+		if _, _, err := splitHostPort(a.value); err != nil {
+			return fmt.Errorf("%s %q: %w", a.flag, a.value, err)
+		}
+	}
+	for _, list := range []struct {
+		name  string
+		addrs []string
+	}{{"address pool", o.AddressPool}, {"status addresses", o.StatusAddresses}} {
+		for _, a := range list.addrs {
+			if _, err := netip.ParseAddr(a); err != nil {
+				return fmt.Errorf("%s: %q is not an IP address: %w", list.name, a, err)
+			}
+		}
+	}
+	return nil
+}
+
+// Start fills the store, publishes a first translation, and then one after
+// every change until ctx is done.
+func (s *Source) Start(ctx context.Context) error {
+	kick := make(chan struct{}, 1)
+	changed := func() {
+		select {
+		case kick <- struct{}{}:
+		default:
+		}
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- s.run(ctx, changed) }()
+	timer := time.NewTimer(0)
+	timer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return <-errc
+		case err := <-errc:
+			return err
+		case <-kick:
+			timer.Reset(debounce)
+		case <-timer.C:
+			s.translate()
+		}
+	}
+}
+
+func (s *Source) translate() {
+	start := time.Now()
+	objs := s.list()
+	listed := time.Now()
+	snap, reports := translate(objs, s.opts)
+	done := time.Now()
+	s.publish(snap, reports)
+	routes := 0
+	for _, l := range snap.Listeners {
+		routes += len(l.Routes)
+	}
+	s.log.Info("translated",
+		"list_seconds", listed.Sub(start).Seconds(),
+		"translate_seconds", done.Sub(listed).Seconds(),
+		"publish_seconds", time.Since(done).Seconds(),
+		"listeners", len(snap.Listeners), "routes", routes, "endpoint_sets", len(snap.Endpoints))
+	s.logProblems(reports)
+}
+
+// logProblems logs what keeps objects from being served, when it changed:
+// in file mode this is the only place a user sees it.
+func (s *Source) logProblems(r *Reports) {
+	problems := reportProblems(r)
+	if slices.Equal(problems, s.lastProblems) {
+		return
+	}
+	s.lastProblems = problems
+	for _, p := range problems {
+		s.log.Warn("not served as written", "problem", p)
+	}
+}
+
+// reportProblems lists the False conditions and Ingress problems of r, one
+// line each, naming the object.
+func reportProblems(r *Reports) []string {
+	var out []string
+	add := func(object string, conds []metav1.Condition) {
+		for _, c := range conds {
+			bad := c.Status == metav1.ConditionFalse
+			switch c.Type {
+			case "Conflicted":
+				bad = c.Status == metav1.ConditionTrue
+			case "SupportedVersion":
+				bad = false
+			}
+			if bad {
+				out = append(out, fmt.Sprintf("%s: %s=%s %s: %s", object, c.Type, c.Status, c.Reason, c.Message))
+			}
+		}
+	}
+	for _, c := range r.GatewayClasses {
+		add("GatewayClass "+c.Object.Name, c.Status.Conditions)
+	}
+	for _, g := range r.Gateways {
+		name := "Gateway " + g.Object.Namespace + "/" + g.Object.Name
+		add(name, g.Status.Conditions)
+		for _, l := range g.Status.Listeners {
+			add(name+" listener "+string(l.Name), l.Conditions)
+		}
+	}
+	for _, rr := range r.HTTPRoutes {
+		for _, p := range rr.Parents {
+			add("HTTPRoute "+rr.Object.Namespace+"/"+rr.Object.Name, p.Conditions)
+		}
+	}
+	for _, rr := range r.GRPCRoutes {
+		for _, p := range rr.Parents {
+			add("GRPCRoute "+rr.Object.Namespace+"/"+rr.Object.Name, p.Conditions)
+		}
+	}
+	for _, i := range r.Ingresses {
+		for _, p := range i.Problems {
+			out = append(out, "Ingress "+i.Object.Namespace+"/"+i.Object.Name+": "+p)
+		}
+	}
+	return slices.Compact(out)
+}
