@@ -1,0 +1,105 @@
+#!/usr/bin/env bash
+# Prepares the real control plane that hostgate's tests run against
+# (internal/kubetest): etcd from Debian's etcd-server package, and
+# kube-apiserver and kube-controller-manager built from source with the go
+# command through the tools module in hack/kube. Prebuilt Kubernetes
+# downloads are deliberately not used: they are unreachable on the machines
+# this project is built on, and a source build needs only Go and apt.
+#
+# Idempotent: binaries already in the cache at the pinned version are reused,
+# and etcd is installed only when it is not on PATH.
+#
+# Usage:
+#   HOSTGATE_KUBE_BIN=$(hack/kube-env.sh)   # the last line of stdout is the directory
+#   eval "$(hack/kube-env.sh --export)"      # or: export HOSTGATE_KUBE_BIN=...
+#
+# The directory holds kube-apiserver, kube-controller-manager and a link to
+# etcd. Progress goes to stderr. The cache is
+# ${HOSTGATE_KUBE_CACHE:-$HOME/.cache/hostgate/kube/v1.36.3}.
+set -euo pipefail
+
+kube_version=v1.36.3
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+cache=${HOSTGATE_KUBE_CACHE:-$HOME/.cache/hostgate/kube/$kube_version}
+
+export_mode=false
+case "${1:-}" in
+"") ;;
+--export) export_mode=true ;;
+*)
+	echo "usage: $0 [--export]" >&2
+	exit 2
+	;;
+esac
+
+log() { echo "kube-env: $*" >&2; }
+
+# install_etcd installs Debian's etcd-server (3.4.23 on bookworm is known to
+# serve kube-apiserver v1.36) when no etcd is on PATH.
+install_etcd() {
+	if command -v etcd >/dev/null; then
+		return
+	fi
+	if ! command -v apt-get >/dev/null; then
+		log "etcd is not on PATH and apt-get is missing: install etcd (3.4 or newer) yourself"
+		exit 1
+	fi
+	local sudo=()
+	if [ "$(id -u)" != 0 ]; then
+		if ! command -v sudo >/dev/null; then
+			log "etcd is not on PATH and installing it needs root (no sudo found)"
+			exit 1
+		fi
+		sudo=(sudo)
+	fi
+	log "installing etcd-server with apt-get"
+	"${sudo[@]}" apt-get update -q >&2
+	"${sudo[@]}" env DEBIAN_FRONTEND=noninteractive \
+		apt-get install -y -q --no-install-recommends etcd-server >&2
+}
+
+# built reports whether $1 is a binary of the pinned version, so that a
+# binary left from another version or a broken build is rebuilt.
+built() {
+	[ -x "$1" ] && "$1" --version 2>/dev/null | grep -qF "Kubernetes $kube_version"
+}
+
+# build_kube builds one command of k8s.io/kubernetes with the version stamped
+# the way Kubernetes' own build does, so that /version reports v1.36.3.
+# CGO is off as in Kubernetes' release builds: no C toolchain is needed.
+build_kube() {
+	local cmd=$1
+	if built "$cache/$cmd"; then
+		log "$cmd $kube_version already built in $cache"
+		return
+	fi
+	local ldflags="-s -w" pkg
+	for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+		ldflags+=" -X $pkg.gitMajor=1 -X $pkg.gitMinor=36"
+		ldflags+=" -X $pkg.gitVersion=$kube_version -X $pkg.gitTreeState=clean"
+	done
+	log "building $cmd $kube_version (a few minutes on a cold cache)"
+	local start=$SECONDS
+	# Build next to the target and rename, so that an interrupted build never
+	# leaves a binary that looks complete and concurrent runs do not write
+	# the same file. GOWORK=off: the tools module stands alone.
+	local tmp="$cache/.$cmd.$$"
+	(cd "$here/kube" && GOWORK=off CGO_ENABLED=0 go build -trimpath -ldflags "$ldflags" \
+		-o "$tmp" "k8s.io/kubernetes/cmd/$cmd")
+	mv -f "$tmp" "$cache/$cmd"
+	log "built $cmd in $((SECONDS - start))s"
+}
+
+mkdir -p "$cache"
+install_etcd
+ln -sf "$(command -v etcd)" "$cache/etcd"
+# kube-apiserver first: most of kube-controller-manager's packages are shared
+# with it, so the second build is mostly linking.
+build_kube kube-apiserver
+build_kube kube-controller-manager
+
+if $export_mode; then
+	printf 'export HOSTGATE_KUBE_BIN=%q\n' "$cache"
+else
+	echo "$cache"
+fi
