@@ -1,0 +1,129 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"net"
+	"net/http"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// admin is the node's own HTTP server: health for kubelet probes and load
+// balancers, metrics, and the routing table as this node serves it.
+type admin struct {
+	addr     string
+	ready    func() bool
+	current  *atomic.Pointer[generation]
+	gatherer prometheus.Gatherer
+	// listening is closed once the socket is bound, for tests and for
+	// start-up ordering.
+	listening chan net.Addr
+}
+
+func (a *admin) handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		io.WriteString(w, "ok\n")
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if !a.ready() {
+			http.Error(w, "not ready", http.StatusServiceUnavailable)
+			return
+		}
+		io.WriteString(w, "ok\n")
+	})
+	mux.Handle("GET /metrics", promhttp.HandlerFor(a.gatherer, promhttp.HandlerOpts{}))
+	mux.HandleFunc("GET /debug/routes", a.routes)
+	return mux
+}
+
+// routes prints the current generation: text for curl, JSON with
+// ?format=json or Accept: application/json.
+func (a *admin) routes(w http.ResponseWriter, r *http.Request) {
+	gen := a.current.Load()
+	if gen == nil {
+		http.Error(w, "no configuration loaded yet", http.StatusServiceUnavailable)
+		return
+	}
+	if r.URL.Query().Get("format") == "json" || strings.Contains(r.Header.Get("Accept"), "application/json") {
+		w.Header().Set("Content-Type", "application/json")
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		enc.Encode(gen)
+		return
+	}
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	var b strings.Builder
+	fmt.Fprintf(&b, "generation %d, built %s\n", gen.Number, gen.Built.UTC().Format(time.RFC3339Nano))
+	for _, l := range gen.Listeners {
+		fmt.Fprintf(&b, "\nlistener %s %s\n", l.Protocol, l.Address)
+		var t strings.Builder
+		l.table.WriteText(&t)
+		for line := range strings.Lines(t.String()) {
+			b.WriteString("  " + line)
+		}
+	}
+	if len(gen.Endpoints) > 0 {
+		b.WriteString("\nendpoints\n")
+		for _, name := range slices.Sorted(maps.Keys(gen.Endpoints)) {
+			fmt.Fprintf(&b, "  %s\n", name)
+			for _, ep := range gen.Endpoints[name] {
+				state := "ready"
+				if !ep.Ready {
+					state = "not ready"
+				}
+				fmt.Fprintf(&b, "    %s %s\n", ep.Address, state)
+			}
+		}
+	}
+	if len(gen.LeftOut) > 0 {
+		b.WriteString("\nleft out\n")
+		for _, msg := range gen.LeftOut {
+			fmt.Fprintf(&b, "  %s\n", msg)
+		}
+	}
+	io.WriteString(w, b.String())
+}
+
+// Start serves until ctx is done. The admin server stops last, after the
+// proxy drained, so probes see /readyz fail throughout the drain.
+func (a *admin) Start(ctx context.Context) error {
+	ln, err := net.Listen("tcp", a.addr)
+	if err != nil {
+		return fmt.Errorf("admin server: %w", err)
+	}
+	if a.listening != nil {
+		a.listening <- ln.Addr()
+	}
+	srv := &http.Server{
+		Handler:           a.handler(),
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       10 * time.Second,
+		WriteTimeout:      30 * time.Second,
+		IdleTimeout:       60 * time.Second,
+		MaxHeaderBytes:    16 << 10,
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return fmt.Errorf("admin server: %w", err)
+	case <-ctx.Done():
+	}
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(shutdownCtx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("admin server shutdown: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,221 @@
+// Command hostgate is a Kubernetes ingress controller and proxy in one
+// process: it watches Ingress and Gateway API objects (or reads them from
+// files), compiles them into an immutable routing table and serves HTTP/1.1,
+// HTTP/2, gRPC and HTTP/3 itself.
+//
+// main.go owns flags, wiring and signals; compile.go turns translated
+// snapshots into the proxy's configuration; admin.go is the node's health,
+// metrics and /debug/routes server.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/hostgate/hostgate/proxy"
+	"github.com/hostgate/hostgate/watch"
+)
+
+// version is stamped by the build: -ldflags "-X main.version=...".
+var version = "dev"
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Stderr, nil); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			os.Exit(0)
+		}
+		fmt.Fprintln(os.Stderr, "hostgate:", err)
+		os.Exit(1)
+	}
+}
+
+type config struct {
+	configPath   string
+	kubeconfig   string
+	adminAddr    string
+	logFormat    string
+	logLevel     slog.Level
+	accessLog    bool
+	printVersion bool
+	watch        watch.Options
+	proxy        proxy.Options
+}
+
+func parseFlags(args []string, output io.Writer) (*config, error) {
+	c := &config{proxy: proxy.DefaultOptions()}
+	fs := flag.NewFlagSet("hostgate", flag.ContinueOnError)
+	fs.SetOutput(output)
+	fs.StringVar(&c.configPath, "config", "", "serve the Kubernetes objects in this YAML file or folder instead of a cluster's (reloaded on change)")
+	fs.StringVar(&c.kubeconfig, "kubeconfig", "", "kubeconfig of the cluster to watch; empty uses the in-cluster config")
+	fs.StringVar(&c.adminAddr, "admin-addr", ":10254", "address of /healthz, /readyz, /metrics and /debug/routes")
+	fs.StringVar(&c.watch.IngressHTTPAddr, "http-addr", ":80", "address Ingresses are served on over HTTP; empty to disable")
+	fs.StringVar(&c.watch.IngressHTTPSAddr, "https-addr", ":443", "address Ingresses are served on over HTTPS (TCP and UDP); empty to disable")
+	fs.StringVar(&c.watch.IngressClass, "ingress-class", watch.DefaultIngressClass, "IngressClass name to serve")
+	fs.StringVar(&c.watch.GatewayController, "gateway-controller", watch.DefaultGatewayController, "GatewayClass controllerName to serve")
+	fs.Func("address-pool", "comma-separated IP addresses given one per Gateway without spec.addresses (default: Gateways share the node's addresses)", func(s string) error {
+		c.watch.AddressPool = splitList(s)
+		return nil
+	})
+	fs.Func("status-addresses", "comma-separated addresses to publish in Ingress and Gateway status instead of the node addresses", func(s string) error {
+		c.watch.StatusAddresses = splitList(s)
+		return nil
+	})
+	fs.BoolVar(&c.proxy.TrustForwardedHeaders, "trust-forwarded-headers", false, "keep X-Forwarded-* headers sent by clients (only behind a trusted load balancer)")
+	fs.Func("load-balancing", "round-robin or least-request (default round-robin)", func(s string) error {
+		switch b := proxy.Balancer(s); b {
+		case proxy.RoundRobin, proxy.LeastRequest:
+			c.proxy.LoadBalancing = b
+			return nil
+		}
+		return fmt.Errorf("must be %s or %s", proxy.RoundRobin, proxy.LeastRequest)
+	})
+	fs.DurationVar(&c.proxy.ReadHeaderTimeout, "read-header-timeout", c.proxy.ReadHeaderTimeout, "time a client has to send request headers")
+	fs.DurationVar(&c.proxy.IdleTimeout, "idle-timeout", c.proxy.IdleTimeout, "how long an idle client connection is kept")
+	fs.IntVar(&c.proxy.MaxHeaderBytes, "max-header-bytes", c.proxy.MaxHeaderBytes, "largest request header block; larger gets 431")
+	fs.IntVar(&c.proxy.MaxConcurrentStreams, "max-concurrent-streams", c.proxy.MaxConcurrentStreams, "HTTP/2 and HTTP/3 streams per connection")
+	fs.DurationVar(&c.proxy.ShutdownDelay, "shutdown-delay", c.proxy.ShutdownDelay, "on SIGTERM, how long listeners keep accepting after /readyz fails")
+	fs.DurationVar(&c.proxy.ShutdownGrace, "shutdown-grace", c.proxy.ShutdownGrace, "on SIGTERM, how long requests in flight get to finish")
+	fs.StringVar(&c.logFormat, "log-format", "json", "json or text")
+	fs.TextVar(&c.logLevel, "log-level", slog.LevelInfo, "debug, info, warn or error")
+	fs.BoolVar(&c.accessLog, "access-log", true, "log every request")
+	fs.BoolVar(&c.printVersion, "version", false, "print the version and exit")
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected arguments %q: hostgate takes only flags", fs.Args())
+	}
+	switch c.logFormat {
+	case "json", "text":
+	default:
+		return nil, fmt.Errorf("-log-format %q: must be json or text", c.logFormat)
+	}
+	if c.configPath != "" && c.kubeconfig != "" {
+		return nil, errors.New("-config and -kubeconfig exclude each other: serve files or a cluster")
+	}
+	return c, nil
+}
+
+func splitList(s string) []string {
+	var out []string
+	for item := range strings.SplitSeq(s, ",") {
+		if item = strings.TrimSpace(item); item != "" {
+			out = append(out, item)
+		}
+	}
+	return out
+}
+
+func newLogger(c *config, w io.Writer) *slog.Logger {
+	opts := &slog.HandlerOptions{Level: c.logLevel}
+	if c.logFormat == "text" {
+		return slog.New(slog.NewTextHandler(w, opts))
+	}
+	return slog.New(slog.NewJSONHandler(w, opts))
+}
+
+// hooks let tests see inside a running hostgate; nil in production.
+type hooks struct {
+	adminListening chan<- net.Addr
+}
+
+// run is main without the process: it returns when ctx is done and
+// everything has stopped, or when a component fails.
+func run(ctx context.Context, args []string, logOutput io.Writer, h *hooks) error {
+	c, err := parseFlags(args, logOutput)
+	if err != nil {
+		return err
+	}
+	if c.printVersion {
+		fmt.Fprintln(logOutput, "hostgate", version)
+		return nil
+	}
+	log := newLogger(c, logOutput)
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+
+	c.proxy.Logger = log
+	c.proxy.Registerer = reg
+	if c.accessLog {
+		c.proxy.AccessLog = accessLogger(log)
+	}
+	srv, err := proxy.New(c.proxy)
+	if err != nil {
+		return err
+	}
+	var current atomic.Pointer[generation]
+	ctrl := newController(srv, &current, log, reg)
+	src, err := newSource(c, log, func(snap *watch.Snapshot, _ *watch.Reports) { ctrl.publish(snap) })
+	if err != nil {
+		return err
+	}
+	adm := &admin{addr: c.adminAddr, ready: srv.Ready, current: &current, gatherer: reg}
+	if h != nil {
+		adm.listening = make(chan net.Addr, 1)
+		go func() { h.adminListening <- <-adm.listening }()
+	}
+	log.Info("hostgate starting", "version", version, "mode", src.mode)
+
+	// The proxy drains first on SIGTERM while the source and the admin
+	// server keep running, so /readyz reports the drain and a late route
+	// change is still applied; they stop once the proxy has.
+	proxyDone := make(chan struct{})
+	restCtx, stopRest := context.WithCancel(context.Background())
+	defer stopRest()
+	var wg sync.WaitGroup
+	errs := make(chan error, 3)
+	runComponent := func(name string, ctx context.Context, start func(context.Context) error) {
+		wg.Go(func() {
+			if err := start(ctx); err != nil && ctx.Err() == nil {
+				errs <- fmt.Errorf("%s: %w", name, err)
+			}
+		})
+	}
+	runComponent("source", restCtx, src.Start)
+	runComponent("admin", restCtx, adm.Start)
+	wg.Go(func() {
+		defer close(proxyDone)
+		srv.Start(ctx)
+	})
+	var failure error
+	select {
+	case <-proxyDone:
+	case failure = <-errs:
+		log.Error("component failed, stopping", "error", failure)
+		srvCtx, cancel := context.WithTimeout(context.Background(), c.proxy.ShutdownGrace)
+		srv.Shutdown(srvCtx)
+		cancel()
+		<-proxyDone
+	}
+	stopRest()
+	wg.Wait()
+	log.Info("hostgate stopped")
+	return failure
+}
+
+func accessLogger(log *slog.Logger) func(*proxy.AccessRecord) {
+	access := log.With("log", "access")
+	return func(r *proxy.AccessRecord) {
+		access.Info("request",
+			"listener", r.Listener, "remote_addr", r.RemoteAddr, "proto", r.Proto,
+			"method", r.Method, "host", r.Host, "path", r.Path, "status", r.Status,
+			"bytes_sent", r.BytesSent, "duration_seconds", r.Duration.Seconds(),
+			"route", r.Route.String(), "backend", r.Backend, "endpoint", r.Endpoint)
+	}
+}

@@ -1,0 +1,268 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// freePort returns a loopback TCP port that was free a moment ago.
+func freePort(t *testing.T) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+const exampleTemplate = `
+apiVersion: gateway.networking.k8s.io/v1
+kind: GatewayClass
+metadata: {name: hostgate}
+spec: {controllerName: hostgate.dev/gateway-controller}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {name: web, namespace: default}
+spec:
+  gatewayClassName: hostgate
+  addresses: [{type: IPAddress, value: 127.0.0.1}]
+  listeners:
+  - {name: http, port: %[1]d, protocol: HTTP}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: app, namespace: default}
+spec:
+  parentRefs: [{name: web}]
+  hostnames: [app.example.com]
+  rules:
+  - matches: [{path: {type: PathPrefix, value: %[3]q}}]
+    backendRefs: [{name: app, port: 80}]
+---
+apiVersion: v1
+kind: Service
+metadata: {name: app, namespace: default}
+spec:
+  ports: [{port: 80, targetPort: %[2]d}]
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata:
+  name: app-1
+  namespace: default
+  labels: {kubernetes.io/service-name: app}
+addressType: IPv4
+endpoints: [{addresses: [127.0.0.1], conditions: {ready: true}}]
+ports: [{port: %[2]d}]
+`
+
+type runningHostgate struct {
+	admin  string
+	cancel context.CancelFunc
+	done   chan error
+	logs   *syncBuffer
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func startHostgate(t *testing.T, args ...string) *runningHostgate {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	listening := make(chan net.Addr, 1)
+	h := &runningHostgate{cancel: cancel, done: make(chan error, 1), logs: &syncBuffer{}}
+	args = append([]string{"--admin-addr", "127.0.0.1:0", "--http-addr", "", "--https-addr", "", "--shutdown-delay", "0s"}, args...)
+	go func() { h.done <- run(ctx, args, h.logs, &hooks{adminListening: listening}) }()
+	select {
+	case addr := <-listening:
+		h.admin = "http://" + addr.String()
+	case err := <-h.done:
+		t.Fatalf("hostgate stopped: %v\n%s", err, h.logs)
+	case <-time.After(10 * time.Second):
+		t.Fatalf("admin server did not start\n%s", h.logs)
+	}
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case <-h.done:
+		case <-time.After(10 * time.Second):
+			t.Errorf("hostgate did not stop\n%s", h.logs)
+		}
+	})
+	return h
+}
+
+// eventually polls check until it returns "" or the deadline passes.
+func eventually(t *testing.T, what string, check func() string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		problem := check()
+		if problem == "" {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: %s", what, problem)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func get(url, host string) (int, string) {
+	req, err := http.NewRequest("GET", url, nil)
+	if err != nil {
+		return 0, err.Error()
+	}
+	req.Host = host
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, err.Error()
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(body)
+}
+
+func expect(url, host string, wantCode int, wantBody string) func() string {
+	return func() string {
+		code, body := get(url, host)
+		if code != wantCode || !strings.Contains(body, wantBody) {
+			return fmt.Sprintf("GET %s (Host %s) = %d %q, want %d with %q", url, host, code, body, wantCode, wantBody)
+		}
+		return ""
+	}
+}
+
+// TestFileModeServesAndReloads runs hostgate on a folder of objects, as a
+// newcomer does: traffic is proxied, the admin server reports it, and an
+// edited file is served without a restart.
+func TestFileModeServesAndReloads(t *testing.T) {
+	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, "backend saw %s %s", r.Host, r.URL.Path)
+	}))
+	defer backend.Close()
+	backendPort := backend.Listener.Addr().(*net.TCPAddr).Port
+	port := freePort(t)
+	dir := t.TempDir()
+	file := filepath.Join(dir, "example.yaml")
+	if err := os.WriteFile(file, fmt.Appendf(nil, exampleTemplate, port, backendPort, "/"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	h := startHostgate(t, "--config", dir)
+	url := fmt.Sprintf("http://127.0.0.1:%d", port)
+
+	eventually(t, "proxied request", expect(url+"/hello", "app.example.com", 200, "backend saw app.example.com /hello"))
+	eventually(t, "unknown host", expect(url+"/hello", "other.example.com", 404, ""))
+	eventually(t, "healthz", expect(h.admin+"/healthz", "", 200, "ok"))
+	eventually(t, "readyz", expect(h.admin+"/readyz", "", 200, "ok"))
+	eventually(t, "debug routes", expect(h.admin+"/debug/routes", "", 200, "PathPrefix / -> HTTPRoute default/app rules[0]"))
+	eventually(t, "metrics", expect(h.admin+"/metrics", "", 200, "hostgate_config_generation 1"))
+
+	resp, err := http.Get(h.admin + "/debug/routes?format=json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var gen generation
+	if err := json.NewDecoder(resp.Body).Decode(&gen); err != nil {
+		t.Fatalf("debug/routes JSON: %v", err)
+	}
+	resp.Body.Close()
+	if len(gen.Listeners) != 1 || gen.Listeners[0].Address != fmt.Sprintf("127.0.0.1:%d", port) {
+		t.Errorf("JSON listeners = %+v, want one on 127.0.0.1:%d", gen.Listeners, port)
+	}
+
+	// Narrow the route to /api: /hello must now miss, /api hit.
+	if err := os.WriteFile(file, fmt.Appendf(nil, exampleTemplate, port, backendPort, "/api"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "reloaded route", expect(url+"/hello", "app.example.com", 404, ""))
+	eventually(t, "reloaded route", expect(url+"/api/x", "app.example.com", 200, "backend saw app.example.com /api/x"))
+}
+
+func TestBadFlagsAreRejected(t *testing.T) {
+	for _, args := range [][]string{
+		{"--log-format", "xml"},
+		{"--load-balancing", "random"},
+		{"--config", "x", "--kubeconfig", "y"},
+		{"stray"},
+		{"--address-pool", "not-an-ip", "--config", "testdata"},
+	} {
+		err := run(context.Background(), args, io.Discard, nil)
+		if err == nil {
+			t.Errorf("run %q succeeded, want an error", args)
+		}
+	}
+}
+
+// TestGracefulStop is SIGTERM with a request in flight: /readyz fails at
+// once, the request still completes, and hostgate exits cleanly.
+func TestGracefulStop(t *testing.T) {
+	release := make(chan struct{})
+	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		<-release
+		io.WriteString(w, "finished")
+	}))
+	defer backend.Close()
+	port := freePort(t)
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "example.yaml"), fmt.Appendf(nil, exampleTemplate, port, backend.Listener.Addr().(*net.TCPAddr).Port, "/"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	h := startHostgate(t, "--config", dir, "--shutdown-delay", "200ms", "--shutdown-grace", "10s")
+	eventually(t, "ready", expect(h.admin+"/readyz", "", 200, "ok"))
+
+	result := make(chan string, 1)
+	go func() {
+		code, body := get(fmt.Sprintf("http://127.0.0.1:%d/slow", port), "app.example.com")
+		result <- fmt.Sprint(code, " ", body)
+	}()
+	eventually(t, "request in flight", func() string {
+		if !strings.Contains(h.logs.String(), "configuration applied") {
+			return "not configured"
+		}
+		return ""
+	})
+	time.Sleep(100 * time.Millisecond) // let the request reach the backend
+	h.cancel()
+	eventually(t, "readyz during drain", expect(h.admin+"/readyz", "", 503, "not ready"))
+	close(release)
+	if got := <-result; got != "200 finished" {
+		t.Errorf("in-flight request = %q, want 200 finished", got)
+	}
+	select {
+	case err := <-h.done:
+		if err != nil {
+			t.Errorf("run returned %v, want nil", err)
+		}
+		h.done <- err // for the cleanup
+	case <-time.After(10 * time.Second):
+		t.Fatal("hostgate did not stop")
+	}
+}
