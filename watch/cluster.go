@@ -1,0 +1,270 @@
+package watch
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
+	gatewayclient "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
+	gatewayinformers "sigs.k8s.io/gateway-api/pkg/client/informers/externalversions"
+	"sigs.k8s.io/gateway-api/pkg/consts"
+)
+
+// How often cluster mode asks discovery whether Gateway API kinds are
+// installed: often while some are missing, so that installing the CRDs
+// takes effect quickly, rarely afterwards (to follow CRD upgrades).
+const (
+	crdPollMissing   = 10 * time.Second
+	crdPollInstalled = time.Minute
+)
+
+// NewCluster returns a Source that watches the cluster behind cfg with
+// shared informers. Without the Gateway API CRDs it serves Ingresses and
+// picks the Gateway API kinds up when they are installed.
+func NewCluster(cfg *rest.Config, opts Options, publish Publish, log *slog.Logger) (*Source, error) {
+	s, err := newSource(opts, publish, log)
+	if err != nil {
+		return nil, err
+	}
+	cfg = rest.CopyConfig(cfg)
+	cfg.UserAgent = "hostgate"
+	kube, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes client: %w", err)
+	}
+	gw, err := gatewayclient.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("gateway API client: %w", err)
+	}
+	meta, err := metadata.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("metadata client: %w", err)
+	}
+	transform := informers.WithTransform(trimObject)
+	c := &clusterStore{
+		log:       s.log,
+		discovery: kube.Discovery(),
+		meta:      meta,
+		core:      informers.NewSharedInformerFactoryWithOptions(kube, 0, transform),
+		secrets: informers.NewSharedInformerFactoryWithOptions(kube, 0, transform,
+			informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.FieldSelector = "type=" + string(corev1.SecretTypeTLS) })),
+		gateway: gatewayinformers.NewSharedInformerFactoryWithOptions(gw, 0, gatewayinformers.WithTransform(trimObject)),
+		started: map[string]bool{},
+	}
+	s.run, s.list = c.run, c.current
+	return s, nil
+}
+
+// trimObject drops what hostgate never reads before an object enters the
+// cache: managed fields on everything, the image list on Nodes.
+func trimObject(obj any) (any, error) {
+	if m, ok := obj.(metav1.Object); ok {
+		m.SetManagedFields(nil)
+	}
+	if n, ok := obj.(*corev1.Node); ok {
+		n.Status.Images = nil
+	}
+	return obj, nil
+}
+
+type clusterStore struct {
+	log       *slog.Logger
+	discovery discovery.DiscoveryInterface
+	meta      metadata.Interface
+	core      informers.SharedInformerFactory
+	secrets   informers.SharedInformerFactory
+	gateway   gatewayinformers.SharedInformerFactory
+	// ready gates event handlers until the first full sync, so that no
+	// translation sees a half-listed cluster.
+	ready atomic.Bool
+	// started are the Gateway API resources watched; only run uses it.
+	started map[string]bool
+
+	mu sync.Mutex
+	// synced are the informers whose caches are complete.
+	synced        []cache.SharedIndexInformer
+	bundleVersion string
+}
+
+func (c *clusterStore) current() *objects {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	objs := &objects{crdBundleVersion: c.bundleVersion}
+	for _, inf := range c.synced {
+		for _, o := range inf.GetStore().List() {
+			objs.add(o)
+		}
+	}
+	return objs
+}
+
+// gatewayKinds are the Gateway API resources hostgate watches, by
+// resource name as discovery lists them.
+func (c *clusterStore) gatewayKinds() map[string]func() cache.SharedIndexInformer {
+	v1 := c.gateway.Gateway().V1()
+	return map[string]func() cache.SharedIndexInformer{
+		"gatewayclasses":  v1.GatewayClasses().Informer,
+		"gateways":        v1.Gateways().Informer,
+		"httproutes":      v1.HTTPRoutes().Informer,
+		"grpcroutes":      v1.GRPCRoutes().Informer,
+		"referencegrants": v1.ReferenceGrants().Informer,
+	}
+}
+
+func (c *clusterStore) run(ctx context.Context, changed func()) error {
+	defer c.core.Shutdown()
+	defer c.secrets.Shutdown()
+	defer c.gateway.Shutdown()
+	handler := eventHandler(func() {
+		if c.ready.Load() {
+			changed()
+		}
+	})
+	core := []cache.SharedIndexInformer{
+		c.core.Networking().V1().Ingresses().Informer(),
+		c.core.Networking().V1().IngressClasses().Informer(),
+		c.core.Core().V1().Services().Informer(),
+		c.core.Discovery().V1().EndpointSlices().Informer(),
+		c.core.Core().V1().Namespaces().Informer(),
+		c.core.Core().V1().Nodes().Informer(),
+		c.secrets.Core().V1().Secrets().Informer(),
+	}
+	for _, inf := range core {
+		if _, err := inf.AddEventHandler(handler); err != nil {
+			return fmt.Errorf("watch: %w", err)
+		}
+	}
+	start := time.Now()
+	c.core.Start(ctx.Done())
+	c.secrets.Start(ctx.Done())
+	c.startGatewayKinds(ctx, handler)
+	if !cache.WaitForCacheSync(ctx.Done(), hasSynced(core)...) {
+		return nil // ctx is done
+	}
+	c.mu.Lock()
+	c.synced = append(c.synced, core...)
+	c.mu.Unlock()
+	c.log.Info("caches synced", "seconds", time.Since(start).Seconds())
+	c.ready.Store(true)
+	changed()
+
+	missing := []string{"none"} // forces the first log line
+	for {
+		poll := crdPollInstalled
+		if now := c.startGatewayKinds(ctx, handler); !slices.Equal(now, missing) {
+			missing = now
+			if len(missing) > 0 {
+				c.log.Warn("Gateway API kinds are not installed; serving without them until they are", "missing", missing)
+			} else {
+				c.log.Info("Gateway API kinds are installed and watched")
+			}
+			changed()
+		}
+		if len(missing) > 0 {
+			poll = crdPollMissing
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(poll):
+		}
+	}
+}
+
+// startGatewayKinds starts the informers of the Gateway API kinds that
+// discovery lists and that are not watched yet, waits for their caches, and
+// returns the kinds still missing. It also reads the CRDs' bundle version.
+func (c *clusterStore) startGatewayKinds(ctx context.Context, handler cache.ResourceEventHandler) []string {
+	present := map[string]bool{}
+	list, err := c.discovery.ServerResourcesForGroupVersion(gatewayv1.GroupVersion.String())
+	switch {
+	case err == nil:
+		for _, r := range list.APIResources {
+			present[r.Name] = true
+		}
+	case !apierrors.IsNotFound(err):
+		c.log.Warn("discovery of the Gateway API failed", "error", err)
+	}
+	var missing []string
+	var informers []cache.SharedIndexInformer
+	for name, informer := range c.gatewayKinds() {
+		switch {
+		case !present[name]:
+			missing = append(missing, name)
+		case !c.started[name]:
+			inf := informer()
+			if _, err := inf.AddEventHandler(handler); err != nil {
+				c.log.Error("watching a Gateway API kind", "kind", name, "error", err)
+				continue
+			}
+			informers = append(informers, inf)
+			c.started[name] = true
+		}
+	}
+	slices.Sort(missing)
+	version := c.readBundleVersion(ctx)
+	if len(informers) > 0 {
+		c.gateway.Start(ctx.Done())
+		if !cache.WaitForCacheSync(ctx.Done(), hasSynced(informers)...) {
+			return missing
+		}
+	}
+	c.mu.Lock()
+	c.synced = append(c.synced, informers...)
+	c.bundleVersion = version
+	c.mu.Unlock()
+	return missing
+}
+
+var crdResource = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
+
+// readBundleVersion returns the bundle version of the installed Gateway
+// CRD, or "" when it cannot be read.
+func (c *clusterStore) readBundleVersion(ctx context.Context) string {
+	crd, err := c.meta.Resource(crdResource).Get(ctx, "gateways."+gatewayv1.GroupName, metav1.GetOptions{})
+	if err != nil {
+		if !apierrors.IsNotFound(err) {
+			c.log.Debug("reading the Gateway API bundle version", "error", err)
+		}
+		return ""
+	}
+	return crd.Annotations[consts.BundleVersionAnnotation]
+}
+
+func eventHandler(changed func()) cache.ResourceEventHandler {
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc: func(any) { changed() },
+		UpdateFunc: func(old, new any) {
+			o, okOld := old.(metav1.Object)
+			n, okNew := new.(metav1.Object)
+			if okOld && okNew && o.GetResourceVersion() == n.GetResourceVersion() {
+				return
+			}
+			changed()
+		},
+		DeleteFunc: func(any) { changed() },
+	}
+}
+
+func hasSynced(list []cache.SharedIndexInformer) []cache.InformerSynced {
+	out := make([]cache.InformerSynced, len(list))
+	for i, inf := range list {
+		out[i] = inf.HasSynced
+	}
+	return out
+}

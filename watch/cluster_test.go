@@ -1,0 +1,320 @@
+package watch
+
+import (
+	"bytes"
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"io"
+	"log/slog"
+	"math/big"
+	"os"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
+	gatewayclient "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
+
+	"github.com/hostgate/hostgate/internal/kubetest"
+	"github.com/hostgate/hostgate/router"
+)
+
+func TestMain(m *testing.M) { os.Exit(kubetest.Main(m)) }
+
+// recorder keeps the last translation a Source published.
+type recorder struct {
+	mu      sync.Mutex
+	snap    *Snapshot
+	reports *Reports
+}
+
+func (r *recorder) publish(s *Snapshot, rep *Reports) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.snap, r.reports = s, rep
+}
+
+// waitFor polls the last translation until cond holds.
+func (r *recorder) waitFor(t *testing.T, what string, timeout time.Duration, cond func(*Snapshot, *Reports) bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		r.mu.Lock()
+		ok := r.snap != nil && cond(r.snap, r.reports)
+		r.mu.Unlock()
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("waited %s for %s", timeout, what)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// startCluster runs a cluster Source against cfg for the rest of the test.
+func startCluster(t *testing.T, cfg *rest.Config, opts Options) *recorder {
+	t.Helper()
+	rec := &recorder{}
+	src, err := NewCluster(cfg, opts, rec.publish, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- src.Start(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Start: %v", err)
+		}
+	})
+	return rec
+}
+
+type clients struct {
+	kube kubernetes.Interface
+	gw   gatewayclient.Interface
+}
+
+func newClients(t *testing.T, cfg *rest.Config) clients {
+	t.Helper()
+	return clients{kube: kubernetes.NewForConfigOrDie(cfg), gw: gatewayclient.NewForConfigOrDie(cfg)}
+}
+
+func must[T any](t *testing.T) func(T, error) T {
+	return func(v T, err error) T {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+}
+
+// createBackend creates a Service web (port 80 to 8080) in ns and an
+// EndpointSlice with the given addresses.
+func (c clients) createBackend(t *testing.T, ns string, addresses ...string) *discoveryv1.EndpointSlice {
+	t.Helper()
+	ctx := context.Background()
+	must[*corev1.Namespace](t)(c.kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}))
+	must[*corev1.Service](t)(c.kube.CoreV1().Services(ns).Create(ctx, &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: "web"},
+		Spec:       corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromInt32(8080)}}},
+	}, metav1.CreateOptions{}))
+	return must[*discoveryv1.EndpointSlice](t)(c.kube.DiscoveryV1().EndpointSlices(ns).Create(ctx, &discoveryv1.EndpointSlice{
+		ObjectMeta:  metav1.ObjectMeta{Name: "web-1", Labels: map[string]string{discoveryv1.LabelServiceName: "web"}},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Ports:       []discoveryv1.EndpointPort{{Name: new("http"), Port: new(int32(8080))}},
+		Endpoints:   []discoveryv1.Endpoint{{Addresses: addresses}},
+	}, metav1.CreateOptions{}))
+}
+
+func (c clients) createIngress(t *testing.T, ns, name, host string, tlsSecret string) {
+	t.Helper()
+	ing := &networkingv1.Ingress{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: networkingv1.IngressSpec{
+			IngressClassName: new(DefaultIngressClass),
+			Rules: []networkingv1.IngressRule{{Host: host, IngressRuleValue: networkingv1.IngressRuleValue{HTTP: &networkingv1.HTTPIngressRuleValue{
+				Paths: []networkingv1.HTTPIngressPath{{Path: "/", PathType: new(networkingv1.PathTypePrefix), Backend: networkingv1.IngressBackend{
+					Service: &networkingv1.IngressServiceBackend{Name: "web", Port: networkingv1.ServiceBackendPort{Number: 80}},
+				}}},
+			}}}},
+		},
+	}
+	if tlsSecret != "" {
+		ing.Spec.TLS = []networkingv1.IngressTLS{{Hosts: []string{host}, SecretName: tlsSecret}}
+	}
+	must[*networkingv1.Ingress](t)(c.kube.NetworkingV1().Ingresses(ns).Create(context.Background(), ing, metav1.CreateOptions{}))
+}
+
+// createGateway creates a GatewayClass of ours, a Gateway on address:8080
+// and an HTTPRoute to web in ns.
+func (c clients) createGateway(t *testing.T, ns, class, address string) {
+	t.Helper()
+	ctx := context.Background()
+	must[*gatewayv1.GatewayClass](t)(c.gw.GatewayV1().GatewayClasses().Create(ctx, &gatewayv1.GatewayClass{
+		ObjectMeta: metav1.ObjectMeta{Name: class},
+		Spec:       gatewayv1.GatewayClassSpec{ControllerName: DefaultGatewayController},
+	}, metav1.CreateOptions{}))
+	must[*gatewayv1.Gateway](t)(c.gw.GatewayV1().Gateways(ns).Create(ctx, &gatewayv1.Gateway{
+		ObjectMeta: metav1.ObjectMeta{Name: "gw"},
+		Spec: gatewayv1.GatewaySpec{
+			GatewayClassName: gatewayv1.ObjectName(class),
+			Addresses:        []gatewayv1.GatewaySpecAddress{{Type: new(gatewayv1.IPAddressType), Value: address}},
+			Listeners:        []gatewayv1.Listener{{Name: "http", Port: 8080, Protocol: gatewayv1.HTTPProtocolType}},
+		},
+	}, metav1.CreateOptions{}))
+	must[*gatewayv1.HTTPRoute](t)(c.gw.GatewayV1().HTTPRoutes(ns).Create(ctx, &gatewayv1.HTTPRoute{
+		ObjectMeta: metav1.ObjectMeta{Name: "web"},
+		Spec: gatewayv1.HTTPRouteSpec{
+			CommonRouteSpec: gatewayv1.CommonRouteSpec{ParentRefs: []gatewayv1.ParentReference{{Name: "gw"}}},
+			Rules: []gatewayv1.HTTPRouteRule{{BackendRefs: []gatewayv1.HTTPBackendRef{{BackendRef: gatewayv1.BackendRef{
+				BackendObjectReference: gatewayv1.BackendObjectReference{Name: "web", Port: new(gatewayv1.PortNumber(80))},
+			}}}}},
+		},
+	}, metav1.CreateOptions{}))
+}
+
+// listenerNamed returns the listener of s called name, or nil.
+func listenerNamed(s *Snapshot, name string) *Listener {
+	i := slices.IndexFunc(s.Listeners, func(l Listener) bool { return l.Name == name })
+	if i < 0 {
+		return nil
+	}
+	return &s.Listeners[i]
+}
+
+// hasHost reports whether a listener serves a route for host.
+func hasHost(s *Snapshot, name, host string) bool {
+	l := listenerNamed(s, name)
+	return l != nil && slices.ContainsFunc(l.Routes, func(r router.Route) bool { return slices.Contains(r.Hostnames, host) })
+}
+
+func selfSigned(t *testing.T, host string) (certPEM, keyPEM []byte) {
+	t.Helper()
+	key := must[*ecdsa.PrivateKey](t)(ecdsa.GenerateKey(elliptic.P256(), rand.Reader))
+	serial := must[*big.Int](t)(rand.Int(rand.Reader, big.NewInt(1<<62)))
+	tmpl := &x509.Certificate{
+		SerialNumber: serial,
+		Subject:      pkix.Name{CommonName: host},
+		DNSNames:     []string{host},
+		NotBefore:    time.Now().Add(-time.Hour),
+		NotAfter:     time.Now().Add(time.Hour),
+	}
+	der := must[[]byte](t)(x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key))
+	keyDER := must[[]byte](t)(x509.MarshalPKCS8PrivateKey(key))
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER})
+}
+
+func tlsSecret(name string, certPEM, keyPEM []byte) *corev1.Secret {
+	return &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Type:       corev1.SecretTypeTLS,
+		Data:       map[string][]byte{corev1.TLSCertKey: certPEM, corev1.TLSPrivateKeyKey: keyPEM},
+	}
+}
+
+// TestClusterServesChanges creates, changes and deletes objects and checks
+// that every change reaches the published Snapshot and Reports.
+func TestClusterServesChanges(t *testing.T) {
+	env := kubetest.Shared(t)
+	c := newClients(t, env.Config)
+	ctx := context.Background()
+	const ns = "serves-changes"
+	rec := startCluster(t, env.Config, Options{IngressHTTPAddr: ":80", IngressHTTPSAddr: ":443", StatusAddresses: []string{"192.0.2.1"}})
+
+	slice := c.createBackend(t, ns, "10.244.1.5")
+	certA, keyA := selfSigned(t, "web.example.com")
+	must[*corev1.Secret](t)(c.kube.CoreV1().Secrets(ns).Create(ctx, tlsSecret("web-tls", certA, keyA), metav1.CreateOptions{}))
+	c.createIngress(t, ns, "web", "web.example.com", "web-tls")
+	rec.waitFor(t, "the Ingress route and its endpoint", 30*time.Second, func(s *Snapshot, _ *Reports) bool {
+		eps := s.Endpoints[ns+"/web:80"]
+		return hasHost(s, ":80", "web.example.com") && len(eps) == 1 && eps[0].Address == "10.244.1.5:8080"
+	})
+
+	t.Run("endpoints", func(t *testing.T) {
+		slice.Endpoints = append(slice.Endpoints, discoveryv1.Endpoint{Addresses: []string{"10.244.1.6"}})
+		must[*discoveryv1.EndpointSlice](t)(c.kube.DiscoveryV1().EndpointSlices(ns).Update(ctx, slice, metav1.UpdateOptions{}))
+		rec.waitFor(t, "two endpoints", 30*time.Second, func(s *Snapshot, _ *Reports) bool { return len(s.Endpoints[ns+"/web:80"]) == 2 })
+	})
+
+	t.Run("secret rotation", func(t *testing.T) {
+		rec.waitFor(t, "the first certificate", 30*time.Second, func(s *Snapshot, _ *Reports) bool {
+			l := listenerNamed(s, ":443")
+			return l != nil && len(l.Certs) == 1 && bytes.Equal(l.Certs[0].CertPEM, certA)
+		})
+		certB, keyB := selfSigned(t, "web.example.com")
+		must[*corev1.Secret](t)(c.kube.CoreV1().Secrets(ns).Update(ctx, tlsSecret("web-tls", certB, keyB), metav1.UpdateOptions{}))
+		rec.waitFor(t, "the rotated certificate", 30*time.Second, func(s *Snapshot, _ *Reports) bool {
+			l := listenerNamed(s, ":443")
+			return l != nil && len(l.Certs) == 1 && bytes.Equal(l.Certs[0].CertPEM, certB)
+		})
+	})
+
+	t.Run("gateway", func(t *testing.T) {
+		c.createGateway(t, ns, "serves-changes", "127.0.0.50")
+		rec.waitFor(t, "the Gateway listener and a Programmed Gateway", 30*time.Second, func(s *Snapshot, r *Reports) bool {
+			l := listenerNamed(s, "127.0.0.50:8080")
+			if l == nil || len(l.Routes) != 1 {
+				return false
+			}
+			i := slices.IndexFunc(r.Gateways, func(g GatewayReport) bool { return g.Object.Namespace == ns })
+			return i >= 0 && conditionTrue(r.Gateways[i].Status.Conditions, "Programmed")
+		})
+	})
+
+	t.Run("delete", func(t *testing.T) {
+		if err := c.kube.NetworkingV1().Ingresses(ns).Delete(ctx, "web", metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		rec.waitFor(t, "the Ingress gone", 30*time.Second, func(s *Snapshot, _ *Reports) bool { return !hasHost(s, ":80", "web.example.com") })
+	})
+}
+
+func conditionTrue(conds []metav1.Condition, typ string) bool {
+	i := slices.IndexFunc(conds, func(c metav1.Condition) bool { return c.Type == typ })
+	return i >= 0 && conds[i].Status == metav1.ConditionTrue
+}
+
+// TestClusterGatewayAPIInstalledLater starts without the CRDs: Ingresses
+// are served, and Gateways once the CRDs are installed.
+func TestClusterGatewayAPIInstalledLater(t *testing.T) {
+	env := kubetest.Start(t, kubetest.WithoutGatewayAPI())
+	c := newClients(t, env.Config)
+	const ns = "later"
+	rec := startCluster(t, env.Config, Options{IngressHTTPAddr: ":80"})
+	c.createBackend(t, ns, "10.244.2.5")
+	c.createIngress(t, ns, "web", "later.example.com", "")
+	rec.waitFor(t, "the Ingress served without the CRDs", 30*time.Second, func(s *Snapshot, _ *Reports) bool { return hasHost(s, ":80", "later.example.com") })
+
+	if err := env.InstallGatewayAPI(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	c.createGateway(t, ns, "later", "127.0.0.51")
+	rec.waitFor(t, "the Gateway after the CRDs were installed", crdPollMissing+30*time.Second, func(s *Snapshot, _ *Reports) bool {
+		l := listenerNamed(s, "127.0.0.51:8080")
+		return l != nil && len(l.Routes) == 1 && hasHost(s, ":80", "later.example.com")
+	})
+}
+
+// TestClusterAPIServerRestart stops the API server: the last translation
+// stays, and changes made after the restart arrive as watches resume.
+func TestClusterAPIServerRestart(t *testing.T) {
+	env := kubetest.Start(t)
+	c := newClients(t, env.Config)
+	const ns = "restart"
+	rec := startCluster(t, env.Config, Options{IngressHTTPAddr: ":80"})
+	c.createBackend(t, ns, "10.244.3.5")
+	c.createIngress(t, ns, "before", "before.example.com", "")
+	rec.waitFor(t, "the first Ingress", 30*time.Second, func(s *Snapshot, _ *Reports) bool { return hasHost(s, ":80", "before.example.com") })
+
+	if err := env.StopAPIServer(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(2 * time.Second)
+	rec.waitFor(t, "the Ingress still served while the API server is down", time.Second, func(s *Snapshot, _ *Reports) bool {
+		return hasHost(s, ":80", "before.example.com")
+	})
+	if err := env.StartAPIServer(); err != nil {
+		t.Fatal(err)
+	}
+	c.createIngress(t, ns, "after", "after.example.com", "")
+	rec.waitFor(t, "the Ingress created after the restart", 90*time.Second, func(s *Snapshot, _ *Reports) bool {
+		return hasHost(s, ":80", "after.example.com") && hasHost(s, ":80", "before.example.com")
+	})
+}
