@@ -1,0 +1,257 @@
+// Package status writes hostgate's Reports back to the cluster: conditions
+// on GatewayClasses, Gateways, HTTPRoutes and GRPCRoutes, addresses on
+// Gateways and Ingresses.
+//
+// Every hostgate instance serves traffic, but only one writes status: the
+// holder of a Lease (client-go leader election). The writer compares what
+// it wants with what each object has and writes only differences, retries
+// conflicts with a fresh copy, and touches only objects (and route parent
+// entries) of our classes and controller. It never reads the router or
+// the data plane.
+package status
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	networkingv1 "k8s.io/api/networking/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/leaderelection"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+	"k8s.io/client-go/util/retry"
+	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
+	gatewayclient "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
+
+	"github.com/hostgate/hostgate/watch"
+)
+
+// Options say which Lease elects the writer and whose status it writes.
+type Options struct {
+	// LeaseNamespace and LeaseName name the Lease (default "hostgate"
+	// for the name; the namespace is required).
+	LeaseNamespace string
+	LeaseName      string
+	// Identity names this instance in the Lease, usually the pod name.
+	Identity string
+	// GatewayController is the controllerName of our route parent
+	// statuses (watch.DefaultGatewayController when empty).
+	GatewayController string
+}
+
+// Leader election timing, client-go's usual values: a new writer takes
+// over within LeaseDuration of the old one vanishing, at once when it
+// steps down cleanly.
+const (
+	leaseDuration = 15 * time.Second
+	renewDeadline = 10 * time.Second
+	retryPeriod   = 2 * time.Second
+	// resync rewrites what failed to be written, even without a change.
+	resync = 30 * time.Second
+)
+
+// Writer writes Reports while it holds the Lease.
+type Writer struct {
+	opts Options
+	log  *slog.Logger
+	kube kubernetes.Interface
+	gw   gatewayclient.Interface
+
+	mu      sync.Mutex
+	reports *watch.Reports
+	changed chan struct{}
+}
+
+// New returns a Writer for the cluster behind cfg.
+func New(cfg *rest.Config, opts Options, log *slog.Logger) (*Writer, error) {
+	if opts.LeaseNamespace == "" || opts.Identity == "" {
+		return nil, errors.New("status: the Lease namespace and the identity are required")
+	}
+	if opts.LeaseName == "" {
+		opts.LeaseName = "hostgate"
+	}
+	if opts.GatewayController == "" {
+		opts.GatewayController = watch.DefaultGatewayController
+	}
+	if log == nil {
+		log = slog.Default()
+	}
+	cfg = rest.CopyConfig(cfg)
+	cfg.UserAgent = "hostgate-status"
+	kube, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("status: kubernetes client: %w", err)
+	}
+	gw, err := gatewayclient.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("status: gateway API client: %w", err)
+	}
+	return &Writer{opts: opts, log: log, kube: kube, gw: gw, changed: make(chan struct{}, 1)}, nil
+}
+
+// Update hands the Writer the latest Reports. It never blocks: a Writer
+// that is not leading keeps only the last ones.
+func (w *Writer) Update(r *watch.Reports) {
+	w.mu.Lock()
+	w.reports = r
+	w.mu.Unlock()
+	select {
+	case w.changed <- struct{}{}:
+	default:
+	}
+}
+
+// Start campaigns for the Lease until ctx is done, and writes status
+// while it leads. A lost Lease is campaigned for again.
+func (w *Writer) Start(ctx context.Context) error {
+	lock := &resourcelock.LeaseLock{
+		LeaseMeta:  metav1.ObjectMeta{Namespace: w.opts.LeaseNamespace, Name: w.opts.LeaseName},
+		Client:     w.kube.CoordinationV1(),
+		LockConfig: resourcelock.ResourceLockConfig{Identity: w.opts.Identity},
+	}
+	for ctx.Err() == nil {
+		elector, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
+			Lock:            lock,
+			LeaseDuration:   leaseDuration,
+			RenewDeadline:   renewDeadline,
+			RetryPeriod:     retryPeriod,
+			ReleaseOnCancel: true,
+			Name:            w.opts.LeaseName,
+			Callbacks: leaderelection.LeaderCallbacks{
+				OnStartedLeading: w.lead,
+				OnStoppedLeading: func() { w.log.Info("status writer stopped leading", "identity", w.opts.Identity) },
+			},
+		})
+		if err != nil {
+			return fmt.Errorf("status: leader election: %w", err)
+		}
+		elector.Run(ctx)
+	}
+	return nil
+}
+
+// lead writes status until ctx (the leadership) ends.
+func (w *Writer) lead(ctx context.Context) {
+	w.log.Info("status writer leading", "identity", w.opts.Identity, "lease", w.opts.LeaseNamespace+"/"+w.opts.LeaseName)
+	ticker := time.NewTicker(resync)
+	defer ticker.Stop()
+	for {
+		w.mu.Lock()
+		reports := w.reports
+		w.mu.Unlock()
+		if reports != nil {
+			w.write(ctx, reports)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-w.changed:
+		case <-ticker.C:
+		}
+	}
+}
+
+// write brings every object of reports to its wanted status.
+func (w *Writer) write(ctx context.Context, r *watch.Reports) {
+	start := time.Now()
+	now := nowTime()
+	controller := gatewayv1.GatewayController(w.opts.GatewayController)
+	classes := w.gw.GatewayV1().GatewayClasses()
+	var written, failed int
+	count := func(wrote bool, err error) {
+		switch {
+		case err != nil && ctx.Err() == nil:
+			failed++
+			w.log.Warn("writing status", "error", err)
+		case wrote:
+			written++
+		}
+	}
+	for _, c := range r.GatewayClasses {
+		count(update(ctx, "GatewayClass", c.Object, classes.Get, classes.UpdateStatus, func(o *gatewayv1.GatewayClass) bool {
+			var changed bool
+			o.Status, changed = gatewayClassStatus(o.Status, c.Status, now)
+			return changed
+		}))
+	}
+	for _, g := range r.Gateways {
+		client := w.gw.GatewayV1().Gateways(g.Object.Namespace)
+		count(update(ctx, "Gateway", g.Object, client.Get, client.UpdateStatus, func(o *gatewayv1.Gateway) bool {
+			var changed bool
+			o.Status, changed = gatewayStatus(o.Status, g.Status, now)
+			return changed
+		}))
+	}
+	for _, rr := range r.HTTPRoutes {
+		client := w.gw.GatewayV1().HTTPRoutes(rr.Object.Namespace)
+		count(update(ctx, "HTTPRoute", rr.Object, client.Get, client.UpdateStatus, func(o *gatewayv1.HTTPRoute) bool {
+			var changed bool
+			o.Status.RouteStatus, changed = routeStatus(o.Status.RouteStatus, controller, rr.Parents, now)
+			return changed
+		}))
+	}
+	for _, rr := range r.GRPCRoutes {
+		client := w.gw.GatewayV1().GRPCRoutes(rr.Object.Namespace)
+		count(update(ctx, "GRPCRoute", rr.Object, client.Get, client.UpdateStatus, func(o *gatewayv1.GRPCRoute) bool {
+			var changed bool
+			o.Status.RouteStatus, changed = routeStatus(o.Status.RouteStatus, controller, rr.Parents, now)
+			return changed
+		}))
+	}
+	for _, i := range r.Ingresses {
+		client := w.kube.NetworkingV1().Ingresses(i.Object.Namespace)
+		count(update(ctx, "Ingress", i.Object, client.Get, client.UpdateStatus, func(o *networkingv1.Ingress) bool {
+			var changed bool
+			o.Status, changed = ingressStatus(o.Status, i.LoadBalancer)
+			return changed
+		}))
+	}
+	if written > 0 || failed > 0 {
+		w.log.Info("wrote status", "objects", written, "failed", failed, "seconds", time.Since(start).Seconds())
+	}
+}
+
+// object is what update needs of an API object.
+type object[T any] interface {
+	metav1.Object
+	DeepCopy() T
+}
+
+// update applies change to a copy of current and writes its status when
+// change reports a difference. On a conflict it starts again from a fresh
+// copy; an object deleted meanwhile is not an error.
+func update[T object[T]](ctx context.Context, kind string, current T,
+	get func(context.Context, string, metav1.GetOptions) (T, error),
+	updateStatus func(context.Context, T, metav1.UpdateOptions) (T, error),
+	change func(T) bool,
+) (wrote bool, err error) {
+	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		next := current.DeepCopy()
+		if !change(next) {
+			return nil
+		}
+		_, err := updateStatus(ctx, next, metav1.UpdateOptions{})
+		if apierrors.IsConflict(err) {
+			fresh, getErr := get(ctx, current.GetName(), metav1.GetOptions{})
+			if getErr != nil {
+				return getErr
+			}
+			current = fresh
+		}
+		wrote = err == nil
+		return err
+	})
+	if apierrors.IsNotFound(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("status of %s %s/%s: %w", kind, current.GetNamespace(), current.GetName(), err)
+	}
+	return wrote, nil
+}

@@ -1,0 +1,195 @@
+package status
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"os"
+	"slices"
+	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
+	gatewayclient "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
+
+	"github.com/hostgate/hostgate/internal/kubetest"
+	"github.com/hostgate/hostgate/watch"
+)
+
+func TestMain(m *testing.M) { os.Exit(kubetest.Main(m)) }
+
+var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+// run starts f in the background until the returned cancel is called or
+// the test ends.
+func run(t *testing.T, f func(context.Context) error) context.CancelFunc {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- f(ctx) }()
+	stopped := false
+	stop := func() {
+		if stopped {
+			return
+		}
+		stopped = true
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Start: %v", err)
+		}
+	}
+	t.Cleanup(stop)
+	return stop
+}
+
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("waited 60s for %s", what)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func check(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func isTrue(conds []metav1.Condition, typ string) bool {
+	i := slices.IndexFunc(conds, func(c metav1.Condition) bool { return c.Type == typ })
+	return i >= 0 && conds[i].Status == metav1.ConditionTrue
+}
+
+// TestTwoWritersOneLeader runs two hostgate instances (translation and
+// status writer each) and checks that status is written once, by the Lease
+// holder, only on our objects, and that the other instance takes over.
+func TestTwoWritersOneLeader(t *testing.T) {
+	env := kubetest.Shared(t)
+	ctx := context.Background()
+	kube := kubernetes.NewForConfigOrDie(env.Config)
+	gw := gatewayclient.NewForConfigOrDie(env.Config)
+	const ns = "status-writers"
+	_, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
+	check(t, err)
+
+	writers := map[string]context.CancelFunc{}
+	for _, id := range []string{"hostgate-a", "hostgate-b"} {
+		w, err := New(env.Config, Options{LeaseNamespace: ns, Identity: id}, quiet)
+		check(t, err)
+		src, err := watch.NewCluster(env.Config, watch.Options{IngressHTTPAddr: ":80", StatusAddresses: []string{"192.0.2.10"}},
+			func(_ *watch.Snapshot, r *watch.Reports) { w.Update(r) }, quiet)
+		check(t, err)
+		run(t, src.Start)
+		writers[id] = run(t, w.Start)
+	}
+
+	_, err = gw.GatewayV1().GatewayClasses().Create(ctx, &gatewayv1.GatewayClass{
+		ObjectMeta: metav1.ObjectMeta{Name: "status-writers"},
+		Spec:       gatewayv1.GatewayClassSpec{ControllerName: watch.DefaultGatewayController},
+	}, metav1.CreateOptions{})
+	check(t, err)
+	for _, g := range []struct{ name, class string }{{"ours", "status-writers"}, {"theirs", "someone-else"}} {
+		_, err = gw.GatewayV1().Gateways(ns).Create(ctx, &gatewayv1.Gateway{
+			ObjectMeta: metav1.ObjectMeta{Name: g.name},
+			Spec: gatewayv1.GatewaySpec{
+				GatewayClassName: gatewayv1.ObjectName(g.class),
+				Addresses:        []gatewayv1.GatewaySpecAddress{{Value: "127.0.0.60"}},
+				Listeners:        []gatewayv1.Listener{{Name: "http", Port: 8080, Protocol: gatewayv1.HTTPProtocolType}},
+			},
+		}, metav1.CreateOptions{})
+		check(t, err)
+	}
+	route, err := gw.GatewayV1().HTTPRoutes(ns).Create(ctx, &gatewayv1.HTTPRoute{
+		ObjectMeta: metav1.ObjectMeta{Name: "web"},
+		Spec: gatewayv1.HTTPRouteSpec{CommonRouteSpec: gatewayv1.CommonRouteSpec{ParentRefs: []gatewayv1.ParentReference{{Name: "ours"}, {Name: "theirs"}}}},
+	}, metav1.CreateOptions{})
+	check(t, err)
+	// Another controller's parent status, which we must keep.
+	route.Status.Parents = []gatewayv1.RouteParentStatus{{
+		ParentRef: gatewayv1.ParentReference{Name: "theirs"}, ControllerName: "example.com/other",
+		Conditions: []metav1.Condition{{Type: "Accepted", Status: metav1.ConditionTrue, Reason: "Accepted", LastTransitionTime: metav1.Now()}},
+	}}
+	_, err = gw.GatewayV1().HTTPRoutes(ns).UpdateStatus(ctx, route, metav1.UpdateOptions{})
+	check(t, err)
+	_, err = kube.NetworkingV1().Ingresses(ns).Create(ctx, &networkingv1.Ingress{
+		ObjectMeta: metav1.ObjectMeta{Name: "web"},
+		Spec: networkingv1.IngressSpec{
+			IngressClassName: new(watch.DefaultIngressClass),
+			DefaultBackend:   &networkingv1.IngressBackend{Service: &networkingv1.IngressServiceBackend{Name: "web", Port: networkingv1.ServiceBackendPort{Number: 80}}},
+		},
+	}, metav1.CreateOptions{})
+	check(t, err)
+
+	var ours *gatewayv1.Gateway
+	eventually(t, "status on every object of ours", func() bool {
+		class, err1 := gw.GatewayV1().GatewayClasses().Get(ctx, "status-writers", metav1.GetOptions{})
+		g, err2 := gw.GatewayV1().Gateways(ns).Get(ctx, "ours", metav1.GetOptions{})
+		r, err3 := gw.GatewayV1().HTTPRoutes(ns).Get(ctx, "web", metav1.GetOptions{})
+		ing, err4 := kube.NetworkingV1().Ingresses(ns).Get(ctx, "web", metav1.GetOptions{})
+		if err1 != nil || err2 != nil || err3 != nil || err4 != nil {
+			return false
+		}
+		ours = g
+		return isTrue(class.Status.Conditions, "Accepted") &&
+			isTrue(g.Status.Conditions, "Programmed") && len(g.Status.Addresses) == 1 && g.Status.Addresses[0].Value == "127.0.0.60" &&
+			len(r.Status.Parents) == 2 && isTrue(r.Status.Parents[1].Conditions, "Accepted") &&
+			len(ing.Status.LoadBalancer.Ingress) == 1 && ing.Status.LoadBalancer.Ingress[0].IP == "192.0.2.10"
+	})
+	if ours.Status.Conditions[0].ObservedGeneration != ours.Generation {
+		t.Errorf("observedGeneration = %d; want %d", ours.Status.Conditions[0].ObservedGeneration, ours.Generation)
+	}
+	theirs, err := gw.GatewayV1().Gateways(ns).Get(ctx, "theirs", metav1.GetOptions{})
+	check(t, err)
+	if len(theirs.Status.Conditions) > 0 && theirs.Status.Conditions[0].Reason != "Pending" {
+		t.Errorf("a Gateway of another class got status from us: %+v", theirs.Status)
+	}
+
+	// Nothing changes, so nothing is written: the resourceVersion stays.
+	time.Sleep(3 * time.Second)
+	again, err := gw.GatewayV1().Gateways(ns).Get(ctx, "ours", metav1.GetOptions{})
+	check(t, err)
+	if again.ResourceVersion != ours.ResourceVersion {
+		t.Errorf("the Gateway was written again without a change (resourceVersion %s -> %s)", ours.ResourceVersion, again.ResourceVersion)
+	}
+
+	lease, err := kube.CoordinationV1().Leases(ns).Get(ctx, "hostgate", metav1.GetOptions{})
+	check(t, err)
+	leader := leaseHolder(lease)
+	if _, ok := writers[leader]; !ok {
+		t.Fatalf("Lease holder = %q; want one of the writers", leader)
+	}
+	writers[leader]()
+	eventually(t, "the other writer to take the Lease", func() bool {
+		l, err := kube.CoordinationV1().Leases(ns).Get(ctx, "hostgate", metav1.GetOptions{})
+		return err == nil && leaseHolder(l) != leader && leaseHolder(l) != ""
+	})
+	r, err := gw.GatewayV1().HTTPRoutes(ns).Get(ctx, "web", metav1.GetOptions{})
+	check(t, err)
+	r.Spec.ParentRefs[0].SectionName = new(gatewayv1.SectionName("nope"))
+	_, err = gw.GatewayV1().HTTPRoutes(ns).Update(ctx, r, metav1.UpdateOptions{})
+	check(t, err)
+	eventually(t, "the new leader to write NoMatchingParent", func() bool {
+		r, err := gw.GatewayV1().HTTPRoutes(ns).Get(ctx, "web", metav1.GetOptions{})
+		if err != nil || len(r.Status.Parents) != 2 {
+			return false
+		}
+		c := r.Status.Parents[1].Conditions
+		return len(c) > 0 && c[0].Reason == string(gatewayv1.RouteReasonNoMatchingParent) && c[0].ObservedGeneration == r.Generation
+	})
+}
+
+func leaseHolder(l *coordinationv1.Lease) string {
+	if l.Spec.HolderIdentity == nil {
+		return ""
+	}
+	return *l.Spec.HolderIdentity
+}
