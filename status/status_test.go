@@ -110,7 +110,7 @@ func TestTwoWritersOneLeader(t *testing.T) {
 	}
 	route, err := gw.GatewayV1().HTTPRoutes(ns).Create(ctx, &gatewayv1.HTTPRoute{
 		ObjectMeta: metav1.ObjectMeta{Name: "web"},
-		Spec: gatewayv1.HTTPRouteSpec{CommonRouteSpec: gatewayv1.CommonRouteSpec{ParentRefs: []gatewayv1.ParentReference{{Name: "ours"}, {Name: "theirs"}}}},
+		Spec:       gatewayv1.HTTPRouteSpec{CommonRouteSpec: gatewayv1.CommonRouteSpec{ParentRefs: []gatewayv1.ParentReference{{Name: "ours"}, {Name: "theirs"}}}},
 	}, metav1.CreateOptions{})
 	check(t, err)
 	// Another controller's parent status, which we must keep.
