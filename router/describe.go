@@ -77,7 +77,7 @@ func (h *hostTable) entries() []entry {
 		prefix = append(prefix, n.prefix...)
 		n.children.each(walk)
 	}
-	walk(h.root)
+	walk(&h.root)
 	byPath := func(a, b entry) int {
 		if c := cmp.Compare(len(b.path), len(a.path)); c != 0 {
 			return c

@@ -23,14 +23,15 @@ type entry struct {
 
 // hostTable holds the entries of one hostname (exact, wildcard or any).
 type hostTable struct {
-	name  string
-	root  *pathNode
+	name string
+	// root is inline: one pointer less between the host and its paths.
+	root  pathNode
 	regex []entry
 	grpc  []entry
 }
 
 func newHostTable(name string) *hostTable {
-	return &hostTable{name: name, root: &pathNode{}}
+	return &hostTable{name: name}
 }
 
 // pathNode is a node of the trie over path segments: the root stands for the
@@ -51,7 +52,7 @@ func (h *hostTable) add(e entry, intern func(string) string) {
 		n := h.root.descend(e.path[1:], intern)
 		n.exact = append(n.exact, e)
 	case placePrefix:
-		n := h.root
+		n := &h.root
 		if e.path != "" {
 			n = n.descend(e.path[1:], intern)
 		}
@@ -99,14 +100,14 @@ func (h *hostTable) finish() {
 		}
 		n.children.each(walk)
 	}
-	walk(h.root)
+	walk(&h.root)
 }
 
 // lookup finds the first entry of h that matches. wildLabels is how many
 // labels the "*" of a wildcard host stands for (0 for other hosts).
 func (h *hostTable) lookup(req *Request, wildLabels int) *Target {
 	path := req.Path
-	n, whole := h.root, true
+	n, whole := &h.root, true
 	for rest := path[1:]; ; {
 		seg, tail, more := strings.Cut(rest, "/")
 		child := get(&n.children, seg)
