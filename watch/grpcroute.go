@@ -16,19 +16,11 @@ func (t *translator) grpcRoute(obj *gatewayv1.GRPCRoute) *route {
 		for _, m := range rule.Matches {
 			rr.Matches = append(rr.Matches, grpcMatch(m))
 		}
-		var broken bool
-		rr.Filters, broken = t.grpcFilters(r, field+".filters", rule.Filters)
+		backends := make([]ruleBackend, len(rule.BackendRefs))
 		for j, b := range rule.BackendRefs {
-			bfield := fmt.Sprintf("%s.backendRefs[%d]", field, j)
-			ref := t.backend(r, bfield, b.BackendRef, true)
-			var refBroken bool
-			ref.Filters, refBroken = t.grpcFilters(r, bfield+".filters", b.Filters)
-			ref.Invalid = ref.Invalid || refBroken
-			rr.Backends = append(rr.Backends, ref)
+			backends[j] = ruleBackend{b.BackendRef, httpFilters(b.Filters)}
 		}
-		if broken {
-			breakRule(&rr)
-		}
+		t.ruleActions(r, field, &rr, httpFilters(rule.Filters), backends, true)
 		r.rules = append(r.rules, rr)
 	}
 	r.finish()
@@ -50,8 +42,9 @@ func grpcMatch(m gatewayv1.GRPCRouteMatch) router.Match {
 	return out
 }
 
-// grpcFilters translates GRPCRoute filters, a subset of HTTPRoute's.
-func (t *translator) grpcFilters(r *route, field string, filters []gatewayv1.GRPCRouteFilter) ([]router.Filter, bool) {
+// httpFilters converts GRPCRoute filters, a subset of HTTPRoute's, to
+// their HTTPRoute form.
+func httpFilters(filters []gatewayv1.GRPCRouteFilter) []gatewayv1.HTTPRouteFilter {
 	converted := make([]gatewayv1.HTTPRouteFilter, len(filters))
 	for i, f := range filters {
 		converted[i] = gatewayv1.HTTPRouteFilter{
@@ -62,5 +55,5 @@ func (t *translator) grpcFilters(r *route, field string, filters []gatewayv1.GRP
 			ExtensionRef:           f.ExtensionRef,
 		}
 	}
-	return t.httpFilters(r, field, converted, true)
+	return converted
 }

@@ -17,19 +17,11 @@ func (t *translator) httpRoute(obj *gatewayv1.HTTPRoute) *route {
 		for _, m := range rule.Matches {
 			rr.Matches = append(rr.Matches, httpMatch(m))
 		}
-		var broken bool
-		rr.Filters, broken = t.httpFilters(r, field+".filters", rule.Filters, false)
+		backends := make([]ruleBackend, len(rule.BackendRefs))
 		for j, b := range rule.BackendRefs {
-			bfield := fmt.Sprintf("%s.backendRefs[%d]", field, j)
-			ref := t.backend(r, bfield, b.BackendRef, false)
-			var refBroken bool
-			ref.Filters, refBroken = t.httpFilters(r, bfield+".filters", b.Filters, false)
-			ref.Invalid = ref.Invalid || refBroken
-			rr.Backends = append(rr.Backends, ref)
+			backends[j] = ruleBackend{b.BackendRef, b.Filters}
 		}
-		if broken {
-			breakRule(&rr)
-		}
+		t.ruleActions(r, field, &rr, rule.Filters, backends, false)
 		if to := rule.Timeouts; to != nil {
 			var err error
 			if rr.Timeouts.Request, err = parseDuration(to.Request); err != nil {
@@ -43,6 +35,31 @@ func (t *translator) httpRoute(obj *gatewayv1.HTTPRoute) *route {
 	}
 	r.finish()
 	return r
+}
+
+// ruleBackend is a backendRef of an HTTPRoute or GRPCRoute rule, with
+// GRPCRoute filters in their HTTPRoute form.
+type ruleBackend struct {
+	ref     gatewayv1.BackendRef
+	filters []gatewayv1.HTTPRouteFilter
+}
+
+// ruleActions fills the filters and backends of rr, the part of a rule that
+// HTTPRoute and GRPCRoute share.
+func (t *translator) ruleActions(r *route, field string, rr *router.Rule, filters []gatewayv1.HTTPRouteFilter, backends []ruleBackend, grpc bool) {
+	var broken bool
+	rr.Filters, broken = t.httpFilters(r, field+".filters", filters, grpc)
+	for j, b := range backends {
+		bfield := fmt.Sprintf("%s.backendRefs[%d]", field, j)
+		ref := t.backend(r, bfield, b.ref, grpc)
+		var refBroken bool
+		ref.Filters, refBroken = t.httpFilters(r, bfield+".filters", b.filters, grpc)
+		ref.Invalid = ref.Invalid || refBroken
+		rr.Backends = append(rr.Backends, ref)
+	}
+	if broken {
+		breakRule(rr)
+	}
 }
 
 // breakRule makes a rule answer 500, as the spec asks of a rule whose

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -82,7 +83,7 @@ func decodeYAML(name string, r io.Reader, objs *objects) []error {
 }
 
 func decodeDocument(doc []byte, objs *objects) error {
-	if len(bytes.TrimSpace(doc)) == 0 {
+	if len(stripComments(doc)) == 0 {
 		return nil
 	}
 	var head struct {
@@ -92,11 +93,7 @@ func decodeDocument(doc []byte, objs *objects) error {
 	if err := yaml.Unmarshal(doc, &head); err != nil {
 		return err
 	}
-	if head.Kind == "" && head.APIVersion == "" {
-		// Comments only, or an empty mapping.
-		if len(head.Items) == 0 && bytes.Equal(bytes.TrimSpace(stripComments(doc)), nil) {
-			return nil
-		}
+	if head.Kind == "" || head.APIVersion == "" {
 		return errors.New("apiVersion and kind: missing")
 	}
 	gv, err := schema.ParseGroupVersion(head.APIVersion)
@@ -112,7 +109,7 @@ func decodeDocument(doc []byte, objs *objects) error {
 		// serves; they are not an error.
 		return nil
 	}
-	if !contains(info.versions, gv.Version) {
+	if !slices.Contains(info.versions, gv.Version) {
 		return fmt.Errorf("%s %s: apiVersion %q: not supported (use one of %v)", head.Kind, gv.Group, head.APIVersion, info.versions)
 	}
 	obj, err := info.decode(doc)
@@ -164,6 +161,8 @@ func decodeList(items []any, objs *objects) error {
 	return errors.Join(errs...)
 }
 
+// stripComments returns doc without blank and comment lines, to tell an
+// empty document from one that lacks its type.
 func stripComments(doc []byte) []byte {
 	var out []byte
 	for line := range bytes.Lines(doc) {
@@ -172,13 +171,4 @@ func stripComments(doc []byte) []byte {
 		}
 	}
 	return out
-}
-
-func contains(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
 }
