@@ -42,7 +42,9 @@ func NewCluster(cfg *rest.Config, opts Options, publish Publish, log *slog.Logge
 		return nil, err
 	}
 	cfg = rest.CopyConfig(cfg)
-	cfg.UserAgent = "hostgate"
+	if cfg.UserAgent == "" {
+		cfg.UserAgent = "hostgate"
+	}
 	kube, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes client: %w", err)
