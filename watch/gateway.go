@@ -214,6 +214,13 @@ func (t *translator) listener(g *gateway, spec *gatewayv1.Listener) *listener {
 	l := &listener{gw: g, spec: spec}
 	if spec.Hostname != nil {
 		l.hostname = strings.ToLower(string(*spec.Hostname))
+		// The router's hostname rules apply, since every route attached
+		// here may take this hostname.
+		probe := router.Route{ID: router.RouteID{Kind: router.KindHTTPRoute, Name: string(spec.Name)}, Hostnames: []string{l.hostname}}
+		if err := validateRoute(probe); err != nil {
+			l.accepted.first(string(gatewayv1.ListenerReasonUnsupportedValue), fmt.Sprintf("hostname: %v", err))
+			return l
+		}
 	}
 	switch spec.Protocol {
 	case gatewayv1.HTTPProtocolType, gatewayv1.HTTPSProtocolType:
