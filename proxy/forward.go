@@ -33,6 +33,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, l *listener, st *
 		port:    l.port,
 	}
 	ex.plan = decide(st.routes, ex.sets, &v)
+	ex.stats = l.routeStats(st, ex.plan.target)
 	switch ex.plan.action {
 	case actForward:
 		s.fwd.forward(rec, r, &ex)
@@ -45,6 +46,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, l *listener, st *
 	case actInvalidBackend:
 		writeError(rec, r, http.StatusInternalServerError)
 	case actNoEndpoints:
+		s.metrics.upstreamErrors[errNoEndpoint].Inc()
 		writeError(rec, r, http.StatusServiceUnavailable)
 	}
 }
@@ -56,6 +58,8 @@ type exchange struct {
 	scheme string
 	sets   map[string]*upstream.Set
 	plan   plan
+	// stats are the series of the request's route.
+	stats *routeMetrics
 	// protocol is how the backend is spoken to: "", "h2c", "https", "h2".
 	protocol string
 	// host is the endpoint last tried; open says a response from it is
@@ -278,20 +282,29 @@ func (f *forwarder) RoundTrip(req *http.Request) (*http.Response, error) {
 		h := ex.plan.set.Pick(tried[:n])
 		req.URL.Host = h.Address()
 		h.Begin()
+		sent := time.Now()
 		resp, err := rt.RoundTrip(req)
 		ex.host = h
 		if err == nil {
+			ex.stats.upstream.Observe(time.Since(sent).Seconds())
 			h.Succeeded()
 			ex.open = true
 			return resp, nil
 		}
 		h.End()
-		if req.Context().Err() != nil {
+		if ctxErr := req.Context().Err(); ctxErr != nil {
 			// The client left or the deadline passed: that says nothing
-			// about the endpoint.
+			// about the endpoint, though a deadline is the backend's
+			// error all the same.
+			if errors.Is(ctxErr, context.DeadlineExceeded) {
+				f.s.metrics.upstreamErrors[errTimeout].Inc()
+			}
 			return nil, err
 		}
-		h.Failed()
+		f.s.metrics.upstreamError(err)
+		if h.Failed() {
+			f.s.metrics.ejections.Inc()
+		}
 		if !isConnectError(err) || ex.body.read.Load() || n+1 >= f.s.opts.ConnectAttempts || n+1 >= ex.plan.set.Len() {
 			return nil, err
 		}

@@ -49,10 +49,14 @@ type listener struct {
 type listenerState struct {
 	routes *router.Table
 	tls    *tlsstore.Store
+	// stats caches the series of each *router.Route of routes, which
+	// routeStats fills on first use.
+	stats sync.Map
 }
 
 func (l *listener) publish(cfg *Listener) {
 	l.state.Store(&listenerState{routes: cfg.Routes, tls: cfg.TLS})
+	l.stats.prune(cfg.Routes)
 }
 
 func (l *listener) tlsStore() *tlsstore.Store { return l.state.Load().tls }
@@ -69,7 +73,7 @@ func (s *Server) openListener(cfg *Listener) (*listener, error) {
 		addr:     cfg.Address,
 		port:     port,
 		scheme:   "http",
-		tcp:      newConnTracker(ln),
+		tcp:      newConnTracker(ln, s.metrics),
 		stats:    s.metrics.listener(cfg.Address),
 	}
 	l.publish(cfg)
@@ -88,15 +92,17 @@ func (s *Server) openListener(cfg *Listener) (*listener, error) {
 			// buffers forever.
 			WriteByteTimeout: o.IdleTimeout,
 		},
-		Protocols: new(http.Protocols),
-		ErrorLog:  slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
+		Protocols:   new(http.Protocols),
+		ConnContext: connContext,
+		ErrorLog:    slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
 	}
 	l.http.Protocols.SetHTTP1(true)
 	var serve func() error
 	if cfg.Protocol == HTTPS {
 		l.scheme = "https"
 		l.http.Protocols.SetHTTP2(true)
-		l.http.TLSConfig = tlsstore.ServerConfig(l.tlsStore, "h2", "http/1.1")
+		l.http.TLSConfig = s.metrics.countHandshakes(tlsstore.ServerConfig(l.tlsStore, "h2", "http/1.1"))
+		l.http.ConnState = s.metrics.countFailedHandshake
 		serve = func() error { return l.http.ServeTLS(l.tcp, "", "") }
 		if !o.DisableHTTP3 {
 			if err := l.openHTTP3(); err != nil {
@@ -138,7 +144,8 @@ func (l *listener) openHTTP3() error {
 	l.udp = udp
 	l.h3 = &http3.Server{
 		Handler:        l,
-		TLSConfig:      http3.ConfigureTLSConfig(tlsstore.ServerConfig(l.tlsStore)),
+		TLSConfig:      http3.ConfigureTLSConfig(l.srv.metrics.countHandshakes(tlsstore.ServerConfig(l.tlsStore))),
+		ConnContext:    l.srv.metrics.countQUICConn,
 		MaxHeaderBytes: o.MaxHeaderBytes,
 		IdleTimeout:    o.IdleTimeout,
 		QUICConfig: &quic.Config{
@@ -164,6 +171,9 @@ func (l *listener) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if l.h2c != nil && r.ProtoMajor == 1 && isH2CUpgrade(r.Header) {
 		l.serveH2CUpgrade(w, r)
 		return
+	}
+	if r.ProtoMajor == 2 {
+		l.noteHTTP2(r)
 	}
 	if l.alt != nil && r.ProtoMajor < 3 {
 		w.Header()["Alt-Svc"] = l.alt
@@ -209,56 +219,4 @@ func (l *listener) drain(ctx context.Context) bool {
 	l.serving.Wait()
 	l.srv.log.Info("listener closed", "listener", l.addr, "clean", clean)
 	return clean
-}
-
-// connTracker is a net.Listener that remembers its open connections, as
-// http.Server forgets hijacked ones, and those must be closed when the
-// grace period ends.
-type connTracker struct {
-	net.Listener
-	mu    sync.Mutex
-	conns map[*trackedConn]struct{}
-}
-
-func newConnTracker(ln net.Listener) *connTracker {
-	return &connTracker{Listener: ln, conns: map[*trackedConn]struct{}{}}
-}
-
-func (t *connTracker) Accept() (net.Conn, error) {
-	c, err := t.Listener.Accept()
-	if err != nil {
-		return nil, err
-	}
-	tc := &trackedConn{Conn: c, tracker: t}
-	t.mu.Lock()
-	t.conns[tc] = struct{}{}
-	t.mu.Unlock()
-	return tc, nil
-}
-
-func (t *connTracker) closeConns() {
-	t.mu.Lock()
-	conns := make([]*trackedConn, 0, len(t.conns))
-	for c := range t.conns {
-		conns = append(conns, c)
-	}
-	t.mu.Unlock()
-	for _, c := range conns {
-		c.Close()
-	}
-}
-
-type trackedConn struct {
-	net.Conn
-	tracker *connTracker
-	once    sync.Once
-}
-
-func (c *trackedConn) Close() error {
-	c.once.Do(func() {
-		c.tracker.mu.Lock()
-		delete(c.tracker.conns, c)
-		c.tracker.mu.Unlock()
-	})
-	return c.Conn.Close()
 }

@@ -2,10 +2,7 @@ package proxy
 
 import (
 	"net/http"
-	"strconv"
 	"time"
-
-	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/hostgate/hostgate/router"
 )
@@ -59,57 +56,6 @@ func (r *recorder) Write(p []byte) (int, error) {
 
 func (r *recorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
 
-type metrics struct {
-	requests       *prometheus.CounterVec
-	duration       *prometheus.HistogramVec
-	connectRetries prometheus.Counter
-}
-
-func newMetrics(reg prometheus.Registerer) (*metrics, error) {
-	m := &metrics{
-		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "hostgate_http_requests_total",
-			Help: "Requests served, by listener and status class (\"aborted\" when the client left first).",
-		}, []string{"listener", "code_class"}),
-		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name:    "hostgate_http_request_duration_seconds",
-			Help:    "Time from a request's header to the end of its response, by listener.",
-			Buckets: prometheus.ExponentialBuckets(0.0005, 4, 10),
-		}, []string{"listener"}),
-		connectRetries: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "hostgate_upstream_connect_retries_total",
-			Help: "Requests moved to another endpoint after failing to connect.",
-		}),
-	}
-	if reg != nil {
-		for _, c := range []prometheus.Collector{m.requests, m.duration, m.connectRetries} {
-			if err := reg.Register(c); err != nil {
-				return nil, err
-			}
-		}
-	}
-	return m, nil
-}
-
-// listenerMetrics are one listener's series, resolved once so that the
-// request path does no label lookups.
-type listenerMetrics struct {
-	classes  [6]prometheus.Counter // by status / 100; 0 is "aborted"
-	duration prometheus.Observer
-}
-
-func (m *metrics) listener(name string) *listenerMetrics {
-	lm := &listenerMetrics{duration: m.duration.WithLabelValues(name)}
-	for i := range lm.classes {
-		class := "aborted"
-		if i > 0 {
-			class = strconv.Itoa(i) + "xx"
-		}
-		lm.classes[i] = m.requests.WithLabelValues(name, class)
-	}
-	return lm
-}
-
 // observe counts a finished request and hands it to the access log.
 func (s *Server) observe(l *listener, r *http.Request, rec *recorder, ex *exchange) {
 	d := time.Since(ex.start)
@@ -117,8 +63,8 @@ func (s *Server) observe(l *listener, r *http.Request, rec *recorder, ex *exchan
 	if status == 0 && ex.switched {
 		status = http.StatusSwitchingProtocols
 	}
-	l.stats.duration.Observe(d.Seconds())
-	l.stats.classes[min(status/100, 5)].Inc()
+	ex.stats.duration.Observe(d.Seconds())
+	ex.stats.requests(status).Inc()
 	if s.opts.AccessLog == nil {
 		return
 	}

@@ -92,8 +92,10 @@ func (s *Server) Apply(cfg Config) error {
 		}
 		delete(s.listeners, addr)
 		// Closing the sockets now frees the address for a listener that
-		// replaces this one with another protocol.
+		// replaces this one with another protocol; its series go now too,
+		// before such a replacement resolves the same ones.
 		cur.stopAccepting()
+		cur.stats.forget()
 		s.retiring.Go(func() {
 			ctx, cancel := context.WithTimeout(context.Background(), s.opts.ShutdownGrace)
 			defer cancel()
@@ -122,6 +124,22 @@ func (s *Server) Apply(cfg Config) error {
 func (s *Server) UpdateEndpoints(endpoints map[string][]Endpoint) {
 	sets := s.registry.Sets(endpoints)
 	s.sets.Store(&sets)
+}
+
+// EndpointState is one endpoint of a backend as Endpoints reports it.
+type EndpointState = upstream.EndpointState
+
+// Endpoints returns the state of every endpoint of the current endpoint
+// sets, keyed by router.BackendRef.Name, for /debug/routes. It reads what
+// requests update without stopping them, so the fields of one endpoint may
+// be a moment apart.
+func (s *Server) Endpoints() map[string][]EndpointState {
+	sets := *s.sets.Load()
+	out := make(map[string][]EndpointState, len(sets))
+	for name, set := range sets {
+		out[name] = set.Endpoints()
+	}
+	return out
 }
 
 // Ready reports whether the server serves a configuration and is not

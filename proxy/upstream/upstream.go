@@ -119,10 +119,11 @@ func (h *Host) Succeeded() {
 }
 
 // Failed records a failure to connect to or exchange with the endpoint, and
-// ejects it when that makes FailureThreshold in a row.
-func (h *Host) Failed() {
+// ejects it when that makes FailureThreshold in a row. It reports whether
+// this failure ejected h, so that the caller can count ejections.
+func (h *Host) Failed() (ejected bool) {
 	if h.health.FailureThreshold <= 0 || int(h.fails.Add(1)) < h.health.FailureThreshold {
-		return
+		return false
 	}
 	h.fails.Store(0)
 	n := h.ejections.Add(1)
@@ -131,6 +132,7 @@ func (h *Host) Failed() {
 		d = h.health.MaxEjection
 	}
 	h.ejectedUntil.Store(time.Now().Add(d).UnixNano())
+	return true
 }
 
 // Ejected reports whether passive health has taken h out of rotation.
@@ -184,6 +186,42 @@ func gcd(a, b uint64) uint64 {
 
 // Len returns the number of endpoints.
 func (s *Set) Len() int { return len(s.hosts) }
+
+// EndpointState is what one endpoint of a Set looks like at an instant.
+type EndpointState struct {
+	Address string `json:"address"`
+	// Weight is the effective weight: 0 in the Endpoint reads as 1.
+	Weight uint32 `json:"weight"`
+	// Healthy is false while passive health keeps the endpoint ejected,
+	// until EjectedUntil.
+	Healthy      bool      `json:"healthy"`
+	EjectedUntil time.Time `json:"ejected_until,omitzero"`
+	InFlight     int64     `json:"in_flight"`
+	// ConsecutiveFailures counts toward the next ejection.
+	ConsecutiveFailures int `json:"consecutive_failures"`
+}
+
+// Endpoints returns the state of each endpoint, in the order they were
+// listed. Each field is read atomically on its own, so a snapshot taken
+// while requests run may be a moment apart between fields, never torn
+// within one.
+func (s *Set) Endpoints() []EndpointState {
+	now := time.Now().UnixNano()
+	out := make([]EndpointState, len(s.hosts))
+	for i, h := range s.hosts {
+		out[i] = EndpointState{
+			Address:             h.addr,
+			Weight:              uint32(s.weights[i]),
+			Healthy:             true,
+			InFlight:            h.inflight.Load(),
+			ConsecutiveFailures: int(h.fails.Load()),
+		}
+		if until := h.ejectedUntil.Load(); until > now {
+			out[i].Healthy, out[i].EjectedUntil = false, time.Unix(0, until)
+		}
+	}
+	return out
+}
 
 // Pick returns an endpoint that is not in skip, preferring endpoints that
 // are not ejected; when every endpoint is ejected it still returns one, as

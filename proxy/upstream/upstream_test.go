@@ -64,12 +64,10 @@ func TestPickSkipsAndEjects(t *testing.T) {
 		if h := set.Pick(set.hosts); h != nil {
 			t.Fatalf("policy %d: Pick(skip all) = %s, want nil", policy, h.Address())
 		}
-		a.Failed()
-		if a.Ejected() {
+		if a.Failed() || a.Ejected() {
 			t.Fatalf("policy %d: ejected below the threshold", policy)
 		}
-		a.Failed()
-		if !a.Ejected() {
+		if !a.Failed() || !a.Ejected() {
 			t.Fatalf("policy %d: not ejected at the threshold", policy)
 		}
 		for range 10 {
@@ -96,6 +94,29 @@ func TestEjectionBacksOff(t *testing.T) {
 	h.Failed()
 	if got := time.Until(time.Unix(0, h.ejectedUntil.Load())); got > time.Second {
 		t.Errorf("after a success the back-off should restart, got %v", got)
+	}
+}
+
+func TestEndpoints(t *testing.T) {
+	health := Health{FailureThreshold: 2, BaseEjection: time.Hour, MaxEjection: time.Hour}
+	set := NewRegistry(RoundRobin, health).Sets(map[string][]Endpoint{"s": {{Address: "a", Weight: 3}, {Address: "b"}, {Address: "c"}}})["s"]
+	a, b := set.hosts[0], set.hosts[1]
+	a.Failed()
+	a.Failed()
+	b.Failed()
+	b.Begin()
+	got := set.Endpoints()
+	if len(got) != 3 {
+		t.Fatalf("got %d endpoints, want 3", len(got))
+	}
+	if e := got[0]; e.Address != "a" || e.Weight != 3 || e.Healthy || time.Until(e.EjectedUntil) < 59*time.Minute || e.ConsecutiveFailures != 0 {
+		t.Errorf("ejected endpoint: %+v", e)
+	}
+	if e := got[1]; e.Address != "b" || e.Weight != 1 || !e.Healthy || !e.EjectedUntil.IsZero() || e.InFlight != 1 || e.ConsecutiveFailures != 1 {
+		t.Errorf("failing endpoint: %+v", e)
+	}
+	if e := got[2]; e != (EndpointState{Address: "c", Weight: 1, Healthy: true}) {
+		t.Errorf("idle endpoint: %+v", e)
 	}
 }
 

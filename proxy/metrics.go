@@ -1,0 +1,328 @@
+package proxy
+
+// The data plane's Prometheus metrics.
+//
+// The request path never looks a series up by its labels, which would hash
+// them and allocate: series are resolved once per listener, route and
+// status code and then found through pointers. A listener's route series
+// are cached per published routing table (listenerState), keyed by the
+// *router.Route a lookup returns; status codes per route are a short list
+// that grows copy-on-write. Both are read without a lock.
+//
+// Labels stay bounded: routes come from configuration, codes from HTTP,
+// and the series of routes and listeners that Apply removes are deleted.
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"io"
+	"net"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"syscall"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/hostgate/hostgate/router"
+)
+
+type metrics struct {
+	requests         *prometheus.CounterVec
+	duration         *prometheus.HistogramVec
+	upstreamDuration *prometheus.HistogramVec
+	connectRetries   prometheus.Counter
+	ejections        prometheus.Counter
+	upstreamErrors   [numErrorKinds]prometheus.Counter
+	conns            [numConnProtocols]prometheus.Gauge
+	handshakes       [numHandshakeResults]prometheus.Counter
+}
+
+// errorKind classifies a failed exchange with a backend.
+type errorKind uint8
+
+const (
+	errConnectRefused errorKind = iota
+	errConnectTimeout
+	errReset
+	errTimeout
+	errTLS
+	errNoEndpoint
+	errOther
+	numErrorKinds
+)
+
+var errorKindNames = [numErrorKinds]string{"connect_refused", "connect_timeout", "reset", "timeout", "tls", "no_endpoint", "other"}
+
+// connProtocol is what a client connection speaks. A TCP connection counts
+// as http1 until a request shows it speaks HTTP/2; protoClosed marks one
+// that no gauge counts any more.
+type connProtocol uint32
+
+const (
+	protoHTTP1 connProtocol = iota
+	protoH2
+	protoH2C
+	protoH3
+	numConnProtocols
+	protoClosed = numConnProtocols
+)
+
+var connProtocolNames = [numConnProtocols]string{"http1", "h2", "h2c", "h3"}
+
+type handshakeResult uint8
+
+const (
+	handshakeOK handshakeResult = iota
+	handshakeUnknownSNI
+	handshakeError
+	numHandshakeResults
+)
+
+var handshakeResultNames = [numHandshakeResults]string{"ok", "unknown_sni", "error"}
+
+// latencyBuckets span 0.5ms to about 2 minutes.
+var latencyBuckets = prometheus.ExponentialBuckets(0.0005, 4, 10)
+
+func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+	m := &metrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "hostgate_http_requests_total",
+			Help: "Requests served, by listener, route (\"Kind namespace/name\", empty when none matched) and status code (\"aborted\" when the client left first).",
+		}, []string{"listener", "route", "code"}),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "hostgate_http_request_duration_seconds",
+			Help:    "Time from a request's header to the end of its response, by listener and route.",
+			Buckets: latencyBuckets,
+		}, []string{"listener", "route"}),
+		upstreamDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "hostgate_upstream_response_duration_seconds",
+			Help:    "Time from sending a request to a backend to receiving its response header, by listener and route.",
+			Buckets: latencyBuckets,
+		}, []string{"listener", "route"}),
+		connectRetries: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "hostgate_upstream_connect_retries_total",
+			Help: "Requests moved to another endpoint after failing to connect.",
+		}),
+		ejections: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "hostgate_upstream_ejections_total",
+			Help: "Endpoints taken out of rotation by passive health checking.",
+		}),
+	}
+	upstreamErrors := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "hostgate_upstream_errors_total",
+		Help: "Failed attempts to get a response from a backend, by kind.",
+	}, []string{"kind"})
+	conns := prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "hostgate_active_connections",
+		Help: "Open client connections, by protocol.",
+	}, []string{"protocol"})
+	handshakes := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "hostgate_tls_handshakes_total",
+		Help: "TLS handshakes with clients, by result.",
+	}, []string{"result"})
+	resolve(upstreamErrors.WithLabelValues, errorKindNames[:], m.upstreamErrors[:])
+	resolve(conns.WithLabelValues, connProtocolNames[:], m.conns[:])
+	resolve(handshakes.WithLabelValues, handshakeResultNames[:], m.handshakes[:])
+	if reg != nil {
+		for _, c := range []prometheus.Collector{m.requests, m.duration, m.upstreamDuration, m.connectRetries, m.ejections, upstreamErrors, conns, handshakes} {
+			if err := reg.Register(c); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return m, nil
+}
+
+// resolve fills out with the child of each label value, in order.
+func resolve[T any](with func(...string) T, values []string, out []T) {
+	for i, v := range values {
+		out[i] = with(v)
+	}
+}
+
+// upstreamError counts a failed attempt to reach a backend.
+func (m *metrics) upstreamError(err error) {
+	m.upstreamErrors[classify(err)].Inc()
+}
+
+// classify tells the kind of a backend error. Connecting comes first, as a
+// dial error can also be a timeout.
+func classify(err error) errorKind {
+	if op, ok := errors.AsType[*net.OpError](err); ok && op.Op == "dial" {
+		switch {
+		case errors.Is(err, syscall.ECONNREFUSED):
+			return errConnectRefused
+		case op.Timeout():
+			return errConnectTimeout
+		}
+	}
+	if isTLSError(err) {
+		return errTLS
+	}
+	if errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		return errReset
+	}
+	if ne, ok := errors.AsType[net.Error](err); errors.Is(err, context.DeadlineExceeded) || ok && ne.Timeout() {
+		return errTimeout
+	}
+	return errOther
+}
+
+func isTLSError(err error) bool {
+	_, alert := errors.AsType[tls.AlertError](err)
+	_, record := errors.AsType[tls.RecordHeaderError](err)
+	_, verify := errors.AsType[*tls.CertificateVerificationError](err)
+	_, authority := errors.AsType[x509.UnknownAuthorityError](err)
+	_, hostname := errors.AsType[x509.HostnameError](err)
+	return alert || record || verify || authority || hostname
+}
+
+// listenerMetrics are one listener's route series. They outlive the
+// routing tables the listener serves, so that a route's series are
+// resolved again only when the route comes back after being removed.
+type listenerMetrics struct {
+	m       *metrics
+	name    string
+	noRoute *routeMetrics
+
+	mu     sync.Mutex // guards routes; never taken per request once resolved
+	routes map[router.RouteID]*routeMetrics
+}
+
+func (m *metrics) listener(name string) *listenerMetrics {
+	return &listenerMetrics{m: m, name: name, noRoute: m.route(name, ""), routes: map[router.RouteID]*routeMetrics{}}
+}
+
+func (lm *listenerMetrics) route(id router.RouteID) *routeMetrics {
+	lm.mu.Lock()
+	defer lm.mu.Unlock()
+	rm := lm.routes[id]
+	if rm == nil {
+		rm = lm.m.route(lm.name, id.String())
+		lm.routes[id] = rm
+	}
+	return rm
+}
+
+// prune deletes the series of routes that routes no longer has. A request
+// still on the previous table may recreate one; the next prune removes it.
+func (lm *listenerMetrics) prune(routes *router.Table) {
+	lm.mu.Lock()
+	empty := len(lm.routes) == 0
+	lm.mu.Unlock()
+	if empty {
+		return
+	}
+	live := map[string]bool{}
+	if routes != nil {
+		for _, h := range routes.Describe() {
+			for _, md := range h.Matches {
+				live[md.Route] = true
+			}
+		}
+	}
+	lm.mu.Lock()
+	defer lm.mu.Unlock()
+	for id, rm := range lm.routes {
+		if !live[id.String()] {
+			delete(lm.routes, id)
+			rm.delete()
+		}
+	}
+}
+
+// forget deletes every series of the listener. Requests still running on it
+// count into series no longer exported.
+func (lm *listenerMetrics) forget() {
+	lm.mu.Lock()
+	defer lm.mu.Unlock()
+	lm.noRoute.delete()
+	for _, rm := range lm.routes {
+		rm.delete()
+	}
+}
+
+// routeMetrics are the series of one route on one listener.
+type routeMetrics struct {
+	m                  *metrics
+	listener, route    string
+	duration, upstream prometheus.Observer
+
+	mu    sync.Mutex // serializes adding codes
+	codes atomic.Pointer[[]codeCounter]
+}
+
+type codeCounter struct {
+	code    int
+	counter prometheus.Counter
+}
+
+func (m *metrics) route(listener, route string) *routeMetrics {
+	return &routeMetrics{
+		m: m, listener: listener, route: route,
+		duration: m.duration.WithLabelValues(listener, route),
+		upstream: m.upstreamDuration.WithLabelValues(listener, route),
+	}
+}
+
+// requests returns the counter of status code (0: aborted). A route sees a
+// handful of distinct codes, so scanning a short list beats a map.
+func (rm *routeMetrics) requests(code int) prometheus.Counter {
+	if c := findCode(rm.codes.Load(), code); c != nil {
+		return c
+	}
+	rm.mu.Lock()
+	defer rm.mu.Unlock()
+	codes := rm.codes.Load()
+	if c := findCode(codes, code); c != nil {
+		return c
+	}
+	label := "aborted"
+	if code != 0 {
+		label = strconv.Itoa(code)
+	}
+	c := rm.m.requests.WithLabelValues(rm.listener, rm.route, label)
+	var grown []codeCounter
+	if codes != nil {
+		grown = slices.Clip(*codes)
+	}
+	grown = append(grown, codeCounter{code, c})
+	rm.codes.Store(&grown)
+	return c
+}
+
+func findCode(codes *[]codeCounter, code int) prometheus.Counter {
+	if codes == nil {
+		return nil
+	}
+	for _, c := range *codes {
+		if c.code == code {
+			return c.counter
+		}
+	}
+	return nil
+}
+
+func (rm *routeMetrics) delete() {
+	rm.m.requests.DeletePartialMatch(prometheus.Labels{"listener": rm.listener, "route": rm.route})
+	rm.m.duration.DeleteLabelValues(rm.listener, rm.route)
+	rm.m.upstreamDuration.DeleteLabelValues(rm.listener, rm.route)
+}
+
+// routeStats returns the series of the route target belongs to, or of no
+// route. The first request of a route after a publish resolves them.
+func (l *listener) routeStats(st *listenerState, target *router.Target) *routeMetrics {
+	if target == nil {
+		return l.stats.noRoute
+	}
+	if rm, ok := st.stats.Load(target.Route); ok {
+		return rm.(*routeMetrics)
+	}
+	rm := l.stats.route(target.Route.ID)
+	st.stats.Store(target.Route, rm)
+	return rm
+}
