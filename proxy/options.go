@@ -78,8 +78,9 @@ type Options struct {
 	// Logger receives events (never one per request). Default
 	// slog.Default().
 	Logger *slog.Logger
-	// Registerer receives the hostgate_* request metrics; nil registers
-	// none.
+	// Registerer receives the hostgate_* metrics of the data plane
+	// (requests, latencies, upstream errors and ejections, connections,
+	// TLS handshakes); nil registers none.
 	Registerer prometheus.Registerer
 	// AccessLog, when set, is called once per request after the response
 	// was written. It must not keep the record.

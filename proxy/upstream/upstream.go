@@ -195,10 +195,10 @@ type EndpointState struct {
 	// Healthy is false while passive health keeps the endpoint ejected,
 	// until EjectedUntil.
 	Healthy      bool      `json:"healthy"`
-	EjectedUntil time.Time `json:"ejected_until,omitzero"`
-	InFlight     int64     `json:"in_flight"`
+	EjectedUntil time.Time `json:"ejectedUntil,omitzero"`
+	InFlight     int64     `json:"inFlight"`
 	// ConsecutiveFailures counts toward the next ejection.
-	ConsecutiveFailures int `json:"consecutive_failures"`
+	ConsecutiveFailures int `json:"consecutiveFailures"`
 }
 
 // Endpoints returns the state of each endpoint, in the order they were
