@@ -16,6 +16,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/hostgate/hostgate/proxy"
 )
 
 // admin is the node's own HTTP server: health for kubelet probes and load
@@ -24,7 +26,10 @@ type admin struct {
 	addr     string
 	ready    func() bool
 	current  *atomic.Pointer[generation]
-	gatherer prometheus.Gatherer
+	// endpoints reports the proxy's live view of each endpoint set: the
+	// addresses it balances over and their passive health.
+	endpoints func() map[string][]proxy.EndpointState
+	gatherer  prometheus.Gatherer
 	// listening is closed once the socket is bound, for tests and for
 	// start-up ordering.
 	listening chan net.Addr
@@ -59,7 +64,10 @@ func (a *admin) routes(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
-		enc.Encode(gen)
+		enc.Encode(struct {
+			*generation
+			Endpoints map[string][]proxy.EndpointState `json:"endpoints"`
+		}{gen, a.endpoints()})
 		return
 	}
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
@@ -73,16 +81,20 @@ func (a *admin) routes(w http.ResponseWriter, r *http.Request) {
 			b.WriteString("  " + line)
 		}
 	}
-	if len(gen.Endpoints) > 0 {
+	if sets := a.endpoints(); len(sets) > 0 {
 		b.WriteString("\nendpoints\n")
-		for _, name := range slices.Sorted(maps.Keys(gen.Endpoints)) {
+		for _, name := range slices.Sorted(maps.Keys(sets)) {
 			fmt.Fprintf(&b, "  %s\n", name)
-			for _, ep := range gen.Endpoints[name] {
-				state := "ready"
-				if !ep.Ready {
-					state = "not ready"
+			if len(sets[name]) == 0 {
+				b.WriteString("    (none ready: requests get 503)\n")
+			}
+			for _, ep := range sets[name] {
+				health := "healthy"
+				if !ep.Healthy {
+					health = "ejected until " + ep.EjectedUntil.UTC().Format(time.RFC3339)
 				}
-				fmt.Fprintf(&b, "    %s %s\n", ep.Address, state)
+				fmt.Fprintf(&b, "    %s weight=%d %s in_flight=%d consecutive_failures=%d\n",
+					ep.Address, ep.Weight, health, ep.InFlight, ep.ConsecutiveFailures)
 			}
 		}
 	}

@@ -18,8 +18,6 @@ type generation struct {
 	Number    uint64          `json:"generation"`
 	Built     time.Time       `json:"built"`
 	Listeners []listenerState `json:"listeners"`
-	// Endpoints are keyed like router.BackendRef.Name.
-	Endpoints map[string][]watch.Endpoint `json:"endpoints"`
 	// LeftOut names routes and certificates that could not be compiled,
 	// with the reason; the rest is served.
 	LeftOut []string `json:"leftOut,omitempty"`
@@ -38,7 +36,7 @@ type listenerState struct {
 // Routes and certificates that fail to compile are left out and listed; the
 // translator already validated them, so this is a second line of defence.
 func compileSnapshot(snap *watch.Snapshot, number uint64, log *slog.Logger) *generation {
-	gen := &generation{Number: number, Built: time.Now(), Endpoints: snap.Endpoints}
+	gen := &generation{Number: number, Built: time.Now()}
 	for _, l := range snap.Listeners {
 		address := net.JoinHostPort(l.Address, strconv.Itoa(l.Port))
 		table, errs := router.Compile(l.Routes)

@@ -58,11 +58,6 @@ func (c *controller) publish(snap *watch.Snapshot) {
 	endpoints := proxyEndpoints(snap.Endpoints)
 	if c.last != nil && reflect.DeepEqual(c.last.Listeners, snap.Listeners) {
 		c.srv.UpdateEndpoints(endpoints)
-		if gen := c.current.Load(); gen != nil {
-			next := *gen
-			next.Endpoints = snap.Endpoints
-			c.current.Store(&next)
-		}
 		c.last = snap
 		c.log.Debug("endpoints updated", "endpoint_sets", len(endpoints))
 		return

@@ -25,6 +25,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"k8s.io/klog/v2"
 
 	"github.com/hostgate/hostgate/proxy"
 	"github.com/hostgate/hostgate/watch"
@@ -46,15 +47,18 @@ func main() {
 }
 
 type config struct {
-	configPath   string
-	kubeconfig   string
-	adminAddr    string
-	logFormat    string
-	logLevel     slog.Level
-	accessLog    bool
-	printVersion bool
-	watch        watch.Options
-	proxy        proxy.Options
+	configPath     string
+	kubeconfig     string
+	leaseNamespace string
+	leaseName      string
+	identity       string
+	adminAddr      string
+	logFormat      string
+	logLevel       slog.Level
+	accessLog      bool
+	printVersion   bool
+	watch          watch.Options
+	proxy          proxy.Options
 }
 
 func parseFlags(args []string, output io.Writer) (*config, error) {
@@ -63,6 +67,9 @@ func parseFlags(args []string, output io.Writer) (*config, error) {
 	fs.SetOutput(output)
 	fs.StringVar(&c.configPath, "config", "", "serve the Kubernetes objects in this YAML file or folder instead of a cluster's (reloaded on change)")
 	fs.StringVar(&c.kubeconfig, "kubeconfig", "", "kubeconfig of the cluster to watch; empty uses the in-cluster config")
+	fs.StringVar(&c.leaseNamespace, "lease-namespace", envOr("POD_NAMESPACE", "hostgate"), "namespace of the Lease that elects the one status writer (default $POD_NAMESPACE)")
+	fs.StringVar(&c.leaseName, "lease-name", "hostgate-status", "name of that Lease")
+	fs.StringVar(&c.identity, "identity", envOr("POD_NAME", hostname()), "this instance's name in the Lease (default $POD_NAME, else the host name)")
 	fs.StringVar(&c.adminAddr, "admin-addr", ":10254", "address of /healthz, /readyz, /metrics and /debug/routes")
 	fs.StringVar(&c.watch.IngressHTTPAddr, "http-addr", ":80", "address Ingresses are served on over HTTP; empty to disable")
 	fs.StringVar(&c.watch.IngressHTTPSAddr, "https-addr", ":443", "address Ingresses are served on over HTTPS (TCP and UDP); empty to disable")
@@ -112,6 +119,21 @@ func parseFlags(args []string, output io.Writer) (*config, error) {
 	return c, nil
 }
 
+func envOr(name, fallback string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return fallback
+}
+
+func hostname() string {
+	name, err := os.Hostname()
+	if err != nil {
+		return "hostgate"
+	}
+	return name
+}
+
 func splitList(s string) []string {
 	var out []string
 	for item := range strings.SplitSeq(s, ",") {
@@ -147,6 +169,8 @@ func run(ctx context.Context, args []string, logOutput io.Writer, h *hooks) erro
 		return nil
 	}
 	log := newLogger(c, logOutput)
+	// client-go logs through klog; send it to the same structured log.
+	klog.SetSlogLogger(log.With("component", "client-go"))
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 
@@ -161,11 +185,11 @@ func run(ctx context.Context, args []string, logOutput io.Writer, h *hooks) erro
 	}
 	var current atomic.Pointer[generation]
 	ctrl := newController(srv, &current, log, reg)
-	src, err := newSource(c, log, func(snap *watch.Snapshot, _ *watch.Reports) { ctrl.publish(snap) })
+	src, err := newSource(c, log, ctrl.publish)
 	if err != nil {
 		return err
 	}
-	adm := &admin{addr: c.adminAddr, ready: srv.Ready, current: &current, gatherer: reg}
+	adm := &admin{addr: c.adminAddr, ready: srv.Ready, current: &current, endpoints: srv.Endpoints, gatherer: reg}
 	if h != nil {
 		adm.listening = make(chan net.Addr, 1)
 		go func() { h.adminListening <- <-adm.listening }()
@@ -179,7 +203,7 @@ func run(ctx context.Context, args []string, logOutput io.Writer, h *hooks) erro
 	restCtx, stopRest := context.WithCancel(context.Background())
 	defer stopRest()
 	var wg sync.WaitGroup
-	errs := make(chan error, 3)
+	errs := make(chan error, 4)
 	runComponent := func(name string, ctx context.Context, start func(context.Context) error) {
 		wg.Go(func() {
 			if err := start(ctx); err != nil && ctx.Err() == nil {
@@ -188,6 +212,9 @@ func run(ctx context.Context, args []string, logOutput io.Writer, h *hooks) erro
 		})
 	}
 	runComponent("source", restCtx, src.Start)
+	if src.status != nil {
+		runComponent("status writer", restCtx, src.status.Start)
+	}
 	runComponent("admin", restCtx, adm.Start)
 	wg.Go(func() {
 		defer close(proxyDone)

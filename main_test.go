@@ -183,6 +183,7 @@ func TestFileModeServesAndReloads(t *testing.T) {
 	eventually(t, "healthz", expect(h.admin+"/healthz", "", 200, "ok"))
 	eventually(t, "readyz", expect(h.admin+"/readyz", "", 200, "ok"))
 	eventually(t, "debug routes", expect(h.admin+"/debug/routes", "", 200, "PathPrefix / -> HTTPRoute default/app rules[0]"))
+	eventually(t, "endpoint health", expect(h.admin+"/debug/routes", "", 200, fmt.Sprintf("127.0.0.1:%d weight=1 healthy", backendPort)))
 	eventually(t, "metrics", expect(h.admin+"/metrics", "", 200, "hostgate_config_generation 1"))
 
 	resp, err := http.Get(h.admin + "/debug/routes?format=json")

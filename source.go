@@ -7,33 +7,48 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/hostgate/hostgate/status"
 	"github.com/hostgate/hostgate/watch"
 )
 
-// source is where objects come from: files (--config) or a cluster.
+// source is where objects come from: files (--config) or a cluster. In a
+// cluster it also has a status writer, which files have nowhere to write.
 type source struct {
 	*watch.Source
-	mode string
+	mode   string
+	status *status.Writer
 }
 
-func newSource(c *config, log *slog.Logger, publish watch.Publish) (*source, error) {
+func newSource(c *config, log *slog.Logger, publish func(*watch.Snapshot)) (*source, error) {
 	if c.configPath != "" {
-		s, err := watch.NewFile(c.configPath, c.watch, publish, log)
+		s, err := watch.NewFile(c.configPath, c.watch, func(snap *watch.Snapshot, _ *watch.Reports) { publish(snap) }, log)
 		if err != nil {
 			return nil, fmt.Errorf("--config %s: %w", c.configPath, err)
 		}
-		return &source{s, "file"}, nil
+		return &source{Source: s, mode: "file"}, nil
 	}
 	cfg, err := restConfig(c.kubeconfig)
 	if err != nil {
 		return nil, err
 	}
 	cfg.UserAgent = "hostgate/" + version
-	s, err := watch.NewCluster(cfg, c.watch, publish, log)
+	writer, err := status.New(cfg, status.Options{
+		LeaseNamespace:    c.leaseNamespace,
+		LeaseName:         c.leaseName,
+		Identity:          c.identity,
+		GatewayController: c.watch.GatewayController,
+	}, log.With("component", "status"))
 	if err != nil {
 		return nil, err
 	}
-	return &source{s, "cluster"}, nil
+	s, err := watch.NewCluster(cfg, c.watch, func(snap *watch.Snapshot, reports *watch.Reports) {
+		publish(snap)
+		writer.Update(reports)
+	}, log)
+	if err != nil {
+		return nil, err
+	}
+	return &source{Source: s, mode: "cluster", status: writer}, nil
 }
 
 func restConfig(kubeconfig string) (*rest.Config, error) {
