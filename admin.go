@@ -23,9 +23,9 @@ import (
 // admin is the node's own HTTP server: health for kubelet probes and load
 // balancers, metrics, and the routing table as this node serves it.
 type admin struct {
-	addr     string
-	ready    func() bool
-	current  *atomic.Pointer[generation]
+	addr    string
+	ready   func() bool
+	current *atomic.Pointer[generation]
 	// endpoints reports the proxy's live view of each endpoint set: the
 	// addresses it balances over and their passive health.
 	endpoints func() map[string][]proxy.EndpointState
