@@ -57,8 +57,10 @@ type config struct {
 	logLevel       slog.Level
 	accessLog      bool
 	printVersion   bool
-	watch          watch.Options
-	proxy          proxy.Options
+	// statusWriteErrors counts failed status writes (cluster mode).
+	statusWriteErrors prometheus.Counter
+	watch             watch.Options
+	proxy             proxy.Options
 }
 
 func parseFlags(args []string, output io.Writer) (*config, error) {
@@ -176,6 +178,15 @@ func run(ctx context.Context, args []string, logOutput io.Writer, h *hooks) erro
 
 	c.proxy.Logger = log
 	c.proxy.Registerer = reg
+	translationTime := prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name: "hostgate_config_translate_duration_seconds", Help: "Time to translate the whole object store into a configuration.",
+		Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14),
+	})
+	c.statusWriteErrors = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "hostgate_status_write_errors_total", Help: "Status writes to the API server that failed.",
+	})
+	reg.MustRegister(translationTime, c.statusWriteErrors)
+	c.watch.TranslationTime = translationTime
 	if c.accessLog {
 		c.proxy.AccessLog = accessLogger(log)
 	}

@@ -37,6 +37,7 @@ func newSource(c *config, log *slog.Logger, publish func(*watch.Snapshot)) (*sou
 		LeaseName:         c.leaseName,
 		Identity:          c.identity,
 		GatewayController: c.watch.GatewayController,
+		WriteErrors:       c.statusWriteErrors,
 	}, log.With("component", "status"))
 	if err != nil {
 		return nil, err

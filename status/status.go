@@ -18,6 +18,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -43,6 +44,9 @@ type Options struct {
 	// GatewayController is the controllerName of our route parent
 	// statuses (watch.DefaultGatewayController when empty).
 	GatewayController string
+	// WriteErrors, when set, counts status writes that failed; the
+	// Warn log says which object and why.
+	WriteErrors prometheus.Counter
 }
 
 // Leader election timing, client-go's usual values: a new writer takes
@@ -169,6 +173,9 @@ func (w *Writer) write(ctx context.Context, r *watch.Reports) {
 		case err != nil && ctx.Err() == nil:
 			failed++
 			w.log.Warn("writing status", "error", err)
+			if w.opts.WriteErrors != nil {
+				w.opts.WriteErrors.Inc()
+			}
 		case wrote:
 			written++
 		}

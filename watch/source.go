@@ -102,6 +102,9 @@ func (s *Source) translate() {
 	listed := time.Now()
 	snap, reports := translate(objs, s.opts)
 	done := time.Now()
+	if s.opts.TranslationTime != nil {
+		s.opts.TranslationTime.Observe(done.Sub(listed).Seconds())
+	}
 	s.publish(snap, reports)
 	routes := 0
 	for _, l := range snap.Listeners {

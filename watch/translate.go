@@ -17,6 +17,7 @@ import (
 	"slices"
 	"strconv"
 
+	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -57,6 +58,9 @@ type Options struct {
 	// StatusAddresses replace the node addresses published in the status of
 	// Ingresses and of Gateways bound to the node addresses.
 	StatusAddresses []string
+	// TranslationTime, when set, observes how long each translation of the
+	// whole store took, in seconds. It takes no part in translation itself.
+	TranslationTime prometheus.Observer
 }
 
 func (o Options) withDefaults() Options {
