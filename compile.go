@@ -39,7 +39,7 @@ func compileSnapshot(snap *watch.Snapshot, number uint64, log *slog.Logger) *gen
 	gen := &generation{Number: number, Built: time.Now()}
 	for _, l := range snap.Listeners {
 		address := net.JoinHostPort(l.Address, strconv.Itoa(l.Port))
-		table, errs := router.Compile(l.Routes)
+		table, errs := router.Compile(l.Routes, l.ListenerHostnames...)
 		for _, err := range errs {
 			gen.LeftOut = append(gen.LeftOut, "listener "+address+": "+err.Error())
 		}

@@ -43,9 +43,13 @@ func (e *RouteError) Unwrap() error { return e.Err }
 // Compile builds a Table from routes. A route that fails validation is left
 // out and reported with a *RouteError; the others are compiled. The Table
 // refers to routes: the caller must not change them afterwards.
-func Compile(routes []Route) (*Table, []error) {
+//
+// listenerHostnames are the hostnames of all the listeners that share the
+// socket, so that a listener without routes still claims its hosts (and
+// answers 404 for them) rather than leaving them to a less specific one.
+func Compile(routes []Route, listenerHostnames ...string) (*Table, []error) {
 	c := compiler{
-		table:   &Table{exact: map[string]*hostTable{}, wild: newWildNode(nil, 0)},
+		table:   &Table{exactScopes: map[string]*scope{}},
 		regexps: map[string]*regexp.Regexp{},
 		strings: map[string]string{},
 	}
@@ -58,7 +62,20 @@ func Compile(routes []Route) (*Table, []error) {
 		}
 		c.table.routes = append(c.table.routes, r)
 	}
-	c.table.forEachHost(func(h *hostTable) { h.finish() })
+	for _, l := range listenerHostnames {
+		if err := validateHostname(l); l != "" && err != nil {
+			errs = append(errs, fmt.Errorf("listener hostname %q: %w", l, err))
+			continue
+		}
+		c.table.scope(l)
+	}
+	if len(c.table.scopes) == 0 {
+		c.table.scope("")
+	}
+	for _, sc := range c.table.scopes {
+		sc.hosts.forEachHost(func(h *hostTable) { h.finish() })
+	}
+	c.table.orderScopes()
 	return c.table, errs
 }
 
@@ -106,8 +123,9 @@ func (c *compiler) addRoute(r *Route, seq int) error {
 	if len(hostnames) == 0 {
 		hostnames = []string{""}
 	}
+	hosts := &c.table.scope(r.Listener).hosts
 	for _, host := range hostnames {
-		ht := c.table.hostTable(host)
+		ht := hosts.hostTable(host)
 		singleLabel := r.ID.Kind == KindIngress && strings.HasPrefix(host, "*.")
 		for _, rc := range conds {
 			for _, cond := range rc {

@@ -11,6 +11,9 @@ import (
 // HostDescription lists what a Table serves for one hostname, in the order
 // Lookup tries it.
 type HostDescription struct {
+	// Listener is the listener hostname whose routes these are (empty for a
+	// listener without hostname).
+	Listener string `json:"listener,omitempty"`
 	// Host is an exact name, a "*." wildcard, or "*" for routes without
 	// hostnames.
 	Host    string             `json:"host"`
@@ -34,24 +37,26 @@ type MatchDescription struct {
 // wildcards from the most specific, then the catch-all. The output is
 // deterministic, so it serves both /debug/routes and golden tests.
 func (t *Table) Describe() []HostDescription {
-	var hosts []*hostTable
-	t.forEachHost(func(h *hostTable) { hosts = append(hosts, h) })
-	slices.SortFunc(hosts, func(a, b *hostTable) int {
-		if c := cmp.Compare(hostOrder(a.name), hostOrder(b.name)); c != 0 {
-			return c
+	var out []HostDescription
+	for _, sc := range t.scopes {
+		var hosts []*hostTable
+		sc.hosts.forEachHost(func(h *hostTable) { hosts = append(hosts, h) })
+		slices.SortFunc(hosts, func(a, b *hostTable) int {
+			if c := cmp.Compare(hostOrder(a.name), hostOrder(b.name)); c != 0 {
+				return c
+			}
+			if c := cmp.Compare(strings.Count(b.name, "."), strings.Count(a.name, ".")); c != 0 {
+				return c
+			}
+			return cmp.Compare(a.name, b.name)
+		})
+		for _, h := range hosts {
+			hd := HostDescription{Listener: sc.listener, Host: h.name}
+			for _, e := range h.entries() {
+				hd.Matches = append(hd.Matches, describeEntry(e))
+			}
+			out = append(out, hd)
 		}
-		if c := cmp.Compare(strings.Count(b.name, "."), strings.Count(a.name, ".")); c != 0 {
-			return c
-		}
-		return cmp.Compare(a.name, b.name)
-	})
-	out := make([]HostDescription, 0, len(hosts))
-	for _, h := range hosts {
-		hd := HostDescription{Host: h.name}
-		for _, e := range h.entries() {
-			hd.Matches = append(hd.Matches, describeEntry(e))
-		}
-		out = append(out, hd)
 	}
 	return out
 }
@@ -236,7 +241,11 @@ func describeBackend(r BackendRef) string {
 func (t *Table) WriteText(w io.Writer) error {
 	var b strings.Builder
 	for _, h := range t.Describe() {
-		fmt.Fprintf(&b, "host %s\n", h.Host)
+		fmt.Fprintf(&b, "host %s", h.Host)
+		if h.Listener != "" {
+			fmt.Fprintf(&b, " (listener %s)", h.Listener)
+		}
+		b.WriteString("\n")
 		for _, m := range h.Matches {
 			fmt.Fprintf(&b, "  %s", m.Path)
 			if m.Method != "" {

@@ -30,8 +30,9 @@ func (s *fuzzSource) routes() []Route {
 	for i := range routes {
 		kind := pick(s, KindHTTPRoute, KindIngress, KindGRPCRoute)
 		r := Route{
-			ID:      RouteID{Kind: kind, Namespace: pick(s, "a", "b"), Name: pick(s, "r1", "r2", "r3")},
-			Created: fuzzEpoch.Add(time.Duration(s.intn(3)) * time.Second),
+			ID:       RouteID{Kind: kind, Namespace: pick(s, "a", "b"), Name: pick(s, "r1", "r2", "r3")},
+			Created:  fuzzEpoch.Add(time.Duration(s.intn(3)) * time.Second),
+			Listener: pick(s, "", "", "", "", "a.com", "*.a.com", "*.b.a.com", "b.a.com"),
 		}
 		for range s.intn(3) {
 			r.Hostnames = append(r.Hostnames, pick(s, "a.com", "b.a.com", "*.a.com", "*.b.a.com", "x.b.a.com", "*.com", "c.a.com", "Bad_Host"))
@@ -116,7 +117,11 @@ func FuzzLookup(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		s := &fuzzSource{data: data}
 		routes := s.routes()
-		table, errs := Compile(routes)
+		var listeners []string
+		for range s.intn(3) {
+			listeners = append(listeners, pick(s, "", "c.a.com", "*.com", "*.a.com"))
+		}
+		table, errs := Compile(routes, listeners...)
 		skipped := map[int]bool{}
 		for _, err := range errs {
 			re, ok := err.(*RouteError)
@@ -127,7 +132,7 @@ func FuzzLookup(f *testing.F) {
 		}
 		for range 8 {
 			req := s.request()
-			got, want := table.Lookup(req), referenceLookup(routes, skipped, req)
+			got, want := table.Lookup(req), referenceLookup(routes, listeners, skipped, req)
 			if got == nil && want == nil {
 				continue
 			}

@@ -43,7 +43,12 @@ type Route struct {
 	// Hostnames are lower-case DNS names, optionally with a leading "*."
 	// label. Empty means every host.
 	Hostnames []string
-	Rules     []Rule
+	// Listener is the hostname of the Gateway listener the route is served
+	// through ("" for a listener without hostname, and for Ingress). A
+	// request goes to the most specific listener hostname that matches its
+	// host, and only that listener's routes can serve it.
+	Listener string
+	Rules    []Rule
 }
 
 // Rule is a set of alternative matches sharing filters and backends.

@@ -19,7 +19,11 @@ import (
 // (longer expressions first); of gRPC matches, an exact service and method
 // ranks first, then an exact service alone, then all others by the lengths
 // of their service and method.
-func referenceLookup(routes []Route, skipped map[int]bool, req Request) *Target {
+//
+// Listener isolation comes first: of the listener hostnames on the socket
+// (those given and those of the routes), the request belongs to the most
+// specific that matches its host, and only that listener's routes count.
+func referenceLookup(routes []Route, listeners []string, skipped map[int]bool, req Request) *Target {
 	if !strings.HasPrefix(req.Path, "/") {
 		return nil
 	}
@@ -28,6 +32,28 @@ func referenceLookup(routes []Route, skipped map[int]bool, req Request) *Target 
 		host = h
 	}
 	host = strings.TrimSuffix(host, ".")
+
+	listener, haveListener := "", false
+	candidates := slices.Clone(listeners)
+	for i := range routes {
+		if !skipped[i] {
+			candidates = append(candidates, routes[i].Listener)
+		}
+	}
+	if len(candidates) == 0 {
+		candidates = []string{""}
+	}
+	for _, l := range candidates {
+		if !refHostMatches(l, host, KindHTTPRoute) {
+			continue
+		}
+		if !haveListener || refMoreSpecificListener(l, listener) {
+			listener, haveListener = l, true
+		}
+	}
+	if !haveListener {
+		return nil
+	}
 
 	type candidate struct {
 		target    Target
@@ -47,6 +73,9 @@ func referenceLookup(routes []Route, skipped map[int]bool, req Request) *Target 
 			continue
 		}
 		r := &routes[seq]
+		if r.Listener != listener {
+			continue
+		}
 		hostnames := r.Hostnames
 		if len(hostnames) == 0 {
 			hostnames = []string{""}
@@ -114,6 +143,22 @@ func referenceLookup(routes []Route, skipped map[int]bool, req Request) *Target 
 		)
 	})
 	return &best.target
+}
+
+// refMoreSpecificListener: an exact hostname beats a wildcard, a longer
+// wildcard a shorter one, and any hostname beats none.
+func refMoreSpecificListener(a, b string) bool {
+	switch {
+	case b == "":
+		return a != ""
+	case a == "":
+		return false
+	}
+	aWild, bWild := strings.HasPrefix(a, "*"), strings.HasPrefix(b, "*")
+	if aWild != bWild {
+		return bWild
+	}
+	return len(a) > len(b)
 }
 
 func cmpChain(results ...int) int {

@@ -1,14 +1,105 @@
 package router
 
-import "strings"
+import (
+	"bytes"
+	"cmp"
+	"slices"
+	"strings"
+)
 
 // Table is a compiled, immutable route set. It is safe for concurrent use.
 type Table struct {
+	// scopes has one entry per listener hostname (Route.Listener): exact
+	// names, then wildcards from the longest, then "" (any host).
+	scopes      []*scope
+	exactScopes map[string]*scope
+	// routes are the routes that compiled, in input order.
+	routes []*Route
+}
+
+// scope is what one listener hostname serves. A request goes to the most
+// specific listener whose hostname matches its host and is served by that
+// listener's routes only, as Gateway API listener isolation requires.
+type scope struct {
+	listener string
+	// suffix is the part of a wildcard listener hostname after its "*".
+	suffix string
+	hosts  hostIndex
+}
+
+// hostIndex finds the host tables for a request host: exact hosts, then
+// wildcards from the most specific, then the catch-all.
+type hostIndex struct {
 	exact map[string]*hostTable
 	wild  *wildNode
 	any   *hostTable
-	// routes are the routes that compiled, in input order.
-	routes []*Route
+}
+
+func newScope(listener string) *scope {
+	sc := &scope{listener: listener, hosts: hostIndex{exact: map[string]*hostTable{}, wild: newWildNode(nil, 0)}}
+	if strings.HasPrefix(listener, "*.") {
+		sc.suffix = listener[1:]
+	}
+	return sc
+}
+
+// scope returns the scope of a listener hostname, creating it as needed.
+func (t *Table) scope(listener string) *scope {
+	if sc := t.exactScopes[listener]; sc != nil {
+		return sc
+	}
+	sc := newScope(listener)
+	t.exactScopes[listener] = sc
+	t.scopes = append(t.scopes, sc)
+	return sc
+}
+
+// orderScopes puts the scopes in the order selectScope tries them.
+func (t *Table) orderScopes() {
+	rank := func(sc *scope) int {
+		switch {
+		case sc.listener == "":
+			return 2
+		case strings.HasPrefix(sc.listener, "*."):
+			return 1
+		}
+		return 0
+	}
+	slices.SortFunc(t.scopes, func(a, b *scope) int {
+		if c := cmp.Compare(rank(a), rank(b)); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(len(b.listener), len(a.listener)); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.listener, b.listener)
+	})
+	for name := range t.exactScopes {
+		if strings.HasPrefix(name, "*.") || name == "" {
+			delete(t.exactScopes, name)
+		}
+	}
+}
+
+// selectScope returns the scope that serves host: an exact listener
+// hostname, else the longest wildcard that covers host with at least one
+// label, else the listener without hostname.
+func (t *Table) selectScope(host []byte) *scope {
+	if len(t.scopes) == 1 && t.scopes[0].listener == "" {
+		return t.scopes[0]
+	}
+	if sc := t.exactScopes[string(host)]; sc != nil {
+		return sc
+	}
+	for _, sc := range t.scopes {
+		switch {
+		case sc.listener == "":
+			return sc
+		case sc.suffix != "" && len(host) > len(sc.suffix) && bytes.HasSuffix(host, []byte(sc.suffix)):
+			return sc
+		}
+	}
+	return nil
 }
 
 // entry is one compiled match in the table of one hostname.
@@ -197,40 +288,40 @@ func (c *valueCond) matches(v string) bool {
 	return v == c.value
 }
 
-func (t *Table) hostTable(host string) *hostTable {
+func (x *hostIndex) hostTable(host string) *hostTable {
 	switch {
 	case host == "":
-		if t.any == nil {
-			t.any = newHostTable("*")
+		if x.any == nil {
+			x.any = newHostTable("*")
 		}
-		return t.any
+		return x.any
 	case strings.HasPrefix(host, "*."):
-		n := t.wild.descend(host[2:])
+		n := x.wild.descend(host[2:])
 		if n.table == nil {
 			n.table = newHostTable(host)
 		}
 		return n.table
 	default:
-		h := t.exact[host]
+		h := x.exact[host]
 		if h == nil {
 			h = newHostTable(host)
-			t.exact[host] = h
+			x.exact[host] = h
 		}
 		return h
 	}
 }
 
-func (t *Table) forEachHost(f func(*hostTable)) {
-	for _, h := range t.exact {
+func (x *hostIndex) forEachHost(f func(*hostTable)) {
+	for _, h := range x.exact {
 		f(h)
 	}
-	t.wild.forEach(func(n *wildNode) {
+	x.wild.forEach(func(n *wildNode) {
 		if n.table != nil {
 			f(n.table)
 		}
 	})
-	if t.any != nil {
-		f(t.any)
+	if x.any != nil {
+		f(x.any)
 	}
 }
 
@@ -238,28 +329,40 @@ func (t *Table) forEachHost(f func(*hostTable)) {
 // a longer name is not a valid DNS name and can only match the catch-all.
 const maxHostLen = 255
 
-// Lookup returns the rule that serves req, or nil when none does. Hostname
-// precedence comes first: the exact host, then wildcard hosts from the most
-// specific, then routes without hostnames; within one hostname the rest of
-// the Gateway API order decides.
+// Lookup returns the rule that serves req, or nil when none does. The
+// listener hostname comes first (see scope), then hostname precedence: the
+// exact host, then wildcard hosts from the most specific, then routes
+// without hostnames; within one hostname the rest of the Gateway API order
+// decides.
 func (t *Table) Lookup(req Request) *Target {
 	if !strings.HasPrefix(req.Path, "/") {
 		return nil
 	}
 	var buf [maxHostLen]byte
 	host, ok := normalizeHost(req.Host, buf[:0])
-	if ok {
-		if h := t.exact[string(host)]; h != nil {
-			if tg := h.lookup(&req, 0); tg != nil {
+	if !ok {
+		host = nil // too long to be a name: only catch-alls can match
+	}
+	sc := t.selectScope(host)
+	if sc == nil {
+		return nil
+	}
+	return sc.hosts.lookup(host, &req)
+}
+
+func (x *hostIndex) lookup(host []byte, req *Request) *Target {
+	if len(host) > 0 {
+		if h := x.exact[string(host)]; h != nil {
+			if tg := h.lookup(req, 0); tg != nil {
 				return tg
 			}
 		}
-		if tg := t.wild.lookup(host, &req); tg != nil {
+		if tg := x.wild.lookup(host, req); tg != nil {
 			return tg
 		}
 	}
-	if t.any != nil {
-		return t.any.lookup(&req, 0)
+	if x.any != nil {
+		return x.any.lookup(req, 0)
 	}
 	return nil
 }

@@ -170,7 +170,7 @@ func TestLookup(t *testing.T) {
 			if got != tt.want {
 				t.Errorf("Lookup = %q, want %q", got, tt.want)
 			}
-			want := referenceLookup(tt.routes, nil, tt.req)
+			want := referenceLookup(tt.routes, nil, nil, tt.req)
 			if (want == nil) != (tt.want == "") {
 				t.Errorf("reference disagrees: %s", describeTarget(want))
 			}
@@ -274,5 +274,35 @@ func TestDescribeGolden(t *testing.T) {
 	}
 	if b.String() != string(want) {
 		t.Errorf("description changed (run with -update if intended):\n%s", b.String())
+	}
+}
+
+// TestListenerIsolation: a request belongs to the most specific listener
+// hostname on its socket, and routes of other listeners never serve it.
+func TestListenerIsolation(t *testing.T) {
+	through := func(r Route, listener string) Route { r.Listener = listener; return r }
+	routes := []Route{
+		through(route(KindHTTPRoute, "exact", 0, []string{"a.example.com"}, []Match{exact("/a")}), "a.example.com"),
+		through(route(KindHTTPRoute, "wild", 0, []string{"*.example.com"}, []Match{prefix("/")}), "*.example.com"),
+		through(route(KindHTTPRoute, "any", 0, nil, []Match{prefix("/")}), ""),
+	}
+	table, errs := Compile(routes, "a.example.com", "*.example.com", "quiet.example.com", "")
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	for _, tt := range []struct{ host, path, want string }{
+		{"a.example.com", "/a", "exact"},
+		{"a.example.com", "/b", ""}, // not the wildcard listener's, nor the catch-all's
+		{"b.example.com", "/b", "wild"},
+		{"quiet.example.com", "/", ""}, // a listener without routes still owns its host
+		{"other.org", "/", "any"},
+	} {
+		got := ""
+		if tg := table.Lookup(Request{Host: tt.host, Path: tt.path}); tg != nil {
+			got = tg.Route.ID.Name
+		}
+		if got != tt.want {
+			t.Errorf("%s%s served by %q, want %q", tt.host, tt.path, got, tt.want)
+		}
 	}
 }

@@ -27,6 +27,11 @@ func validateRoute(r *Route) error {
 	if r.ID.Name == "" {
 		return errors.New("name: must not be empty")
 	}
+	if r.Listener != "" {
+		if err := validateHostname(r.Listener); err != nil {
+			return fmt.Errorf("listener hostname %q: %w", r.Listener, err)
+		}
+	}
 	for i, h := range r.Hostnames {
 		if err := validateHostname(h); err != nil {
 			return fmt.Errorf("hostnames[%d] %q: %w", i, h, err)

@@ -21,6 +21,7 @@ import (
 var supportedFeatures = []gatewayv1.FeatureName{
 	"GRPCRoute",
 	"Gateway",
+	"GatewayHTTPListenerIsolation",
 	"GatewayPort8080",
 	"GatewayStaticAddresses",
 	"HTTPRoute",

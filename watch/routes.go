@@ -159,7 +159,7 @@ func (t *translator) attachToGateway(r *route, g *gateway, ref gatewayv1.ParentR
 			continue
 		}
 		for _, s := range l.sockets {
-			s.attach(router.Route{ID: r.id, Created: r.meta.CreationTimestamp.Time, Hostnames: hostnames, Rules: r.rules})
+			s.attach(router.Route{ID: r.id, Created: r.meta.CreationTimestamp.Time, Hostnames: hostnames, Listener: l.hostname, Rules: r.rules})
 		}
 	}
 	var p problem

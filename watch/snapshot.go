@@ -36,6 +36,10 @@ type Listener struct {
 	Protocol Protocol
 	// Hostnames are the hostnames the listener accepts; empty means any.
 	Hostnames []string
+	// ListenerHostnames are the hostnames of every Gateway listener bound
+	// here, "" for one without hostname; each route's Listener is one of
+	// them. The router gives a request to the most specific one.
+	ListenerHostnames []string
 	// Routes have their hostnames already narrowed to the Gateway listener
 	// they attached to, so one table per socket keeps listeners apart.
 	Routes []router.Route

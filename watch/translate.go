@@ -190,10 +190,17 @@ type socket struct {
 	anyHost   bool
 	hostnames []string
 	routes    []router.Route
-	// routeIndex finds the route an object already has on this socket,
-	// so attaching through a second listener adds hostnames to it.
-	routeIndex map[router.RouteID]int
+	// routeIndex finds the route an object already has on this socket
+	// through a listener hostname, so attaching through a second listener
+	// of the same hostname adds hostnames to it. Listeners of different
+	// hostnames keep separate copies: the router isolates them.
+	routeIndex map[routeKey]int
 	certs      []Cert
+}
+
+type routeKey struct {
+	id       router.RouteID
+	listener string
 }
 
 func socketName(address string, port int) string {
@@ -206,7 +213,7 @@ func (t *translator) bind(address string, port int, protocol Protocol, hostname 
 	name := socketName(address, port)
 	s := t.sockets[name]
 	if s == nil {
-		s = &socket{address: address, port: port, protocol: protocol, routeIndex: map[router.RouteID]int{}}
+		s = &socket{address: address, port: port, protocol: protocol, routeIndex: map[routeKey]int{}}
 		t.sockets[name] = s
 	}
 	if s.protocol != protocol {
@@ -223,9 +230,10 @@ func (t *translator) bind(address string, port int, protocol Protocol, hostname 
 // attach adds route to s with the given hostnames (nil: any). A route that
 // is already there through another listener gets the union of hostnames.
 func (s *socket) attach(route router.Route) {
-	i, ok := s.routeIndex[route.ID]
+	key := routeKey{route.ID, route.Listener}
+	i, ok := s.routeIndex[key]
 	if !ok {
-		s.routeIndex[route.ID] = len(s.routes)
+		s.routeIndex[key] = len(s.routes)
 		s.routes = append(s.routes, route)
 		return
 	}
@@ -255,8 +263,11 @@ func (t *translator) snapshot() *Snapshot {
 			Routes:   s.routes,
 			Certs:    s.certs,
 		}
+		l.ListenerHostnames = slices.Sorted(slices.Values(s.hostnames))
 		if !s.anyHost {
-			l.Hostnames = slices.Sorted(slices.Values(s.hostnames))
+			l.Hostnames = l.ListenerHostnames
+		} else {
+			l.ListenerHostnames = append(l.ListenerHostnames, "")
 		}
 		snap.Listeners = append(snap.Listeners, l)
 	}
