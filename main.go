@@ -47,16 +47,17 @@ func main() {
 }
 
 type config struct {
-	configPath     string
-	kubeconfig     string
-	leaseNamespace string
-	leaseName      string
-	identity       string
-	adminAddr      string
-	logFormat      string
-	logLevel       slog.Level
-	accessLog      bool
-	printVersion   bool
+	configPath       string
+	kubeconfig       string
+	leaseNamespace   string
+	leaseName        string
+	gatewayClassName string
+	identity         string
+	adminAddr        string
+	logFormat        string
+	logLevel         slog.Level
+	accessLog        bool
+	printVersion     bool
 	// statusWriteErrors counts failed status writes (cluster mode).
 	statusWriteErrors prometheus.Counter
 	watch             watch.Options
@@ -77,6 +78,7 @@ func parseFlags(args []string, output io.Writer) (*config, error) {
 	fs.StringVar(&c.watch.IngressHTTPSAddr, "https-addr", ":443", "address Ingresses are served on over HTTPS (TCP and UDP); empty to disable")
 	fs.StringVar(&c.watch.IngressClass, "ingress-class", watch.DefaultIngressClass, "IngressClass name to serve")
 	fs.StringVar(&c.watch.GatewayController, "gateway-controller", watch.DefaultGatewayController, "GatewayClass controllerName to serve")
+	fs.StringVar(&c.gatewayClassName, "gateway-class", "hostgate", "GatewayClass (of --gateway-controller) to create when missing; empty creates none")
 	fs.Func("address-pool", "comma-separated IP addresses given one per Gateway without spec.addresses (default: Gateways share the node's addresses)", func(s string) error {
 		c.watch.AddressPool = splitList(s)
 		return nil

@@ -38,6 +38,7 @@ func newSource(c *config, log *slog.Logger, publish func(*watch.Snapshot)) (*sou
 		Identity:          c.identity,
 		GatewayController: c.watch.GatewayController,
 		WriteErrors:       c.statusWriteErrors,
+		GatewayClassName:  c.gatewayClassName,
 	}, log.With("component", "status"))
 	if err != nil {
 		return nil, err

@@ -332,8 +332,8 @@ func TestHostNetworkVariant(t *testing.T) {
 }
 
 // TestRBAC checks the least-privilege promise: outside status subresources,
-// nothing but Leases and Events is ever written, and no rule uses a
-// wildcard.
+// nothing but Leases and Events is ever written, GatewayClasses only
+// created, and no rule uses a wildcard.
 func TestRBAC(t *testing.T) {
 	writable := []string{"leases", "events"}
 	readOnly := []string{"get", "list", "watch"}
@@ -362,7 +362,8 @@ func TestRBAC(t *testing.T) {
 					continue
 				}
 				for _, verb := range rule.Verbs {
-					if !slices.Contains(readOnly, verb) && !slices.Contains(writable, resource) {
+					createsClass := resource == "gatewayclasses" && verb == "create"
+					if !slices.Contains(readOnly, verb) && !slices.Contains(writable, resource) && !createsClass {
 						t.Errorf("%s %s: %s on %s: only %v may be written, other than status", obj.GetKind(), obj.GetName(), verb, resource, writable)
 					}
 				}
@@ -374,7 +375,9 @@ func TestRBAC(t *testing.T) {
 	}
 }
 
-// TestClasses checks that the classes name the controllers the code serves.
+// TestClasses checks that the IngressClass names the controller the code
+// serves, and that the manifest holds no GatewayClass: one apply could not
+// create it together with its CRD, so hostgate creates it (--gateway-class).
 func TestClasses(t *testing.T) {
 	found := 0
 	for _, obj := range readManifest(t, "hostgate.yaml") {
@@ -387,15 +390,11 @@ func TestClasses(t *testing.T) {
 				t.Errorf("IngressClass %s with controller %q, want hostgate with %q", class.Name, class.Spec.Controller, watch.IngressController)
 			}
 		case "GatewayClass":
-			found++
-			controller, _, _ := unstructured.NestedString(obj.Object, "spec", "controllerName")
-			if obj.GetName() != "hostgate" || controller != watch.DefaultGatewayController {
-				t.Errorf("GatewayClass %s with controllerName %q, want hostgate with %q", obj.GetName(), controller, watch.DefaultGatewayController)
-			}
+			t.Errorf("GatewayClass %s in the manifest: a first apply on a cluster without the CRDs would fail", obj.GetName())
 		}
 	}
-	if found != 2 {
-		t.Errorf("found %d of the IngressClass and the GatewayClass", found)
+	if found != 1 {
+		t.Errorf("found %d IngressClasses, want 1", found)
 	}
 }
 

@@ -47,6 +47,12 @@ type Options struct {
 	// WriteErrors, when set, counts status writes that failed; the
 	// Warn log says which object and why.
 	WriteErrors prometheus.Counter
+	// GatewayClassName, when set, is a GatewayClass of GatewayController
+	// that the writer creates if no object of that name exists. It lets
+	// one `kubectl apply` install hostgate: kubectl cannot create a
+	// GatewayClass in the same run as the CRD that defines the kind. An
+	// existing class of that name is never changed.
+	GatewayClassName string
 }
 
 // Leader election timing, client-go's usual values: a new writer takes
@@ -145,7 +151,11 @@ func (w *Writer) lead(ctx context.Context) {
 	w.log.Info("status writer leading", "identity", w.opts.Identity, "lease", w.opts.LeaseNamespace+"/"+w.opts.LeaseName)
 	ticker := time.NewTicker(resync)
 	defer ticker.Stop()
+	classReady := w.opts.GatewayClassName == ""
 	for {
+		if !classReady {
+			classReady = w.ensureGatewayClass(ctx)
+		}
 		w.mu.Lock()
 		reports := w.reports
 		w.mu.Unlock()
@@ -159,6 +169,30 @@ func (w *Writer) lead(ctx context.Context) {
 		case <-ticker.C:
 		}
 	}
+}
+
+// ensureGatewayClass creates the GatewayClass named by the options when
+// it is missing. It reports whether nothing is left to do; while the
+// Gateway API CRDs are not installed it is tried again at each resync.
+func (w *Writer) ensureGatewayClass(ctx context.Context) bool {
+	class := &gatewayv1.GatewayClass{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:   w.opts.GatewayClassName,
+			Labels: map[string]string{"app.kubernetes.io/managed-by": "hostgate"},
+		},
+		Spec: gatewayv1.GatewayClassSpec{ControllerName: gatewayv1.GatewayController(w.opts.GatewayController)},
+	}
+	_, err := w.gw.GatewayV1().GatewayClasses().Create(ctx, class, metav1.CreateOptions{})
+	switch {
+	case err == nil:
+		w.log.Info("created GatewayClass", "name", class.Name, "controller_name", class.Spec.ControllerName)
+		return true
+	case apierrors.IsAlreadyExists(err):
+		return true
+	case ctx.Err() == nil:
+		w.log.Info("GatewayClass not created yet", "name", class.Name, "error", err)
+	}
+	return false
 }
 
 // write brings every object of reports to its wanted status.

@@ -193,3 +193,38 @@ func leaseHolder(l *coordinationv1.Lease) string {
 	}
 	return *l.Spec.HolderIdentity
 }
+
+// TestCreatesMissingGatewayClass: the leader creates the configured
+// GatewayClass when it is missing, and never touches one that exists.
+func TestCreatesMissingGatewayClass(t *testing.T) {
+	env := kubetest.Shared(t)
+	ctx := context.Background()
+	gw := gatewayclient.NewForConfigOrDie(env.Config)
+	kube := kubernetes.NewForConfigOrDie(env.Config)
+	const ns = "class-maker"
+	_, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
+	check(t, err)
+	_, err = gw.GatewayV1().GatewayClasses().Create(ctx, &gatewayv1.GatewayClass{
+		ObjectMeta: metav1.ObjectMeta{Name: "taken"},
+		Spec:       gatewayv1.GatewayClassSpec{ControllerName: "example.com/other"},
+	}, metav1.CreateOptions{})
+	check(t, err)
+
+	for _, name := range []string{"made-by-hostgate", "taken"} {
+		w, err := New(env.Config, Options{LeaseNamespace: ns, LeaseName: name, Identity: "hostgate-a", GatewayClassName: name}, quiet)
+		check(t, err)
+		src, err := watch.NewCluster(env.Config, watch.Options{}, func(_ *watch.Snapshot, r *watch.Reports) { w.Update(r) }, quiet)
+		check(t, err)
+		run(t, src.Start)
+		run(t, w.Start)
+	}
+	eventually(t, "the missing class created and accepted", func() bool {
+		class, err := gw.GatewayV1().GatewayClasses().Get(ctx, "made-by-hostgate", metav1.GetOptions{})
+		return err == nil && class.Spec.ControllerName == watch.DefaultGatewayController && isTrue(class.Status.Conditions, "Accepted")
+	})
+	class, err := gw.GatewayV1().GatewayClasses().Get(ctx, "taken", metav1.GetOptions{})
+	check(t, err)
+	if class.Spec.ControllerName != "example.com/other" || isTrue(class.Status.Conditions, "Accepted") {
+		t.Errorf("another controller's class was changed: %+v", class)
+	}
+}
