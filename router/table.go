@@ -160,7 +160,7 @@ func (h *hostTable) add(e entry, intern func(string) string) {
 // segments that many routes repeat ("api", "v1"), which keeps them in cache.
 func (n *pathNode) descend(rest string, intern func(string) string) *pathNode {
 	for {
-		seg, tail, more := strings.Cut(rest, "/")
+		seg, tail, more := cutSegment(rest)
 		child := get(&n.children, seg)
 		if child == nil {
 			child = &pathNode{parent: n}
@@ -172,6 +172,15 @@ func (n *pathNode) descend(rest string, intern func(string) string) *pathNode {
 		}
 		rest = tail
 	}
+}
+
+// cutSegment splits the first path segment off rest; strings.Cut would
+// search for a one-byte separator with its general substring search.
+func cutSegment(rest string) (seg, tail string, more bool) {
+	if i := strings.IndexByte(rest, '/'); i >= 0 {
+		return rest[:i], rest[i+1:], true
+	}
+	return rest, "", false
 }
 
 // finish sorts every list and links prefix nodes; the table is read-only
@@ -200,7 +209,7 @@ func (h *hostTable) lookup(req *Request, wildLabels int) *Target {
 	path := req.Path
 	n, whole := &h.root, true
 	for rest := path[1:]; ; {
-		seg, tail, more := strings.Cut(rest, "/")
+		seg, tail, more := cutSegment(rest)
 		child := get(&n.children, seg)
 		if child == nil {
 			whole = false
