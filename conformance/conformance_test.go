@@ -187,6 +187,8 @@ func startHostgate(t *testing.T, kubeconfig string) {
 		"--https-addr=",
 		"--address-pool="+strings.Join(addressRange(poolFirst, poolLast), ","),
 		"--shutdown-delay=0s",
+		// The status writer's Lease: a namespace that exists in any cluster.
+		"--lease-namespace=default",
 		"--log-level=debug",
 	)
 	cmd.Stdout, cmd.Stderr = logFile, logFile

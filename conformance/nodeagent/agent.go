@@ -611,8 +611,7 @@ func (a *Agent) registerNode(ctx context.Context) error {
 			Labels: map[string]string{"kubernetes.io/hostname": a.cfg.NodeName, "kubernetes.io/os": "linux"},
 		},
 	}
-	created, err := a.cfg.Client.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{})
-	if err != nil {
+	if _, err := a.cfg.Client.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil {
 		return fmt.Errorf("register node %s: %w", a.cfg.NodeName, err)
 	}
 	capacity := corev1.ResourceList{
@@ -620,17 +619,27 @@ func (a *Agent) registerNode(ctx context.Context) error {
 		corev1.ResourceMemory: resource.MustParse("64Gi"),
 		corev1.ResourcePods:   resource.MustParse("250"),
 	}
-	created.Status = corev1.NodeStatus{
-		Capacity:        capacity,
-		Allocatable:     capacity,
-		Addresses:       []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: nodeAddr.Addr().String()}},
-		DaemonEndpoints: corev1.NodeDaemonEndpoints{KubeletEndpoint: corev1.DaemonEndpoint{Port: kubeletPort}},
-		Conditions: []corev1.NodeCondition{{
-			Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady",
-			LastHeartbeatTime: now, LastTransitionTime: now,
-		}},
-	}
-	if _, err := a.cfg.Client.CoreV1().Nodes().UpdateStatus(ctx, created, metav1.UpdateOptions{}); err != nil {
+	// Retried on conflict: kube-controller-manager annotates a new Node
+	// (its TTL controller) right after it appears.
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		current, err := a.cfg.Client.CoreV1().Nodes().Get(ctx, a.cfg.NodeName, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		current.Status = corev1.NodeStatus{
+			Capacity:        capacity,
+			Allocatable:     capacity,
+			Addresses:       []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: nodeAddr.Addr().String()}},
+			DaemonEndpoints: corev1.NodeDaemonEndpoints{KubeletEndpoint: corev1.DaemonEndpoint{Port: kubeletPort}},
+			Conditions: []corev1.NodeCondition{{
+				Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady",
+				LastHeartbeatTime: now, LastTransitionTime: now,
+			}},
+		}
+		_, err = a.cfg.Client.CoreV1().Nodes().UpdateStatus(ctx, current, metav1.UpdateOptions{})
+		return err
+	})
+	if err != nil {
 		return fmt.Errorf("register node %s: status: %w", a.cfg.NodeName, err)
 	}
 	return nil
