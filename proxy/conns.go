@@ -100,8 +100,11 @@ func (c *trackedConn) setProtocol(p connProtocol) {
 type connKey struct{}
 
 // connContext is the http.Server's ConnContext: it lets a request find the
-// connection it came on. TLS connections reach it wrapped.
+// connection it came on. Connections reach it wrapped by TLS or the guard.
 func connContext(ctx context.Context, c net.Conn) context.Context {
+	if gc, ok := c.(*guardConn); ok {
+		c = gc.Conn
+	}
 	if tc, ok := c.(*tls.Conn); ok {
 		c = tc.NetConn()
 	}
@@ -162,6 +165,9 @@ func (m *metrics) countHandshakes(cfg *tls.Config) *tls.Config {
 func (m *metrics) countFailedHandshake(c net.Conn, state http.ConnState) {
 	if state != http.StateClosed {
 		return
+	}
+	if gc, ok := c.(*guardConn); ok {
+		c = gc.Conn
 	}
 	tc, ok := c.(*tls.Conn)
 	if !ok || tc.ConnectionState().HandshakeComplete {

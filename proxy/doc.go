@@ -12,4 +12,9 @@
 // (redirect, rewrite), then the choice of a backend. Only the execution of
 // that plan (forward.go) is tied to net/http and httputil.ReverseProxy, so
 // that a purpose-built HTTP/1.1 engine can later run the same pipeline.
+//
+// Every TCP connection is read through a guard (guard.go) before net/http
+// sees it: it refuses ambiguous HTTP/1.1 framing (request smuggling) and
+// closes HTTP/2 connections that reset streams in a flood (rapid reset).
+// For it to read plaintext, TLS is terminated by the guard's listener.
 package proxy

@@ -97,13 +97,18 @@ func (s *Server) openListener(cfg *Listener) (*listener, error) {
 		ErrorLog:    slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
 	}
 	l.http.Protocols.SetHTTP1(true)
+	// The guard reads what clients send before net/http does (guard.go),
+	// so it terminates TLS itself: net/http sees plaintext, HTTP/1.1 or,
+	// after ALPN h2, HTTP/2 with prior knowledge, hence UnencryptedHTTP2
+	// on both kinds of listener. The handshake runs on net/http's first
+	// read, under ReadHeaderTimeout.
+	l.http.Protocols.SetUnencryptedHTTP2(true)
 	var serve func() error
 	if cfg.Protocol == HTTPS {
 		l.scheme = "https"
-		l.http.Protocols.SetHTTP2(true)
-		l.http.TLSConfig = s.metrics.countHandshakes(tlsstore.ServerConfig(l.tlsStore, "h2", "http/1.1"))
+		guarded := guardListener{Listener: l.tcp, tls: s.metrics.countHandshakes(tlsstore.ServerConfig(l.tlsStore, "h2", "http/1.1"))}
 		l.http.ConnState = s.metrics.countFailedHandshake
-		serve = func() error { return l.http.ServeTLS(l.tcp, "", "") }
+		serve = func() error { return l.http.Serve(guarded) }
 		if !o.DisableHTTP3 {
 			if err := l.openHTTP3(); err != nil {
 				ln.Close()
@@ -111,13 +116,12 @@ func (s *Server) openListener(cfg *Listener) (*listener, error) {
 			}
 		}
 	} else {
-		l.http.Protocols.SetUnencryptedHTTP2(true)
 		l.h2c = &http2.Server{
 			MaxConcurrentStreams: uint32(o.MaxConcurrentStreams),
 			IdleTimeout:          o.IdleTimeout,
 			WriteByteTimeout:     o.IdleTimeout,
 		}
-		serve = func() error { return l.http.Serve(l.tcp) }
+		serve = func() error { return l.http.Serve(guardListener{Listener: l.tcp}) }
 	}
 	l.serving.Go(func() {
 		// stopAccepting closes the socket before Shutdown, hence ErrClosed.

@@ -1,0 +1,782 @@
+package proxy
+
+// The connection guard reads what a client sends before net/http or the
+// HTTP/2 server does, to refuse what they accept but should not:
+//
+//   - HTTP/1.1 framing that two parsers could read differently (request
+//     smuggling, RFC 9112 sections 2.2, 5, 6.1, 7.1): Content-Length with
+//     Transfer-Encoding (net/http drops the Content-Length and keeps the
+//     connection, golang/go#80942), repeated or malformed Content-Length, a
+//     Transfer-Encoding other than chunked or on HTTP/1.0, obs-fold, bare
+//     LF or CR, field names that are not tokens, control characters in
+//     field values, malformed chunk sizes and chunk lines.
+//   - HTTP/2 rapid reset (CVE-2023-44487): streams the client resets before
+//     the response started. Go's server only bounds how many handlers run
+//     at once, so a client that opens and resets streams in a loop keeps a
+//     core and the backends busy without end.
+//
+// It is a streaming state machine over the bytes as they pass, so it
+// buffers nothing and costs a loop over each request head and chunk line;
+// bodies of known length are skipped whole.
+//
+// An HTTP/1.1 violation is not answered here, as a response of net/http
+// may be on its way on the same connection. The guard hands net/http a
+// poisoned request instead (a NUL byte, which no request line or field may
+// hold) in place of the offending request when it started in the same read,
+// or from the offending byte otherwise; net/http answers 400 with
+// "Connection: close" after the responses before it, then the guard reports
+// end of stream. The offending request never reaches a handler, so no
+// backend sees it, unless its head had already been handed over (a chunk
+// error after the head, in a later read): its body then fails to read and
+// the request to the backend is aborted.
+//
+// An HTTP/2 connection over the limit gets GOAWAY(ENHANCE_YOUR_CALM) and
+// its reads fail, which closes it.
+
+import (
+	"bytes"
+	"crypto/tls"
+	"encoding/binary"
+	"errors"
+	"io"
+	"net"
+	"sync/atomic"
+	"time"
+)
+
+// Rapid-reset budget: a connection may reset resetBurst streams before
+// their response started, then resetRate per second more. A browser
+// cancelling navigations or a gRPC client hitting deadlines stays far
+// below; a flood is cut after resetBurst streams.
+const (
+	resetBurst = 100
+	resetRate  = 10
+	// respSlots remembers, per connection, which streams' responses
+	// started. A stream maps to slot (id/2) mod respSlots, so two streams
+	// share a slot only if respSlots streams were opened between them
+	// while the first was still open, more than any MaxConcurrentStreams
+	// we accept.
+	respSlots = 1024
+)
+
+// poison is what net/http reads in place of a refused request.
+const poison = "\x00\r\n\r\n"
+
+var errCalm = errors.New("HTTP/2 connection closed: too many streams reset before their response (rapid reset)")
+
+// Reader states. HTTP/1.1 states come first.
+const (
+	stLine        uint8 = iota // in the request line
+	stLineLF                   // CR seen at the end of the request line
+	stFieldStart               // at the start of a field line, or the empty line
+	stName                     // in a field name
+	stValue                    // in a field value
+	stValueLF                  // CR seen at the end of a field line
+	stHeadLF                   // CR of the empty line that ends the head
+	stBody                     // in a body of known length
+	stChunkSize                // in a chunk size
+	stChunkExt                 // in chunk extensions
+	stChunkSizeLF              // CR seen at the end of the chunk line
+	stChunkData                // in chunk data
+	stChunkDataCR              // at the CR after chunk data
+	stChunkDataLF              // at the LF after chunk data
+	stUpgrading                // waiting for the answer to an Upgrade request
+	stPreface                  // in the HTTP/2 client preface
+	stFrames                   // in HTTP/2 frames
+	stPassthrough              // another protocol (WebSocket): not inspected
+	stRefused                  // a violation was found: serve poison, then EOF
+	stCalm                     // the rapid-reset limit was hit
+)
+
+// Field kinds the guard looks at.
+const (
+	fieldOther uint8 = iota
+	fieldContentLength
+	fieldTransferEncoding
+	fieldUpgrade
+)
+
+// Write-side states, stored atomically as the writer and reader of a
+// connection run on different goroutines.
+const (
+	wrHTTP1   uint32 = iota // responses to HTTP/1.1 requests
+	wrUpgrade               // the answer to an Upgrade request comes next
+	wrFrames                // HTTP/2 frames
+	wrOther                 // another protocol: not inspected
+)
+
+const h2Preface = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+
+// guardConn is a client connection seen through the guard.
+type guardConn struct {
+	net.Conn
+	// now is the clock of the reset budget, time.Now but in tests.
+	now func() time.Time
+
+	// Reader state, owned by whichever goroutine reads (one at a time).
+	st       uint8
+	field    uint8
+	digits   bool // the Content-Length value has digits
+	owsAfter bool // the Content-Length value had white space after digits
+	http10   bool
+	trailer  bool // the field lines are a chunked trailer section
+	sawCL    bool
+	sawTE    bool
+	chunked  bool
+	upgrade  bool
+	nameLen  int
+	valLen   int
+	tail     uint64   // the last 8 bytes of the request line
+	name     [17]byte // lower-cased start of the field name
+	val      [8]byte  // lower-cased start of a Transfer-Encoding value
+	remain   int64    // Content-Length, or body or chunk bytes left
+	chunkLen int      // hex digits of the chunk size
+	poisoned int      // poison bytes already handed out
+	begun    bool     // bytes of the current request were read
+	// pre counts bytes of the HTTP/2 preface read; -1 once the connection
+	// is known not to start with it.
+	pre int
+
+	// HTTP/2 reader state.
+	in       frameScanner
+	resets   float64 // reset budget left
+	refilled time.Time
+
+	// Writer state.
+	wr        atomic.Uint32
+	out       frameScanner
+	responded *[respSlots]atomic.Uint32
+
+	// writing and calm hand the GOAWAY to exactly one of the writer and
+	// the reader that trips the limit: writing is 1 during a Write and 2
+	// once the GOAWAY was written.
+	writing atomic.Uint32
+	calm    atomic.Bool
+	// lastStream is the highest stream the client opened, for GOAWAY.
+	lastStream atomic.Uint32
+}
+
+// newGuardConn guards c, which starts with an HTTP/1.1 request or the
+// HTTP/2 client preface.
+func newGuardConn(c net.Conn) *guardConn {
+	return &guardConn{Conn: c, now: time.Now, st: stLine}
+}
+
+func (g *guardConn) Read(p []byte) (int, error) {
+	switch g.st {
+	case stRefused:
+		return g.readPoison(p)
+	case stCalm:
+		return 0, errCalm
+	}
+	n, err := g.Conn.Read(p)
+	if n == 0 {
+		g.answerPlaintext(err)
+		return n, err
+	}
+	if g.st == stPassthrough {
+		return n, err
+	}
+	if g.st >= stPreface {
+		if !g.frames(p[:n]) {
+			return 0, errCalm
+		}
+		return n, err
+	}
+	if cut, ok := g.http1(p[:n]); !ok {
+		if g.st == stCalm {
+			// HTTP/2 began in this read and is over its budget.
+			return 0, errCalm
+		}
+		g.st = stRefused
+		if cut == 0 {
+			return g.readPoison(p)
+		}
+		return cut, nil
+	}
+	return n, err
+}
+
+// answerPlaintext answers an HTTP request sent to a TLS listener, which
+// fails the handshake, as net/http would had it terminated TLS.
+func (g *guardConn) answerPlaintext(err error) {
+	re, ok := errors.AsType[tls.RecordHeaderError](err)
+	if !ok || re.Conn == nil {
+		return
+	}
+	switch string(re.RecordHeader[:]) {
+	case "GET /", "HEAD ", "POST ", "PUT /", "OPTIO":
+		_, _ = io.WriteString(re.Conn, "HTTP/1.0 400 Bad Request\r\n\r\nClient sent an HTTP request to an HTTPS server.\n")
+	}
+}
+
+func (g *guardConn) readPoison(p []byte) (int, error) {
+	if g.poisoned == len(poison) {
+		return 0, io.EOF
+	}
+	n := copy(p, poison[g.poisoned:])
+	g.poisoned += n
+	return n, nil
+}
+
+// http1 runs the HTTP/1.1 reader over b. On a violation it returns false
+// and how many bytes of b net/http may have before the poison.
+func (g *guardConn) http1(b []byte) (int, bool) {
+	// msgStart is where the current request started in b, and headEnd
+	// where its head ended (at the final LF), or -1 if not in b.
+	msgStart, headEnd := -1, -1
+	if g.st == stLine && !g.begun {
+		msgStart = 0
+	}
+	for i := 0; i < len(b); i++ {
+		c := b[i]
+		switch g.st {
+		case stLine:
+			g.begun = true
+			if g.pre >= 0 {
+				// At the start of the connection: the HTTP/2 preface?
+				if c == h2Preface[g.pre] {
+					g.pre++
+					if g.pre == len(h2Preface) {
+						g.startFrames()
+						if !g.frames(b[i+1:]) {
+							return 0, false
+						}
+						return len(b), true
+					}
+					continue
+				}
+				// Not the preface: the bytes matched so far were the
+				// start of a request line, unless they went past it.
+				if g.pre >= len("PRI * HTTP/2.0") {
+					return refuse(msgStart, headEnd, i)
+				}
+				for _, pc := range []byte(h2Preface[:g.pre]) {
+					g.tail = g.tail<<8 | uint64(pc)
+				}
+				g.pre = -1
+			}
+			switch {
+			case c == '\r':
+				g.st = stLineLF
+			case c == '\n' || c < ' ' || c == 0x7f:
+				return refuse(msgStart, headEnd, i)
+			default:
+				g.tail = g.tail<<8 | uint64(c)
+			}
+		case stLineLF:
+			if c != '\n' {
+				return refuse(msgStart, headEnd, i)
+			}
+			switch g.tail {
+			case versionHTTP11:
+				g.http10 = false
+			case versionHTTP10:
+				g.http10 = true
+			default:
+				// Not HTTP/1.x: net/http refuses it, and the guard would
+				// not know its framing.
+				return refuse(msgStart, headEnd, i)
+			}
+			g.st = stFieldStart
+		case stFieldStart:
+			switch {
+			case c == '\r':
+				g.st = stHeadLF
+			case c == ' ' || c == '\t':
+				// obs-fold (RFC 9112 section 5.2), or white space before
+				// the first field name (section 2.2).
+				return refuse(msgStart, headEnd, i)
+			case !isTokenByte(c):
+				return refuse(msgStart, headEnd, i)
+			default:
+				g.st = stName
+				g.name[0] = c | 0x20
+				g.nameLen = 1
+			}
+		case stName:
+			switch {
+			case c == ':':
+				g.startValue()
+			case !isTokenByte(c):
+				// Spaces, control characters, and anything else that is
+				// not a token, including white space before the colon.
+				return refuse(msgStart, headEnd, i)
+			default:
+				if g.nameLen < len(g.name) {
+					g.name[g.nameLen] = c | 0x20
+				}
+				g.nameLen++
+			}
+		case stValue:
+			// Skip plain value bytes of fields the guard ignores.
+			if g.field == fieldOther {
+				for i < len(b) && b[i] >= ' ' && b[i] != 0x7f {
+					i++
+				}
+				if i == len(b) {
+					break
+				}
+				c = b[i]
+			}
+			switch {
+			case c == '\r':
+				g.st = stValueLF
+			case (c < ' ' && c != '\t') || c == 0x7f:
+				return refuse(msgStart, headEnd, i)
+			case !g.value(c):
+				return refuse(msgStart, headEnd, i)
+			}
+		case stValueLF:
+			if c != '\n' || !g.endField() {
+				return refuse(msgStart, headEnd, i)
+			}
+			g.st = stFieldStart
+		case stHeadLF:
+			if c != '\n' {
+				return refuse(msgStart, headEnd, i)
+			}
+			if g.trailer {
+				g.endMessage()
+				msgStart, headEnd = i+1, -1
+				break
+			}
+			switch {
+			case g.sawTE && (g.sawCL || g.http10 || !g.chunked):
+				// RFC 9112 section 6.1: both framings, or chunked on a
+				// version that predates it, cannot be read safely; a
+				// coding other than chunked (last) has no known length.
+				return refuse(msgStart, headEnd, i)
+			case g.sawTE:
+				g.st = stChunkSize
+				g.remain, g.chunkLen = 0, 0
+				headEnd = i
+			case g.remain > 0:
+				g.st = stBody
+				headEnd = i
+			default:
+				g.endMessage()
+				msgStart, headEnd = i+1, -1
+			}
+		case stBody:
+			skip := min(g.remain, int64(len(b)-i))
+			g.remain -= skip
+			i += int(skip) - 1
+			if g.remain == 0 {
+				g.endMessage()
+				msgStart, headEnd = i+1, -1
+			}
+		case stChunkSize:
+			if d, ok := hexDigit(c); ok {
+				// 15 hex digits bound a size below 2^60, which fits.
+				if g.chunkLen == 15 {
+					return refuse(msgStart, headEnd, i)
+				}
+				g.remain = g.remain<<4 | int64(d)
+				g.chunkLen++
+				break
+			}
+			if g.chunkLen == 0 {
+				return refuse(msgStart, headEnd, i)
+			}
+			switch c {
+			case '\r':
+				g.st = stChunkSizeLF
+			case ';', ' ', '\t':
+				g.st = stChunkExt
+			default:
+				return refuse(msgStart, headEnd, i)
+			}
+		case stChunkExt:
+			switch {
+			case c == '\r':
+				g.st = stChunkSizeLF
+			case (c < ' ' && c != '\t') || c == 0x7f:
+				return refuse(msgStart, headEnd, i)
+			}
+		case stChunkSizeLF:
+			if c != '\n' {
+				return refuse(msgStart, headEnd, i)
+			}
+			if g.remain == 0 {
+				g.trailer = true
+				g.st = stFieldStart
+			} else {
+				g.st = stChunkData
+			}
+		case stChunkData:
+			skip := min(g.remain, int64(len(b)-i))
+			g.remain -= skip
+			i += int(skip) - 1
+			if g.remain == 0 {
+				g.st = stChunkDataCR
+			}
+		case stChunkDataCR:
+			if c != '\r' {
+				return refuse(msgStart, headEnd, i)
+			}
+			g.st = stChunkDataLF
+		case stChunkDataLF:
+			if c != '\n' {
+				return refuse(msgStart, headEnd, i)
+			}
+			g.st = stChunkSize
+			g.remain, g.chunkLen = 0, 0
+		case stUpgrading:
+			switch g.wr.Load() {
+			case wrHTTP1:
+				// The upgrade was declined; this is the next request.
+				g.st = stLine
+				msgStart, headEnd = i, -1
+				i--
+				continue
+			case wrFrames:
+				g.st = stPreface
+				g.pre = 0
+				g.resets, g.refilled = resetBurst, g.now()
+				if !g.frames(b[i:]) {
+					return 0, false
+				}
+				return len(b), true
+			case wrOther:
+				g.st = stPassthrough
+				return len(b), true
+			}
+			// Bytes before the answer: a client must wait for 101 before
+			// speaking the new protocol (RFC 9110 section 7.8), and one
+			// that sends another request meanwhile is pipelining past a
+			// request that may end HTTP/1.1 on this connection.
+			return refuse(msgStart, headEnd, i)
+		}
+	}
+	return len(b), true
+}
+
+// refuse reports a violation at b[i] and where to cut b: where the
+// request started, else before the end of its head, so that net/http
+// reads poison in the head; else, the head having been handed over in an
+// earlier read, at the violation.
+func refuse(msgStart, headEnd, i int) (int, bool) {
+	switch {
+	case msgStart >= 0:
+		return msgStart, false
+	case headEnd >= 0:
+		return headEnd, false
+	}
+	return i, false
+}
+
+// versionHTTP11 and versionHTTP10 are the last 8 bytes of a request line
+// as guardConn.tail holds them.
+var (
+	versionHTTP11 = binary.BigEndian.Uint64([]byte("HTTP/1.1"))
+	versionHTTP10 = binary.BigEndian.Uint64([]byte("HTTP/1.0"))
+)
+
+func (g *guardConn) startValue() {
+	g.st = stValue
+	g.field = fieldOther
+	g.valLen, g.digits, g.owsAfter = 0, false, false
+	if g.trailer || g.nameLen > len(g.name) {
+		return
+	}
+	switch string(g.name[:g.nameLen]) {
+	case "content-length":
+		g.field = fieldContentLength
+		g.remain = 0
+	case "transfer-encoding":
+		g.field = fieldTransferEncoding
+	case "upgrade":
+		g.field = fieldUpgrade
+	}
+}
+
+// value takes one byte of a field value and reports whether it is valid.
+func (g *guardConn) value(c byte) bool {
+	switch g.field {
+	case fieldContentLength:
+		switch {
+		case c >= '0' && c <= '9':
+			// A list ("5, 5") or digits after white space are refused:
+			// only a single number has one reading. 18 digits fit.
+			if g.owsAfter || g.valLen == 18 {
+				return false
+			}
+			g.remain = g.remain*10 + int64(c-'0')
+			g.digits = true
+			g.valLen++
+		case c == ' ' || c == '\t':
+			g.owsAfter = g.digits
+		default:
+			return false
+		}
+	case fieldTransferEncoding:
+		if c == ' ' || c == '\t' {
+			g.owsAfter = g.valLen > 0
+			return true
+		}
+		if g.owsAfter {
+			// White space inside: not the single token "chunked", which
+			// a length past any token's tells endField.
+			g.valLen = len(g.val) + 1
+		}
+		if g.valLen < len(g.val) {
+			g.val[g.valLen] = c | 0x20
+		}
+		g.valLen++
+	}
+	return true
+}
+
+// endField ends a field line and reports whether it is valid.
+func (g *guardConn) endField() bool {
+	switch g.field {
+	case fieldContentLength:
+		// Repeated, even with the same value: RFC 9110 section 8.6
+		// lets a recipient take that, but not every parser behind us does.
+		if !g.digits || g.sawCL {
+			return false
+		}
+		g.sawCL = true
+	case fieldTransferEncoding:
+		if g.sawTE {
+			return false
+		}
+		g.sawTE = true
+		g.chunked = g.valLen == len("chunked") && string(g.val[:7]) == "chunked"
+	case fieldUpgrade:
+		g.upgrade = true
+	}
+	return true
+}
+
+// endMessage readies the reader for the next request.
+func (g *guardConn) endMessage() {
+	upgrade := g.upgrade
+	g.st = stLine
+	g.tail, g.remain = 0, 0
+	g.begun, g.http10, g.trailer, g.sawCL, g.sawTE, g.chunked, g.upgrade = false, false, false, false, false, false, false
+	if upgrade {
+		g.st = stUpgrading
+		g.wr.Store(wrUpgrade)
+	}
+}
+
+func isTokenByte(c byte) bool {
+	return c < 0x80 && tokenTable[c]
+}
+
+// tokenTable holds the tchar of RFC 9110 section 5.6.2.
+var tokenTable = func() (t [128]bool) {
+	for c := '0'; c <= '9'; c++ {
+		t[c] = true
+	}
+	for c := 'a'; c <= 'z'; c++ {
+		t[c] = true
+		t[c-'a'+'A'] = true
+	}
+	for _, c := range "!#$%&'*+-.^_`|~" {
+		t[c] = true
+	}
+	return t
+}()
+
+func hexDigit(c byte) (byte, bool) {
+	switch {
+	case c >= '0' && c <= '9':
+		return c - '0', true
+	case c >= 'a' && c <= 'f':
+		return c - 'a' + 10, true
+	case c >= 'A' && c <= 'F':
+		return c - 'A' + 10, true
+	}
+	return 0, false
+}
+
+// startFrames switches a connection that sent the HTTP/2 preface to
+// reading frames, in both directions.
+func (g *guardConn) startFrames() {
+	g.st = stFrames
+	g.resets, g.refilled = resetBurst, g.now()
+	g.responded = new([respSlots]atomic.Uint32)
+	g.wr.Store(wrFrames)
+}
+
+// frames runs the HTTP/2 reader over b and reports whether the connection
+// stays within its reset budget.
+func (g *guardConn) frames(b []byte) bool {
+	if g.st == stPreface {
+		// The HTTP/2 server checks the preface; here it is skipped.
+		n := min(len(b), len(h2Preface)-g.pre)
+		g.pre += n
+		b = b[n:]
+		if g.pre < len(h2Preface) {
+			return true
+		}
+		g.st = stFrames
+	}
+	for b, ok := g.in.next(b); ok; b, ok = g.in.next(b) {
+		stream := g.in.stream()
+		switch g.in.hdr[3] {
+		case frameHeaders:
+			if stream > g.lastStream.Load() {
+				g.lastStream.Store(stream)
+			}
+		case frameRSTStream:
+			if g.responded[stream>>1%respSlots].Load() != stream && !g.spendReset() {
+				g.st = stCalm
+				g.goAway()
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// HTTP/2 frame types and the error code the guard uses (RFC 9113).
+const (
+	frameHeaders       = 0x1
+	frameRSTStream     = 0x3
+	frameGoAway        = 0x7
+	errEnhanceYourCalm = 0xb
+)
+
+// spendReset takes one reset from the budget, refilled at resetRate per
+// second up to resetBurst, and reports whether there was one.
+func (g *guardConn) spendReset() bool {
+	now := g.now()
+	g.resets = min(resetBurst, g.resets+now.Sub(g.refilled).Seconds()*resetRate)
+	g.refilled = now
+	if g.resets < 1 {
+		return false
+	}
+	g.resets--
+	return true
+}
+
+// goAway has GOAWAY(ENHANCE_YOUR_CALM) written now, or by the Write in
+// progress when it ends; writes fail after it.
+func (g *guardConn) goAway() {
+	g.calm.Store(true)
+	if g.writing.CompareAndSwap(0, 2) {
+		g.writeGoAway()
+	}
+}
+
+func (g *guardConn) writeGoAway() {
+	var f [17]byte
+	f[2] = 8
+	f[3] = frameGoAway
+	binary.BigEndian.PutUint32(f[9:], g.lastStream.Load())
+	binary.BigEndian.PutUint32(f[13:], errEnhanceYourCalm)
+	// A client that does not read must not hold the reader here.
+	_ = g.Conn.SetWriteDeadline(g.now().Add(time.Second))
+	_, _ = g.Conn.Write(f[:])
+}
+
+func (g *guardConn) Write(p []byte) (int, error) {
+	switch g.wr.Load() {
+	case wrUpgrade:
+		g.answer(p)
+	case wrFrames:
+		return g.writeFrames(p)
+	}
+	return g.Conn.Write(p)
+}
+
+// answer looks at the head of the answer to an Upgrade request, which
+// net/http, httputil.ReverseProxy and the h2c upgrade write whole: 101
+// switches to HTTP/2 if it names h2c (serveH2CUpgrade's head) and to an
+// uninspected protocol otherwise, another 1xx leaves the question open,
+// anything else declines. The reader learns of it before the client can.
+//
+// The answer is taken to be that of the Upgrade request, so an Upgrade
+// pipelined behind another request fails (closed): the earlier response
+// ends the upgrade and the new protocol's bytes are refused as HTTP/1.1.
+func (g *guardConn) answer(p []byte) {
+	if len(p) < 12 || string(p[:7]) != "HTTP/1." || p[8] != ' ' || p[9] != '1' {
+		g.wr.Store(wrHTTP1)
+		return
+	}
+	if string(p[9:12]) != "101" {
+		return
+	}
+	if bytes.Contains(p, []byte("\r\nUpgrade: h2c\r\n")) {
+		g.responded = new([respSlots]atomic.Uint32)
+		g.wr.Store(wrFrames)
+		return
+	}
+	g.wr.Store(wrOther)
+}
+
+// writeFrames notes the streams whose response starts in p before writing
+// it, so that a reset the client sends after seeing it is not counted.
+func (g *guardConn) writeFrames(p []byte) (int, error) {
+	if !g.writing.CompareAndSwap(0, 1) {
+		return 0, errCalm
+	}
+	for b, ok := g.out.next(p); ok; b, ok = g.out.next(b) {
+		if g.out.hdr[3] == frameHeaders {
+			stream := g.out.stream()
+			g.responded[stream>>1%respSlots].Store(stream)
+		}
+	}
+	n, err := g.Conn.Write(p)
+	g.writing.Store(0)
+	if g.calm.Load() && g.writing.CompareAndSwap(0, 2) {
+		g.writeGoAway()
+	}
+	return n, err
+}
+
+// frameScanner finds the HTTP/2 frame headers in a stream of bytes that
+// comes in pieces.
+type frameScanner struct {
+	hdr    [9]byte
+	n      int   // bytes of hdr filled
+	remain int64 // payload bytes of the current frame left
+}
+
+// next skips b to the end of the next frame header and returns the rest
+// of b, and false if b ended first.
+func (s *frameScanner) next(b []byte) ([]byte, bool) {
+	for len(b) > 0 {
+		if s.remain > 0 {
+			n := min(s.remain, int64(len(b)))
+			s.remain -= n
+			b = b[n:]
+			continue
+		}
+		n := copy(s.hdr[s.n:], b)
+		s.n += n
+		b = b[n:]
+		if s.n == len(s.hdr) {
+			s.n = 0
+			s.remain = int64(s.hdr[0])<<16 | int64(s.hdr[1])<<8 | int64(s.hdr[2])
+			return b, true
+		}
+	}
+	return b, false
+}
+
+func (s *frameScanner) stream() uint32 {
+	return binary.BigEndian.Uint32(s.hdr[5:]) & 0x7fffffff
+}
+
+// guardListener guards the connections it accepts, after terminating TLS
+// if tls is set.
+type guardListener struct {
+	net.Listener
+	tls *tls.Config
+}
+
+func (l guardListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	if l.tls != nil {
+		c = tls.Server(c, l.tls)
+	}
+	return newGuardConn(c), nil
+}
