@@ -358,7 +358,9 @@ func (a *Agent) startServer(p *corev1.Pod, c corev1.Container, run *pod, mounts 
 	cmd := exec.Command("ip", args...) // ip execs the server: the PID stays the server's
 	cmd.Env = env
 	cmd.Dir = run.dir
-	cmd.Stdout, cmd.Stderr = logFile, logFile
+	// One writer for both streams, so that lines from each stay whole.
+	stamped := &stampedLog{w: logFile}
+	cmd.Stdout, cmd.Stderr = stamped, stamped
 	if err := proc.Start(cmd); err != nil {
 		logFile.Close()
 		return nil, fmt.Errorf("container %s: %w", c.Name, err)

@@ -1,6 +1,8 @@
 package nodeagent
 
 import (
+	"bufio"
+	"bytes"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -15,6 +17,7 @@ import (
 	"net/http"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -46,7 +49,9 @@ func (a *Agent) serveKubelet() (*http.Server, error) {
 	return srv, nil
 }
 
-// containerLogs sends the whole log; options such as sinceTime or follow
+// containerLogs sends a container's log as a kubelet does, honouring
+// sinceTime and sinceSeconds (the mirror tests read only what was logged
+// after their request) and timestamps; follow, tailLines and limitBytes
 // are not emulated.
 func (a *Agent) containerLogs(w http.ResponseWriter, r *http.Request) {
 	a.mu.Lock()
@@ -59,6 +64,26 @@ func (a *Agent) containerLogs(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "container not found", http.StatusNotFound)
 		return
 	}
+	q := r.URL.Query()
+	var since time.Time
+	if v := q.Get("sinceTime"); v != "" {
+		t, err := time.Parse(time.RFC3339, v)
+		if err != nil {
+			http.Error(w, "sinceTime: "+err.Error(), http.StatusBadRequest)
+			return
+		}
+		since = t
+	}
+	if v := q.Get("sinceSeconds"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			http.Error(w, "sinceSeconds: "+err.Error(), http.StatusBadRequest)
+			return
+		}
+		since = time.Now().Add(-time.Duration(n) * time.Second)
+	}
+	timestamps := q.Get("timestamps") == "true"
+
 	f, err := os.Open(path)
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusNotFound)
@@ -66,7 +91,52 @@ func (a *Agent) containerLogs(w http.ResponseWriter, r *http.Request) {
 	}
 	defer f.Close()
 	w.Header().Set("Content-Type", "text/plain")
-	_, _ = io.Copy(w, f) // a client that went away needs no answer
+	lines := bufio.NewScanner(f)
+	lines.Buffer(nil, 1<<20)
+	for lines.Scan() {
+		stamp, text, _ := strings.Cut(lines.Text(), " ")
+		if t, err := time.Parse(time.RFC3339Nano, stamp); err == nil && t.Before(since) {
+			continue
+		}
+		if timestamps {
+			text = lines.Text()
+		}
+		if _, err := io.WriteString(w, text+"\n"); err != nil {
+			return // the client went away
+		}
+	}
+}
+
+// stampedLog stores what a server writes the way container runtimes do:
+// each line prefixed with the time it was written, which is what
+// sinceTime filters on.
+type stampedLog struct {
+	w io.Writer
+	// midLine is set when the last write did not end a line.
+	midLine bool
+}
+
+func (s *stampedLog) Write(p []byte) (int, error) {
+	var buf []byte
+	for rest := p; len(rest) > 0; {
+		if !s.midLine {
+			buf = time.Now().UTC().AppendFormat(buf, time.RFC3339Nano)
+			buf = append(buf, ' ')
+		}
+		i := bytes.IndexByte(rest, '\n')
+		if i < 0 {
+			buf = append(buf, rest...)
+			s.midLine = true
+			break
+		}
+		buf = append(buf, rest[:i+1]...)
+		s.midLine = false
+		rest = rest[i+1:]
+	}
+	if _, err := s.w.Write(buf); err != nil {
+		return 0, err
+	}
+	return len(p), nil
 }
 
 func selfSigned(ip net.IP) (tls.Certificate, error) {
