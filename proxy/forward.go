@@ -122,8 +122,10 @@ func newForwarder(s *Server) *forwarder {
 	dialer := &net.Dialer{Timeout: o.DialTimeout, KeepAlive: 30 * time.Second}
 	transport := func(http1, http2, h2c bool) *http.Transport {
 		t := &http.Transport{
-			DialContext:            dialer.DialContext,
-			TLSClientConfig:        o.UpstreamTLS,
+			DialContext: dialer.DialContext,
+			// A copy each: a transport with HTTP/2 adds "h2" to the
+			// config's NextProtos, which "https" must not offer.
+			TLSClientConfig:        o.UpstreamTLS.Clone(),
 			TLSHandshakeTimeout:    o.DialTimeout,
 			MaxIdleConnsPerHost:    o.MaxIdleConnsPerEndpoint,
 			IdleConnTimeout:        o.UpstreamIdleTimeout,

@@ -135,7 +135,8 @@ type guardConn struct {
 	begun    bool     // bytes of the current request were read
 	// pre counts bytes of the HTTP/2 preface read; -1 once the connection
 	// is known not to start with it.
-	pre int
+	pre    int
+	alpnH2 bool // the client chose h2 in the TLS handshake
 
 	// HTTP/2 reader state.
 	in       frameScanner
@@ -177,6 +178,12 @@ func (g *guardConn) Read(p []byte) (int, error) {
 	if g.st == stPassthrough {
 		return n, err
 	}
+	if g.pre == 0 && !g.begun {
+		// The first bytes: a handshake, if any, is done.
+		if tc, ok := g.Conn.(*tls.Conn); ok {
+			g.alpnH2 = tc.ConnectionState().NegotiatedProtocol == "h2"
+		}
+	}
 	if g.st >= stPreface {
 		if !g.frames(p[:n]) {
 			return 0, errCalm
@@ -208,6 +215,13 @@ func (g *guardConn) answerPlaintext(err error) {
 	case "GET /", "HEAD ", "POST ", "PUT /", "OPTIO":
 		_, _ = io.WriteString(re.Conn, "HTTP/1.0 400 Bad Request\r\n\r\nClient sent an HTTP request to an HTTPS server.\n")
 	}
+}
+
+// hangUp makes a refusal close the connection without an answer, for a
+// client that does not speak HTTP/1.1. It is only for the first bytes of
+// a connection: the end of stream would cancel requests in flight.
+func (g *guardConn) hangUp() {
+	g.poisoned = len(poison)
 }
 
 func (g *guardConn) readPoison(p []byte) (int, error) {
@@ -246,11 +260,19 @@ func (g *guardConn) http1(b []byte) (int, bool) {
 					}
 					continue
 				}
-				// Not the preface: the bytes matched so far were the
-				// start of a request line, unless they went past it.
-				if g.pre >= len("PRI * HTTP/2.0") {
+				// Not the preface. A client that chose h2 by ALPN gets no
+				// HTTP/1.1 answer (RFC 9113 section 3.4).
+				if g.alpnH2 {
+					g.hangUp()
 					return refuse(msgStart, headEnd, i)
 				}
+				// Past "PRI * HTTP/2.0" and its line end, which net/http
+				// would take for a request line: poison it there.
+				if line := len("PRI * HTTP/2.0"); g.pre > line {
+					return max(0, i-(g.pre-line)), false
+				}
+				// The bytes matched so far were the start of a request
+				// line.
 				for _, pc := range []byte(h2Preface[:g.pre]) {
 					g.tail = g.tail<<8 | uint64(pc)
 				}

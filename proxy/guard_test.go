@@ -97,7 +97,8 @@ func TestRequestSmuggling(t *testing.T) {
 	tests := []struct {
 		name string
 		raw  string
-		// want is the statuses in order; the last request is refused.
+		// want is the statuses in order; the last request is refused,
+		// with 400 unless it is a broken HTTP/2 preface.
 		want []int
 		// forwarded is how many requests the backend must see.
 		forwarded int64
@@ -134,6 +135,8 @@ func TestRequestSmuggling(t *testing.T) {
 		{"NUL in a value", "GET / HTTP/1.1\r\nHost: a.test\r\nX-A: a\x00b\r\n\r\n", []int{400}, 0},
 		{"space before the first field", "GET / HTTP/1.1\r\n Host: a.test\r\n\r\n", []int{400}, 0},
 		{"not HTTP/1.x", "GET / HTTP/3.0\r\nHost: a.test\r\n\r\n", []int{400}, 0},
+		{"not HTTP/1.x after a good request", get + "GET / HTTP/3.0\r\nHost: a.test\r\n\r\n", []int{200, 400}, 1},
+		{"broken HTTP/2 preface", "PRI * HTTP/2.0\r\n\r\nXX\r\n\r\n", []int{400}, 0},
 		{"pipelined before an upgrade answer", "GET / HTTP/1.1\r\nHost: a.test\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n" + get, []int{200, 400}, 1},
 		{"oversized head", "GET / HTTP/1.1\r\nHost: a.test\r\nX-Big: " + strings.Repeat("a", 80<<10) + "\r\n\r\n", []int{431}, 0},
 	}
@@ -283,6 +286,16 @@ func TestPlaintextToTLS(t *testing.T) {
 	statuses, closed := rawExchange(t, c, "GET / HTTP/1.1\r\nHost: a.test\r\n\r\n")
 	if !equalInts(statuses, []int{400}) || !closed {
 		t.Errorf("statuses %v closed %v, want [400] closed", statuses, closed)
+	}
+}
+
+// TestHTTP1AfterALPNH2 sends HTTP/1.1 on a connection that chose h2: it
+// is closed without an answer, which the client would not understand.
+func TestHTTP1AfterALPNH2(t *testing.T) {
+	dial, seen := guardedServer(t, HTTPS, nil)
+	statuses, closed := rawExchange(t, dial(t, "h2"), "GET / HTTP/1.1\r\nHost: a.test\r\n\r\n")
+	if len(statuses) != 0 || !closed || seen.Load() != 0 {
+		t.Errorf("statuses %v closed %v backend saw %d, want none, closed, none", statuses, closed, seen.Load())
 	}
 }
 

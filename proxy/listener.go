@@ -20,6 +20,10 @@ import (
 	"github.com/hostgate/hostgate/tlsstore"
 )
 
+// h2MaxFrameSize is SETTINGS_MAX_FRAME_SIZE's initial value (RFC 9113
+// section 6.5.2).
+const h2MaxFrameSize = 16 << 10
+
 // listener is one open Listener: a TCP socket served by net/http and, for
 // HTTPS, a UDP socket served by quic-go.
 type listener struct {
@@ -88,6 +92,10 @@ func (s *Server) openListener(cfg *Listener) (*listener, error) {
 		MaxHeaderBytes:    o.MaxHeaderBytes,
 		HTTP2: &http.HTTP2Config{
 			MaxConcurrentStreams: o.MaxConcurrentStreams,
+			// The protocol's default rather than Go's 1 MiB: clients
+			// send no larger frames, and a larger one is refused as
+			// RFC 9113 section 4.2 says (h2spec 4.2/3).
+			MaxReadFrameSize: h2MaxFrameSize,
 			// A peer that stops reading would otherwise hold a stream's
 			// buffers forever.
 			WriteByteTimeout: o.IdleTimeout,
@@ -118,6 +126,7 @@ func (s *Server) openListener(cfg *Listener) (*listener, error) {
 	} else {
 		l.h2c = &http2.Server{
 			MaxConcurrentStreams: uint32(o.MaxConcurrentStreams),
+			MaxReadFrameSize:     h2MaxFrameSize,
 			IdleTimeout:          o.IdleTimeout,
 			WriteByteTimeout:     o.IdleTimeout,
 		}
