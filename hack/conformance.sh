@@ -94,7 +94,12 @@ mkdir -p "$root/conformance/logs" "$work/tmp"
 	-hostgate "$hostgate" -echo-server "$work/echo-basic" \
 	-net-prefix "$prefix" -log-dir "$root/conformance/logs" \
 	-hostgate-version "$version" "${report[@]}" "$@") \
-	> >(tee "$root/conformance/logs/suite.log") 2>&1 &
+	> >(
+		# tee outlives a Ctrl-C, so that the runner can still report
+		# while it stops everything.
+		trap '' INT TERM
+		exec tee "$root/conformance/logs/suite.log"
+	) 2>&1 &
 test_pid=$!
 status=0
 wait "$test_pid" || status=$?
