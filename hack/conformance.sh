@@ -27,6 +27,10 @@ if [ "$(id -u)" != 0 ]; then
 	log "needs root: it creates network namespaces, veth pairs and a bridge"
 	exit 1
 fi
+if ! command -v ip >/dev/null; then
+	log "needs the ip command (iproute2)"
+	exit 1
+fi
 if ip -4 addr show | grep -q 'inet 10\.244\.0\.'; then
 	log "10.244.0.0/24 is already in use on this host (another run?)"
 	exit 1
