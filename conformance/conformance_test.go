@@ -31,9 +31,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
-	gatewayclient "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
-
 	"sigs.k8s.io/gateway-api/conformance"
+	gatewayclient "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
 
 	"github.com/hostgate/hostgate/conformance/internal/proc"
 	"github.com/hostgate/hostgate/conformance/nodeagent"
