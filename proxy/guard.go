@@ -139,9 +139,11 @@ type guardConn struct {
 	alpnH2 bool // the client chose h2 in the TLS handshake
 
 	// HTTP/2 reader state.
-	in       frameScanner
-	resets   float64 // reset budget left
-	refilled time.Time
+	in     frameScanner
+	resets float64 // reset budget left
+	// settingsNext says the next read starts with a SETTINGS payload.
+	settingsNext bool
+	refilled     time.Time
 
 	// Writer state.
 	wr        atomic.Uint32
@@ -637,6 +639,10 @@ func (g *guardConn) frames(b []byte) bool {
 		}
 		g.st = stFrames
 	}
+	if g.settingsNext && int64(len(b)) >= g.in.remain {
+		dedupeSettings(b[:g.in.remain])
+	}
+	g.settingsNext = false
 	for b, ok := g.in.next(b); ok; b, ok = g.in.next(b) {
 		stream := g.in.stream()
 		switch g.in.hdr[3] {
@@ -650,6 +656,16 @@ func (g *guardConn) frames(b []byte) bool {
 				g.goAway()
 				return false
 			}
+		case frameSettings:
+			// Go's HTTP/2 server reads a frame's header and payload
+			// apart; a payload cut anywhere else is left as it is.
+			if g.in.hdr[4]&flagAck == 0 {
+				if int64(len(b)) >= g.in.remain {
+					dedupeSettings(b[:g.in.remain])
+				} else {
+					g.settingsNext = len(b) == 0
+				}
+			}
 		}
 	}
 	return true
@@ -659,9 +675,51 @@ func (g *guardConn) frames(b []byte) bool {
 const (
 	frameHeaders       = 0x1
 	frameRSTStream     = 0x3
+	frameSettings      = 0x4
 	frameGoAway        = 0x7
 	errEnhanceYourCalm = 0xb
+	flagAck            = 0x1
 )
+
+// dedupeSettings renames in place all but the last of repeated settings in
+// a SETTINGS payload to distinct identifiers of the experimental range,
+// which the server ignores (RFC 9113 sections 6.5.2, 11.3). RFC 9113
+// section 6.5.3 has repeated settings processed in order, the last value
+// winning, but Go's server refuses them as a connection error (h2spec
+// 6.5.3/1). An earlier value that is invalid is left for the server to
+// refuse. Only short frames are looked at, as real clients send: the cost
+// is quadratic in the number of settings.
+func dedupeSettings(p []byte) {
+	const maxSettings = 16
+	if len(p)%6 != 0 || len(p) > 6*maxSettings {
+		return
+	}
+	for i := 0; i < len(p); i += 6 {
+		id := binary.BigEndian.Uint16(p[i:])
+		for j := i + 6; j < len(p); j += 6 {
+			if binary.BigEndian.Uint16(p[j:]) == id {
+				if validSetting(id, binary.BigEndian.Uint32(p[i+2:])) {
+					binary.BigEndian.PutUint16(p[i:], 0xf000+uint16(i/6))
+				}
+				break
+			}
+		}
+	}
+}
+
+// validSetting reports whether the server would take v for setting id
+// (RFC 9113 section 6.5.2).
+func validSetting(id uint16, v uint32) bool {
+	switch id {
+	case 0x2: // SETTINGS_ENABLE_PUSH
+		return v <= 1
+	case 0x4: // SETTINGS_INITIAL_WINDOW_SIZE
+		return v <= 1<<31-1
+	case 0x5: // SETTINGS_MAX_FRAME_SIZE
+		return v >= 1<<14 && v <= 1<<24-1
+	}
+	return true
+}
 
 // spendReset takes one reset from the budget, refilled at resetRate per
 // second up to resetBurst, and reports whether there was one.

@@ -264,3 +264,49 @@ func TestResetBudget(t *testing.T) {
 		}
 	}
 }
+
+// TestH2RepeatedSettings sends a setting twice in one SETTINGS frame, which
+// RFC 9113 section 6.5.3 has processed in order: the connection stays and
+// serves.
+func TestH2RepeatedSettings(t *testing.T) {
+	protocols(t, func(t *testing.T, p Protocol) {
+		dial, seen := guardedServer(t, p, nil)
+		c := dialH2(t, dial)
+		if err := c.fr.WriteSettings(http2.Setting{ID: http2.SettingInitialWindowSize, Val: 100}, http2.Setting{ID: http2.SettingInitialWindowSize, Val: 1 << 16}); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: c.headers(), EndStream: true, EndHeaders: true}); err != nil {
+			t.Fatal(err)
+		}
+		c.bw.Flush()
+		goAway, _, status, _ := c.readUntilClosed(5 * time.Second)
+		if goAway != nil || status != "200" || seen.Load() != 1 {
+			t.Errorf("GOAWAY %v, status %q, backend saw %d; want none, 200, 1", goAway, status, seen.Load())
+		}
+	})
+}
+
+func TestDedupeSettings(t *testing.T) {
+	setting := func(id uint16, v uint32) []byte {
+		return []byte{byte(id >> 8), byte(id), byte(v >> 24), byte(v >> 16), byte(v >> 8), byte(v)}
+	}
+	join := func(parts ...[]byte) []byte { return bytes.Join(parts, nil) }
+	tests := []struct {
+		name    string
+		in, out []byte
+	}{
+		{"no repeat", join(setting(4, 1), setting(5, 1<<14)), join(setting(4, 1), setting(5, 1<<14))},
+		{"repeat", join(setting(4, 1), setting(3, 9), setting(4, 2)), join(setting(0xf000, 1), setting(3, 9), setting(4, 2))},
+		{"three times", join(setting(4, 1), setting(4, 2), setting(4, 3)), join(setting(0xf000, 1), setting(0xf001, 2), setting(4, 3))},
+		{"invalid earlier value kept", join(setting(2, 7), setting(2, 0)), join(setting(2, 7), setting(2, 0))},
+		{"not whole settings", append(join(setting(4, 1), setting(4, 2)), 0), append(join(setting(4, 1), setting(4, 2)), 0)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dedupeSettings(tt.in)
+			if !bytes.Equal(tt.in, tt.out) {
+				t.Errorf("got %x, want %x", tt.in, tt.out)
+			}
+		})
+	}
+}
