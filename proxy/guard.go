@@ -103,6 +103,7 @@ const (
 	wrUpgrade               // the answer to an Upgrade request comes next
 	wrFrames                // HTTP/2 frames
 	wrOther                 // another protocol: not inspected
+	wrClosed                // the guard hung up: nothing more is written
 )
 
 const h2Preface = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
@@ -133,6 +134,7 @@ type guardConn struct {
 	chunkLen int      // hex digits of the chunk size
 	poisoned int      // poison bytes already handed out
 	begun    bool     // bytes of the current request were read
+	served   bool     // a request was read whole
 	// pre counts bytes of the HTTP/2 preface read; -1 once the connection
 	// is known not to start with it.
 	pre    int
@@ -220,10 +222,12 @@ func (g *guardConn) answerPlaintext(err error) {
 }
 
 // hangUp makes a refusal close the connection without an answer, for a
-// client that does not speak HTTP/1.1. It is only for the first bytes of
-// a connection: the end of stream would cancel requests in flight.
+// client that does not speak HTTP/1.1: what net/http read of its request
+// so far gets a 400 that is not sent. It is only for the first request of
+// a connection, which no response can be owed before.
 func (g *guardConn) hangUp() {
 	g.poisoned = len(poison)
+	g.wr.Store(wrClosed)
 }
 
 func (g *guardConn) readPoison(p []byte) (int, error) {
@@ -298,8 +302,13 @@ func (g *guardConn) http1(b []byte) (int, bool) {
 			case versionHTTP10:
 				g.http10 = true
 			default:
-				// Not HTTP/1.x: net/http refuses it, and the guard would
-				// not know its framing.
+				// Not HTTP/1.x, whose framing the guard would not know.
+				// As the first request, it is a client that speaks
+				// something else, such as HTTP/2 with a broken preface
+				// (RFC 9113 section 3.4, h2spec 3.5/2): no answer.
+				if !g.served {
+					g.hangUp()
+				}
 				return refuse(msgStart, headEnd, i)
 			}
 			g.st = stFieldStart
@@ -577,6 +586,7 @@ func (g *guardConn) endField() bool {
 // endMessage readies the reader for the next request.
 func (g *guardConn) endMessage() {
 	upgrade := g.upgrade
+	g.served = true
 	g.st = stLine
 	g.tail, g.remain = 0, 0
 	g.begun, g.http10, g.trailer, g.sawCL, g.sawTE, g.chunked, g.upgrade = false, false, false, false, false, false, false
@@ -760,6 +770,8 @@ func (g *guardConn) Write(p []byte) (int, error) {
 		g.answer(p)
 	case wrFrames:
 		return g.writeFrames(p)
+	case wrClosed:
+		return 0, net.ErrClosed
 	}
 	return g.Conn.Write(p)
 }
