@@ -290,7 +290,15 @@ func (g *guardConn) http1(b []byte) (int, bool) {
 			case c == '\n' || c < ' ' || c == 0x7f:
 				return refuse(msgStart, headEnd, i)
 			default:
-				g.tail = g.tail<<8 | uint64(c)
+				// Skip the run of plain bytes, keeping the last 8.
+				j := i + 1
+				for j < len(b) && b[j] >= ' ' && b[j] != 0x7f {
+					j++
+				}
+				for _, x := range b[max(i, j-8):j] {
+					g.tail = g.tail<<8 | uint64(x)
+				}
+				i = j - 1
 			}
 		case stLineLF:
 			if c != '\n' {
@@ -328,18 +336,20 @@ func (g *guardConn) http1(b []byte) (int, bool) {
 				g.nameLen = 1
 			}
 		case stName:
+			for ; i < len(b) && isTokenByte(b[i]); i++ {
+				if g.nameLen < len(g.name) {
+					g.name[g.nameLen] = b[i] | 0x20
+				}
+				g.nameLen++
+			}
 			switch {
-			case c == ':':
+			case i == len(b):
+			case b[i] == ':':
 				g.startValue()
-			case !isTokenByte(c):
+			default:
 				// Spaces, control characters, and anything else that is
 				// not a token, including white space before the colon.
 				return refuse(msgStart, headEnd, i)
-			default:
-				if g.nameLen < len(g.name) {
-					g.name[g.nameLen] = c | 0x20
-				}
-				g.nameLen++
 			}
 		case stValue:
 			// Skip plain value bytes of fields the guard ignores.

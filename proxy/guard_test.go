@@ -343,3 +343,43 @@ func BenchmarkGuardHTTP1(b *testing.B) {
 		}
 	}
 }
+
+// TestSilentClientsClosed opens connections that send nothing, or a part
+// of a TLS handshake or request head: each is closed after
+// ReadHeaderTimeout, now that the guard's listener terminates TLS.
+func TestSilentClientsClosed(t *testing.T) {
+	opts := testOptions()
+	opts.ReadHeaderTimeout = 200 * time.Millisecond
+	s := startServer(t, opts)
+	f := newTLSFixture(t)
+	routes := compile(t, route("all", nil, router.Rule{Backends: backends("web")}))
+	addrs := apply(t, s,
+		Listener{Address: freeAddr(t), Routes: routes},
+		Listener{Address: freeAddr(t), Protocol: HTTPS, Routes: routes, TLS: f.store(t, "a.test!")})
+	for _, tt := range []struct {
+		name, addr, send string
+	}{
+		{"cleartext, nothing", addrs[0], ""},
+		{"cleartext, part of a head", addrs[0], "GET / HTTP/1.1\r\nHost: a"},
+		{"TLS, nothing", addrs[1], ""},
+		{"TLS, part of a ClientHello", addrs[1], "\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := net.Dial("tcp", tt.addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			io.WriteString(c, tt.send)
+			start := time.Now()
+			c.SetReadDeadline(start.Add(3 * time.Second))
+			_, err = io.Copy(io.Discard, c)
+			if isTimeout(err) {
+				t.Fatal("connection still open after 3s")
+			}
+			if d := time.Since(start); d < 150*time.Millisecond {
+				t.Errorf("closed after %v, before ReadHeaderTimeout", d)
+			}
+		})
+	}
+}
