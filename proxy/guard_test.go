@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bufio"
+	"bytes"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
@@ -382,4 +383,84 @@ func TestSilentClientsClosed(t *testing.T) {
 			}
 		})
 	}
+}
+
+// FuzzGuardSplit checks that the guard's verdict on a byte stream does not
+// depend on how the stream is cut into reads.
+func FuzzGuardSplit(f *testing.F) {
+	f.Add([]byte("POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n5;x\r\nhello\r\n0\r\nT: 1\r\n\r\nGET / HTTP/1.1\r\n\r\n"), uint16(7), uint16(3))
+	f.Add([]byte("GET / HTTP/1.1\r\nContent-Length: 3\r\nContent-Length: 3\r\n\r\nabc"), uint16(20), uint16(1))
+	f.Add([]byte("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\x00\x00\x00\x04\x00\x00\x00\x00\x00"), uint16(14), uint16(5))
+	f.Add([]byte("GET / HTTP/1.1\r\nX: a\r\n b\r\n\r\n"), uint16(22), uint16(2))
+	f.Fuzz(func(t *testing.T, data []byte, first, step uint16) {
+		verdict := func(pieces [][]byte) (bool, uint8) {
+			g := newGuardConn(nil)
+			for _, p := range pieces {
+				var ok bool
+				if g.st >= stPreface {
+					ok = g.frames(bytes.Clone(p))
+				} else {
+					_, ok = g.http1(bytes.Clone(p))
+				}
+				if !ok {
+					return false, 0
+				}
+			}
+			return true, g.st
+		}
+		var pieces [][]byte
+		rest, n := data, int(first)
+		for len(rest) > 0 {
+			n = max(1, min(n, len(rest)))
+			pieces = append(pieces, rest[:n])
+			rest = rest[n:]
+			n = int(step)
+		}
+		okWhole, stWhole := verdict([][]byte{data})
+		okSplit, stSplit := verdict(pieces)
+		if okWhole != okSplit || stWhole != stSplit {
+			t.Errorf("whole: ok %v state %d; in pieces of %d then %d: ok %v state %d", okWhole, stWhole, first, step, okSplit, stSplit)
+		}
+	})
+}
+
+// FuzzGuardAgreesWithNetHTTP checks that where the guard and net/http both
+// accept a stream of HTTP/1.1 requests, they agree on where the requests
+// end: the guard is between requests exactly when net/http is.
+func FuzzGuardAgreesWithNetHTTP(f *testing.F) {
+	f.Add([]byte("POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n5;x\r\nhello\r\n0\r\nT: 1\r\n\r\nGET / HTTP/1.1\r\nHost: a\r\n\r\n"))
+	f.Add([]byte("POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 3\r\n\r\nabcGET / HTTP/1.0\r\nHost: a\r\n\r\n"))
+	f.Add([]byte("GET / HTTP/1.1\r\nHost: a\r\nContent-Length: 3\r\n\r\nab"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		if bytes.HasPrefix(data, []byte("PRI")) {
+			return
+		}
+		g := newGuardConn(nil)
+		if _, ok := g.http1(bytes.Clone(data)); !ok || g.st == stUpgrading {
+			return
+		}
+		between := g.st == stLine && !g.begun
+		br := bufio.NewReader(bytes.NewReader(data))
+		for {
+			if _, err := br.Peek(1); err == io.EOF {
+				if !between {
+					t.Errorf("net/http read every request whole, the guard is inside one (state %d)", g.st)
+				}
+				return
+			}
+			req, err := http.ReadRequest(br)
+			if err == nil {
+				_, err = io.Copy(io.Discard, req.Body)
+			}
+			if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
+				if between {
+					t.Errorf("net/http is inside a request, the guard between requests: %v", err)
+				}
+				return
+			}
+			if err != nil {
+				return // net/http refuses: nothing is forwarded
+			}
+		}
+	})
 }
