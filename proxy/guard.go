@@ -14,6 +14,14 @@ package proxy
 //     the response started. Go's server only bounds how many handlers run
 //     at once, so a client that opens and resets streams in a loop keeps a
 //     core and the backends busy without end.
+//   - HTTP/2 settings repeated in one SETTINGS frame, which Go's server
+//     refuses though RFC 9113 has them processed in order: all but the
+//     last are renamed to identifiers the server ignores.
+//
+// After an Upgrade request it watches the answer: a 101 for h2c switches
+// both directions to HTTP/2 frames, another 101 (WebSocket) ends the
+// inspection, anything else goes on with HTTP/1.1. Listeners hand it the
+// plaintext of TLS connections (guardListener terminates TLS).
 //
 // It is a streaming state machine over the bytes as they pass, so it
 // buffers nothing and costs a loop over each request head and chunk line;
