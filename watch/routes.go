@@ -149,11 +149,13 @@ func (t *translator) attachToGateway(r *route, g *gateway, ref gatewayv1.ParentR
 			continue
 		}
 		allowed++
-		l.attach(r.id)
 		hostnames, ok := intersectHostnames(l.hostname, r.hostnames)
 		if !ok {
 			continue
 		}
+		// attachedRoutes counts accepted routes only: one whose hostnames
+		// miss the listener's is not attached to it.
+		l.attach(r.id)
 		matched = true
 		if !r.invalid.ok() {
 			continue
