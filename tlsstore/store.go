@@ -78,7 +78,11 @@ func Build(certs []Certificate) (*Store, []error) {
 		for _, h := range hosts {
 			h = normalize(h)
 			if owner, ok := claimedBy[h]; ok {
-				errs = append(errs, fmt.Errorf("index certificate %s: host %q already served by %s", c.Name, h, owner))
+				// Listeners sharing a port often name the same Secret:
+				// that is one certificate, not a conflict.
+				if owner != c.Name {
+					errs = append(errs, fmt.Errorf("index certificate %s: host %q already served by %s", c.Name, h, owner))
+				}
 				continue
 			}
 			claimedBy[h] = c.Name
@@ -90,7 +94,9 @@ func Build(certs []Certificate) (*Store, []error) {
 		}
 		if c.Default {
 			if s.def != nil {
-				errs = append(errs, fmt.Errorf("index certificate %s: default already set by %s", c.Name, defaultBy))
+				if defaultBy != c.Name {
+					errs = append(errs, fmt.Errorf("index certificate %s: default already set by %s", c.Name, defaultBy))
+				}
 				continue
 			}
 			defaultBy = c.Name

@@ -199,3 +199,17 @@ func TestHandshake(t *testing.T) {
 		t.Error("TLS 1.1 handshake succeeded")
 	}
 }
+
+// TestSameCertificateTwiceIsNoConflict: listeners sharing a port often name
+// one Secret; listing it twice must not be reported as a conflict.
+func TestSameCertificateTwiceIsNoConflict(t *testing.T) {
+	ca := tlstest.NewCA(t)
+	shared := cert(t, ca, "shared.example.com", true, "*.example.com")
+	store, errs := tlsstore.Build([]tlsstore.Certificate{shared, shared})
+	if len(errs) != 0 {
+		t.Errorf("errors = %v, want none", errs)
+	}
+	if got := subject(store.Lookup("a.example.com")); got != "shared.example.com" {
+		t.Errorf("Lookup = %q, want the shared certificate", got)
+	}
+}
