@@ -23,7 +23,6 @@ var supportedFeatures = []gatewayv1.FeatureName{
 	"Gateway",
 	"GatewayHTTPListenerIsolation",
 	"GatewayPort8080",
-	"GatewayStaticAddresses",
 	"HTTPRoute",
 	"HTTPRoute303RedirectStatusCode",
 	"HTTPRoute307RedirectStatusCode",
