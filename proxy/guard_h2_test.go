@@ -147,9 +147,9 @@ func TestH2RapidReset(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 		n := seen.Load()
 		// The client's writes mostly fit in the socket buffers (30 bytes a
-	// pair), so how far it got says little; GOAWAY says where the server
-	// stopped reading.
-	t.Logf("client wrote %d of %d pairs; GOAWAY after stream %d (%d streams); backend saw %d requests", sent, pairs, goAway.LastStreamID, goAway.LastStreamID/2+1, n)
+		// pair), so how far it got says little; GOAWAY says where the server
+		// stopped reading.
+		t.Logf("client wrote %d of %d pairs; GOAWAY after stream %d (%d streams); backend saw %d requests", sent, pairs, goAway.LastStreamID, goAway.LastStreamID/2+1, n)
 		if n > bound {
 			t.Errorf("backend saw %d requests, want at most %d", n, bound)
 		}
