@@ -2,7 +2,8 @@
 # Runs every test of hostgate, the same way on a laptop and in CI:
 # formatting and vet, the race-enabled test suite (including the tests that
 # drive a real kube-apiserver, built from source by hack/kube-env.sh), then
-# each fuzz target for a bounded time.
+# each fuzz target for a bounded time, then (as root) the Gateway API
+# conformance suite.
 #
 #   FUZZTIME=10s hack/test.sh     # shorter fuzzing (default 20s per target)
 set -euo pipefail
@@ -52,3 +53,16 @@ grep -rl --include='*_test.go' '^func Fuzz' . | sort | while read -r file; do
 		go test -run '^$' -fuzz "^${target}\$" -fuzztime "$fuzztime" "$pkg"
 	done
 done
+
+# The Gateway API conformance suite needs root (network namespaces for the
+# pods of its backends). CI runs as root and must run it; elsewhere it is
+# skipped with a note.
+if [ "$(id -u)" = 0 ]; then
+	log "Gateway API conformance"
+	hack/conformance.sh
+elif [ -n "${CI:-}" ]; then
+	log "CI must run the conformance suite, which needs root"
+	exit 1
+else
+	log "skipping the Gateway API conformance suite: it needs root (sudo hack/conformance.sh)"
+fi
