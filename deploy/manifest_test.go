@@ -332,10 +332,10 @@ func TestHostNetworkVariant(t *testing.T) {
 }
 
 // TestRBAC checks the least-privilege promise: outside status subresources,
-// nothing but Leases and Events is ever written, GatewayClasses only
+// nothing but Leases is ever written, GatewayClasses only
 // created, and no rule uses a wildcard.
 func TestRBAC(t *testing.T) {
-	writable := []string{"leases", "events"}
+	writable := []string{"leases"}
 	readOnly := []string{"get", "list", "watch"}
 	roles := 0
 	for _, obj := range readManifest(t, "hostgate.yaml") {
