@@ -5,6 +5,7 @@ import (
 	"cmp"
 	"slices"
 	"strings"
+	"unsafe"
 )
 
 // Table is a compiled, immutable route set. It is safe for concurrent use.
@@ -174,11 +175,14 @@ func (n *pathNode) descend(rest string, intern func(string) string) *pathNode {
 	}
 }
 
-// cutSegment splits the first path segment off rest; strings.Cut would
-// search for a one-byte separator with its general substring search.
+// cutSegment splits the first path segment off rest.
 func cutSegment(rest string) (seg, tail string, more bool) {
-	if i := strings.IndexByte(rest, '/'); i >= 0 {
-		return rest[:i], rest[i+1:], true
+	// A plain loop: segments are short, where IndexByte's setup costs more
+	// than it saves.
+	for i := 0; i < len(rest); i++ {
+		if rest[i] == '/' {
+			return rest[:i], rest[i+1:], true
+		}
 	}
 	return rest, "", false
 }
@@ -376,13 +380,30 @@ func (x *hostIndex) lookup(host []byte, req *Request) *Target {
 	return nil
 }
 
-// normalizeHost lower-cases host into buf and drops a port and a trailing
-// dot. ok is false when the host does not fit in buf.
+// normalizeHost drops a port and a trailing dot from host and lower-cases
+// it, into buf only when it has upper-case letters: most clients send
+// lower-case hosts, and those are used in place. The result is only read.
+// ok is false when a host to lower-case does not fit in buf.
 func normalizeHost(host string, buf []byte) ([]byte, bool) {
-	if i := strings.LastIndexByte(host, ':'); i >= 0 && !strings.Contains(host[i:], "]") {
-		host = host[:i]
+	for i := len(host) - 1; i >= 0; i-- {
+		if c := host[i]; c == ':' {
+			host = host[:i]
+			break
+		} else if c == ']' {
+			break // an IPv6 literal without port
+		}
 	}
 	host = strings.TrimSuffix(host, ".")
+	upper := false
+	for i := 0; i < len(host); i++ {
+		if 'A' <= host[i] && host[i] <= 'Z' {
+			upper = true
+			break
+		}
+	}
+	if !upper {
+		return unsafe.Slice(unsafe.StringData(host), len(host)), true
+	}
 	if len(host) > cap(buf) {
 		return nil, false
 	}
