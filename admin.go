@@ -98,9 +98,9 @@ func (a *admin) routes(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}
-	if len(gen.LeftOut) > 0 {
-		b.WriteString("\nleft out\n")
-		for _, msg := range gen.LeftOut {
+	if len(gen.LeftOut)+len(gen.Problems) > 0 {
+		b.WriteString("\nleft out or not served as written\n")
+		for _, msg := range slices.Concat(gen.Problems, gen.LeftOut) {
 			fmt.Fprintf(&b, "  %s\n", msg)
 		}
 	}

@@ -21,6 +21,9 @@ type generation struct {
 	// LeftOut names routes and certificates that could not be compiled,
 	// with the reason; the rest is served.
 	LeftOut []string `json:"leftOut,omitempty"`
+	// Problems are what translation left out or could not serve as
+	// written, one line per object and condition (as in their status).
+	Problems []string `json:"problems,omitempty"`
 
 	config proxy.Config
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"log/slog"
 	"reflect"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -53,11 +54,17 @@ func newController(srv *proxy.Server, current *atomic.Pointer[generation], log *
 	return &controller{srv: srv, current: current, log: log, metrics: m}
 }
 
-// publish is called by the source, one snapshot at a time.
-func (c *controller) publish(snap *watch.Snapshot) {
+// publish is called by the source, one snapshot at a time, with the
+// problems translation found (objects or fields it left out).
+func (c *controller) publish(snap *watch.Snapshot, problems []string) {
 	endpoints := proxyEndpoints(snap.Endpoints)
 	if c.last != nil && reflect.DeepEqual(c.last.Listeners, snap.Listeners) {
 		c.srv.UpdateEndpoints(endpoints)
+		if gen := c.current.Load(); gen != nil && !slices.Equal(gen.Problems, problems) {
+			next := *gen
+			next.Problems = problems
+			c.current.Store(&next)
+		}
 		c.last = snap
 		c.log.Debug("endpoints updated", "endpoint_sets", len(endpoints))
 		return
@@ -65,6 +72,7 @@ func (c *controller) publish(snap *watch.Snapshot) {
 	c.number++
 	start := time.Now()
 	gen := compileSnapshot(snap, c.number, c.log)
+	gen.Problems = problems
 	compiled := time.Now()
 	// Endpoints go first so that routes of the new generation never find
 	// their backends missing.

@@ -35,16 +35,16 @@ func TestEndpointChurnDoesNotRecompile(t *testing.T) {
 		return map[string][]watch.Endpoint{"default/web:80": {{Address: addr, Ready: true}}}
 	}
 
-	ctrl.publish(&watch.Snapshot{Listeners: listener("/"), Endpoints: endpoints("10.0.0.1:8080")})
+	ctrl.publish(&watch.Snapshot{Listeners: listener("/"), Endpoints: endpoints("10.0.0.1:8080")}, nil)
 	first := current.Load()
-	ctrl.publish(&watch.Snapshot{Listeners: listener("/"), Endpoints: endpoints("10.0.0.2:8080")})
+	ctrl.publish(&watch.Snapshot{Listeners: listener("/"), Endpoints: endpoints("10.0.0.2:8080")}, nil)
 	if current.Load() != first {
 		t.Error("an endpoint-only change compiled a new generation")
 	}
 	if got := srv.Endpoints()["default/web:80"]; len(got) != 1 || got[0].Address != "10.0.0.2:8080" {
 		t.Errorf("endpoints after the change = %+v, want 10.0.0.2:8080", got)
 	}
-	ctrl.publish(&watch.Snapshot{Listeners: listener("/api"), Endpoints: endpoints("10.0.0.2:8080")})
+	ctrl.publish(&watch.Snapshot{Listeners: listener("/api"), Endpoints: endpoints("10.0.0.2:8080")}, nil)
 	if gen := current.Load(); gen == first || gen.Number != 2 {
 		t.Errorf("a route change did not make generation 2 (got %d)", gen.Number)
 	}

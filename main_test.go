@@ -175,8 +175,24 @@ func TestFileModeServesAndReloads(t *testing.T) {
 	if err := os.WriteFile(file, fmt.Appendf(nil, exampleTemplate, port, backendPort, "/"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	broken := `
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: broken, namespace: default}
+spec:
+  parentRefs: [{name: web}]
+  hostnames: [broken.example.com]
+  rules:
+  - backendRefs: [{name: ghost, port: 80}]
+`
+	if err := os.WriteFile(filepath.Join(dir, "broken.yaml"), []byte(broken), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	h := startHostgate(t, "--config", dir)
 	url := fmt.Sprintf("http://127.0.0.1:%d", port)
+	// What cannot be served is visible where the user looks first.
+	eventually(t, "problem in debug routes", expect(h.admin+"/debug/routes", "", 200, "HTTPRoute default/broken: ResolvedRefs=False BackendNotFound"))
+	eventually(t, "unresolved backend answers 500", expect(url+"/", "broken.example.com", 500, ""))
 
 	eventually(t, "proxied request", expect(url+"/hello", "app.example.com", 200, "backend saw app.example.com /hello"))
 	eventually(t, "unknown host", expect(url+"/hello", "other.example.com", 404, ""))

@@ -19,9 +19,11 @@ type source struct {
 	status *status.Writer
 }
 
-func newSource(c *config, log *slog.Logger, publish func(*watch.Snapshot)) (*source, error) {
+func newSource(c *config, log *slog.Logger, publish func(*watch.Snapshot, []string)) (*source, error) {
 	if c.configPath != "" {
-		s, err := watch.NewFile(c.configPath, c.watch, func(snap *watch.Snapshot, _ *watch.Reports) { publish(snap) }, log)
+		s, err := watch.NewFile(c.configPath, c.watch, func(snap *watch.Snapshot, reports *watch.Reports) {
+			publish(snap, reports.Problems())
+		}, log)
 		if err != nil {
 			return nil, fmt.Errorf("--config %s: %w", c.configPath, err)
 		}
@@ -44,7 +46,7 @@ func newSource(c *config, log *slog.Logger, publish func(*watch.Snapshot)) (*sou
 		return nil, err
 	}
 	s, err := watch.NewCluster(cfg, c.watch, func(snap *watch.Snapshot, reports *watch.Reports) {
-		publish(snap)
+		publish(snap, reports.Problems())
 		writer.Update(reports)
 	}, log)
 	if err != nil {

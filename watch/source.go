@@ -121,7 +121,7 @@ func (s *Source) translate() {
 // logProblems logs what keeps objects from being served, when it changed:
 // in file mode this is the only place a user sees it.
 func (s *Source) logProblems(r *Reports) {
-	problems := reportProblems(r)
+	problems := r.Problems()
 	if slices.Equal(problems, s.lastProblems) {
 		return
 	}
@@ -131,9 +131,10 @@ func (s *Source) logProblems(r *Reports) {
 	}
 }
 
-// reportProblems lists the False conditions and Ingress problems of r, one
-// line each, naming the object.
-func reportProblems(r *Reports) []string {
+// Problems lists what keeps objects from being served as written: the
+// False conditions (True for Conflicted) and Ingress problems of r, one
+// line each, naming the object. /debug/routes shows them.
+func (r *Reports) Problems() []string {
 	var out []string
 	add := func(object string, conds []metav1.Condition) {
 		for _, c := range conds {
