@@ -34,9 +34,9 @@ import (
 	"sigs.k8s.io/gateway-api/conformance"
 	gatewayclient "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
 
-	"github.com/hostgate/hostgate/conformance/internal/proc"
 	"github.com/hostgate/hostgate/conformance/nodeagent"
 	"github.com/hostgate/hostgate/internal/kubetest"
+	"github.com/hostgate/hostgate/internal/proc"
 )
 
 var (

@@ -69,19 +69,7 @@ func (r *recorder) waitFor(t *testing.T, what string, timeout time.Duration, con
 func startCluster(t *testing.T, cfg *rest.Config, opts Options) *recorder {
 	t.Helper()
 	rec := &recorder{}
-	src, err := NewCluster(cfg, opts, rec.publish, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error)
-	go func() { done <- src.Start(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Start: %v", err)
-		}
-	})
+	runSource(t)(NewCluster(cfg, opts, rec.publish, slog.New(slog.NewTextHandler(io.Discard, nil))))
 	return rec
 }
 

@@ -15,20 +15,29 @@ import (
 func startFile(t *testing.T, path string, opts Options) <-chan *Snapshot {
 	t.Helper()
 	got := make(chan *Snapshot, 16)
-	src, err := NewFile(path, opts, func(s *Snapshot, _ *Reports) { got <- s }, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error)
-	go func() { done <- src.Start(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Start: %v", err)
-		}
-	})
+	runSource(t)(NewFile(path, opts, func(s *Snapshot, _ *Reports) { got <- s }, slog.New(slog.NewTextHandler(io.Discard, nil))))
 	return got
+}
+
+// runSource returns a function that runs the Source a constructor made
+// until the test ends, failing the test if it could not be made or did not
+// stop cleanly.
+func runSource(t *testing.T) func(*Source, error) {
+	return func(src *Source, err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error)
+		go func() { done <- src.Start(ctx) }()
+		t.Cleanup(func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("Start: %v", err)
+			}
+		})
+	}
 }
 
 func next(t *testing.T, c <-chan *Snapshot) *Snapshot {

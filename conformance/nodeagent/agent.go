@@ -42,7 +42,7 @@ import (
 	"k8s.io/client-go/util/retry"
 	"k8s.io/client-go/util/workqueue"
 
-	"github.com/hostgate/hostgate/conformance/internal/proc"
+	"github.com/hostgate/hostgate/internal/proc"
 )
 
 // Config says which cluster the agent serves and what it may create.

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/hostgate/hostgate/internal/proc"
 )
 
 // process is one running binary of the control plane, its output appended
@@ -31,8 +33,7 @@ func startProcess(name, logPath, path string, args ...string) (*process, error) 
 	}
 	cmd := exec.Command(path, args...)
 	cmd.Stdout, cmd.Stderr = log, log
-	cmd.SysProcAttr = sysProcAttr()
-	if err := startCommand(cmd); err != nil {
+	if err := proc.Start(cmd); err != nil {
 		log.Close()
 		return nil, fmt.Errorf("start %s: %w", name, err)
 	}

@@ -1,6 +1,3 @@
-// Package proc starts the processes of a conformance run (hostgate, the
-// pods' servers) so that the kernel kills them if the runner dies without
-// cleaning up.
 package proc
 
 import (
@@ -12,8 +9,9 @@ import (
 
 // Start starts cmd with Pdeathsig set, from one OS thread that never exits.
 // Pdeathsig fires when the thread that forked the child exits, not the
-// process, and Go ends threads whose goroutine exits while locked to them;
-// forking from an arbitrary thread could kill a server in mid-run.
+// process, and Go ends threads whose goroutine exits while locked to them
+// (the usual way code that enters a network namespace discards its
+// thread): a fork from an arbitrary thread could kill a server mid-run.
 func Start(cmd *exec.Cmd) error {
 	if cmd.SysProcAttr == nil {
 		cmd.SysProcAttr = &syscall.SysProcAttr{}
