@@ -94,11 +94,30 @@ func (c *compiler) intern(s string) string {
 	return s
 }
 
-// addRoute validates a whole route before adding any of its entries, so a
+// Validate reports what Compile would refuse in r, with the same error
+// (without the route's name), so that a translator can put it on the
+// route's object instead of the route vanishing at compile time.
+func Validate(r *Route) error {
+	c := compiler{regexps: map[string]*regexp.Regexp{}}
+	_, err := c.compileRoute(r, 0)
+	return err
+}
+
+// addRoute compiles a whole route before adding any of its entries, so a
 // route is either served completely or not at all.
 func (c *compiler) addRoute(r *Route, seq int) error {
-	if err := validateRoute(r); err != nil {
+	conds, err := c.compileRoute(r, seq)
+	if err != nil {
 		return err
+	}
+	c.insert(r, conds)
+	return nil
+}
+
+// compileRoute validates r and compiles its matches, one list per rule.
+func (c *compiler) compileRoute(r *Route, seq int) ([][]*conditions, error) {
+	if err := validateRoute(r); err != nil {
+		return nil, err
 	}
 	conds := make([][]*conditions, len(r.Rules))
 	for ri := range r.Rules {
@@ -106,7 +125,7 @@ func (c *compiler) addRoute(r *Route, seq int) error {
 		if len(rule.Matches) == 0 {
 			cond, err := c.conditions(r, ri, -1, impliedMatch(r.ID.Kind), seq)
 			if err != nil {
-				return fmt.Errorf("rule %d: %w", ri, err)
+				return nil, fmt.Errorf("rules[%d]: %w", ri, err)
 			}
 			conds[ri] = append(conds[ri], cond)
 			continue
@@ -114,11 +133,15 @@ func (c *compiler) addRoute(r *Route, seq int) error {
 		for mi := range rule.Matches {
 			cond, err := c.conditions(r, ri, mi, &rule.Matches[mi], seq)
 			if err != nil {
-				return fmt.Errorf("rule %d match %d: %w", ri, mi, err)
+				return nil, fmt.Errorf("rules[%d].matches[%d].%w", ri, mi, err)
 			}
 			conds[ri] = append(conds[ri], cond)
 		}
 	}
+	return conds, nil
+}
+
+func (c *compiler) insert(r *Route, conds [][]*conditions) {
 	hostnames := r.Hostnames
 	if len(hostnames) == 0 {
 		hostnames = []string{""}
@@ -133,7 +156,6 @@ func (c *compiler) addRoute(r *Route, seq int) error {
 			}
 		}
 	}
-	return nil
 }
 
 // impliedMatch is what a rule without matches matches: every path for

@@ -218,6 +218,9 @@ func TestCompileReportsInvalidRoutesAndKeepsTheRest(t *testing.T) {
 			if !strings.Contains(errs[0].Error(), tt.wantErr) || !strings.Contains(errs[0].Error(), tt.route.ID.String()) {
 				t.Errorf("error %q does not contain %q and the route", errs[0], tt.wantErr)
 			}
+			if err := Validate(&tt.route); err == nil || err.Error() != re.Err.Error() {
+				t.Errorf("Validate = %v, want the error Compile gives: %v", err, re.Err)
+			}
 			if tg := table.Lookup(Request{Path: "/x"}); tg == nil || tg.Route.ID.Name != "good" {
 				t.Errorf("the valid route is not served: %s", describeTarget(tg))
 			}

@@ -217,7 +217,7 @@ func (t *translator) listener(g *gateway, spec *gatewayv1.Listener) *listener {
 		// The router's hostname rules apply, since every route attached
 		// here may take this hostname.
 		probe := router.Route{ID: router.RouteID{Kind: router.KindHTTPRoute, Name: string(spec.Name)}, Hostnames: []string{l.hostname}}
-		if err := validateRoute(probe); err != nil {
+		if err := router.Validate(&probe); err != nil {
 			l.accepted.first(string(gatewayv1.ListenerReasonUnsupportedValue), fmt.Sprintf("hostname: %v", err))
 			return l
 		}

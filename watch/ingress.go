@@ -1,7 +1,6 @@
 package watch
 
 import (
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -148,7 +147,7 @@ func (t *translator) ingressRoutes(ing *networkingv1.Ingress) ([]router.Route, [
 	}
 	valid := routes[:0]
 	for _, r := range routes {
-		if err := validateRoute(r); err != nil {
+		if err := router.Validate(&r); err != nil {
 			problems = append(problems, err.Error())
 			continue
 		}
@@ -233,19 +232,4 @@ func (t *translator) ingressCerts(ing *networkingv1.Ingress) ([]Cert, []string) 
 		certs = append(certs, cert)
 	}
 	return certs, problems
-}
-
-// validateRoute runs the router's own checks on one route, so that a
-// route the router would refuse is reported on its object instead of
-// disappearing at compile time.
-func validateRoute(r router.Route) error {
-	_, errs := router.Compile([]router.Route{r})
-	if len(errs) == 0 {
-		return nil
-	}
-	// The route is named by the report it goes into; keep the field only.
-	if re, ok := errors.AsType[*router.RouteError](errs[0]); ok {
-		return re.Err
-	}
-	return errs[0]
 }

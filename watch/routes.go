@@ -83,7 +83,7 @@ func (r *route) finish() {
 	if !r.invalid.ok() {
 		return
 	}
-	if err := validateRoute(router.Route{ID: r.id, Hostnames: r.hostnames, Rules: r.rules}); err != nil {
+	if err := router.Validate(&router.Route{ID: r.id, Hostnames: r.hostnames, Rules: r.rules}); err != nil {
 		r.unsupported("%v", err)
 	}
 }
