@@ -1,0 +1,572 @@
+#!/usr/bin/env bash
+# bench/run.sh: hostgate side by side with nginx, HAProxy and Caddy.
+#
+# Each proxy runs with one worker pinned to one core (PROXY_CPU); the load
+# generators and the shared upstreams run on another (LOAD_CPU). Every
+# (scenario, proxy) pair is measured ROUNDS times, interleaved
+# (round 1: nginx haproxy caddy hostgate, round 2: the same …), and the
+# table gives the median of the rounds with their range and the ratio to
+# nginx measured in the same run. The result, the machine, the versions
+# and every configuration go to OUT (docs/benchmarks.md).
+#
+#   bench/run.sh                              # ROUNDS=3 DURATION=10s
+#   ROUNDS=1 DURATION=3s OUT=/tmp/b.md bench/run.sh
+#   PROXIES="nginx hostgate" SCENARIOS="h1-small h2-tls" bench/run.sh
+#
+# Not part of hack/test.sh: a full run takes about 15 minutes.
+set -euo pipefail
+
+ROUNDS=${ROUNDS:-3}
+DURATION=${DURATION:-10s}
+WARMUP=${WARMUP:-2s}
+PROXIES=${PROXIES:-nginx haproxy caddy hostgate}
+SCENARIOS=${SCENARIOS:-h1-small h1-16k h2-tls tls-new grpc h3}
+PROXY_CPU=${PROXY_CPU:-0}
+LOAD_CPU=${LOAD_CPU:-1}
+CADDY_VERSION=${CADDY_VERSION:-v2.11.9}
+BIN=${BIN:-$HOME/.cache/hostgate-bench/bin}
+# NICE (e.g. -10, as root) runs everything measured at a higher priority
+# than other work on a shared machine; 0 leaves the scheduler alone.
+NICE=${NICE:-0}
+
+repo=$(cd "$(dirname "$0")/.." && pwd)
+OUT=${OUT:-$repo/docs/benchmarks.md}
+secs() { [[ $1 =~ ^([0-9]+)s$ ]] || { echo "run.sh: durations are whole seconds like 10s, not $1" >&2; exit 2; }; echo "${BASH_REMATCH[1]}"; }
+secs "$DURATION" >/dev/null
+secs "$WARMUP" >/dev/null
+[[ $ROUNDS =~ ^[1-9][0-9]*$ ]] || { echo "run.sh: ROUNDS must be a positive number" >&2; exit 2; }
+
+# --- tools ------------------------------------------------------------------
+missing=()
+for tool in nginx:nginx haproxy:haproxy wrk:wrk h2load:nghttp2-client taskset:util-linux openssl:openssl; do
+	command -v "${tool%%:*}" >/dev/null || missing+=("${tool#*:}")
+done
+if ((${#missing[@]})); then
+	echo "run.sh: installing ${missing[*]}" >&2
+	apt-get update -qq
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+caddy=$BIN/caddy
+# caddy version says "unknown" when built by go install; the build
+# information names the module's version.
+caddy_version() { go version -m "$caddy" 2>/dev/null | awk '$1 == "mod" && $2 == "github.com/caddyserver/caddy/v2" {print $3}'; }
+if [[ " $PROXIES " == *" caddy "* && $(caddy_version) != "$CADDY_VERSION" ]]; then
+	echo "run.sh: building Caddy $CADDY_VERSION into $BIN" >&2
+	mkdir -p "$BIN"
+	(cd /tmp && GOBIN=$BIN GOFLAGS=-mod=mod go install "github.com/caddyserver/caddy/v2/cmd/caddy@$CADDY_VERSION")
+fi
+
+# Each proxy holds two descriptors per proxied connection; HAProxy refuses
+# to start when it cannot have what its maxconn needs.
+ulimit -n "$(ulimit -Hn)"
+
+work=$(mktemp -d /tmp/hostgate-bench.XXXXXX)
+chmod 755 "$work" # nginx's workers run as nobody and read the 16 KiB file
+pids=()
+declare -A PID=()
+cleanup() {
+	local pid
+	for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
+	for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
+	rm -rf "$work"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+echo "run.sh: building hostgate and bench/loadgen from $repo" >&2
+(cd "$repo" && go build -o "$work/bin/hostgate" . && go build -o "$work/bin/loadgen" ./bench/loadgen)
+loadgen=$work/bin/loadgen
+
+# start NAME CPU CMD…: runs CMD pinned to CPU with its output in
+# $work/NAME.log and remembers its PID for cleanup.
+start() {
+	local name=$1 cpu=$2
+	shift 2
+	nice -n "$NICE" taskset -c "$cpu" "$@" >"$work/$name.log" 2>&1 &
+	pids+=($!)
+	PID[$name]=$!
+}
+
+# wait_port PORT NAME: until something listens on 127.0.0.1:PORT.
+wait_port() {
+	local i
+	for ((i = 0; i < 300; i++)); do
+		if (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; then return 0; fi
+		sleep 0.1
+	done
+	echo "run.sh: $2 does not listen on 127.0.0.1:$1; its log:" >&2
+	cat "$work/$2.log" >&2
+	exit 1
+}
+
+# --- certificate and upstreams ----------------------------------------------
+openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 7 \
+	-subj /CN=bench.hostgate.test -addext subjectAltName=IP:127.0.0.1,DNS:bench.hostgate.test \
+	-keyout "$work/key.pem" -out "$work/cert.pem" 2>/dev/null
+
+UP_HTTP=18000 UP_GRPC=18001
+declare -A HTTP_PORT=([nginx]=18100 [haproxy]=18200 [caddy]=18300 [hostgate]=18400)
+declare -A TLS_PORT=([nginx]=18101 [haproxy]=18201 [caddy]=18301 [hostgate]=18401)
+GRPC_PATH=/grpc.health.v1.Health/
+
+for port in $UP_HTTP $UP_GRPC "${HTTP_PORT[@]}" "${TLS_PORT[@]}" 18409; do
+	if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
+		echo "run.sh: 127.0.0.1:$port is taken (another run?); it must be free" >&2
+		exit 1
+	fi
+done
+mkdir -p "$work/upstream" "$work/nginx" "$work/hostgate"
+# The HTTP upstream is nginx answering from memory: "return 200" for the
+# small response, a 16 KiB file held open by open_file_cache (so from the
+# page cache) for the large one. It reaches about 100,000 small responses/s
+# sharing its core with wrk here, several times what any proxy in front of
+# it reaches on a core of its own.
+cat >"$work/upstream/nginx.conf" <<EOF
+worker_processes 1;
+daemon off;
+pid $work/upstream/nginx.pid;
+error_log stderr warn;
+events { worker_connections 4096; }
+http {
+    access_log off;
+    default_type text/plain;
+    keepalive_requests 10000000;
+    keepalive_timeout 300s;
+    server {
+        listen 127.0.0.1:$UP_HTTP backlog=4096;
+        location = /16k { root $work/upstream; open_file_cache max=16; sendfile on; }
+        location / { return 200 "hello, world\n"; }
+    }
+}
+EOF
+head -c 16384 /dev/zero | tr '\0' x >"$work/upstream/16k"
+start upstream "$LOAD_CPU" nginx -p "$work/upstream" -c "$work/upstream/nginx.conf"
+# The gRPC upstream is grpc-go's health service over h2c.
+start grpc-upstream "$LOAD_CPU" env GOMAXPROCS=1 "$loadgen" grpc-upstream "127.0.0.1:$UP_GRPC"
+
+# --- proxies -----------------------------------------------------------------
+# The same for all: one worker or thread (GOMAXPROCS=1 for the Go ones),
+# keep-alive to the upstream with a pool of up to 128 idle connections
+# (hostgate's is fixed at 64), no access log, X-Forwarded-For sent
+# upstream, TLS 1.2–1.3 with the same ECDSA P-256 certificate, HTTP/2 over
+# TLS by ALPN, gRPC to the h2c upstream by path prefix.
+cat >"$work/nginx/nginx.conf" <<EOF
+worker_processes 1;
+daemon off;
+pid $work/nginx/nginx.pid;
+error_log stderr warn;
+events { worker_connections 4096; }
+http {
+    access_log off;
+    keepalive_requests 10000000;
+    keepalive_timeout 300s;
+    upstream web { server 127.0.0.1:$UP_HTTP; keepalive 128; keepalive_requests 10000000; }
+    upstream grpc { server 127.0.0.1:$UP_GRPC; keepalive 128; keepalive_requests 10000000; }
+    server {
+        listen 127.0.0.1:${HTTP_PORT[nginx]} backlog=4096;
+        listen 127.0.0.1:${TLS_PORT[nginx]} ssl http2 backlog=4096;
+        ssl_certificate $work/cert.pem;
+        ssl_certificate_key $work/key.pem;
+        ssl_protocols TLSv1.2 TLSv1.3;
+        location / {
+            proxy_pass http://web;
+            proxy_http_version 1.1;
+            proxy_set_header Connection "";
+            proxy_set_header X-Forwarded-For \$proxy_add_x_forwarded_for;
+        }
+        location $GRPC_PATH {
+            grpc_pass grpc://grpc;
+            grpc_set_header X-Forwarded-For \$proxy_add_x_forwarded_for;
+        }
+    }
+}
+EOF
+cat "$work/cert.pem" "$work/key.pem" >"$work/haproxy.pem"
+cat >"$work/haproxy.cfg" <<EOF
+global
+    nbthread 1
+    maxconn 4096
+    ssl-default-bind-options ssl-min-ver TLSv1.2
+defaults
+    mode http
+    timeout connect 5s
+    timeout client 300s
+    timeout server 300s
+    timeout http-keep-alive 300s
+    option http-keep-alive
+    http-reuse always
+frontend bench
+    bind 127.0.0.1:${HTTP_PORT[haproxy]}
+    bind 127.0.0.1:${TLS_PORT[haproxy]} ssl crt $work/haproxy.pem alpn h2,http/1.1
+    option forwardfor
+    use_backend grpc if { path_beg $GRPC_PATH }
+    default_backend web
+backend web
+    server up 127.0.0.1:$UP_HTTP
+backend grpc
+    server up 127.0.0.1:$UP_GRPC proto h2
+EOF
+cat >"$work/Caddyfile" <<EOF
+{
+	admin off
+	auto_https off
+	persist_config off
+	servers {
+		protocols h1 h2 h3
+	}
+}
+(proxy) {
+	reverse_proxy $GRPC_PATH* h2c://127.0.0.1:$UP_GRPC {
+		transport http {
+			keepalive_idle_conns_per_host 128
+		}
+	}
+	reverse_proxy 127.0.0.1:$UP_HTTP {
+		transport http {
+			keepalive_idle_conns_per_host 128
+		}
+	}
+}
+http://:${HTTP_PORT[caddy]} {
+	bind 127.0.0.1
+	import proxy
+}
+https://:${TLS_PORT[caddy]} {
+	bind 127.0.0.1
+	tls $work/cert.pem $work/key.pem {
+		protocols tls1.2 tls1.3
+	}
+	import proxy
+}
+EOF
+indent() { sed 's/^/    /' "$1"; }
+cat >"$work/hostgate/bench.yaml" <<EOF
+apiVersion: gateway.networking.k8s.io/v1
+kind: GatewayClass
+metadata: {name: hostgate}
+spec: {controllerName: hostgate.dev/gateway-controller}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {name: bench}
+spec:
+  gatewayClassName: hostgate
+  addresses: [{value: 127.0.0.1}]
+  listeners:
+  - {name: http, port: ${HTTP_PORT[hostgate]}, protocol: HTTP}
+  - {name: https, port: ${TLS_PORT[hostgate]}, protocol: HTTPS, tls: {certificateRefs: [{name: bench-tls}]}}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: bench}
+spec:
+  parentRefs: [{name: bench}]
+  rules:
+  - matches: [{path: {type: PathPrefix, value: ${GRPC_PATH%/}}}]
+    backendRefs: [{name: grpc-upstream, port: 9000}]
+  - backendRefs: [{name: upstream, port: 80}]
+---
+apiVersion: v1
+kind: Service
+metadata: {name: upstream}
+spec: {ports: [{name: http, port: 80, targetPort: $UP_HTTP}]}
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata: {name: upstream, labels: {kubernetes.io/service-name: upstream}}
+addressType: IPv4
+ports: [{name: http, port: $UP_HTTP}]
+endpoints: [{addresses: [127.0.0.1]}]
+---
+apiVersion: v1
+kind: Service
+metadata: {name: grpc-upstream}
+spec: {ports: [{name: grpc, port: 9000, targetPort: $UP_GRPC, appProtocol: kubernetes.io/h2c}]}
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata: {name: grpc-upstream, labels: {kubernetes.io/service-name: grpc-upstream}}
+addressType: IPv4
+ports: [{name: grpc, port: $UP_GRPC, appProtocol: kubernetes.io/h2c}]
+endpoints: [{addresses: [127.0.0.1]}]
+---
+apiVersion: v1
+kind: Secret
+metadata: {name: bench-tls}
+type: kubernetes.io/tls
+stringData:
+  tls.crt: |
+$(indent "$work/cert.pem")
+  tls.key: |
+$(indent "$work/key.pem")
+EOF
+
+declare -A COMMAND=(
+	[nginx]="nginx -p $work/nginx -c $work/nginx/nginx.conf"
+	[haproxy]="haproxy -db -f $work/haproxy.cfg"
+	[caddy]="env GOMAXPROCS=1 $caddy run --config $work/Caddyfile --adapter caddyfile"
+	[hostgate]="env GOMAXPROCS=1 $work/bin/hostgate --config $work/hostgate --admin-addr 127.0.0.1:18409 --http-addr= --https-addr= --access-log=false --gateway-class= --shutdown-delay=0s --shutdown-grace=1s"
+)
+wait_port "$UP_HTTP" upstream
+wait_port "$UP_GRPC" grpc-upstream
+for p in $PROXIES; do
+	[[ -v "COMMAND[$p]" ]] || { echo "run.sh: unknown proxy $p (have: ${!COMMAND[*]})" >&2; exit 2; }
+	# shellcheck disable=SC2086 # the commands above are word lists
+	start "$p" "$PROXY_CPU" ${COMMAND[$p]}
+done
+for p in $PROXIES; do
+	wait_port "${HTTP_PORT[$p]}" "$p"
+	wait_port "${TLS_PORT[$p]}" "$p"
+done
+
+# --- scenarios ----------------------------------------------------------------
+# why_na SCENARIO PROXY: prints why the proxy cannot take part, if so.
+why_na() {
+	[[ $1 == h3 ]] || return 0
+	case $2 in
+	nginx) nginx -V 2>&1 | grep -q http_v3_module &&
+		echo "run.sh does not configure HTTP/3 for nginx yet" ||
+		echo "this nginx ($(nginx -v 2>&1 | sed 's/.*\///')) is built without HTTP/3 (http_v3_module, nginx ≥ 1.25)" ;;
+	haproxy) haproxy -vv | grep -q '+QUIC' &&
+		echo "run.sh does not configure HTTP/3 for HAProxy yet" ||
+		echo "this HAProxy ($(haproxy -v | awk 'NR==1{print $3}')) is built without QUIC" ;;
+	esac
+}
+
+# load SCENARIO PROXY DURATION OUTFILE: runs the load generator of the
+# scenario against the proxy and prints its command line first.
+load() {
+	local s=$1 p=$2 d=$3 out=$4 http=127.0.0.1:${HTTP_PORT[$2]} tls=127.0.0.1:${TLS_PORT[$2]}
+	local -a cmd
+	case $s in
+	h1-small) cmd=(wrk -t1 -c64 -d"$d" --latency "http://$http/") ;;
+	h1-16k) cmd=(wrk -t1 -c64 -d"$d" --latency "http://$http/16k") ;;
+	h2-tls) cmd=(h2load -t1 -c16 -m32 -D "$(secs "$d")" "--log-file=$out.log" "https://$tls/") ;;
+	tls-new) cmd=(wrk -t1 -c16 -d"$d" --latency -H "Connection: close" "https://$tls/") ;;
+	grpc) cmd=(env GOMAXPROCS=1 "$loadgen" grpc -c 4 -m 16 -d "$d" "$tls") ;;
+	h3) cmd=(env GOMAXPROCS=1 "$loadgen" h3 -c 16 -m 8 -d "$d" "https://$tls/") ;;
+	*) echo "run.sh: unknown scenario $s" >&2; exit 2 ;;
+	esac
+	printf '%q ' "${cmd[@]}" | sed "s|$work|\$WORK|g; s/ $//" >"$out.cmd"
+	nice -n "$NICE" taskset -c "$LOAD_CPU" "${cmd[@]}" >"$out" 2>&1
+}
+
+# cpu_ticks PID: user+system clock ticks of PID and its children (nginx's
+# worker is the master's child).
+cpu_ticks() {
+	local pid total=0 t
+	for pid in "$1" $(pgrep -P "$1" || true); do
+		t=$(awk '{print $14 + $15}' "/proc/$pid/stat" 2>/dev/null || echo 0)
+		total=$((total + t))
+	done
+	echo "$total"
+}
+
+# measure SCENARIO PROXY ROUND DURATION: one measurement, as a results line.
+measure() {
+	local s=$1 p=$2 r=$3 d=$4 out=$work/out/$1.$2.$3 pid t0 t1 c0 c1 line
+	pid=${PID[$p]}
+	c0=$(cpu_ticks "$pid") t0=$(date +%s%N)
+	if ! load "$s" "$p" "$d" "$out"; then
+		echo "$s $p n/a the load generator failed: $(tail -1 "$out")"
+		return
+	fi
+	t1=$(date +%s%N) c1=$(cpu_ticks "$pid")
+	case $s in
+	h2-tls) line=$("$loadgen" parse h2load "$out" "$out.log") ;;
+	h1-* | tls-new) line=$("$loadgen" parse wrk "$out") ;;
+	*) line=$(grep '^requests=' "$out") ;;
+	esac
+	rm -f "$out.log"
+	echo "$s $p $r $line cpu_pct=$(((c1 - c0) * 100 * 1000000000 / $(getconf CLK_TCK) / (t1 - t0)))"
+}
+
+mkdir -p "$work/out"
+load_before=$(cut -d' ' -f1-3 /proc/loadavg)
+started=$(date -u '+%Y-%m-%d %H:%M UTC')
+results=$work/results.txt
+notrun=$work/notrun.txt
+: >"$results"
+: >"$notrun"
+declare -A skip=()
+for s in $SCENARIOS; do
+	for p in $PROXIES; do
+		reason=$(why_na "$s" "$p")
+		if [[ -n $reason ]]; then
+			skip[$s.$p]=1
+			echo "$s $p n/a $reason" >>"$notrun"
+		fi
+	done
+done
+
+if [[ $(secs "$WARMUP") -gt 0 ]]; then
+	echo "run.sh: warm-up, $WARMUP per scenario and proxy" >&2
+	for s in $SCENARIOS; do
+		for p in $PROXIES; do
+			[[ -v "skip[$s.$p]" ]] && continue
+			line=$(measure "$s" "$p" 0 "$WARMUP")
+			# A pair that fails or errs while warming up is left out with
+			# the reason rather than measured.
+			if [[ $line == *" n/a "* ]] || [[ $line =~ errors=([0-9]+) && ${BASH_REMATCH[1]} -gt 0 ]] || [[ $line == *" requests=0 "* ]]; then
+				echo "run.sh: $s through $p fails: $line" >&2
+				skip[$s.$p]=1
+				echo "$s $p n/a failed in warm-up: ${line#* * * }" >>"$notrun"
+			fi
+		done
+	done
+fi
+
+for ((r = 1; r <= ROUNDS; r++)); do
+	for s in $SCENARIOS; do
+		for p in $PROXIES; do
+			[[ -v "skip[$s.$p]" ]] && continue
+			line=$(measure "$s" "$p" "$r" "$DURATION")
+			echo "run.sh: round $r/$ROUNDS: $line" >&2
+			echo "$line" >>"$results"
+		done
+	done
+done
+
+cat "$notrun" >>"$results"
+table=$("$loadgen" table "$results" nginx)
+echo "$table"
+
+# --- docs/benchmarks.md ---------------------------------------------------------
+version() { "$@" 2>&1 | head -1; }
+# conf FILE LANG: a configuration as it ran, with the run's folder as
+# $WORK and the PEM blocks' contents left out.
+conf() {
+	printf '```%s\n' "$2"
+	sed -e "s|$work|\$WORK|g" -e '/-----BEGIN/,/-----END/{/-----BEGIN/!{/-----END/!d}}' "$1"
+	printf '```\n\n'
+}
+{
+	cat <<EOF
+# Benchmarks: hostgate side by side with nginx, HAProxy and Caddy
+
+Written by [\`bench/run.sh\`](../bench/run.sh) on $started (ROUNDS=$ROUNDS,
+DURATION=$DURATION, WARMUP=$WARMUP, NICE=$NICE); run it again to replace
+this file.
+
+## Result
+
+$table
+
+Each figure is the median over $ROUNDS rounds of $DURATION, the range in
+brackets. p50 and p99 are medians of each round's percentiles. The ratios
+divide by nginx's median in the same scenario and run: req/s above 1.00×
+and p99 below 1.00× are better than nginx. **proxy CPU** is the CPU time
+the proxy (all its threads and processes) used during the measurement
+divided by its wall time: near 100% the proxy saturated its core and is
+what was measured; well below, something else (the load generator's
+core, or other work on the machine) set the pace and the row says little
+about the proxy. **errors** counts failed requests over all rounds
+(socket errors and non-2xx responses for wrk; failed, errored and timed
+out for h2load; failed calls for loadgen).
+
+## Machine
+
+- $(nproc) CPUs: $(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //'); kernel $(uname -r); $(sed -n 's/^PRETTY_NAME="\(.*\)"/\1/p' /etc/os-release)
+- load average (1, 5, 15 min) when the run started: $load_before; when it ended: $(cut -d' ' -f1-3 /proc/loadavg). Anything above 0 is other work sharing the cores with the benchmark.
+
+## Versions
+
+| what | version |
+|---|---|
+| hostgate | $(cd "$repo" && git describe --always --dirty 2>/dev/null || echo unknown), built with $(go version | cut -d' ' -f3) |
+| nginx | $(version nginx -v | sed 's/.*: //') (Debian package) |
+| HAProxy | $(version haproxy -v | cut -d' ' -f1-3) (Debian package) |
+| Caddy | $(caddy_version) (\`go install github.com/caddyserver/caddy/v2/cmd/caddy@$CADDY_VERSION\`) |
+| wrk | $(version wrk -v | cut -d' ' -f1-2) |
+| h2load | $(version h2load --version) |
+| loadgen | bench/loadgen with $(cd "$repo" && go list -m -f '{{.Path}} {{.Version}}' google.golang.org/grpc github.com/quic-go/quic-go | paste -sd, | sed 's/,/, /') |
+| OpenSSL | $(version openssl version) |
+
+## Method
+
+- **Topology.** Each proxy runs pinned to core $PROXY_CPU
+  (\`taskset -c $PROXY_CPU\`); the load generator and the upstreams run
+  pinned to core $LOAD_CPU. All proxies run for the whole run, each on
+  its own loopback ports, and are measured one after the other: every
+  round measures every scenario through every proxy (nginx, HAProxy,
+  Caddy, hostgate, nginx, …), so slow drifts of the machine fall on all
+  of them alike. A warm-up of $WARMUP per scenario and proxy comes first
+  and is not counted; a pair that fails in the warm-up is reported as n/a
+  with the failure.
+- **Upstreams, the same for every proxy.** HTTP: a second nginx with one
+  worker that answers \`GET /\` with "hello, world" (13 bytes) by
+  \`return 200\` and \`GET /16k\` with a 16 KiB file held open by
+  \`open_file_cache\`, so both come from memory. With wrk on the same core
+  it reaches about 100,000 small responses/s, several times any proxy's
+  rate here, so it is not the bottleneck. gRPC: grpc-go's health service
+  (\`grpc.health.v1.Health/Check\`) over h2c (\`loadgen grpc-upstream\`).
+- **Equivalent configurations** (below, as they ran): one worker or
+  thread (nginx \`worker_processes 1\`, HAProxy \`nbthread 1\`, Caddy and
+  hostgate \`GOMAXPROCS=1\`); keep-alive to the upstream with up to 128
+  idle connections (hostgate's pool is fixed at 64 per endpoint, as many
+  as the 64 client connections of the HTTP/1.1 scenarios); access logs off
+  everywhere (nginx \`access_log off\`, HAProxy without \`log\`, Caddy
+  without a \`log\` directive, hostgate \`--access-log=false\`);
+  X-Forwarded-For sent upstream (Caddy and hostgate also send
+  X-Forwarded-Proto and -Host); nginx's per-connection request limits
+  raised so that no proxy closes client or upstream connections after
+  1,000 requests; TLS 1.2 and 1.3 with one self-signed ECDSA P-256
+  certificate made for the run by openssl (the clients negotiate TLS 1.3);
+  HTTP/2 over TLS by ALPN; gRPC by the path prefix \`$GRPC_PATH\` to the
+  h2c upstream. hostgate runs in file mode (\`--config\`) with a Gateway,
+  an HTTPRoute, Services, EndpointSlices and the Secret.
+- **Scenarios** (the load generator's command against hostgate; for the
+  others only the port differs):
+EOF
+	for s in $SCENARIOS; do
+		shown=$(cat "$work/out/$s.hostgate.1.cmd" 2>/dev/null || echo "(not run)")
+		case $s in
+		h1-small) what="HTTP/1.1 keep-alive, small response, 64 connections" ;;
+		h1-16k) what="HTTP/1.1 keep-alive, 16 KiB response, 64 connections" ;;
+		h2-tls) what="HTTP/2 over TLS, 16 connections × 32 concurrent streams; the percentiles come from h2load's per-request log" ;;
+		tls-new) what="a new TLS connection for every request (a full handshake: wrk resumes no sessions), HTTP/1.1 with \`Connection: close\`, 16 connections at a time, so req/s is handshakes/s; wrk's latency starts after the handshake" ;;
+		grpc) what="gRPC unary over TLS, 4 connections × 16 concurrent calls of grpc-go's generated health client; each call's grpc-status is checked" ;;
+		h3) what="HTTP/3, 16 QUIC connections × 8 concurrent requests with quic-go's client (Debian's h2load is built without QUIC)" ;;
+		esac
+		# shellcheck disable=SC2016 # the backticks are Markdown's
+		printf '  - **%s**: %s.\n    `%s`\n' "$s" "$what" "$shown"
+	done
+	cat <<EOF
+- **Ports**, all on 127.0.0.1: upstream HTTP $UP_HTTP, gRPC $UP_GRPC;
+  plain and TLS (TCP, and UDP for HTTP/3): nginx ${HTTP_PORT[nginx]}/${TLS_PORT[nginx]},
+  HAProxy ${HTTP_PORT[haproxy]}/${TLS_PORT[haproxy]}, Caddy ${HTTP_PORT[caddy]}/${TLS_PORT[caddy]},
+  hostgate ${HTTP_PORT[hostgate]}/${TLS_PORT[hostgate]} (admin 18409).
+- **Not claimed.** Loopback only, so no network latency or bandwidth
+  limit; one upstream endpoint; a shared machine (see the load average
+  above). Numbers from different runs are not comparable; ratios within a
+  run are the figures to read.
+
+## Configurations
+
+Started with \`taskset -c $PROXY_CPU\` as:
+
+EOF
+	for p in $PROXIES; do
+		# shellcheck disable=SC2016 # the backticks are Markdown's
+		printf -- '- %s: `%s`\n' "$p" "$(echo "${COMMAND[$p]}" | sed "s|$work|\$WORK|g; s|$BIN|\$BIN|g")"
+	done
+	echo
+	echo "Upstream nginx (\`nginx -p \$WORK/upstream -c \$WORK/upstream/nginx.conf\` with \`taskset -c $LOAD_CPU\`):"
+	echo
+	conf "$work/upstream/nginx.conf" nginx
+	echo "nginx:"
+	echo
+	conf "$work/nginx/nginx.conf" nginx
+	echo "HAProxy (\`\$WORK/haproxy.pem\` is the certificate followed by its key):"
+	echo
+	conf "$work/haproxy.cfg" haproxy
+	echo "Caddy:"
+	echo
+	conf "$work/Caddyfile" caddyfile
+	echo "hostgate (\`\$WORK/hostgate/bench.yaml\`):"
+	echo
+	conf "$work/hostgate/bench.yaml" yaml
+} >"$OUT.tmp"
+mv "$OUT.tmp" "$OUT"
+echo "run.sh: wrote $OUT" >&2
