@@ -29,6 +29,19 @@ fi
 log "real control plane (etcd, kube-apiserver)"
 eval "$(hack/kube-env.sh --export)"
 
+# h2spec, the HTTP/2 conformance checker proxy.TestH2Spec runs, built with
+# the go command from the tools module in hack/h2spec, which pins it and its
+# dependencies. Cached by version; GOWORK=off: the tools module stands alone.
+h2spec_version=v2.2.1
+h2spec_cache=${HOSTGATE_H2SPEC_CACHE:-$HOME/.cache/hostgate/h2spec/$h2spec_version}
+if [ ! -x "$h2spec_cache/h2spec" ]; then
+	log "building h2spec $h2spec_version"
+	mkdir -p "$h2spec_cache"
+	(cd hack/h2spec && GOWORK=off CGO_ENABLED=0 go build -trimpath -o "$h2spec_cache/.h2spec.$$" github.com/summerwind/h2spec/cmd/h2spec)
+	mv -f "$h2spec_cache/.h2spec.$$" "$h2spec_cache/h2spec"
+fi
+export HOSTGATE_H2SPEC=$h2spec_cache/h2spec
+
 log "gofmt"
 unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './hack/kube/*'))
 if [ -n "$unformatted" ]; then

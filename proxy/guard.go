@@ -17,6 +17,9 @@ package proxy
 //   - HTTP/2 settings repeated in one SETTINGS frame, which Go's server
 //     refuses though RFC 9113 has them processed in order: all but the
 //     last are renamed to identifiers the server ignores.
+//   - HTTP/2 requests with connection-specific header fields or a TE
+//     other than "trailers" (RFC 9113 section 8.2.2), which Go's server
+//     answers 400 where the RFC calls them malformed: a protocol error.
 //
 // After an Upgrade request it watches the answer: a 101 for h2c switches
 // both directions to HTTP/2 frames, another 101 (WebSocket) ends the
@@ -38,8 +41,17 @@ package proxy
 // error after the head, in a later read): its body then fails to read and
 // the request to the backend is aborted.
 //
-// An HTTP/2 connection over the limit gets GOAWAY(ENHANCE_YOUR_CALM) and
-// its reads fail, which closes it.
+// An HTTP/2 connection over the reset limit gets GOAWAY(ENHANCE_YOUR_CALM)
+// and its reads fail, which closes it. A malformed header block gets
+// GOAWAY(PROTOCOL_ERROR) the same way, before the server has read the
+// block whole, so no handler sees it. RFC 9113 section 8.1.1 asks for a
+// stream error, and section 5.4 allows a connection error in its place:
+// resetting one stream would mean handing the server a block that decodes
+// to a request it resets, with its HPACK table in step with the client's,
+// which no rewrite of a block in place can promise (a Huffman string of
+// the same length and decoded size may not exist). Only a broken or
+// hostile client sends these fields: they are what HTTP/2-to-HTTP/1
+// request smuggling is made of.
 
 import (
 	"bytes"
@@ -50,6 +62,8 @@ import (
 	"net"
 	"sync/atomic"
 	"time"
+
+	"golang.org/x/net/http2/hpack"
 )
 
 // Rapid-reset budget: a connection may reset resetBurst streams before
@@ -70,7 +84,10 @@ const (
 // poison is what net/http reads in place of a refused request.
 const poison = "\x00\r\n\r\n"
 
-var errCalm = errors.New("HTTP/2 connection closed: too many streams reset before their response (rapid reset)")
+var (
+	errCalm      = errors.New("HTTP/2 connection closed: too many streams reset before their response (rapid reset)")
+	errMalformed = errors.New("HTTP/2 connection closed: malformed header block")
+)
 
 // Reader states. HTTP/1.1 states come first.
 const (
@@ -93,7 +110,7 @@ const (
 	stFrames                   // in HTTP/2 frames
 	stPassthrough              // another protocol (WebSocket): not inspected
 	stRefused                  // a violation was found: serve poison, then EOF
-	stCalm                     // the rapid-reset limit was hit
+	stGoneAway                 // HTTP/2 ended with GOAWAY: reads fail with h2err
 )
 
 // Field kinds the guard looks at.
@@ -150,7 +167,9 @@ type guardConn struct {
 
 	// HTTP/2 reader state.
 	in     frameScanner
+	hb     headerBlock
 	resets float64 // reset budget left
+	h2err  error   // why reads fail after the guard's GOAWAY
 	// settingsNext says the next read starts with a SETTINGS payload.
 	settingsNext bool
 	refilled     time.Time
@@ -160,11 +179,12 @@ type guardConn struct {
 	out       frameScanner
 	responded *[respSlots]atomic.Uint32
 
-	// writing and calm hand the GOAWAY to exactly one of the writer and
-	// the reader that trips the limit: writing is 1 during a Write and 2
-	// once the GOAWAY was written.
-	writing atomic.Uint32
-	calm    atomic.Bool
+	// writing and away hand the GOAWAY to exactly one of the writer and
+	// the reader that ends the connection: writing is 1 during a Write
+	// and 2 once the GOAWAY was written. awayCode is its error code.
+	writing  atomic.Uint32
+	away     atomic.Bool
+	awayCode atomic.Uint32
 	// lastStream is the highest stream the client opened, for GOAWAY.
 	lastStream atomic.Uint32
 }
@@ -179,8 +199,8 @@ func (g *guardConn) Read(p []byte) (int, error) {
 	switch g.st {
 	case stRefused:
 		return g.readPoison(p)
-	case stCalm:
-		return 0, errCalm
+	case stGoneAway:
+		return 0, g.h2err
 	}
 	n, err := g.Conn.Read(p)
 	if n == 0 {
@@ -198,14 +218,14 @@ func (g *guardConn) Read(p []byte) (int, error) {
 	}
 	if g.st >= stPreface {
 		if !g.frames(p[:n]) {
-			return 0, errCalm
+			return g.drain(p)
 		}
 		return n, err
 	}
 	if cut, ok := g.http1(p[:n]); !ok {
-		if g.st == stCalm {
-			// HTTP/2 began in this read and is over its budget.
-			return 0, errCalm
+		if g.st == stGoneAway {
+			// HTTP/2 began in this read and ended in it.
+			return g.drain(p)
 		}
 		g.st = stRefused
 		if cut == 0 {
@@ -655,7 +675,8 @@ func (g *guardConn) startFrames() {
 }
 
 // frames runs the HTTP/2 reader over b and reports whether the connection
-// stays within its reset budget.
+// goes on: false once it went away (over its reset budget, or a malformed
+// header block).
 func (g *guardConn) frames(b []byte) bool {
 	if g.st == stPreface {
 		// The HTTP/2 server checks the preface; here it is skipped.
@@ -671,18 +692,33 @@ func (g *guardConn) frames(b []byte) bool {
 		dedupeSettings(b[:g.in.remain])
 	}
 	g.settingsNext = false
+	if g.hb.inFrame {
+		// The rest of a header block frame begun in an earlier read.
+		var code uint32
+		if b, code = g.fragment(b); code != 0 {
+			return g.goAway(code, errMalformed)
+		}
+	}
 	for b, ok := g.in.next(b); ok; b, ok = g.in.next(b) {
 		stream := g.in.stream()
-		switch g.in.hdr[3] {
-		case frameHeaders:
-			if stream > g.lastStream.Load() {
-				g.lastStream.Store(stream)
+		typ := g.in.hdr[3]
+		if g.hb.open != (typ == frameContinuation) {
+			// A block interrupted, or a CONTINUATION outside one: the
+			// server ends the connection too (RFC 9113 section 6.10).
+			return g.goAway(errProtocol, errMalformed)
+		}
+		switch typ {
+		case frameHeaders, frameContinuation:
+			code := g.startFragment()
+			if code == 0 {
+				b, code = g.fragment(b)
+			}
+			if code != 0 {
+				return g.goAway(code, errMalformed)
 			}
 		case frameRSTStream:
 			if g.responded[stream>>1%respSlots].Load() != stream && !g.spendReset() {
-				g.st = stCalm
-				g.goAway()
-				return false
+				return g.goAway(errEnhanceYourCalm, errCalm)
 			}
 		case frameSettings:
 			// Go's HTTP/2 server reads a frame's header and payload
@@ -699,15 +735,141 @@ func (g *guardConn) frames(b []byte) bool {
 	return true
 }
 
-// HTTP/2 frame types and the error code the guard uses (RFC 9113).
+// HTTP/2 frame types, flags and the error codes the guard uses (RFC 9113).
 const (
 	frameHeaders       = 0x1
 	frameRSTStream     = 0x3
 	frameSettings      = 0x4
 	frameGoAway        = 0x7
-	errEnhanceYourCalm = 0xb
+	frameContinuation  = 0x9
 	flagAck            = 0x1
+	flagEndHeaders     = 0x4
+	flagPadded         = 0x8
+	flagPriority       = 0x20
+	errProtocol        = 0x1
+	errCompression     = 0x9
+	errEnhanceYourCalm = 0xb
 )
+
+// h2HeaderTableSize is the HPACK dynamic table size the HTTP/2 servers
+// (net/http's and x/net's for h2c upgrades) advertise and decode with:
+// both default to 4096, which the listeners do not change.
+const h2HeaderTableSize = 4096
+
+// headerBlock follows the header blocks a client sends, decoding them with
+// an HPACK decoder in step with the server's: every HEADERS and
+// CONTINUATION frame the server reads passes through it in order.
+type headerBlock struct {
+	dec     *hpack.Decoder
+	open    bool   // a block began and has not ended
+	inFrame bool   // in the payload of one of its frames
+	stream  uint32 // the stream of the open block
+	last    bool   // the current frame ends the block
+	padLen  bool   // the pad length byte comes next
+	skip    int64  // priority bytes to skip
+	frag    int64  // block fragment bytes left in the frame
+	tes     int    // TE fields in the block
+	bad     bool   // a field makes the request malformed
+}
+
+// startFragment begins the payload of a HEADERS or CONTINUATION frame
+// whose header was just read, and returns an HTTP/2 error code if the
+// frame is malformed.
+func (g *guardConn) startFragment() uint32 {
+	h := &g.hb
+	flags := g.in.hdr[4]
+	if h.dec == nil {
+		h.dec = hpack.NewDecoder(h2HeaderTableSize, h.field)
+	}
+	h.padLen, h.skip = false, 0
+	if g.in.hdr[3] == frameHeaders {
+		h.open, h.stream, h.tes = true, g.in.stream(), 0
+		h.padLen = flags&flagPadded != 0
+		if flags&flagPriority != 0 {
+			h.skip = 5
+		}
+	} else if g.in.stream() != h.stream {
+		return errProtocol
+	}
+	h.frag = g.in.remain - h.skip
+	if h.padLen {
+		h.frag--
+	}
+	if h.frag < 0 {
+		return errProtocol
+	}
+	h.inFrame, h.last = true, flags&flagEndHeaders != 0
+	return 0
+}
+
+// fragment takes what b holds of the current header block frame's payload
+// and returns the rest of b, and an HTTP/2 error code if the block is
+// malformed, or cannot be decoded (which the server would find too).
+func (g *guardConn) fragment(b []byte) ([]byte, uint32) {
+	h := &g.hb
+	n := min(g.in.remain, int64(len(b)))
+	p := b[:n]
+	b = b[n:]
+	g.in.remain -= n
+	for len(p) > 0 {
+		switch {
+		case h.padLen:
+			h.padLen = false
+			h.frag -= int64(p[0])
+			p = p[1:]
+			if h.frag < 0 {
+				return b, errProtocol
+			}
+		case h.skip > 0:
+			k := min(h.skip, int64(len(p)))
+			h.skip -= k
+			p = p[k:]
+		case h.frag > 0:
+			k := min(h.frag, int64(len(p)))
+			h.frag -= k
+			if _, err := h.dec.Write(p[:k]); err != nil {
+				return b, errCompression
+			}
+			if h.bad {
+				return b, errProtocol
+			}
+			p = p[k:]
+		default:
+			// Padding.
+			p = nil
+		}
+	}
+	if g.in.remain > 0 {
+		return b, 0
+	}
+	h.inFrame = false
+	if h.last {
+		h.open = false
+		if h.dec.Close() != nil {
+			return b, errCompression
+		}
+		if h.stream > g.lastStream.Load() {
+			g.lastStream.Store(h.stream)
+		}
+	}
+	return b, 0
+}
+
+// field notes a decoded field that makes a request malformed in HTTP/2
+// (RFC 9113 section 8.2.2), as the server's checkValidHTTP2RequestHeaders
+// sees it: a connection-specific field, or TE other than one "trailers".
+// The server reads names in lower case only, or resets the stream.
+func (h *headerBlock) field(f hpack.HeaderField) {
+	switch f.Name {
+	case "connection", "keep-alive", "proxy-connection", "transfer-encoding", "upgrade":
+		h.bad = true
+	case "te":
+		h.tes++
+		if h.tes > 1 || f.Value != "trailers" && f.Value != "" {
+			h.bad = true
+		}
+	}
+}
 
 // dedupeSettings renames in place all but the last of repeated settings in
 // a SETTINGS payload to distinct identifiers of the experimental range,
@@ -762,12 +924,33 @@ func (g *guardConn) spendReset() bool {
 	return true
 }
 
-// goAway has GOAWAY(ENHANCE_YOUR_CALM) written now, or by the Write in
-// progress when it ends; writes fail after it.
-func (g *guardConn) goAway() {
-	g.calm.Store(true)
+// goAway ends the HTTP/2 connection: it has GOAWAY with code written now,
+// or by the Write in progress when it ends, and reads fail with err after
+// it, as do writes. It returns false, for frames to return.
+func (g *guardConn) goAway(code uint32, err error) bool {
+	g.st, g.h2err = stGoneAway, err
+	g.awayCode.Store(code)
+	g.away.Store(true)
 	if g.writing.CompareAndSwap(0, 2) {
 		g.writeGoAway()
+	}
+	return false
+}
+
+// goAwayLinger is how long the guard reads and drops what a client sends
+// after its GOAWAY, as the HTTP/2 server does after its own.
+const goAwayLinger = time.Second
+
+// drain reads and drops what the client sends after the guard's GOAWAY,
+// until the client closes or goAwayLinger passes, and then fails: closing
+// a socket with unread bytes sends a TCP reset, which can destroy the
+// GOAWAY before the client reads it.
+func (g *guardConn) drain(p []byte) (int, error) {
+	_ = g.Conn.SetReadDeadline(g.now().Add(goAwayLinger))
+	for {
+		if _, err := g.Conn.Read(p); err != nil {
+			return 0, g.h2err
+		}
 	}
 }
 
@@ -776,7 +959,7 @@ func (g *guardConn) writeGoAway() {
 	f[2] = 8
 	f[3] = frameGoAway
 	binary.BigEndian.PutUint32(f[9:], g.lastStream.Load())
-	binary.BigEndian.PutUint32(f[13:], errEnhanceYourCalm)
+	binary.BigEndian.PutUint32(f[13:], g.awayCode.Load())
 	// A client that does not read must not hold the reader here.
 	_ = g.Conn.SetWriteDeadline(g.now().Add(time.Second))
 	_, _ = g.Conn.Write(f[:])
@@ -821,9 +1004,12 @@ func (g *guardConn) answer(p []byte) {
 
 // writeFrames notes the streams whose response starts in p before writing
 // it, so that a reset the client sends after seeing it is not counted.
+// After the guard's GOAWAY it drops what the server writes: a failed write
+// would have the server close the socket at once, with the client's unread
+// bytes in it, and the TCP reset that sends can destroy the GOAWAY.
 func (g *guardConn) writeFrames(p []byte) (int, error) {
 	if !g.writing.CompareAndSwap(0, 1) {
-		return 0, errCalm
+		return len(p), nil
 	}
 	for b, ok := g.out.next(p); ok; b, ok = g.out.next(b) {
 		if g.out.hdr[3] == frameHeaders {
@@ -833,7 +1019,7 @@ func (g *guardConn) writeFrames(p []byte) (int, error) {
 	}
 	n, err := g.Conn.Write(p)
 	g.writing.Store(0)
-	if g.calm.Load() && g.writing.CompareAndSwap(0, 2) {
+	if g.away.Load() && g.writing.CompareAndSwap(0, 2) {
 		g.writeGoAway()
 	}
 	return n, err

@@ -392,9 +392,16 @@ func FuzzGuardSplit(f *testing.F) {
 	f.Add([]byte("GET / HTTP/1.1\r\nContent-Length: 3\r\nContent-Length: 3\r\n\r\nabc"), uint16(20), uint16(1))
 	f.Add([]byte("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\x00\x00\x00\x04\x00\x00\x00\x00\x00"), uint16(14), uint16(5))
 	f.Add([]byte("GET / HTTP/1.1\r\nX: a\r\n b\r\n\r\n"), uint16(22), uint16(2))
+	for _, fields := range [][]string{nil, {"te", "gzip"}, {"x-a", "b", "connection", "close"}} {
+		f.Add(h2HeaderBlocks(fields...), uint16(30), uint16(3))
+	}
 	f.Fuzz(func(t *testing.T, data []byte, first, step uint16) {
 		verdict := func(pieces [][]byte) (bool, uint8) {
-			g := newGuardConn(nil)
+			// The client end takes the guard's GOAWAY, if any.
+			server, client := net.Pipe()
+			defer server.Close()
+			go io.Copy(io.Discard, client)
+			g := newGuardConn(server)
 			for _, p := range pieces {
 				var ok bool
 				if g.st >= stPreface {
