@@ -88,14 +88,8 @@ func parseFlags(args []string, output io.Writer) (*config, error) {
 		return nil
 	})
 	fs.BoolVar(&c.proxy.TrustForwardedHeaders, "trust-forwarded-headers", false, "keep X-Forwarded-* headers sent by clients (only behind a trusted load balancer)")
-	fs.Func("load-balancing", "round-robin or least-request (default round-robin)", func(s string) error {
-		switch b := proxy.Balancer(s); b {
-		case proxy.RoundRobin, proxy.LeastRequest:
-			c.proxy.LoadBalancing = b
-			return nil
-		}
-		return fmt.Errorf("must be %s or %s", proxy.RoundRobin, proxy.LeastRequest)
-	})
+	fs.Func("load-balancing", "round-robin or least-request (default round-robin)", oneOf(&c.proxy.LoadBalancing, proxy.RoundRobin, proxy.LeastRequest))
+	fs.Func("http1-engine", "native (hostgate's own HTTP/1.1 engine) or stdlib (net/http for every connection) (default native)", oneOf(&c.proxy.HTTP1Engine, proxy.EngineNative, proxy.EngineStdlib))
 	fs.DurationVar(&c.proxy.ReadHeaderTimeout, "read-header-timeout", c.proxy.ReadHeaderTimeout, "time a client has to send request headers")
 	fs.DurationVar(&c.proxy.IdleTimeout, "idle-timeout", c.proxy.IdleTimeout, "how long an idle client connection is kept")
 	fs.IntVar(&c.proxy.MaxHeaderBytes, "max-header-bytes", c.proxy.MaxHeaderBytes, "largest request header block; larger gets 431")
@@ -121,6 +115,19 @@ func parseFlags(args []string, output io.Writer) (*config, error) {
 		return nil, errors.New("-config and -kubeconfig exclude each other: serve files or a cluster")
 	}
 	return c, nil
+}
+
+// oneOf parses a flag that takes one of values.
+func oneOf[T ~string](dst *T, values ...T) func(string) error {
+	return func(s string) error {
+		for _, v := range values {
+			if T(s) == v {
+				*dst = v
+				return nil
+			}
+		}
+		return fmt.Errorf("must be one of %q", values)
+	}
 }
 
 func envOr(name, fallback string) string {

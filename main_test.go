@@ -227,6 +227,7 @@ func TestBadFlagsAreRejected(t *testing.T) {
 	for _, args := range [][]string{
 		{"--log-format", "xml"},
 		{"--load-balancing", "random"},
+		{"--http1-engine", "fast"},
 		{"--config", "x", "--kubeconfig", "y"},
 		{"stray"},
 		{"--address-pool", "not-an-ip", "--config", "testdata"},

@@ -3,7 +3,9 @@ package proxy
 import (
 	"io"
 	"net/http"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/hostgate/hostgate/router"
 )
@@ -37,21 +39,27 @@ func BenchmarkDecide(b *testing.B) {
 }
 
 // BenchmarkProxyHTTP1 is a proxied keep-alive HTTP/1.1 request end to end
-// on loopback: client, proxy and backend all run in this process, so
-// BenchmarkDirectHTTP1 (the same without the proxy) is the baseline to
-// subtract.
+// on loopback, for each engine: client, proxy and backend all run in this
+// process, so BenchmarkDirectHTTP1 (the same without the proxy) is the
+// baseline to subtract.
 func BenchmarkProxyHTTP1(b *testing.B) {
 	backend := startBackend(b, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "hello") }))
-	s, err := New(testOptions())
-	if err != nil {
-		b.Fatal(err)
+	for _, engine := range []Engine{EngineNative, EngineStdlib} {
+		b.Run("engine="+string(engine), func(b *testing.B) {
+			opts := testOptions()
+			opts.HTTP1Engine = engine
+			s, err := New(opts)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(func() { s.Shutdown(b.Context()) })
+			s.UpdateEndpoints(map[string][]Endpoint{"web": {{Address: backend}}})
+			if err := s.Apply(Config{Listeners: []Listener{{Address: "127.0.0.1:0", Routes: benchRoutes(b)}}}); err != nil {
+				b.Fatal(err)
+			}
+			benchGet(b, "http://"+s.listeners["127.0.0.1:0"].tcp.Addr().String()+"/api/users", "a.example.com")
+		})
 	}
-	b.Cleanup(func() { s.Shutdown(b.Context()) })
-	s.UpdateEndpoints(map[string][]Endpoint{"web": {{Address: backend}}})
-	if err := s.Apply(Config{Listeners: []Listener{{Address: "127.0.0.1:0", Routes: benchRoutes(b)}}}); err != nil {
-		b.Fatal(err)
-	}
-	benchGet(b, "http://"+s.listeners["127.0.0.1:0"].tcp.Addr().String()+"/api/users", "a.example.com")
 }
 
 func BenchmarkDirectHTTP1(b *testing.B) {
@@ -67,6 +75,7 @@ func benchGet(b *testing.B, url, host string) {
 	}
 	req.Host = host
 	b.ReportAllocs()
+	start := cpuTime(b)
 	for b.Loop() {
 		resp, err := client.Do(req)
 		if err != nil {
@@ -80,6 +89,18 @@ func benchGet(b *testing.B, url, host string) {
 			b.Fatal(resp.Status)
 		}
 	}
+	// CPU time, of the client and backend too, varies less than the wall
+	// clock on a shared machine.
+	b.ReportMetric(float64(cpuTime(b)-start)/float64(b.N), "cpu-ns/op")
+}
+
+// cpuTime is the CPU time the process used so far, user and system.
+func cpuTime(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // BenchmarkRequestMetrics is what metrics add to a request: finding the

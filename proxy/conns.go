@@ -102,6 +102,9 @@ type connKey struct{}
 // connContext is the http.Server's ConnContext: it lets a request find the
 // connection it came on. Connections reach it wrapped by TLS or the guard.
 func connContext(ctx context.Context, c net.Conn) context.Context {
+	if bc, ok := c.(*bufferedConn); ok {
+		c = bc.Conn
+	}
 	if gc, ok := c.(*guardConn); ok {
 		c = gc.Conn
 	}
@@ -166,9 +169,18 @@ func (m *metrics) countFailedHandshake(c net.Conn, state http.ConnState) {
 	if state != http.StateClosed {
 		return
 	}
+	if bc, ok := c.(*bufferedConn); ok {
+		c = bc.Conn
+	}
 	if gc, ok := c.(*guardConn); ok {
 		c = gc.Conn
 	}
+	m.failedHandshake(c)
+}
+
+// failedHandshake counts the handshake of c, the TLS connection beneath
+// the guard, as failed if it did not complete, when its connection ends.
+func (m *metrics) failedHandshake(c net.Conn) {
 	tc, ok := c.(*tls.Conn)
 	if !ok || tc.ConnectionState().HandshakeComplete {
 		return

@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/hostgate/hostgate/router"
 )
 
 // Responses made by the proxy itself are short plain text, or for gRPC
@@ -45,8 +47,8 @@ func grpcStatus(status int) string {
 	return grpcInternal
 }
 
-func isGRPC(h http.Header) bool {
-	ct := h["Content-Type"]
+func isGRPC(h router.Headers) bool {
+	ct := h.Values("Content-Type")
 	return len(ct) > 0 && strings.HasPrefix(ct[0], "application/grpc")
 }
 
@@ -69,8 +71,8 @@ func writeError(w http.ResponseWriter, r *http.Request, status int) {
 
 // grpcTimeout parses a grpc-timeout header value: up to eight digits and a
 // unit. ok is false when there is none or it does not parse.
-func grpcTimeout(h http.Header) (d time.Duration, ok bool) {
-	v := h["Grpc-Timeout"]
+func grpcTimeout(h router.Headers) (d time.Duration, ok bool) {
+	v := h.Values("Grpc-Timeout")
 	if len(v) == 0 || len(v[0]) < 2 || len(v[0]) > 9 {
 		return 0, false
 	}

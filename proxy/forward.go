@@ -26,7 +26,7 @@ import (
 func (s *Server) serve(w http.ResponseWriter, r *http.Request, l *listener, st *listenerState) {
 	rec := &recorder{ResponseWriter: w}
 	ex := exchange{start: time.Now(), scheme: l.scheme, sets: *s.sets.Load()}
-	defer s.observe(l, r, rec, &ex)
+	defer s.observeHTTP(l, r, rec, &ex)
 	v := view{
 		Request: router.Request{Host: r.Host, Method: r.Method, Path: r.URL.EscapedPath(), RawQuery: r.URL.RawQuery, Header: r.Header},
 		scheme:  l.scheme,
@@ -191,7 +191,7 @@ func (f *forwarder) transport(protocol string) *http.Transport {
 
 // upstreamProtocol is the backend's protocol. gRPC needs HTTP/2, so gRPC
 // routes and calls default to h2c.
-func upstreamProtocol(p *plan, h http.Header) string {
+func upstreamProtocol(p *plan, h router.Headers) string {
 	if p.backend.Protocol == "" && (p.target.Route.ID.Kind == router.KindGRPCRoute || isGRPC(h)) {
 		return "h2c"
 	}
@@ -226,7 +226,7 @@ func (f *forwarder) forward(w http.ResponseWriter, r *http.Request, ex *exchange
 // timeout is the request's deadline: the shortest of the rule's request
 // and backend request timeouts (only connects are retried, so one backend
 // request lasts as long as the request) and a gRPC call's grpc-timeout.
-func timeout(t router.Timeouts, h http.Header) time.Duration {
+func timeout(t router.Timeouts, h router.Headers) time.Duration {
 	d := t.Request
 	if t.BackendRequest > 0 && (d == 0 || t.BackendRequest < d) {
 		d = t.BackendRequest

@@ -22,11 +22,14 @@ import (
 	"github.com/hostgate/hostgate/tlsstore/tlstest"
 )
 
-// testOptions are fast-stopping options for tests.
+// testOptions are fast-stopping options for tests. The HTTP/1.1 engine is
+// the default unless HOSTGATE_TEST_HTTP1_ENGINE names another, so that the
+// tests can run on net/http alone too.
 func testOptions() Options {
 	return Options{
 		ShutdownDelay: time.Millisecond, ShutdownGrace: 2 * time.Second,
 		Registerer: prometheus.NewRegistry(), Logger: slog.New(slog.DiscardHandler),
+		HTTP1Engine: Engine(os.Getenv("HOSTGATE_TEST_HTTP1_ENGINE")),
 	}
 }
 

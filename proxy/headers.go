@@ -26,8 +26,16 @@ func eachFilter(p *plan, t router.FilterType, fn func(*router.Filter)) {
 	}
 }
 
+// headerEditor is what modifyHeader edits: an http.Header, or the
+// engine's field list.
+type headerEditor interface {
+	Set(name, value string)
+	Add(name, value string)
+	Del(name string)
+}
+
 // modifyHeader applies a header modifier: set, then add, then remove.
-func modifyHeader(h http.Header, m *router.HeaderModifier) {
+func modifyHeader(h headerEditor, m *router.HeaderModifier) {
 	for _, s := range m.Set {
 		h.Set(s.Name, s.Value)
 	}
@@ -40,26 +48,33 @@ func modifyHeader(h http.Header, m *router.HeaderModifier) {
 }
 
 // setForwarded sets X-Forwarded-For, -Proto and -Host on out from in.
-// Values the client sent are kept (and -For appended to) only when trusted;
-// otherwise a client could pose as any address.
 func setForwarded(in *http.Request, out http.Header, scheme string, trusted bool) {
 	client, _, err := net.SplitHostPort(in.RemoteAddr)
 	if err != nil {
 		client = in.RemoteAddr
 	}
-	proto, host := scheme, in.Host
-	if trusted {
-		if prior := in.Header["X-Forwarded-For"]; len(prior) > 0 {
-			client = strings.Join(prior, ", ") + ", " + client
-		}
-		if v := in.Header.Get("X-Forwarded-Proto"); v != "" {
-			proto = v
-		}
-		if v := in.Header.Get("X-Forwarded-Host"); v != "" {
-			host = v
-		}
-	}
-	out["X-Forwarded-For"] = []string{client}
+	xff, proto, host := forwarded(client, in.Host, scheme, in.Header, trusted)
+	out["X-Forwarded-For"] = []string{xff}
 	out["X-Forwarded-Proto"] = []string{proto}
 	out["X-Forwarded-Host"] = []string{host}
+}
+
+// forwarded gives the X-Forwarded-For, -Proto and -Host values of a
+// request from the address client for host over scheme, whose header is h.
+// Values the client sent are kept (and -For appended to) only when trusted;
+// otherwise a client could pose as any address.
+func forwarded(client, host, scheme string, h router.Headers, trusted bool) (xff, proto, fhost string) {
+	xff, proto, fhost = client, scheme, host
+	if trusted {
+		if prior := h.Values("X-Forwarded-For"); len(prior) > 0 {
+			xff = strings.Join(prior, ", ") + ", " + client
+		}
+		if v := h.Values("X-Forwarded-Proto"); len(v) > 0 && v[0] != "" {
+			proto = v[0]
+		}
+		if v := h.Values("X-Forwarded-Host"); len(v) > 0 && v[0] != "" {
+			fhost = v[0]
+		}
+	}
+	return xff, proto, fhost
 }

@@ -46,6 +46,15 @@ type listener struct {
 	alt   []string // Alt-Svc value, shared by every response
 	stats *listenerMetrics
 
+	// handoff feeds l.http the connections the HTTP/1.1 engine hands
+	// over; nil when net/http serves them all (EngineStdlib).
+	handoff *handoffListener
+	// h1conns are the engine's connections, for draining to find the
+	// idle ones; closing says the listener drains.
+	h1mu    sync.Mutex
+	h1conns map[*h1conn]struct{}
+	closing atomic.Bool
+
 	serving sync.WaitGroup
 }
 
@@ -111,12 +120,11 @@ func (s *Server) openListener(cfg *Listener) (*listener, error) {
 	// on both kinds of listener. The handshake runs on net/http's first
 	// read, under ReadHeaderTimeout.
 	l.http.Protocols.SetUnencryptedHTTP2(true)
-	var serve func() error
+	guarded := guardListener{Listener: l.tcp}
 	if cfg.Protocol == HTTPS {
 		l.scheme = "https"
-		guarded := guardListener{Listener: l.tcp, tls: s.metrics.countHandshakes(tlsstore.ServerConfig(l.tlsStore, "h2", "http/1.1"))}
+		guarded.tls = s.metrics.countHandshakes(tlsstore.ServerConfig(l.tlsStore, "h2", "http/1.1"))
 		l.http.ConnState = s.metrics.countFailedHandshake
-		serve = func() error { return l.http.Serve(guarded) }
 		if !o.DisableHTTP3 {
 			if err := l.openHTTP3(); err != nil {
 				ln.Close()
@@ -130,7 +138,13 @@ func (s *Server) openListener(cfg *Listener) (*listener, error) {
 			IdleTimeout:          o.IdleTimeout,
 			WriteByteTimeout:     o.IdleTimeout,
 		}
-		serve = func() error { return l.http.Serve(guardListener{Listener: l.tcp}) }
+	}
+	serve := func() error { return l.http.Serve(guarded) }
+	if o.HTTP1Engine == EngineNative {
+		l.handoff = newHandoffListener(l.tcp.Addr())
+		l.h1conns = map[*h1conn]struct{}{}
+		serve = func() error { return l.http.Serve(l.handoff) }
+		l.serving.Go(func() { l.acceptH1(guarded) })
 	}
 	l.serving.Go(func() {
 		// stopAccepting closes the socket before Shutdown, hence ErrClosed.
@@ -203,6 +217,9 @@ func (l *listener) stopAccepting() {
 // them all once ctx is done. It reports whether they finished in time.
 func (l *listener) drain(ctx context.Context) bool {
 	var wg sync.WaitGroup
+	if l.handoff != nil {
+		l.closeIdleH1()
+	}
 	wg.Go(func() { _ = l.http.Shutdown(ctx) })
 	if l.h3 != nil {
 		wg.Go(func() { _ = l.h3.Shutdown(ctx) })

@@ -56,22 +56,31 @@ func (r *recorder) Write(p []byte) (int, error) {
 
 func (r *recorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
 
-// observe counts a finished request and hands it to the access log.
-func (s *Server) observe(l *listener, r *http.Request, rec *recorder, ex *exchange) {
-	d := time.Since(ex.start)
+// observeHTTP counts a request served by net/http and logs it.
+func (s *Server) observeHTTP(l *listener, r *http.Request, rec *recorder, ex *exchange) {
 	status := rec.status
 	if status == 0 && ex.switched {
 		status = http.StatusSwitchingProtocols
 	}
+	if a := s.observe(l, ex, status, rec.bytes); a != nil {
+		a.RemoteAddr, a.Proto, a.Method, a.Host, a.Path = r.RemoteAddr, r.Proto, r.Method, r.Host, r.URL.Path
+		s.opts.AccessLog(a)
+	}
+}
+
+// observe counts a finished request. It returns the access record for the
+// engine to fill in the request's fields and log, nil when there is no
+// access log.
+func (s *Server) observe(l *listener, ex *exchange, status int, bytes int64) *AccessRecord {
+	d := time.Since(ex.start)
 	ex.stats.duration.Observe(d.Seconds())
 	ex.stats.requests(status).Inc()
 	if s.opts.AccessLog == nil {
-		return
+		return nil
 	}
 	a := &AccessRecord{
-		Start: ex.start, Duration: d, Listener: l.addr, RemoteAddr: r.RemoteAddr,
-		Proto: r.Proto, Method: r.Method, Host: r.Host, Path: r.URL.Path,
-		Status: status, BytesSent: rec.bytes,
+		Start: ex.start, Duration: d, Listener: l.addr,
+		Status: status, BytesSent: bytes,
 	}
 	if ex.plan.target != nil {
 		a.Route = ex.plan.target.Route.ID
@@ -82,5 +91,5 @@ func (s *Server) observe(l *listener, r *http.Request, rec *recorder, ex *exchan
 	if ex.host != nil {
 		a.Endpoint = ex.host.Address()
 	}
-	s.opts.AccessLog(a)
+	return a
 }

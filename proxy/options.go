@@ -35,6 +35,10 @@ type Options struct {
 	// MaxConcurrentStreams bounds the streams of one h2 or h3 connection.
 	// Default 100.
 	MaxConcurrentStreams int
+	// HTTP1Engine serves HTTP/1.1 connections: EngineNative, hostgate's
+	// own engine, which hands what it does not serve to net/http, or
+	// EngineStdlib, net/http for all. Default EngineNative.
+	HTTP1Engine Engine
 	// DisableHTTP3 stops HTTPS listeners from serving HTTP/3 over UDP and
 	// advertising it with Alt-Svc. Default false.
 	DisableHTTP3 bool
@@ -94,6 +98,7 @@ func DefaultOptions() Options {
 		IdleTimeout:             120 * time.Second,
 		MaxHeaderBytes:          64 << 10,
 		MaxConcurrentStreams:    100,
+		HTTP1Engine:             EngineNative,
 		LoadBalancing:           RoundRobin,
 		DialTimeout:             5 * time.Second,
 		ConnectAttempts:         3,
@@ -119,6 +124,7 @@ func (o Options) complete() (Options, error) {
 	setDefault(&o.IdleTimeout, d.IdleTimeout)
 	setDefault(&o.MaxHeaderBytes, d.MaxHeaderBytes)
 	setDefault(&o.MaxConcurrentStreams, d.MaxConcurrentStreams)
+	setDefault(&o.HTTP1Engine, d.HTTP1Engine)
 	setDefault(&o.LoadBalancing, d.LoadBalancing)
 	setDefault(&o.DialTimeout, d.DialTimeout)
 	setDefault(&o.ConnectAttempts, d.ConnectAttempts)
@@ -135,6 +141,8 @@ func (o Options) complete() (Options, error) {
 	switch {
 	case o.LoadBalancing != RoundRobin && o.LoadBalancing != LeastRequest:
 		return o, fmt.Errorf("load balancing %q: want %q or %q", o.LoadBalancing, RoundRobin, LeastRequest)
+	case o.HTTP1Engine != EngineNative && o.HTTP1Engine != EngineStdlib:
+		return o, fmt.Errorf("HTTP/1.1 engine %q: want %q or %q", o.HTTP1Engine, EngineNative, EngineStdlib)
 	case o.ConnectAttempts < 1 || o.ConnectAttempts > maxConnectAttempts:
 		return o, fmt.Errorf("connect attempts %d: want 1 to %d", o.ConnectAttempts, maxConnectAttempts)
 	case o.MaxHeaderBytes < 4<<10:

@@ -15,9 +15,11 @@ import (
 // Server runs the listeners of the current Config. It is safe for
 // concurrent use; Apply and UpdateEndpoints are meant for one control loop.
 type Server struct {
-	opts    Options
-	log     *slog.Logger
-	fwd     *forwarder
+	opts Options
+	log  *slog.Logger
+	fwd  *forwarder
+	// h1 is the HTTP/1.1 engine's pool of backend connections.
+	h1      *upstreamPool
 	metrics *metrics
 
 	registry *upstream.Registry
@@ -60,6 +62,7 @@ func New(opts Options) (*Server, error) {
 		listeners: map[string]*listener{},
 	}
 	s.fwd = newForwarder(s)
+	s.h1 = newUpstreamPool(&s.opts)
 	empty := map[string]*upstream.Set{}
 	s.sets.Store(&empty)
 	return s, nil
@@ -190,6 +193,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	}
 	wg.Wait()
 	s.retiring.Wait()
+	s.h1.close()
 	if n := forced.Load(); n > 0 {
 		return fmt.Errorf("drain listeners: grace period ended with work in flight on %d listeners", n)
 	}

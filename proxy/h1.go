@@ -1,0 +1,788 @@
+package proxy
+
+// The HTTP/1.1 engine: hostgate's own server and client for plain HTTP/1.1
+// proxying, which net/http and httputil.ReverseProxy serve at a fraction
+// of the speed (one goroutine and few allocations per request here, where
+// they take two goroutines, a context and about 150 allocations).
+//
+// One goroutine serves a client connection, reading through the guard
+// (guard.go), so its smuggling refusals hold: a refused request reaches the
+// engine as a poisoned head, which it does not parse and hands over. It
+// runs the same pipeline as net/http (decide), then answers itself or
+// forwards to a backend over its own keep-alive pool (h1pool.go),
+// streaming bodies both ways.
+//
+// What it does not handle it hands to the listener's net/http server for
+// the rest of the connection, with the bytes already read: an Upgrade
+// (WebSocket, h2c), HTTP/2 (prior knowledge, or h2 chosen by ALPN), gRPC,
+// mirrors, backends spoken to over TLS or HTTP/2, and any head it does not
+// fully understand, too large or malformed, so that net/http gives the
+// answer (400, 431, ...) it always gave.
+
+import (
+	"bufio"
+	"crypto/tls"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hostgate/hostgate/proxy/upstream"
+	"github.com/hostgate/hostgate/router"
+)
+
+// Engine names the server of HTTP/1.1 connections.
+type Engine string
+
+const (
+	// EngineNative is hostgate's own HTTP/1.1 engine, which hands what it
+	// does not serve to net/http.
+	EngineNative Engine = "native"
+	// EngineStdlib serves every connection with net/http.
+	EngineStdlib Engine = "stdlib"
+)
+
+const (
+	// h1ReadBufferSize bounds the request heads the engine serves itself;
+	// a longer one goes to net/http, which enforces MaxHeaderBytes.
+	h1ReadBufferSize  = 8 << 10
+	h1WriteBufferSize = 4 << 10
+	// expectContinueTimeout is how long a request with "Expect:
+	// 100-continue" waits for the backend's answer before its body is sent
+	// all the same, as net/http's Transport does.
+	expectContinueTimeout = time.Second
+)
+
+var (
+	h1Readers = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, h1ReadBufferSize) }}
+	h1Writers = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, h1WriteBufferSize) }}
+	// h1Buffers hold *[]byte of copyBufferSize, to relay bodies through.
+	h1Buffers = sync.Pool{New: func() any { b := make([]byte, copyBufferSize); return &b }}
+
+	errUpgradeAnswer = errors.New("backend switched protocols unasked")
+	errBadResponse   = errors.New("malformed response head from backend")
+	errHeadTooLarge  = errors.New("response head from backend too large")
+)
+
+// h1conn is one client connection served by the engine.
+type h1conn struct {
+	l  *listener
+	gc *guardConn
+	br *bufio.Reader
+	bw *bufio.Writer
+	// remote is the client's address, client its IP.
+	remote, client string
+	// idle says the connection waits for a request, where draining may
+	// close it.
+	idle atomic.Bool
+	req  h1head
+	resp h1head
+	// body is the request body, rbody the response body.
+	body, rbody bodyReader
+	scratch     [64]byte
+}
+
+// handoffListener hands connections from the engine to net/http.
+type handoffListener struct {
+	addr  net.Addr
+	conns chan net.Conn
+	done  chan struct{}
+	once  sync.Once
+}
+
+func newHandoffListener(addr net.Addr) *handoffListener {
+	return &handoffListener{addr: addr, conns: make(chan net.Conn), done: make(chan struct{})}
+}
+
+func (h *handoffListener) Accept() (net.Conn, error) {
+	select {
+	case c := <-h.conns:
+		return c, nil
+	case <-h.done:
+		return nil, net.ErrClosed
+	}
+}
+
+func (h *handoffListener) Close() error {
+	h.once.Do(func() { close(h.done) })
+	return nil
+}
+
+func (h *handoffListener) Addr() net.Addr { return h.addr }
+
+// deliver hands c over, reporting false once the server stopped taking
+// connections.
+func (h *handoffListener) deliver(c net.Conn) bool {
+	select {
+	case h.conns <- c:
+		return true
+	case <-h.done:
+		return false
+	}
+}
+
+// acceptH1 accepts the listener's connections for the engine.
+func (l *listener) acceptH1(ln guardListener) {
+	for {
+		c, err := ln.Accept()
+		if errors.Is(err, net.ErrClosed) {
+			return
+		}
+		if err != nil {
+			// Out of descriptors, say: wait for some to close, as
+			// net/http does.
+			l.srv.log.Debug("accept failed", "listener", l.addr, "error", err)
+			time.Sleep(10 * time.Millisecond)
+			continue
+		}
+		go l.serveH1(c.(*guardConn))
+	}
+}
+
+func (l *listener) serveH1(gc *guardConn) {
+	c := &h1conn{l: l, gc: gc, remote: gc.RemoteAddr().String()}
+	c.client = c.remote
+	if host, _, err := net.SplitHostPort(c.remote); err == nil {
+		c.client = host
+	}
+	c.br = h1Readers.Get().(*bufio.Reader)
+	c.br.Reset(gc)
+	c.bw = h1Writers.Get().(*bufio.Writer)
+	c.bw.Reset(gc)
+	l.h1mu.Lock()
+	l.h1conns[c] = struct{}{}
+	l.h1mu.Unlock()
+
+	handedOff := c.serve()
+
+	l.h1mu.Lock()
+	delete(l.h1conns, c)
+	l.h1mu.Unlock()
+	c.bw.Reset(nil)
+	h1Writers.Put(c.bw)
+	if handedOff {
+		return // the reader goes with the connection
+	}
+	c.br.Reset(nil)
+	h1Readers.Put(c.br)
+	gc.Close()
+}
+
+// closeIdleH1 makes the engine's connections close once idle, and wakes
+// those idle now.
+func (l *listener) closeIdleH1() {
+	l.closing.Store(true)
+	l.h1mu.Lock()
+	defer l.h1mu.Unlock()
+	for c := range l.h1conns {
+		if c.idle.Load() {
+			_ = c.gc.SetReadDeadline(time.Now())
+		}
+	}
+}
+
+// serve runs the connection's requests in turn. It reports whether the
+// connection was handed to net/http.
+func (c *h1conn) serve() bool {
+	o := &c.l.srv.opts
+	for first := true; ; first = false {
+		wait := o.IdleTimeout
+		if first {
+			wait = o.ReadHeaderTimeout
+		}
+		// The deadline first, then idle: closeIdleH1 sets its deadline
+		// after either, or this sees closing.
+		if c.gc.SetReadDeadline(time.Now().Add(wait)) != nil {
+			return false
+		}
+		c.idle.Store(true)
+		if c.l.closing.Load() {
+			return false
+		}
+		if _, err := c.br.Peek(1); err != nil {
+			if first {
+				c.l.srv.metrics.failedHandshake(c.gc.Conn)
+			}
+			return false
+		}
+		c.idle.Store(false)
+		if first {
+			if tc, ok := c.gc.Conn.(*tls.Conn); ok && tc.ConnectionState().NegotiatedProtocol == "h2" {
+				return c.handOff()
+			}
+		} else if c.gc.SetReadDeadline(time.Now().Add(o.ReadHeaderTimeout)) != nil {
+			return false
+		}
+		n, err := c.peekHead()
+		if err != nil {
+			return false
+		}
+		if n == 0 || n > o.MaxHeaderBytes {
+			// net/http holds the head to its limit, and answers 431.
+			return c.handOff()
+		}
+		keep, handOff := c.exchange(n)
+		if handOff {
+			return c.handOff()
+		}
+		if !keep {
+			return false
+		}
+	}
+}
+
+// peekHead waits for a whole request head in the reader's buffer and
+// returns its length, 0 when it does not fit.
+func (c *h1conn) peekHead() (int, error) {
+	from := 0
+	for {
+		buf, _ := c.br.Peek(c.br.Buffered())
+		if n := headEnd(buf, from); n > 0 {
+			return n, nil
+		}
+		if len(buf) == c.br.Size() {
+			return 0, nil
+		}
+		from = headSearchFrom(len(buf))
+		// Responses to pipelined requests go out before waiting for more.
+		if c.bw.Buffered() > 0 && c.bw.Flush() != nil {
+			return 0, net.ErrClosed
+		}
+		if _, err := c.br.Peek(len(buf) + 1); err != nil {
+			return 0, err
+		}
+	}
+}
+
+// handOff gives the connection, with what was read of it, to net/http.
+func (c *h1conn) handOff() bool {
+	if c.bw.Flush() != nil || c.gc.SetReadDeadline(time.Time{}) != nil {
+		return false
+	}
+	return c.l.handoff.deliver(&bufferedConn{Conn: c.gc, r: c.br})
+}
+
+// exchange serves the request whose head is the reader's first n bytes.
+// It reports whether the connection stays open for another, or is to be
+// handed over with the request unread.
+func (c *h1conn) exchange(n int) (keep, handOff bool) {
+	head, _ := c.br.Peek(n)
+	req := &c.req
+	if !parseRequest(string(head), req) || req.upgrade || req.method == "PRI" || isGRPC(req) {
+		return false, true
+	}
+	l := c.l
+	s := l.srv
+	st := l.state.Load()
+	ex := exchange{start: time.Now(), scheme: l.scheme, sets: *s.sets.Load()}
+	v := view{
+		Request: router.Request{Host: req.host, Method: req.method, Path: req.path, RawQuery: req.query, Header: req},
+		scheme:  l.scheme,
+		port:    l.port,
+	}
+	ex.plan = decide(st.routes, ex.sets, &v)
+	if ex.plan.action == actForward && !engineForwards(&ex.plan, req) {
+		return false, true
+	}
+	if _, err := c.br.Discard(n); err != nil {
+		return false, false
+	}
+	l.inflight.Add(1)
+	defer l.inflight.Add(-1)
+	ex.stats = l.routeStats(st, ex.plan.target)
+	keep = !req.close && (!req.http10 || req.keepAlive)
+	switch {
+	case req.chunked:
+		c.body.start(c.br, bodyChunked, 0)
+	default:
+		c.body.start(c.br, bodyLength, max(req.contentLength, 0))
+	}
+
+	var status int
+	var sent int64
+	switch ex.plan.action {
+	case actForward:
+		status, sent, keep = c.forward(&ex, keep)
+	case actRedirect:
+		status = redirectStatus(ex.plan.redirect)
+		c.resp.reset("")
+		eachFilter(&ex.plan, router.FilterResponseHeaderModifier, func(f *router.Filter) { modifyHeader(&c.resp.fields, f.ResponseHeaders) })
+		c.resp.fields.Set("Location", location(&v, &ex.plan))
+		keep = keep && c.body.done
+		c.statusLine(status)
+		c.writeFields(c.resp.fields, false)
+		c.bw.WriteString("Content-Length: 0\r\n")
+		c.endHead(keep, c.resp.fields.has("Date"))
+		keep = c.bw.Flush() == nil && keep
+	case actNotFound:
+		status, sent, keep = c.writeError(http.StatusNotFound, keep)
+	case actInvalidBackend:
+		status, sent, keep = c.writeError(http.StatusInternalServerError, keep)
+	case actNoEndpoints:
+		s.metrics.upstreamErrors[errNoEndpoint].Inc()
+		status, sent, keep = c.writeError(http.StatusServiceUnavailable, keep)
+	}
+	if a := s.observe(l, &ex, status, sent); a != nil {
+		a.RemoteAddr, a.Method, a.Host = c.remote, req.method, req.host
+		a.Proto = "HTTP/1.1"
+		if req.http10 {
+			a.Proto = "HTTP/1.0"
+		}
+		a.Path = req.path
+		if p, err := url.PathUnescape(req.path); err == nil {
+			a.Path = p
+		}
+		s.opts.AccessLog(a)
+	}
+	// A body left unread would be taken for the next request.
+	return keep && c.body.done && !l.closing.Load(), false
+}
+
+// engineForwards reports whether the engine forwards what p plans itself:
+// to an HTTP/1.1 backend, without a mirror, to a path it can send as is.
+func engineForwards(p *plan, req *h1head) bool {
+	if upstreamProtocol(p, req) != "" || p.path != "" && !validPath(p.path) {
+		return false
+	}
+	mirrored := false
+	eachFilter(p, router.FilterRequestMirror, func(*router.Filter) { mirrored = true })
+	return !mirrored
+}
+
+// writeError answers status as writeError does for net/http.
+func (c *h1conn) writeError(status int, keep bool) (int, int64, bool) {
+	body := errorBodies[status]
+	keep = keep && c.body.done
+	c.statusLine(status)
+	c.bw.WriteString("Content-Type: text/plain; charset=utf-8\r\nContent-Length: ")
+	c.bw.Write(strconv.AppendInt(c.scratch[:0], int64(len(body)), 10))
+	c.bw.WriteString("\r\nX-Content-Type-Options: nosniff\r\n")
+	c.endHead(keep, false)
+	var sent int64
+	if c.req.method != http.MethodHead {
+		c.bw.WriteString(body)
+		sent = int64(len(body))
+	}
+	return status, sent, c.bw.Flush() == nil && keep
+}
+
+// statusLine writes a status line as net/http does, in the client's
+// version.
+func (c *h1conn) statusLine(code int) {
+	if c.req.http10 {
+		c.bw.WriteString("HTTP/1.0 ")
+	} else {
+		c.bw.WriteString("HTTP/1.1 ")
+	}
+	code3 := strconv.AppendInt(c.scratch[:0], int64(code), 10)
+	c.bw.Write(code3)
+	c.bw.WriteByte(' ')
+	if text := http.StatusText(code); text != "" {
+		c.bw.WriteString(text)
+	} else {
+		c.bw.WriteString("status code ")
+		c.bw.Write(code3)
+	}
+	c.bw.WriteString("\r\n")
+}
+
+// writeFields writes the fields that are not hop-by-hop; keepTrailer keeps
+// Trailer, which announces the trailers of a chunked response relayed as
+// such.
+func (c *h1conn) writeFields(fields h1fields, keepTrailer bool) {
+	for i := range fields {
+		f := &fields[i]
+		if f.hop && !(keepTrailer && strings.EqualFold(f.name, "Trailer")) {
+			continue
+		}
+		c.bw.WriteString(f.name)
+		c.bw.WriteString(": ")
+		c.bw.WriteString(f.value)
+		c.bw.WriteString("\r\n")
+	}
+}
+
+// endHead writes the fields every answer carries and ends the head.
+func (c *h1conn) endHead(keep, hasDate bool) {
+	for _, v := range c.l.alt {
+		c.bw.WriteString("Alt-Svc: ")
+		c.bw.WriteString(v)
+		c.bw.WriteString("\r\n")
+	}
+	if !hasDate {
+		c.bw.WriteString("Date: ")
+		c.bw.Write(time.Now().UTC().AppendFormat(c.scratch[:0], http.TimeFormat))
+		c.bw.WriteString("\r\n")
+	}
+	switch {
+	case !keep && !c.req.http10:
+		c.bw.WriteString("Connection: close\r\n")
+	case keep && c.req.http10:
+		c.bw.WriteString("Connection: keep-alive\r\n")
+	}
+	c.bw.WriteString("\r\n")
+}
+
+// forward relays the request to an endpoint of the plan's set and its
+// response back, as forwarder does for net/http: a failed connect moves to
+// another endpoint, a reused connection found closed is replaced for a
+// request that can be sent again, and failures are answered 502, or 504
+// past the deadline.
+func (c *h1conn) forward(ex *exchange, keep bool) (status int, sent int64, keepOpen bool) {
+	s := c.l.srv
+	req := &c.req
+	var deadline time.Time
+	if d := timeout(ex.plan.target.Rule.Timeouts, req); d > 0 {
+		deadline = ex.start.Add(d)
+	}
+	// The request body is read under the request's deadline only.
+	if c.gc.SetReadDeadline(deadline) != nil {
+		return 0, 0, false
+	}
+	xff, proto, fhost := forwarded(c.client, req.host, ex.scheme, req, s.opts.TrustForwardedHeaders)
+	req.fields = append(req.fields,
+		h1field{name: "X-Forwarded-For", value: xff},
+		h1field{name: "X-Forwarded-Proto", value: proto},
+		h1field{name: "X-Forwarded-Host", value: fhost})
+	eachFilter(&ex.plan, router.FilterRequestHeaderModifier, func(f *router.Filter) { modifyHeader(&req.fields, f.RequestHeaders) })
+
+	// Only a request without a body that is safe to repeat goes again on
+	// a fresh connection after a reused one turned out closed, as
+	// net/http's Transport does.
+	replayable := c.body.done && (isIdempotent(req.method) || req.get("Idempotency-Key") != "")
+	var tried [maxConnectAttempts]*upstream.Host
+	fresh := false
+	var uc *upConn
+	var sentAt time.Time
+	for n := 0; ; {
+		h := ex.plan.set.Pick(tried[:n])
+		ex.host = h
+		h.Begin()
+		var reused bool
+		var err error
+		uc, reused, err = s.h1.get(h.Address(), deadline, fresh)
+		if err == nil && reused && !replayable && !uc.alive() {
+			uc.Close()
+			uc, reused, err = s.h1.get(h.Address(), deadline, true)
+		}
+		var answered bool
+		if err == nil {
+			sentAt = time.Now()
+			answered, err = c.roundTrip(uc, ex, deadline)
+		}
+		if err == nil {
+			break
+		}
+		h.End()
+		if uc != nil {
+			uc.Close()
+		}
+		var clientErr clientBodyError
+		switch {
+		case reused && replayable && !answered && !fresh:
+			fresh = true
+			continue
+		case errors.As(err, &clientErr):
+			// The client's fault, not the endpoint's.
+			status, sent, _ = c.writeError(http.StatusBadGateway, false)
+			return status, sent, false
+		case !deadline.IsZero() && !time.Now().Before(deadline):
+			s.metrics.upstreamErrors[errTimeout].Inc()
+			status, sent, _ = c.writeError(http.StatusGatewayTimeout, false)
+			return status, sent, false
+		}
+		s.metrics.upstreamError(err)
+		if h.Failed() {
+			s.metrics.ejections.Inc()
+		}
+		if isConnectError(err) && n+1 < s.opts.ConnectAttempts && n+1 < ex.plan.set.Len() {
+			s.metrics.connectRetries.Inc()
+			tried[n] = h
+			n++
+			fresh = false
+			continue
+		}
+		status = http.StatusBadGateway
+		if ne, ok := errors.AsType[net.Error](err); ok && ne.Timeout() {
+			status = http.StatusGatewayTimeout
+		}
+		status, sent, keep = c.writeError(status, keep)
+		return status, sent, keep
+	}
+	h := ex.host
+	defer h.End()
+	ex.stats.upstream.Observe(time.Since(sentAt).Seconds())
+	h.Succeeded()
+	return c.relayResponse(uc, ex, keep)
+}
+
+// clientBodyError is a failure to read the request body from the client.
+type clientBodyError struct{ error }
+
+func (e clientBodyError) Unwrap() error { return e.error }
+
+func isIdempotent(method string) bool {
+	switch method {
+	case http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace:
+		return true
+	}
+	return false
+}
+
+// roundTrip sends the request on uc and reads the response head into
+// c.resp. answered says bytes of a response came, after which the request
+// is not sent again.
+func (c *h1conn) roundTrip(uc *upConn, ex *exchange, deadline time.Time) (answered bool, err error) {
+	if err := uc.SetDeadline(deadline); err != nil {
+		return false, err
+	}
+	req := &c.req
+	bw := uc.bw
+	bw.WriteString(req.method)
+	bw.WriteByte(' ')
+	if ex.plan.path != "" {
+		bw.WriteString(ex.plan.path)
+	} else {
+		bw.WriteString(req.path)
+	}
+	if req.query != "" {
+		bw.WriteByte('?')
+		bw.WriteString(req.query)
+	}
+	bw.WriteString(" HTTP/1.1\r\nHost: ")
+	switch {
+	case ex.plan.host != "":
+		bw.WriteString(ex.plan.host)
+	case req.host != "":
+		bw.WriteString(req.host)
+	default:
+		bw.WriteString(ex.host.Address())
+	}
+	bw.WriteString("\r\n")
+	for i := range req.fields {
+		f := &req.fields[i]
+		// Fields a modifier may have set that the framing owns, as
+		// net/http's Transport ignores them.
+		if f.hop || strings.EqualFold(f.name, "Host") || strings.EqualFold(f.name, "Content-Length") || strings.EqualFold(f.name, "Transfer-Encoding") || strings.EqualFold(f.name, "Trailer") {
+			continue
+		}
+		bw.WriteString(f.name)
+		bw.WriteString(": ")
+		bw.WriteString(f.value)
+		bw.WriteString("\r\n")
+	}
+	if req.teTrailers {
+		bw.WriteString("Te: trailers\r\n")
+	}
+	switch {
+	case req.chunked:
+		bw.WriteString("Transfer-Encoding: chunked\r\n")
+	case req.contentLength > 0 || req.method == http.MethodPost || req.method == http.MethodPut || req.method == http.MethodPatch:
+		bw.WriteString("Content-Length: ")
+		bw.Write(strconv.AppendInt(c.scratch[:0], max(req.contentLength, 0), 10))
+		bw.WriteString("\r\n")
+	}
+	bw.WriteString("\r\n")
+
+	if !c.body.done && req.expect100 && !req.http10 {
+		if err := bw.Flush(); err != nil {
+			return false, err
+		}
+		// The backend answers 100 Continue, or at once with a final
+		// status and the body is never sent, or nothing: then it gets the
+		// body after a while anyway.
+		_ = uc.SetReadDeadline(earliest(time.Now().Add(expectContinueTimeout), deadline))
+		_, err := uc.br.Peek(1)
+		_ = uc.SetReadDeadline(deadline)
+		if err == nil {
+			if err := c.readResponse(uc); err != nil {
+				return true, err
+			}
+			if c.resp.status != http.StatusContinue {
+				return true, nil
+			}
+		} else if ne, ok := errors.AsType[net.Error](err); !ok || !ne.Timeout() {
+			return false, err
+		}
+		c.bw.WriteString("HTTP/1.1 100 Continue\r\n\r\n")
+		if err := c.bw.Flush(); err != nil {
+			return false, clientBodyError{err}
+		}
+	}
+	if !c.body.done {
+		buf := h1Buffers.Get().(*[]byte)
+		_, readErr, writeErr := relay(bw, &c.body, *buf, c.req.chunked, c.req.chunked)
+		h1Buffers.Put(buf)
+		if readErr != nil {
+			return false, clientBodyError{readErr}
+		}
+		if writeErr != nil {
+			// The backend may have answered before reading it all.
+			if c.readResponse(uc) == nil {
+				return true, nil
+			}
+			return false, writeErr
+		}
+	} else if err := bw.Flush(); err != nil {
+		return false, err
+	}
+	if _, err := uc.br.Peek(1); err != nil {
+		return false, err
+	}
+	return true, c.readResponse(uc)
+}
+
+func earliest(a, b time.Time) time.Time {
+	if !b.IsZero() && b.Before(a) {
+		return b
+	}
+	return a
+}
+
+// readResponse reads a final response head into c.resp, relaying the
+// informational ones before it (103 Early Hints) to the client; a 100
+// Continue is the engine's to send, and comes before the body.
+func (c *h1conn) readResponse(uc *upConn) error {
+	for {
+		raw, err := readResponseHead(uc.br)
+		if err != nil {
+			return err
+		}
+		if !parseResponse(raw, &c.resp) {
+			return errBadResponse
+		}
+		switch code := c.resp.status; {
+		case code == http.StatusSwitchingProtocols:
+			return errUpgradeAnswer
+		case code == http.StatusContinue:
+			if c.body.done {
+				continue
+			}
+			return nil
+		case code < 200:
+			if c.req.http10 {
+				continue
+			}
+			c.statusLine(code)
+			c.writeFields(c.resp.fields, false)
+			c.bw.WriteString("\r\n")
+			if err := c.bw.Flush(); err != nil {
+				return clientBodyError{err}
+			}
+		default:
+			return nil
+		}
+	}
+}
+
+// readResponseHead reads a response head off br. One longer than br's
+// buffer is gathered, up to upstreamMaxHeaderBytes.
+func readResponseHead(br *bufio.Reader) (string, error) {
+	from := 0
+	for {
+		buf, _ := br.Peek(br.Buffered())
+		if n := headEnd(buf, from); n > 0 {
+			raw := string(buf[:n])
+			_, err := br.Discard(n)
+			return raw, err
+		}
+		if len(buf) == br.Size() {
+			break
+		}
+		from = headSearchFrom(len(buf))
+		if _, err := br.Peek(len(buf) + 1); err != nil {
+			if err == io.EOF && len(buf) > 0 {
+				err = io.ErrUnexpectedEOF
+			}
+			return "", err
+		}
+	}
+	var head []byte
+	for {
+		b, err := br.ReadSlice('\n')
+		head = append(head, b...)
+		if len(head) > upstreamMaxHeaderBytes {
+			return "", errHeadTooLarge
+		}
+		if err == bufio.ErrBufferFull {
+			continue
+		}
+		if err != nil {
+			if err == io.EOF {
+				err = io.ErrUnexpectedEOF
+			}
+			return "", err
+		}
+		if n := headEnd(head, headSearchFrom(len(head)-len(b))); n > 0 {
+			return string(head), nil
+		}
+	}
+}
+
+// relayResponse writes the response in c.resp, streaming its body, and
+// returns uc to the pool when it was read whole.
+func (c *h1conn) relayResponse(uc *upConn, ex *exchange, keep bool) (status int, sent int64, keepOpen bool) {
+	req, resp := &c.req, &c.resp
+	status = resp.status
+	mode := bodyUntilClose
+	switch {
+	case req.method == http.MethodHead || status == http.StatusNoContent || status == http.StatusNotModified:
+		mode = bodyNone
+	case resp.chunked:
+		mode = bodyChunked
+	case resp.contentLength >= 0:
+		mode = bodyLength
+	}
+	// A body of unknown length goes to HTTP/1.1 clients chunked, and ends
+	// the connection of an HTTP/1.0 one.
+	unknown := mode == bodyChunked || mode == bodyUntilClose
+	chunked := unknown && !req.http10
+	keep = keep && !(unknown && req.http10)
+	// The request body is unread when the backend answered early.
+	keep = keep && c.body.done
+	reusable := mode != bodyUntilClose && !resp.close && (!resp.http10 || resp.keepAlive) && c.body.done
+
+	eachFilter(&ex.plan, router.FilterResponseHeaderModifier, func(f *router.Filter) { modifyHeader(&resp.fields, f.ResponseHeaders) })
+	c.statusLine(status)
+	c.writeFields(resp.fields, chunked)
+	if resp.contentLength >= 0 && mode != bodyChunked {
+		c.bw.WriteString("Content-Length: ")
+		c.bw.Write(strconv.AppendInt(c.scratch[:0], resp.contentLength, 10))
+		c.bw.WriteString("\r\n")
+	}
+	if chunked {
+		c.bw.WriteString("Transfer-Encoding: chunked\r\n")
+	}
+	c.endHead(keep, resp.fields.has("Date"))
+
+	c.rbody.start(uc.br, mode, max(resp.contentLength, 0))
+	c.rbody.keepTrailer = chunked
+	var readErr, writeErr error
+	if mode == bodyNone {
+		writeErr = c.bw.Flush()
+	} else {
+		buf := h1Buffers.Get().(*[]byte)
+		// Bodies of unknown length are often streams (server-sent
+		// events): each piece goes out as it comes.
+		sent, readErr, writeErr = relay(c.bw, &c.rbody, *buf, chunked, unknown)
+		h1Buffers.Put(buf)
+	}
+	if readErr != nil || writeErr != nil || !reusable {
+		uc.Close()
+	} else {
+		c.l.srv.h1.put(ex.host.Address(), uc)
+	}
+	if readErr != nil {
+		// Cut short: what came goes out, and closing the connection
+		// tells the client the rest is missing.
+		_ = c.bw.Flush()
+		return status, sent, false
+	}
+	return status, sent, keep && writeErr == nil
+}

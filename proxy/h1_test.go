@@ -1,0 +1,424 @@
+package proxy
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/hostgate/hostgate/router"
+)
+
+// engineServer serves every request on a cleartext listener of the
+// native engine from the backend at addr, and returns the listener's
+// address.
+func engineServer(t *testing.T, opts Options, backend string) string {
+	t.Helper()
+	opts.HTTP1Engine = EngineNative
+	s := startServer(t, opts)
+	s.UpdateEndpoints(map[string][]Endpoint{"web": {{Address: backend}}})
+	return apply(t, s, Listener{Address: "127.0.0.1:0", Routes: compile(t, route("all", nil, router.Rule{Backends: backends("web")}))})[0]
+}
+
+// dialRaw opens a client connection for hand-written requests.
+func dialRaw(t *testing.T, addr string) (net.Conn, *bufio.Reader) {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	c.SetDeadline(time.Now().Add(5 * time.Second))
+	return c, bufio.NewReader(c)
+}
+
+// readResp reads one response to a request of method and its body.
+func readResp(t *testing.T, br *bufio.Reader, method string) (*http.Response, string) {
+	t.Helper()
+	resp, err := http.ReadResponse(br, &http.Request{Method: method})
+	if err != nil {
+		t.Fatalf("read response: %v", err)
+	}
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("read body: %v", err)
+	}
+	return resp, string(body)
+}
+
+// countConns counts the connections a backend server accepts.
+func countConns(n *atomic.Int64) func(net.Conn, http.ConnState) {
+	return func(_ net.Conn, st http.ConnState) {
+		if st == http.StateNew {
+			n.Add(1)
+		}
+	}
+}
+
+// TestH1Framing sends requests of every framing through the engine over
+// one connection, pipelined, and reads the answers in order: bodies of
+// known length and chunked both ways, HEAD, a streamed response, and
+// Connection-listed fields that must not pass.
+func TestH1Framing(t *testing.T) {
+	var conns atomic.Int64
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/echo", echo("b"))
+	mux.HandleFunc("/stream", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Trailer", "X-Sum")
+		io.WriteString(w, "one,")
+		w.(http.Flusher).Flush()
+		io.WriteString(w, "two")
+		w.Header().Set("X-Sum", "2")
+	})
+	mux.HandleFunc("/head", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Length", "7")
+		if r.Method != http.MethodHead {
+			io.WriteString(w, "content")
+		}
+	})
+	srv := &http.Server{Handler: mux, ConnState: countConns(&conns)}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+	addr := engineServer(t, testOptions(), ln.Addr().String())
+
+	c, br := dialRaw(t, addr)
+	io.WriteString(c, "POST /echo?q=1 HTTP/1.1\r\nHost: a.test\r\nContent-Length: 5\r\n\r\nhello"+
+		"POST /echo HTTP/1.1\r\nHost: a.test\r\nTransfer-Encoding: chunked\r\nConnection: X-Private\r\nX-Private: secret\r\nX-Test: kept\r\n\r\n3\r\nabc\r\n2;ext=1\r\nde\r\n0\r\nX-Trailer: t\r\n\r\n"+
+		"HEAD /head HTTP/1.1\r\nHost: a.test\r\n\r\n"+
+		"GET /stream HTTP/1.1\r\nHost: a.test\r\n\r\n"+
+		"GET /head HTTP/1.1\r\nHost: a.test\r\n\r\n")
+
+	resp, body := readResp(t, br, "POST")
+	if resp.StatusCode != 200 || !strings.Contains(body, "method=POST host=a.test path=/echo query=q=1 body=hello\n") {
+		t.Errorf("length body: %d %q", resp.StatusCode, body)
+	}
+	if resp.Header.Get("X-Hop") != "" || resp.Header.Get("X-Backend") != "b" {
+		t.Errorf("response fields: %v", resp.Header)
+	}
+	_, body = readResp(t, br, "POST")
+	if !strings.Contains(body, "body=abcde\n") || !strings.Contains(body, "X-Test=kept\n") {
+		t.Errorf("chunked body: %q", body)
+	}
+	if strings.Contains(body, "secret") {
+		t.Errorf("a field named in Connection reached the backend: %q", body)
+	}
+	resp, body = readResp(t, br, "HEAD")
+	if resp.StatusCode != 200 || resp.ContentLength != 7 || body != "" {
+		t.Errorf("HEAD: %d length %d body %q", resp.StatusCode, resp.ContentLength, body)
+	}
+	resp, body = readResp(t, br, "GET")
+	if body != "one,two" || resp.TransferEncoding == nil || resp.Trailer.Get("X-Sum") != "2" {
+		t.Errorf("stream: %q %v trailer %v", body, resp.TransferEncoding, resp.Trailer)
+	}
+	_, body = readResp(t, br, "GET")
+	if body != "content" {
+		t.Errorf("after HEAD: %q", body)
+	}
+	if n := conns.Load(); n != 1 {
+		t.Errorf("backend saw %d connections, want 1 kept alive", n)
+	}
+}
+
+// TestH1HTTP10 serves HTTP/1.0 clients: without keep-alive the connection
+// ends after the response, with it the connection stays unless the body's
+// length is unknown, which only closing can tell a 1.0 client.
+func TestH1HTTP10(t *testing.T) {
+	backend := startBackend(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "a")
+		if r.URL.Path == "/stream" {
+			w.(http.Flusher).Flush()
+			io.WriteString(w, "b")
+		}
+	}))
+	addr := engineServer(t, testOptions(), backend)
+
+	c, br := dialRaw(t, addr)
+	io.WriteString(c, "GET / HTTP/1.0\r\n\r\n")
+	resp, body := readResp(t, br, "GET")
+	if resp.Proto != "HTTP/1.0" || body != "a" {
+		t.Errorf("1.0: %s %q", resp.Proto, body)
+	}
+	if _, err := br.ReadByte(); err != io.EOF {
+		t.Errorf("1.0 without keep-alive: connection open (%v)", err)
+	}
+
+	c, br = dialRaw(t, addr)
+	io.WriteString(c, "GET / HTTP/1.0\r\nConnection: keep-alive\r\n\r\n")
+	resp, body = readResp(t, br, "GET")
+	if resp.Close || body != "a" {
+		t.Errorf("1.0 keep-alive: close %v body %q", resp.Close, body)
+	}
+	io.WriteString(c, "GET /stream HTTP/1.0\r\nConnection: keep-alive\r\n\r\n")
+	resp, body = readResp(t, br, "GET")
+	if body != "ab" || resp.ContentLength != -1 {
+		t.Errorf("1.0 stream: %q length %d", body, resp.ContentLength)
+	}
+	if _, err := br.ReadByte(); err != io.EOF {
+		t.Errorf("1.0 body of unknown length: connection open (%v)", err)
+	}
+}
+
+// TestH1ExpectContinue passes "Expect: 100-continue" through: the client
+// gets 100 Continue when the backend asks for the body, and a backend that
+// refuses it answers at once without the body being sent.
+func TestH1ExpectContinue(t *testing.T) {
+	backend := startBackend(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/refuse" {
+			w.WriteHeader(http.StatusExpectationFailed)
+			return
+		}
+		body, _ := io.ReadAll(r.Body)
+		fmt.Fprintf(w, "got %d", len(body))
+	}))
+	addr := engineServer(t, testOptions(), backend)
+
+	c, br := dialRaw(t, addr)
+	io.WriteString(c, "PUT /take HTTP/1.1\r\nHost: a.test\r\nContent-Length: 5\r\nExpect: 100-continue\r\n\r\n")
+	// Well before the second after which a body goes anyway.
+	c.SetReadDeadline(time.Now().Add(700 * time.Millisecond))
+	line, err := br.ReadString('\n')
+	if err != nil || line != "HTTP/1.1 100 Continue\r\n" {
+		t.Fatalf("first line %q, %v; want 100 Continue", line, err)
+	}
+	if blank, _ := br.ReadString('\n'); blank != "\r\n" {
+		t.Fatalf("after 100: %q", blank)
+	}
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	io.WriteString(c, "hello")
+	if resp, body := readResp(t, br, "PUT"); resp.StatusCode != 200 || body != "got 5" {
+		t.Errorf("after 100: %d %q", resp.StatusCode, body)
+	}
+
+	c, br = dialRaw(t, addr)
+	io.WriteString(c, "PUT /refuse HTTP/1.1\r\nHost: a.test\r\nContent-Length: 5\r\nExpect: 100-continue\r\n\r\n")
+	if resp, _ := readResp(t, br, "PUT"); resp.StatusCode != http.StatusExpectationFailed {
+		t.Errorf("refused: %d, want 417 without 100 first", resp.StatusCode)
+	}
+
+	// curl sends a large upload with Expect: 100-continue and waits for
+	// the 100 before sending it.
+	file := filepath.Join(t.TempDir(), "body")
+	if err := os.WriteFile(file, []byte(strings.Repeat("x", 2<<20)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out := curl(t, "-H", "Expect: 100-continue", "--expect100-timeout", "5", "-w", " %{time_total}", "-T", file, "http://"+addr+"/take")
+	var got int
+	var took float64
+	if _, err := fmt.Sscanf(out, "got %d %g", &got, &took); err != nil || got != 2<<20 || took > 4 {
+		t.Errorf("curl upload: %.100q (%v), want all 2 MiB taken without waiting for 100 Continue", out, err)
+	}
+}
+
+// oneShotBackend answers each connection's first request and then closes
+// it without saying so, as a backend with a short keep-alive timeout does
+// between two requests. It returns its address and how many connections it
+// accepted.
+func oneShotBackend(t *testing.T) (string, *atomic.Int64) {
+	var conns atomic.Int64
+	addr := rawBackend(t, func(c net.Conn) {
+		conns.Add(1)
+		r, err := http.ReadRequest(bufio.NewReader(c))
+		if err != nil {
+			return
+		}
+		body, _ := io.ReadAll(r.Body)
+		fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s", 3+len(body), "ok "+string(body))
+	})
+	return addr, &conns
+}
+
+// rawBackend serves each connection with serve, which writes responses by
+// hand, then closes it.
+func rawBackend(t *testing.T, serve func(net.Conn)) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				serve(c)
+			}()
+		}
+	}()
+	return ln.Addr().String()
+}
+
+// TestH1StalePooledConnection sends requests one after another to a
+// backend that closes each connection after its response: a pooled
+// connection found closed is replaced, for a GET and for a POST, and the
+// client never sees the failure.
+func TestH1StalePooledConnection(t *testing.T) {
+	backend, conns := oneShotBackend(t)
+	addr := engineServer(t, testOptions(), backend)
+	c, br := dialRaw(t, addr)
+	for i, req := range []string{
+		"GET / HTTP/1.1\r\nHost: a\r\n\r\n",
+		"GET / HTTP/1.1\r\nHost: a\r\n\r\n",
+		"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 4\r\n\r\ndata",
+		"GET / HTTP/1.1\r\nHost: a\r\n\r\n",
+	} {
+		// Time for the backend's close to arrive.
+		time.Sleep(20 * time.Millisecond)
+		io.WriteString(c, req)
+		resp, body := readResp(t, br, "GET")
+		if resp.StatusCode != 200 || !strings.HasPrefix(body, "ok ") {
+			t.Fatalf("request %d: %d %q", i, resp.StatusCode, body)
+		}
+	}
+	if n := conns.Load(); n != 4 {
+		t.Errorf("backend accepted %d connections, want 4", n)
+	}
+}
+
+// TestH1BackendBreaksOff has the backend close in the middle of a body: the
+// client's connection is closed too, the only way to tell it the body is
+// cut short.
+func TestH1BackendBreaksOff(t *testing.T) {
+	backend := rawBackend(t, func(c net.Conn) {
+		http.ReadRequest(bufio.NewReader(c))
+		io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nonly this")
+	})
+	addr := engineServer(t, testOptions(), backend)
+	c, br := dialRaw(t, addr)
+	io.WriteString(c, "GET / HTTP/1.1\r\nHost: a\r\n\r\n")
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, err := io.ReadAll(resp.Body)
+	if err != io.ErrUnexpectedEOF || string(body) != "only this" {
+		t.Errorf("body %q, %v; want the part sent, then unexpected EOF", body, err)
+	}
+}
+
+// TestH1Limits checks the limits on what a client sends: an oversized head
+// gets 431 (from net/http, which the engine hands it to), and a client
+// slower than the header timeout, or idle longer than the idle timeout, is
+// disconnected.
+func TestH1Limits(t *testing.T) {
+	backend := startBackend(t, echo("b"))
+	opts := testOptions()
+	opts.MaxHeaderBytes = 4 << 10
+	opts.ReadHeaderTimeout = 300 * time.Millisecond
+	opts.IdleTimeout = 300 * time.Millisecond
+	addr := engineServer(t, opts, backend)
+
+	for _, size := range []int{12 << 10, 32 << 10} {
+		c, br := dialRaw(t, addr)
+		io.WriteString(c, "GET / HTTP/1.1\r\nHost: a\r\nX-Big: "+strings.Repeat("b", size)+"\r\n\r\n")
+		// Only the head: net/http closes with the request unread, which
+		// may reset the connection before the body is read.
+		if resp, err := http.ReadResponse(br, nil); err != nil || resp.StatusCode != http.StatusRequestHeaderFieldsTooLarge {
+			t.Errorf("%d-byte field: %v %v, want 431", size, resp, err)
+		}
+	}
+
+	c, br := dialRaw(t, addr)
+	io.WriteString(c, "GET / HTTP/1.1\r\n")
+	start := time.Now()
+	if _, err := br.ReadByte(); err != io.EOF {
+		t.Errorf("slow head: %v, want the connection closed", err)
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Errorf("slow head closed after %v", d)
+	}
+
+	c, br = dialRaw(t, addr)
+	io.WriteString(c, "GET / HTTP/1.1\r\nHost: a\r\n\r\n")
+	readResp(t, br, "GET")
+	start = time.Now()
+	if _, err := br.ReadByte(); err != io.EOF {
+		t.Errorf("idle: %v, want the connection closed", err)
+	}
+	if d := time.Since(start); d < 200*time.Millisecond || d > 2*time.Second {
+		t.Errorf("idle connection closed after %v, want about 300ms", d)
+	}
+}
+
+// TestH1HandsOver checks that what the engine leaves to net/http is still
+// served on the same connection after requests the engine answered: an
+// absolute-form target and a request the parser declines.
+func TestH1HandsOver(t *testing.T) {
+	backend := startBackend(t, echo("b"))
+	addr := engineServer(t, testOptions(), backend)
+	c, br := dialRaw(t, addr)
+	io.WriteString(c, "GET /first HTTP/1.1\r\nHost: a\r\n\r\nGET http://a/second HTTP/1.1\r\nHost: a\r\n\r\nGET /third HTTP/1.1\r\nHost: a\r\n\r\n")
+	for _, want := range []string{"path=/first", "path=/second", "path=/third"} {
+		if resp, body := readResp(t, br, "GET"); resp.StatusCode != 200 || !strings.Contains(body, want) {
+			t.Errorf("want %s: %d %q", want, resp.StatusCode, body)
+		}
+	}
+}
+
+func TestValidPath(t *testing.T) {
+	for p, want := range map[string]bool{
+		"/": true, "/a/b%2Fc": true, "/~x(y)*!$&'+,;=:@": true,
+		"": false, "a": false, "/%": false, "/%zz": false, "/a b": false, "/é": false, "/a\"b": false, "/{x}": false,
+	} {
+		if got := validPath(p); got != want {
+			t.Errorf("validPath(%q) = %v", p, got)
+		}
+	}
+}
+
+// FuzzParseRequest checks the engine's request parser against net/http's:
+// whatever the engine takes, net/http reads the same way.
+func FuzzParseRequest(f *testing.F) {
+	for _, s := range []string{
+		"GET / HTTP/1.1\r\nHost: a\r\n\r\n",
+		"POST /p?q=1 HTTP/1.1\r\nHost: a:80\r\nContent-Length: 3\r\nX-A: b\r\n\r\n",
+		"PUT /x HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\nConnection: close, X-A\r\nX-A: 1\r\n\r\n",
+		"GET / HTTP/1.0\r\n\r\n",
+		"GET / HTTP/1.1\r\nhost: a\r\nexpect: 100-continue\r\n\r\n",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, raw string) {
+		var h h1head
+		if !parseRequest(raw, &h) {
+			return
+		}
+		r, err := http.ReadRequest(bufio.NewReader(strings.NewReader(raw)))
+		if err != nil {
+			t.Fatalf("engine took %q, net/http refuses it: %v", raw, err)
+		}
+		if r.Method != h.method || r.URL.EscapedPath() != h.path || r.URL.RawQuery != h.query || r.Host != h.host {
+			t.Fatalf("%q: net/http reads %s %s ? %s host %s, engine %s %s ? %s host %s", raw, r.Method, r.URL.EscapedPath(), r.URL.RawQuery, r.Host, h.method, h.path, h.query, h.host)
+		}
+		if (r.ProtoMinor == 0) != h.http10 || r.Close != (h.close || h.http10 && !h.keepAlive) {
+			t.Fatalf("%q: version or close differs", raw)
+		}
+		wantLength := r.ContentLength
+		if h.chunked {
+			wantLength = -1
+		} else if wantLength == 0 && h.contentLength < 0 {
+			wantLength = -1 // net/http reads "no length" as 0 for requests
+		}
+		if h.contentLength != wantLength && !h.chunked || h.chunked != (len(r.TransferEncoding) > 0) {
+			t.Fatalf("%q: framing differs: net/http length %d %v, engine %d %v", raw, r.ContentLength, r.TransferEncoding, h.contentLength, h.chunked)
+		}
+		for name, vals := range r.Header {
+			if got := h.Values(name); len(got) == 0 || got[0] != vals[0] {
+				t.Fatalf("%q: %s is %q to net/http, %q to the engine", raw, name, vals, got)
+			}
+		}
+	})
+}
