@@ -56,6 +56,11 @@ go vet ./...
 log "go test -race"
 go test -race -count=1 -timeout 30m ./...
 
+# The proxy's tests once more on net/http alone, the --http1-engine=stdlib
+# escape hatch, which must keep working.
+log "go test -race ./proxy/ with the stdlib HTTP/1.1 engine"
+HOSTGATE_TEST_HTTP1_ENGINE=stdlib go test -race -count=1 -timeout 10m ./proxy/
+
 # Every Fuzz function runs on its own: go test accepts one -fuzz target per
 # package per run.
 log "fuzzing, $fuzztime per target"

@@ -9,9 +9,14 @@
 //
 // A request goes through a pipeline that does not depend on the HTTP engine
 // (pipeline.go): lookup, then the filters that decide the outcome
-// (redirect, rewrite), then the choice of a backend. Only the execution of
-// that plan (forward.go) is tied to net/http and httputil.ReverseProxy, so
-// that a purpose-built HTTP/1.1 engine can later run the same pipeline.
+// (redirect, rewrite), then the choice of a backend. Two engines execute
+// its plan. HTTP/1.1 connections go to hostgate's own engine (h1.go), with
+// its own backend connection pool, which hands whatever it does not serve
+// itself (upgrades, HTTP/2, gRPC, mirrors, TLS or h2 backends, unusual
+// requests) to net/http for the rest of the connection. net/http serves
+// those, every connection with Options.HTTP1Engine = EngineStdlib, and
+// HTTP/3 (quic-go's server), forwarding through httputil.ReverseProxy
+// (forward.go).
 //
 // Every TCP connection is read through a guard (guard.go) before net/http
 // sees it: it refuses ambiguous HTTP/1.1 framing (request smuggling) and

@@ -2,6 +2,8 @@ package proxy
 
 import (
 	"bufio"
+	"context"
+	"crypto/tls"
 	"fmt"
 	"io"
 	"net"
@@ -421,4 +423,74 @@ func FuzzParseRequest(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestH1OverTLS pipelines requests on an HTTP/1.1 connection over TLS:
+// the engine serves them with the listener's scheme and Alt-Svc.
+func TestH1OverTLS(t *testing.T) {
+	f := newTLSFixture(t)
+	_, addr := tlsListener(t, f, "app.example.com")
+	c, err := tls.Dial("tcp", addr, &tls.Config{RootCAs: f.ca.Pool, ServerName: "app.example.com", NextProtos: []string{"http/1.1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(5 * time.Second))
+	io.WriteString(c, "GET /one HTTP/1.1\r\nHost: app.example.com\r\n\r\n"+
+		"POST /two HTTP/1.1\r\nHost: app.example.com\r\nTransfer-Encoding: chunked\r\n\r\n4\r\nbody\r\n0\r\n\r\n")
+	br := bufio.NewReader(c)
+	for _, want := range []string{"path=/one", "path=/two query= body=body"} {
+		resp, body := readResp(t, br, "GET")
+		if !strings.Contains(body, want) || !strings.Contains(body, "X-Forwarded-Proto=https\n") || !strings.HasPrefix(resp.Header.Get("Alt-Svc"), "h3=") {
+			t.Errorf("want %s over https with Alt-Svc: %v %q", want, resp.Header, body)
+		}
+	}
+}
+
+// TestH1DrainClosesIdle stops a server with an idle keep-alive connection
+// and one with a request in flight: the idle one is closed at once, the
+// other after its response, and the stop does not wait for the grace
+// period.
+func TestH1DrainClosesIdle(t *testing.T) {
+	backend := startBackend(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/slow" {
+			time.Sleep(300 * time.Millisecond)
+		}
+		io.WriteString(w, "done")
+	}))
+	opts := testOptions()
+	opts.ShutdownGrace = 10 * time.Second
+	opts.HTTP1Engine = EngineNative
+	s, err := New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.UpdateEndpoints(map[string][]Endpoint{"web": {{Address: backend}}})
+	addr := apply(t, s, Listener{Address: "127.0.0.1:0", Routes: compile(t, route("all", nil, router.Rule{Backends: backends("web")}))})[0]
+
+	idle, idleR := dialRaw(t, addr)
+	io.WriteString(idle, "GET / HTTP/1.1\r\nHost: a\r\n\r\n")
+	readResp(t, idleR, "GET")
+	busy, busyR := dialRaw(t, addr)
+	io.WriteString(busy, "GET /slow HTTP/1.1\r\nHost: a\r\n\r\n")
+	time.Sleep(50 * time.Millisecond)
+
+	start := time.Now()
+	stopped := make(chan error, 1)
+	go func() { stopped <- s.Shutdown(context.Background()) }()
+	if _, err := idleR.ReadByte(); err != io.EOF {
+		t.Errorf("idle connection: %v, want closed", err)
+	}
+	if d := time.Since(start); d > 200*time.Millisecond {
+		t.Errorf("idle connection closed after %v", d)
+	}
+	if resp, body := readResp(t, busyR, "GET"); resp.StatusCode != 200 || body != "done" {
+		t.Errorf("in flight: %d %q", resp.StatusCode, body)
+	}
+	if _, err := busyR.ReadByte(); err != io.EOF {
+		t.Errorf("busy connection after its response: %v, want closed", err)
+	}
+	if err := <-stopped; err != nil || time.Since(start) > 2*time.Second {
+		t.Errorf("Shutdown: %v after %v", err, time.Since(start))
+	}
 }
