@@ -64,6 +64,8 @@ const (
 	retryPeriod   = 2 * time.Second
 	// resync rewrites what failed to be written, even without a change.
 	resync = 30 * time.Second
+	// statusQPS is the least rate of status writes.
+	statusQPS = 100
 )
 
 // Writer writes Reports while it holds the Lease.
@@ -94,6 +96,13 @@ func New(cfg *rest.Config, opts Options, log *slog.Logger) (*Writer, error) {
 	}
 	cfg = rest.CopyConfig(cfg)
 	cfg.UserAgent = "hostgate-status"
+	// client-go's default of 5 requests/s would take over half an hour to
+	// write the status of 10,000 routes, and every write is followed by a
+	// translation; the API server's priority and fairness still protects
+	// it from this one client.
+	if cfg.QPS < statusQPS {
+		cfg.QPS, cfg.Burst = statusQPS, 2*statusQPS
+	}
 	kube, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("status: kubernetes client: %w", err)
