@@ -29,6 +29,7 @@ func (t *translator) permitted(from refFrom, group, kind, namespace, name string
 	if from.namespace == namespace {
 		return true
 	}
+	t.dependOnGrants(namespace)
 	for _, g := range t.grants[namespace] {
 		fromOK := slices.ContainsFunc(g.Spec.From, func(f gatewayv1.ReferenceGrantFrom) bool {
 			return string(f.Group) == gatewayv1.GroupName && string(f.Kind) == from.kind && string(f.Namespace) == from.namespace
@@ -83,7 +84,9 @@ func (t *translator) backendRef(from refFrom, ref gatewayv1.BackendObjectReferen
 	if ref.Port == nil {
 		return router.BackendRef{}, refErr(gatewayv1.RouteReasonUnsupportedValue, "port: required for a Service")
 	}
-	svc := t.services[types.NamespacedName{Namespace: namespace, Name: string(ref.Name)}]
+	key := types.NamespacedName{Namespace: namespace, Name: string(ref.Name)}
+	svc := t.services[key]
+	t.dependOnService(key, svc)
 	if svc == nil {
 		return router.BackendRef{}, refErr(gatewayv1.RouteReasonBackendNotFound, "Service %s/%s: %w", namespace, ref.Name, errServiceNotFound)
 	}
@@ -105,9 +108,7 @@ func (t *translator) servicePort(svc *corev1.Service, port *corev1.ServicePort, 
 		return router.BackendRef{}, refErr(gatewayv1.RouteReasonUnsupportedProtocol, "Service %s/%s port %d: appProtocol %q is not supported", svc.Namespace, svc.Name, port.Port, *port.AppProtocol)
 	}
 	name := svc.Namespace + "/" + svc.Name + ":" + strconv.Itoa(int(port.Port))
-	if _, done := t.endpoints[name]; !done {
-		t.endpoints[name] = t.endpointSet(svc, port)
-	}
+	t.registerEndpoints(name, svc, port)
 	return router.BackendRef{Name: name, Weight: 1, Protocol: protocol}, nil
 }
 
@@ -135,14 +136,14 @@ func backendProtocol(appProtocol *string, grpc bool) (string, bool) {
 	return "", false
 }
 
-// endpointSet collects the endpoints of a Service port from its
+// endpointSet collects the endpoints of a Service port from the Service's
 // EndpointSlices: ready ones, and terminating ones that still serve
 // (marked not ready). The target port comes from the slice port of the
 // same name, or from a numeric targetPort for slices without ports.
-func (t *translator) endpointSet(svc *corev1.Service, port *corev1.ServicePort) []Endpoint {
+func (t *translator) endpointSet(list []*discoveryv1.EndpointSlice, port *corev1.ServicePort) []Endpoint {
 	set := []Endpoint{}
 	seen := map[string]bool{}
-	for _, slice := range t.slices[types.NamespacedName{Namespace: svc.Namespace, Name: svc.Name}] {
+	for _, slice := range list {
 		if slice.AddressType == discoveryv1.AddressTypeFQDN {
 			continue
 		}
@@ -225,11 +226,17 @@ func (t *translator) secretCert(namespace, name string) (Cert, error) {
 	case s.Type != corev1.SecretTypeTLS:
 		return Cert{}, fmt.Errorf("Secret %s/%s: type %q, want %s", namespace, name, s.Type, corev1.SecretTypeTLS)
 	}
+	return t.memoKeyPair(s)
+}
+
+// checkKeyPair parses the certificate and key of a TLS Secret, the
+// costliest check of a translation.
+func checkKeyPair(s *corev1.Secret) (Cert, error) {
 	certPEM, keyPEM := s.Data[corev1.TLSCertKey], s.Data[corev1.TLSPrivateKeyKey]
 	if _, err := tls.X509KeyPair(certPEM, keyPEM); err != nil {
-		return Cert{}, fmt.Errorf("Secret %s/%s: %w", namespace, name, err)
+		return Cert{}, fmt.Errorf("Secret %s/%s: %w", s.Namespace, s.Name, err)
 	}
-	return Cert{Name: namespace + "/" + name, CertPEM: certPEM, KeyPEM: PrivateKey(keyPEM)}, nil
+	return Cert{Name: s.Namespace + "/" + s.Name, CertPEM: certPEM, KeyPEM: PrivateKey(keyPEM)}, nil
 }
 
 func derefOr[T any](p *T, def T) T {

@@ -81,7 +81,8 @@ func (t *translator) ingresses() {
 		for _, a := range t.nodeAddresses {
 			report.LoadBalancer.Ingress = append(report.LoadBalancer.Ingress, networkingv1.IngressLoadBalancerIngress{IP: a})
 		}
-		routes, problems := t.ingressRoutes(ing)
+		translated := memoized(t, ing, func() ingressRoutes { return t.ingressRoutes(ing) })
+		routes, problems := translated.routes, translated.problems
 		certs, certProblems := t.ingressCerts(ing)
 		report.Problems = append(problems, certProblems...)
 		for _, s := range sockets {
@@ -94,10 +95,17 @@ func (t *translator) ingresses() {
 	}
 }
 
+// ingressRoutes are the routes of one Ingress and the problems found
+// making them.
+type ingressRoutes struct {
+	routes   []router.Route
+	problems []string
+}
+
 // ingressRoutes makes one route per host of ing (rules without a host and
 // the defaultBackend share the route without hostnames), each of its rules
 // one path. A route that the router would refuse is left out whole.
-func (t *translator) ingressRoutes(ing *networkingv1.Ingress) ([]router.Route, []string) {
+func (t *translator) ingressRoutes(ing *networkingv1.Ingress) ingressRoutes {
 	var problems []string
 	id := router.RouteID{Kind: router.KindIngress, Namespace: ing.Namespace, Name: ing.Name}
 	var routes []router.Route
@@ -153,7 +161,7 @@ func (t *translator) ingressRoutes(ing *networkingv1.Ingress) ([]router.Route, [
 		}
 		valid = append(valid, r)
 	}
-	return valid, problems
+	return ingressRoutes{valid, problems}
 }
 
 // ingressPath maps an Ingress path to a router match. ImplementationSpecific
@@ -185,7 +193,9 @@ func (t *translator) ingressBackend(namespace string, b *networkingv1.IngressBac
 	if b.Service == nil {
 		return router.BackendRef{}, fmt.Errorf("resource: only Service backends are supported")
 	}
-	svc := t.services[types.NamespacedName{Namespace: namespace, Name: b.Service.Name}]
+	key := types.NamespacedName{Namespace: namespace, Name: b.Service.Name}
+	svc := t.services[key]
+	t.dependOnService(key, svc)
 	if svc == nil {
 		return router.BackendRef{}, fmt.Errorf("service %s: %w", b.Service.Name, errServiceNotFound)
 	}

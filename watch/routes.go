@@ -65,13 +65,13 @@ func (t *translator) backend(r *route, field string, ref gatewayv1.BackendRef, g
 
 func (t *translator) routes() {
 	for _, obj := range t.objs.httpRoutes {
-		r := t.httpRoute(obj)
+		r := memoized(t, obj, func() *route { return t.httpRoute(obj) })
 		if parents, ours := t.attachRoute(r); ours {
 			t.reports.HTTPRoutes = append(t.reports.HTTPRoutes, RouteReport[*gatewayv1.HTTPRoute]{Object: obj, Parents: parents})
 		}
 	}
 	for _, obj := range t.objs.grpcRoutes {
-		r := t.grpcRoute(obj)
+		r := memoized(t, obj, func() *route { return t.grpcRoute(obj) })
 		if parents, ours := t.attachRoute(r); ours {
 			t.reports.GRPCRoutes = append(t.reports.GRPCRoutes, RouteReport[*gatewayv1.GRPCRoute]{Object: obj, Parents: parents})
 		}

@@ -29,11 +29,15 @@ type Source struct {
 	list func() *objects
 	// lastProblems suppresses logging the same problems again.
 	lastProblems []string
+	// memo keeps per-object results for the next translation.
+	memo *memo
 }
 
 // debounce is how long a change waits for the ones that follow it, so that
 // a burst of events (an apply of many objects, a resync) costs one
-// translation.
+// translation. Later events do not extend the wait: under a steady stream
+// of them (status writes for thousands of routes) a change would otherwise
+// wait for the stream to pause.
 const debounce = 20 * time.Millisecond
 
 func newSource(opts Options, publish Publish, log *slog.Logger) (*Source, error) {
@@ -43,7 +47,7 @@ func newSource(opts Options, publish Publish, log *slog.Logger) (*Source, error)
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Source{opts: opts, publish: publish, log: log}, nil
+	return &Source{opts: opts, publish: publish, log: log, memo: newMemo()}, nil
 }
 
 func (o Options) validate() error {
@@ -82,6 +86,7 @@ func (s *Source) Start(ctx context.Context) error {
 	go func() { errc <- s.run(ctx, changed) }()
 	timer := time.NewTimer(0)
 	timer.Stop()
+	pending := false
 	for {
 		select {
 		case <-ctx.Done():
@@ -89,8 +94,12 @@ func (s *Source) Start(ctx context.Context) error {
 		case err := <-errc:
 			return err
 		case <-kick:
-			timer.Reset(debounce)
+			if !pending {
+				timer.Reset(debounce)
+				pending = true
+			}
 		case <-timer.C:
+			pending = false
 			s.translate()
 		}
 	}
@@ -100,7 +109,7 @@ func (s *Source) translate() {
 	start := time.Now()
 	objs := s.list()
 	listed := time.Now()
-	snap, reports := translate(objs, s.opts)
+	snap, reports := s.memo.translate(objs, s.opts)
 	done := time.Now()
 	if s.opts.TranslationTime != nil {
 		s.opts.TranslationTime.Observe(done.Sub(listed).Seconds())

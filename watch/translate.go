@@ -89,35 +89,41 @@ type translator struct {
 	// nodeAddresses are what status publishes for the node addresses.
 	nodeAddresses []string
 	reports       Reports
+	// prev holds the results of the previous translation that this one
+	// may reuse, next collects this one's; both are nil without a memo.
+	prev, next *memo
+	// deps records the lookups of the object being memoized, if any.
+	deps *deps
 }
 
 // translate is the pure function at the heart of hostgate: same store and
 // options in, same Snapshot and Reports out.
 func translate(objs *objects, opts Options) (*Snapshot, *Reports) {
+	return translateWith(objs, opts, nil, nil)
+}
+
+// translateWith is translate reusing results of prev and storing its own
+// in next (see memo).
+func translateWith(objs *objects, opts Options, prev, next *memo) (*Snapshot, *Reports) {
 	objs.sort()
 	t := &translator{
+		prev:       prev,
+		next:       next,
 		opts:       opts.withDefaults(),
 		objs:       objs,
-		services:   index(objs.services),
-		secrets:    index(objs.secrets),
-		slices:     map[types.NamespacedName][]*discoveryv1.EndpointSlice{},
-		namespaces: map[string]*corev1.Namespace{},
-		grants:     map[string][]*gatewayv1.ReferenceGrant{},
-		gateways:   map[types.NamespacedName]*gateway{},
-		sockets:    map[string]*socket{},
-		endpoints:  map[string][]Endpoint{},
-	}
-	for _, s := range objs.endpointSlices {
-		if svc := s.Labels[discoveryv1.LabelServiceName]; svc != "" {
-			key := types.NamespacedName{Namespace: s.Namespace, Name: svc}
-			t.slices[key] = append(t.slices[key], s)
-		}
-	}
-	for _, ns := range objs.namespaces {
-		t.namespaces[ns.Name] = ns
-	}
-	for _, g := range objs.referenceGrants {
-		t.grants[g.Namespace] = append(t.grants[g.Namespace], g)
+		services:   index(objs.services, namespacedName),
+		secrets:    index(objs.secrets, namespacedName),
+		namespaces: index(objs.namespaces, (*corev1.Namespace).GetName),
+		slices: group(objs.endpointSlices, func(s *discoveryv1.EndpointSlice) (types.NamespacedName, bool) {
+			svc := s.Labels[discoveryv1.LabelServiceName]
+			return types.NamespacedName{Namespace: s.Namespace, Name: svc}, svc != ""
+		}),
+		grants: group(objs.referenceGrants, func(g *gatewayv1.ReferenceGrant) (string, bool) {
+			return g.Namespace, true
+		}),
+		gateways:  map[types.NamespacedName]*gateway{},
+		sockets:   map[string]*socket{},
+		endpoints: make(map[string][]Endpoint, len(objs.services)),
 	}
 	t.nodeAddresses = t.opts.StatusAddresses
 	if len(t.nodeAddresses) == 0 {
@@ -131,17 +137,6 @@ func translate(objs *objects, opts Options) (*Snapshot, *Reports) {
 	t.routes()
 	t.finishGateways()
 	return t.snapshot(), &t.reports
-}
-
-func index[T interface {
-	GetNamespace() string
-	GetName() string
-}](list []T) map[types.NamespacedName]T {
-	m := make(map[types.NamespacedName]T, len(list))
-	for _, o := range list {
-		m[types.NamespacedName{Namespace: o.GetNamespace(), Name: o.GetName()}] = o
-	}
-	return m
 }
 
 // nodeAddresses lists the addresses of the Ready nodes: hostgate runs on
@@ -245,6 +240,9 @@ func (s *socket) attach(route router.Route) {
 		have.Hostnames = nil
 		return
 	}
+	// The hostnames may be those of a translated route, which later
+	// translations reuse: append to a copy.
+	have.Hostnames = slices.Clip(have.Hostnames)
 	for _, h := range route.Hostnames {
 		if !slices.Contains(have.Hostnames, h) {
 			have.Hostnames = append(have.Hostnames, h)

@@ -1,0 +1,188 @@
+package watch
+
+// Reuse of per-object results between translations.
+//
+// Translation recomputes the whole store, but between two translations
+// few objects change, and with 10,000 routes recomputing all of them is
+// most of the time a route change takes. Informer caches hand out the same
+// pointer for an object until the object changes, so a result computed
+// from a set of pointers is still right while every one of them is the
+// same: the memo keeps such results with the pointers they read, and a
+// translation uses one only after checking all of them. The output is the
+// one a translation without memo makes (TestMemoMatchesFreshTranslation).
+//
+// What is memoized: the translation of each HTTPRoute, GRPCRoute and
+// Ingress's routes (depending on the Services and ReferenceGrants they
+// looked up), the endpoint set of each Service port (depending on the
+// Service's EndpointSlices) and the check of each TLS Secret's key pair.
+// Stored results are never changed, so Snapshots may share them. Each
+// translation keeps only the entries it used, so the memo holds no more
+// than the store does. File mode parses fresh objects on every change and
+// so never hits.
+
+import (
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/types"
+	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
+)
+
+// memo carries the results of one translation into the next. It is not
+// safe for concurrent use: a Source translates one change at a time.
+type memo struct {
+	objects   map[any]memoEntry
+	endpoints map[*corev1.ServicePort]endpointEntry
+	certs     map[*corev1.Secret]certEntry
+}
+
+func newMemo() *memo { return newMemoLike(&memo{}) }
+
+// newMemoLike returns an empty memo with room for as many entries as
+// prev has: the next translation usually keeps about as many.
+func newMemoLike(prev *memo) *memo {
+	return &memo{
+		objects:   make(map[any]memoEntry, len(prev.objects)),
+		endpoints: make(map[*corev1.ServicePort]endpointEntry, len(prev.endpoints)),
+		certs:     make(map[*corev1.Secret]certEntry, len(prev.certs)),
+	}
+}
+
+// translate is translate with the results of m's previous translation,
+// and keeps this one's for the next.
+func (m *memo) translate(objs *objects, opts Options) (*Snapshot, *Reports) {
+	next := newMemoLike(m)
+	snap, reports := translateWith(objs, opts, m, next)
+	*m = *next
+	return snap, reports
+}
+
+// memoEntry is the result of one object's translation and what it read
+// besides the object.
+type memoEntry struct {
+	value any
+	deps  deps
+}
+
+// deps are the lookups a memoized translation made.
+type deps struct {
+	services []serviceDep
+	grants   []grantDep
+	// ports are the endpoint sets it registered.
+	ports []portDep
+}
+
+type serviceDep struct {
+	key types.NamespacedName
+	svc *corev1.Service
+}
+
+type grantDep struct {
+	namespace string
+	grants    []*gatewayv1.ReferenceGrant
+}
+
+type portDep struct {
+	name string
+	svc  *corev1.Service
+	port *corev1.ServicePort
+}
+
+type endpointEntry struct {
+	slices []*discoveryv1.EndpointSlice
+	set    []Endpoint
+}
+
+type certEntry struct {
+	cert Cert
+	err  error
+}
+
+// memoized returns build's result for obj, reused from the previous
+// translation when nothing it read has changed.
+func memoized[T any](t *translator, obj any, build func() T) T {
+	if t.next == nil {
+		return build()
+	}
+	if e, ok := t.prev.objects[obj]; ok && t.unchanged(&e.deps) {
+		for _, p := range e.deps.ports {
+			t.registerEndpoints(p.name, p.svc, p.port)
+		}
+		t.next.objects[obj] = e
+		return e.value.(T)
+	}
+	t.deps = &deps{}
+	v := build()
+	t.next.objects[obj] = memoEntry{value: v, deps: *t.deps}
+	t.deps = nil
+	return v
+}
+
+// unchanged reports whether every lookup recorded in d finds what it
+// found before.
+func (t *translator) unchanged(d *deps) bool {
+	for _, s := range d.services {
+		if t.services[s.key] != s.svc {
+			return false
+		}
+	}
+	for _, g := range d.grants {
+		if !slices.Equal(t.grants[g.namespace], g.grants) {
+			return false
+		}
+	}
+	return true
+}
+
+func (t *translator) dependOnService(key types.NamespacedName, svc *corev1.Service) {
+	if t.deps != nil {
+		t.deps.services = append(t.deps.services, serviceDep{key, svc})
+	}
+}
+
+func (t *translator) dependOnGrants(namespace string) {
+	if t.deps != nil {
+		t.deps.grants = append(t.deps.grants, grantDep{namespace, t.grants[namespace]})
+	}
+}
+
+// registerEndpoints makes the endpoint set of a Service port part of the
+// Snapshot under name.
+func (t *translator) registerEndpoints(name string, svc *corev1.Service, port *corev1.ServicePort) {
+	if t.deps != nil {
+		t.deps.ports = append(t.deps.ports, portDep{name, svc, port})
+	}
+	if _, done := t.endpoints[name]; !done {
+		t.endpoints[name] = t.memoEndpointSet(svc, port)
+	}
+}
+
+// memoEndpointSet is endpointSet, reused while the Service and its
+// EndpointSlices are the same objects.
+func (t *translator) memoEndpointSet(svc *corev1.Service, port *corev1.ServicePort) []Endpoint {
+	list := t.slices[types.NamespacedName{Namespace: svc.Namespace, Name: svc.Name}]
+	if t.next == nil {
+		return t.endpointSet(list, port)
+	}
+	// A port belongs to one Service object: the pointer names both.
+	e, ok := t.prev.endpoints[port]
+	if !ok || !slices.Equal(e.slices, list) {
+		e = endpointEntry{slices: list, set: t.endpointSet(list, port)}
+	}
+	t.next.endpoints[port] = e
+	return e.set
+}
+
+// memoKeyPair is checkKeyPair, reused while the Secret is the same object.
+func (t *translator) memoKeyPair(s *corev1.Secret) (Cert, error) {
+	if t.next == nil {
+		return checkKeyPair(s)
+	}
+	e, ok := t.prev.certs[s]
+	if !ok {
+		e.cert, e.err = checkKeyPair(s)
+	}
+	t.next.certs[s] = e
+	return e.cert, e.err
+}
