@@ -67,7 +67,7 @@ func (a *admin) routes(w http.ResponseWriter, r *http.Request) {
 		enc.Encode(struct {
 			*generation
 			Endpoints map[string][]proxy.EndpointState `json:"endpoints"`
-		}{gen, a.endpoints()})
+		}{gen.described(), a.endpoints()})
 		return
 	}
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")

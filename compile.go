@@ -3,6 +3,8 @@ package main
 import (
 	"log/slog"
 	"net"
+	"reflect"
+	"slices"
 	"strconv"
 	"time"
 
@@ -29,41 +31,87 @@ type generation struct {
 }
 
 type listenerState struct {
-	Address  string                   `json:"address"`
-	Protocol string                   `json:"protocol"`
-	Hosts    []router.HostDescription `json:"hosts"`
-	table    *router.Table
+	Address  string `json:"address"`
+	Protocol string `json:"protocol"`
+	// Hosts is filled in only when /debug/routes is asked for JSON:
+	// describing 10,000 routes takes longer than compiling them.
+	Hosts []router.HostDescription `json:"hosts"`
+	table *router.Table
+
+	// What the listener was compiled from and what that left out, so that
+	// the next generation can reuse the table or the certificate store
+	// when their input is the same.
+	spec                      watch.Listener
+	tls                       *tlsstore.Store
+	routesLeftOut, tlsLeftOut []string
 }
 
 // compileSnapshot turns a translated Snapshot into the proxy's listener set.
 // Routes and certificates that fail to compile are left out and listed; the
 // translator already validated them, so this is a second line of defence.
-func compileSnapshot(snap *watch.Snapshot, number uint64, log *slog.Logger) *generation {
+// The routing tables and certificate stores of prev (nil for the first
+// generation) are reused where their routes or certificates did not
+// change: a route change at one listener leaves the others' alone, and
+// 1,000 certificates are not parsed again for it.
+func compileSnapshot(snap *watch.Snapshot, number uint64, prev *generation, log *slog.Logger) *generation {
 	gen := &generation{Number: number, Built: time.Now()}
+	previous := map[string]*listenerState{}
+	if prev != nil {
+		for i := range prev.Listeners {
+			previous[prev.Listeners[i].spec.Name] = &prev.Listeners[i]
+		}
+	}
 	for _, l := range snap.Listeners {
 		address := net.JoinHostPort(l.Address, strconv.Itoa(l.Port))
-		table, errs := router.Compile(l.Routes, l.ListenerHostnames...)
-		for _, err := range errs {
-			gen.LeftOut = append(gen.LeftOut, "listener "+address+": "+err.Error())
+		state := listenerState{Address: address, spec: l}
+		p := previous[l.Name]
+		if p != nil && slices.Equal(p.spec.ListenerHostnames, l.ListenerHostnames) && reflect.DeepEqual(p.spec.Routes, l.Routes) {
+			state.table, state.routesLeftOut = p.table, p.routesLeftOut
+		} else {
+			var errs []error
+			state.table, errs = router.Compile(l.Routes, l.ListenerHostnames...)
+			state.routesLeftOut = describeErrors(address, errs)
 		}
-		pl := proxy.Listener{Address: address, Routes: table}
+		pl := proxy.Listener{Address: address, Routes: state.table}
 		if l.Protocol == watch.ProtocolHTTPS {
 			pl.Protocol = proxy.HTTPS
-			store, errs := tlsstore.Build(certificates(l.Certs))
-			for _, err := range errs {
-				gen.LeftOut = append(gen.LeftOut, "listener "+address+": "+err.Error())
+			if p != nil && p.tls != nil && reflect.DeepEqual(p.spec.Certs, l.Certs) {
+				state.tls, state.tlsLeftOut = p.tls, p.tlsLeftOut
+			} else {
+				var errs []error
+				state.tls, errs = tlsstore.Build(certificates(l.Certs))
+				state.tlsLeftOut = describeErrors(address, errs)
 			}
-			pl.TLS = store
+			pl.TLS = state.tls
 		}
+		state.Protocol = pl.Protocol.String()
+		gen.LeftOut = append(gen.LeftOut, state.routesLeftOut...)
+		gen.LeftOut = append(gen.LeftOut, state.tlsLeftOut...)
 		gen.config.Listeners = append(gen.config.Listeners, pl)
-		gen.Listeners = append(gen.Listeners, listenerState{
-			Address: address, Protocol: pl.Protocol.String(), Hosts: table.Describe(), table: table,
-		})
+		gen.Listeners = append(gen.Listeners, state)
 	}
 	for _, msg := range gen.LeftOut {
 		log.Warn("left out of the configuration", "problem", msg)
 	}
 	return gen
+}
+
+func describeErrors(address string, errs []error) []string {
+	var out []string
+	for _, err := range errs {
+		out = append(out, "listener "+address+": "+err.Error())
+	}
+	return out
+}
+
+// described is gen with the Hosts of every listener filled in.
+func (gen *generation) described() *generation {
+	out := *gen
+	out.Listeners = slices.Clone(gen.Listeners)
+	for i := range out.Listeners {
+		out.Listeners[i].Hosts = out.Listeners[i].table.Describe()
+	}
+	return &out
 }
 
 func certificates(certs []watch.Cert) []tlsstore.Certificate {

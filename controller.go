@@ -2,6 +2,7 @@ package main
 
 import (
 	"log/slog"
+	"maps"
 	"reflect"
 	"slices"
 	"sync/atomic"
@@ -57,26 +58,32 @@ func newController(srv *proxy.Server, current *atomic.Pointer[generation], log *
 // publish is called by the source, one snapshot at a time, with the
 // problems translation found (objects or fields it left out).
 func (c *controller) publish(snap *watch.Snapshot, problems []string) {
-	endpoints := proxyEndpoints(snap.Endpoints)
+	// Endpoint sets are rebuilt only when one changed: with 10,000 of
+	// them that is a good part of a route change.
+	endpointsChanged := c.last == nil || !maps.EqualFunc(c.last.Endpoints, snap.Endpoints, slices.Equal)
 	if c.last != nil && reflect.DeepEqual(c.last.Listeners, snap.Listeners) {
-		c.srv.UpdateEndpoints(endpoints)
+		if endpointsChanged {
+			c.srv.UpdateEndpoints(proxyEndpoints(snap.Endpoints))
+		}
 		if gen := c.current.Load(); gen != nil && !slices.Equal(gen.Problems, problems) {
 			next := *gen
 			next.Problems = problems
 			c.current.Store(&next)
 		}
 		c.last = snap
-		c.log.Debug("endpoints updated", "endpoint_sets", len(endpoints))
+		c.log.Debug("endpoints updated", "endpoint_sets", len(snap.Endpoints), "changed", endpointsChanged)
 		return
 	}
 	c.number++
 	start := time.Now()
-	gen := compileSnapshot(snap, c.number, c.log)
+	gen := compileSnapshot(snap, c.number, c.current.Load(), c.log)
 	gen.Problems = problems
 	compiled := time.Now()
 	// Endpoints go first so that routes of the new generation never find
 	// their backends missing.
-	c.srv.UpdateEndpoints(endpoints)
+	if endpointsChanged {
+		c.srv.UpdateEndpoints(proxyEndpoints(snap.Endpoints))
+	}
 	if err := c.srv.Apply(gen.config); err != nil {
 		c.metrics.applyErrors.Inc()
 		c.log.Error("some listeners could not be opened", "generation", gen.Number, "error", err)
@@ -87,6 +94,6 @@ func (c *controller) publish(snap *watch.Snapshot, problems []string) {
 	c.metrics.lastChange.SetToCurrentTime()
 	c.metrics.compileTime.Observe(compiled.Sub(start).Seconds())
 	c.log.Info("configuration applied", "generation", gen.Number, "listeners", len(gen.Listeners),
-		"endpoint_sets", len(endpoints), "left_out", len(gen.LeftOut),
+		"endpoint_sets", len(snap.Endpoints), "left_out", len(gen.LeftOut),
 		"compile_seconds", compiled.Sub(start).Seconds(), "apply_seconds", time.Since(compiled).Seconds())
 }

@@ -1,8 +1,13 @@
 package main
 
 import (
+	"crypto/tls"
+	"encoding/pem"
+	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -11,6 +16,7 @@ import (
 
 	"github.com/hostgate/hostgate/proxy"
 	"github.com/hostgate/hostgate/router"
+	"github.com/hostgate/hostgate/tlsstore/tlstest"
 	"github.com/hostgate/hostgate/watch"
 )
 
@@ -49,4 +55,76 @@ func TestEndpointChurnDoesNotRecompile(t *testing.T) {
 		t.Errorf("a route change did not make generation 2 (got %d)", gen.Number)
 	}
 	srv.Shutdown(t.Context())
+}
+
+// TestUnchangedListenersKeepTheirCompilation: a route change at one
+// listener leaves the routing table and certificates of another as they
+// were, and a certificate change still reaches the TLS handshake.
+func TestUnchangedListenersKeepTheirCompilation(t *testing.T) {
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	srv, err := proxy.New(proxy.Options{Logger: quiet, ShutdownDelay: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Shutdown(t.Context())
+	var current atomic.Pointer[generation]
+	ctrl := newController(srv, &current, quiet, prometheus.NewRegistry())
+	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "backend") }))
+	defer backend.Close()
+	httpPort, httpsPort := freePort(t), freePort(t)
+	route := func(path string) []router.Route {
+		return []router.Route{{
+			ID:    router.RouteID{Kind: router.KindHTTPRoute, Namespace: "default", Name: "web"},
+			Rules: []router.Rule{{Matches: []router.Match{{Path: router.PathMatch{Type: router.PathPrefix, Value: path}}}, Backends: []router.BackendRef{{Name: "default/web:80", Weight: 1}}}},
+		}}
+	}
+	ca := tlstest.NewCA(t)
+	cert := func() []watch.Cert {
+		certPEM, keyPEM := ca.Issue(t, "secure.example.com")
+		return []watch.Cert{{Name: "default/tls", CertPEM: certPEM, KeyPEM: keyPEM}}
+	}
+	snapshot := func(path string, certs []watch.Cert) *watch.Snapshot {
+		return &watch.Snapshot{
+			Listeners: []watch.Listener{
+				{Name: "http", Address: "127.0.0.1", Port: httpPort, Protocol: watch.ProtocolHTTP, Routes: route(path)},
+				{Name: "https", Address: "127.0.0.1", Port: httpsPort, Protocol: watch.ProtocolHTTPS, Routes: route("/"), Certs: certs},
+			},
+			Endpoints: map[string][]watch.Endpoint{"default/web:80": {{Address: backend.Listener.Addr().String(), Ready: true, Weight: 1}}},
+		}
+	}
+	served := func() string {
+		conn, err := tls.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", httpsPort), &tls.Config{ServerName: "secure.example.com", InsecureSkipVerify: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		return string(conn.ConnectionState().PeerCertificates[0].Raw)
+	}
+	pemDER := func(c []watch.Cert) string {
+		block, _ := pem.Decode(c[0].CertPEM)
+		return string(block.Bytes)
+	}
+
+	first := cert()
+	ctrl.publish(snapshot("/a", first), nil)
+	before := current.Load()
+	if served() != pemDER(first) {
+		t.Fatal("the HTTPS listener does not present its certificate")
+	}
+	ctrl.publish(snapshot("/b", first), nil)
+	after := current.Load()
+	eventually(t, "changed route", expect(fmt.Sprintf("http://127.0.0.1:%d/b", httpPort), "", 200, "backend"))
+	eventually(t, "changed route", expect(fmt.Sprintf("http://127.0.0.1:%d/a", httpPort), "", 404, ""))
+	if after.Listeners[1].table != before.Listeners[1].table || after.Listeners[1].tls != before.Listeners[1].tls {
+		t.Error("a route change at one listener compiled the other again")
+	}
+	if after.Listeners[0].table == before.Listeners[0].table {
+		t.Error("the changed listener kept its old table")
+	}
+
+	second := cert()
+	ctrl.publish(snapshot("/b", second), nil)
+	if served() != pemDER(second) {
+		t.Error("a new certificate of an unchanged route set is not served")
+	}
 }

@@ -217,18 +217,18 @@ func (lm *listenerMetrics) prune(routes *router.Table) {
 	if empty {
 		return
 	}
-	live := map[string]bool{}
+	// Runs at every configuration change: with 10,000 routes, describing
+	// the table here cost more than compiling it.
+	live := map[router.RouteID]bool{}
 	if routes != nil {
-		for _, h := range routes.Describe() {
-			for _, md := range h.Matches {
-				live[md.Route] = true
-			}
+		for id := range routes.RouteIDs() {
+			live[id] = true
 		}
 	}
 	lm.mu.Lock()
 	defer lm.mu.Unlock()
 	for id, rm := range lm.routes {
-		if !live[id.String()] {
+		if !live[id] {
 			delete(lm.routes, id)
 			rm.delete()
 		}

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"io"
+	"iter"
 	"slices"
 	"strings"
 )
@@ -31,6 +32,19 @@ type MatchDescription struct {
 	Filters  []string `json:"filters,omitempty"`
 	Backends []string `json:"backends,omitempty"`
 	Timeouts string   `json:"timeouts,omitempty"`
+}
+
+// RouteIDs yields the ID of every route t serves, in the order Compile
+// got them; an object with routes at several listener hostnames comes
+// once for each. Unlike Describe it builds no strings.
+func (t *Table) RouteIDs() iter.Seq[RouteID] {
+	return func(yield func(RouteID) bool) {
+		for _, r := range t.routes {
+			if !yield(r.ID) {
+				return
+			}
+		}
+	}
 }
 
 // Describe lists every host of t and its matches: exact hosts by name, then
