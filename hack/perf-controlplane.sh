@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Measures hostgate's control plane with 1,000 and 10,000 HTTPRoutes and
+# 10,000 Ingresses (1,000 with TLS) on a real API server: start-up time,
+# RSS, and p50/p99 of route-change and EndpointSlice-change latency (API
+# write to first correct response through the proxy). See
+# internal/cpbench. Takes 10-20 minutes; prints the benchmark lines.
+#
+# Usage:
+#   hack/perf-controlplane.sh                 # 100 changes per scenario
+#   CPBENCH_CHANGES=200 hack/perf-controlplane.sh
+set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+eval "$("$root/hack/kube-env.sh" --export)"
+cd "$root"
+exec go test ./internal/cpbench/ -run '^$' -bench BenchmarkControlPlane -benchtime 1x -timeout 60m -v "$@"

@@ -1,0 +1,706 @@
+package cpbench
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/kubernetes"
+	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
+	gatewayclient "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
+
+	"github.com/hostgate/hostgate/internal/kubetest"
+	"github.com/hostgate/hostgate/internal/proc"
+	"github.com/hostgate/hostgate/tlsstore/tlstest"
+)
+
+const (
+	// namespaces spread the objects as a shared cluster would.
+	namespaces = 50
+	// workers create objects concurrently to keep the setup short.
+	workers = 16
+	// certs is how many Ingresses of the Ingress scenario have TLS, each
+	// with its own Secret.
+	certs = 1000
+	// changeTimeout is how long one change may take to be served before
+	// the benchmark fails.
+	changeTimeout = 60 * time.Second
+)
+
+// changes is how many route (and EndpointSlice) changes each scenario
+// times; CPBENCH_CHANGES overrides it.
+func changes(b *testing.B) int {
+	n := 100
+	if s := os.Getenv("CPBENCH_CHANGES"); s != "" {
+		var err error
+		if n, err = strconv.Atoi(s); err != nil || n < 1 {
+			b.Fatalf("CPBENCH_CHANGES=%q: want a positive number", s)
+		}
+	}
+	return n
+}
+
+// BenchmarkControlPlane creates 1,000 and then 10,000 HTTPRoutes (each with
+// its own Service and EndpointSlice), then replaces them with 10,000
+// Ingresses of which 1,000 have TLS certificates. For each set it starts a
+// hostgate process and reports the time from its start until every route
+// serves, its memory, and the latency from an API write to the first correct
+// response through the proxy, over many changes: a new route, or a new path
+// of an existing one, and with 10,000 HTTPRoutes also a new backend address
+// in an EndpointSlice.
+//
+// It runs once however large b.N is: one run takes minutes.
+func BenchmarkControlPlane(b *testing.B) {
+	if os.Getenv("HOSTGATE_KUBE_BIN") == "" {
+		b.Skip("HOSTGATE_KUBE_BIN is not set: run hack/perf-controlplane.sh")
+	}
+	env := kubetest.Start(b)
+	hostIP := hostAddress(b)
+	backend := startBackend(b, hostIP, "main")
+	c := &cluster{
+		kube:        kubernetes.NewForConfigOrDie(env.Config),
+		gw:          gatewayclient.NewForConfigOrDie(env.Config),
+		kubeconfig:  env.Kubeconfig,
+		bin:         hostgateBinary(b),
+		hostIP:      hostIP,
+		gatewayPort: freePort(b),
+		httpPort:    freePort(b),
+		httpsPort:   freePort(b),
+	}
+	c.setup(b, backend.port, 10000)
+	n := changes(b)
+
+	// httpRoutes adds routes up to a total of to and measures.
+	httpRoutes := func(from, to int, endpoints bool) func(*testing.B) {
+		return func(b *testing.B) {
+			c.createHTTPRoutes(b, from, to)
+			h := c.startHostgate(b, httpRouteHost(to-1))
+			defer h.stop(b)
+			h.reportStartup(b)
+			h.reportChanges(b, "change", n, c.httpRouteChange)
+			if endpoints {
+				h.reportChanges(b, "endpoints", n, c.endpointChange(b))
+			}
+		}
+	}
+	b.Run("httproutes=1000", httpRoutes(0, 1000, false))
+	b.Run("httproutes=10000", httpRoutes(1000, 10000, true))
+	b.Run("ingresses=10000,certs=1000", func(b *testing.B) {
+		c.deleteHTTPRoutes(b)
+		c.createIngresses(b, 10000)
+		h := c.startHostgate(b, ingressHost(9999))
+		defer h.stop(b)
+		h.checkTLS(b, net.JoinHostPort("127.0.0.1", strconv.Itoa(c.httpsPort)), ingressHost(certs-1))
+		h.reportStartup(b)
+		h.reportChanges(b, "change", n, c.ingressChange)
+	})
+}
+
+// cluster holds what the scenarios share: clients, the ports hostgate
+// serves on and the binary it runs.
+type cluster struct {
+	kube       kubernetes.Interface
+	gw         gatewayclient.Interface
+	kubeconfig string
+	bin        string
+	hostIP     string
+	// gatewayPort serves the Gateway's listener; httpPort and httpsPort
+	// serve Ingresses.
+	gatewayPort, httpPort, httpsPort int
+	// changed counts the changes made so far, so every one has its own
+	// names.
+	changed int
+}
+
+func namespace(i int) string         { return "bench-" + strconv.Itoa(i%namespaces) }
+func serviceName(i int) string       { return "svc-" + strconv.Itoa(i) }
+func httpRouteHost(i int) string     { return "route-" + strconv.Itoa(i) + ".example.com" }
+func ingressHost(i int) string       { return "ingress-" + strconv.Itoa(i) + ".example.com" }
+func changeHost(i int) string        { return "change-" + strconv.Itoa(i) + ".example.com" }
+func backendPath(host string) string { return "host=" + host }
+
+// setup creates the namespaces, the GatewayClass and Gateway, and one
+// Service with an EndpointSlice to the backend per route.
+func (c *cluster) setup(b *testing.B, backendPort, services int) {
+	ctx := context.Background()
+	began := time.Now()
+	parallel(b, namespaces, func(i int) error {
+		_, err := c.kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace(i)}}, metav1.CreateOptions{})
+		return err
+	})
+	if _, err := c.gw.GatewayV1().GatewayClasses().Create(ctx, &gatewayv1.GatewayClass{
+		ObjectMeta: metav1.ObjectMeta{Name: "hostgate"},
+		Spec:       gatewayv1.GatewayClassSpec{ControllerName: "hostgate.dev/gateway-controller"},
+	}, metav1.CreateOptions{}); err != nil {
+		b.Fatal(err)
+	}
+	if _, err := c.gw.GatewayV1().Gateways("default").Create(ctx, &gatewayv1.Gateway{
+		ObjectMeta: metav1.ObjectMeta{Name: "bench"},
+		Spec: gatewayv1.GatewaySpec{
+			GatewayClassName: "hostgate",
+			Addresses:        []gatewayv1.GatewaySpecAddress{{Type: new(gatewayv1.IPAddressType), Value: "127.0.0.1"}},
+			Listeners: []gatewayv1.Listener{{
+				Name: "http", Port: gatewayv1.PortNumber(c.gatewayPort), Protocol: gatewayv1.HTTPProtocolType,
+				AllowedRoutes: &gatewayv1.AllowedRoutes{Namespaces: &gatewayv1.RouteNamespaces{From: new(gatewayv1.NamespacesFromAll)}},
+			}},
+		},
+	}, metav1.CreateOptions{}); err != nil {
+		b.Fatal(err)
+	}
+	parallel(b, services, func(i int) error {
+		return c.createService(ctx, namespace(i), serviceName(i), backendPort)
+	})
+	b.Logf("created %d namespaces and %d Services with EndpointSlices in %v", namespaces, services, time.Since(began).Round(time.Millisecond))
+}
+
+// createService creates a Service on port 80 and an EndpointSlice that
+// sends it to the backend on the host address.
+func (c *cluster) createService(ctx context.Context, ns, name string, backendPort int) error {
+	_, err := c.kube.CoreV1().Services(ns).Create(ctx, &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec:       corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromInt32(8080)}}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		return err
+	}
+	_, err = c.kube.DiscoveryV1().EndpointSlices(ns).Create(ctx, c.endpointSlice(name, backendPort), metav1.CreateOptions{})
+	return err
+}
+
+func (c *cluster) endpointSlice(service string, port int) *discoveryv1.EndpointSlice {
+	return &discoveryv1.EndpointSlice{
+		ObjectMeta:  metav1.ObjectMeta{Name: service + "-1", Labels: map[string]string{discoveryv1.LabelServiceName: service}},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Ports:       []discoveryv1.EndpointPort{{Name: new("http"), Port: new(int32(port))}},
+		Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{c.hostIP}, Conditions: discoveryv1.EndpointConditions{Ready: new(true)}}},
+	}
+}
+
+// httpRoute is a route for host with a rule for prefix and one for /api,
+// both to the Service svc.
+func httpRoute(name, host, prefix, svc string) *gatewayv1.HTTPRoute {
+	backend := []gatewayv1.HTTPBackendRef{{BackendRef: gatewayv1.BackendRef{BackendObjectReference: gatewayv1.BackendObjectReference{
+		Name: gatewayv1.ObjectName(svc), Port: new(gatewayv1.PortNumber(80)),
+	}}}}
+	return &gatewayv1.HTTPRoute{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: gatewayv1.HTTPRouteSpec{
+			CommonRouteSpec: gatewayv1.CommonRouteSpec{ParentRefs: []gatewayv1.ParentReference{{Name: "bench", Namespace: new(gatewayv1.Namespace("default"))}}},
+			Hostnames:       []gatewayv1.Hostname{gatewayv1.Hostname(host)},
+			Rules: []gatewayv1.HTTPRouteRule{
+				{Matches: []gatewayv1.HTTPRouteMatch{{Path: &gatewayv1.HTTPPathMatch{Type: new(gatewayv1.PathMatchPathPrefix), Value: new("/api")}}}, BackendRefs: backend},
+				{Matches: []gatewayv1.HTTPRouteMatch{{Path: &gatewayv1.HTTPPathMatch{Type: new(gatewayv1.PathMatchPathPrefix), Value: new(prefix)}}}, BackendRefs: backend},
+			},
+		},
+	}
+}
+
+func (c *cluster) createHTTPRoutes(b *testing.B, from, to int) {
+	began := time.Now()
+	parallel(b, to-from, func(i int) error {
+		i += from
+		_, err := c.gw.GatewayV1().HTTPRoutes(namespace(i)).Create(context.Background(), httpRoute("route-"+strconv.Itoa(i), httpRouteHost(i), "/", serviceName(i)), metav1.CreateOptions{})
+		return err
+	})
+	b.Logf("created HTTPRoutes %d to %d in %v", from, to-1, time.Since(began).Round(time.Millisecond))
+}
+
+func (c *cluster) deleteHTTPRoutes(b *testing.B) {
+	parallel(b, namespaces, func(i int) error {
+		return c.gw.GatewayV1().HTTPRoutes(namespace(i)).DeleteCollection(context.Background(), metav1.DeleteOptions{}, metav1.ListOptions{})
+	})
+}
+
+func ingress(name, host, prefix, svc, secret string) *networkingv1.Ingress {
+	ing := &networkingv1.Ingress{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: networkingv1.IngressSpec{
+			IngressClassName: new("hostgate"),
+			Rules: []networkingv1.IngressRule{{Host: host, IngressRuleValue: networkingv1.IngressRuleValue{HTTP: &networkingv1.HTTPIngressRuleValue{
+				Paths: []networkingv1.HTTPIngressPath{{Path: prefix, PathType: new(networkingv1.PathTypePrefix), Backend: networkingv1.IngressBackend{
+					Service: &networkingv1.IngressServiceBackend{Name: svc, Port: networkingv1.ServiceBackendPort{Number: 80}},
+				}}},
+			}}}},
+		},
+	}
+	if secret != "" {
+		ing.Spec.TLS = []networkingv1.IngressTLS{{Hosts: []string{host}, SecretName: secret}}
+	}
+	return ing
+}
+
+// createIngresses creates n Ingresses, the first certs of them with TLS
+// from a Secret of their own.
+func (c *cluster) createIngresses(b *testing.B, n int) {
+	ctx := context.Background()
+	began := time.Now()
+	ca := tlstest.NewCA(b)
+	pairs := make([][2][]byte, certs)
+	for i := range pairs {
+		pairs[i][0], pairs[i][1] = ca.Issue(b, ingressHost(i))
+	}
+	parallel(b, n, func(i int) error {
+		secret := ""
+		if i < certs {
+			secret = "tls-" + strconv.Itoa(i)
+			if _, err := c.kube.CoreV1().Secrets(namespace(i)).Create(ctx, &corev1.Secret{
+				ObjectMeta: metav1.ObjectMeta{Name: secret},
+				Type:       corev1.SecretTypeTLS,
+				Data:       map[string][]byte{corev1.TLSCertKey: pairs[i][0], corev1.TLSPrivateKeyKey: pairs[i][1]},
+			}, metav1.CreateOptions{}); err != nil {
+				return err
+			}
+		}
+		_, err := c.kube.NetworkingV1().Ingresses(namespace(i)).Create(ctx, ingress("ingress-"+strconv.Itoa(i), ingressHost(i), "/", serviceName(i), secret), metav1.CreateOptions{})
+		return err
+	})
+	b.Logf("created %d Ingresses and %d TLS Secrets in %v", n, certs, time.Since(began).Round(time.Millisecond))
+}
+
+// probe is one request that tells whether a change is served.
+type probe struct {
+	port       int
+	host, path string
+	// want is what the backend's answer must contain.
+	want string
+}
+
+// httpRouteChange creates a route with a new hostname (even changes) or
+// moves the path of the route created by the change before (odd ones).
+func (c *cluster) httpRouteChange(ctx context.Context) (probe, error) {
+	return c.routeChange(ctx, c.gatewayPort,
+		func(ns, name, host, prefix string) error {
+			_, err := c.gw.GatewayV1().HTTPRoutes(ns).Create(ctx, httpRoute(name, host, prefix, serviceName(0)), metav1.CreateOptions{})
+			return err
+		},
+		func(ns, name, prefix string) error {
+			r, err := c.gw.GatewayV1().HTTPRoutes(ns).Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			r.Spec.Rules[1].Matches[0].Path.Value = new(prefix)
+			_, err = c.gw.GatewayV1().HTTPRoutes(ns).Update(ctx, r, metav1.UpdateOptions{})
+			return err
+		})
+}
+
+func (c *cluster) ingressChange(ctx context.Context) (probe, error) {
+	return c.routeChange(ctx, c.httpPort,
+		func(ns, name, host, prefix string) error {
+			_, err := c.kube.NetworkingV1().Ingresses(ns).Create(ctx, ingress(name, host, prefix, serviceName(0), ""), metav1.CreateOptions{})
+			return err
+		},
+		func(ns, name, prefix string) error {
+			ing, err := c.kube.NetworkingV1().Ingresses(ns).Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			ing.Spec.Rules[0].HTTP.Paths[0].Path = prefix
+			_, err = c.kube.NetworkingV1().Ingresses(ns).Update(ctx, ing, metav1.UpdateOptions{})
+			return err
+		})
+}
+
+// routeChange makes the next change: a new route for a new hostname with
+// the path /created-N, or, every other time, that route's path moved to
+// /updated-N. Either path answered 404 before the change.
+func (c *cluster) routeChange(ctx context.Context, port int, create func(ns, name, host, prefix string) error, update func(ns, name, prefix string) error) (probe, error) {
+	i := c.changed
+	c.changed++
+	ns := namespace(0)
+	if i%2 == 0 {
+		host, path := changeHost(i), "/created-"+strconv.Itoa(i)
+		return probe{port: port, host: host, path: path, want: backendPath(host)}, create(ns, "change-"+strconv.Itoa(i), host, path)
+	}
+	host, path := changeHost(i-1), "/updated-"+strconv.Itoa(i)
+	return probe{port: port, host: host, path: path, want: backendPath(host)}, update(ns, "change-"+strconv.Itoa(i-1), path)
+}
+
+// endpointChange returns changes that each start a new backend and point
+// the EndpointSlice of a Service (routed to by its own HTTPRoute) at it;
+// the probe wants that backend's answer.
+func (c *cluster) endpointChange(b *testing.B) func(context.Context) (probe, error) {
+	ctx := context.Background()
+	const svc, host = "moving", "moving.example.com"
+	first := startBackend(b, c.hostIP, "moving-0")
+	if err := c.createService(ctx, "default", svc, first.port); err != nil {
+		b.Fatal(err)
+	}
+	if _, err := c.gw.GatewayV1().HTTPRoutes("default").Create(ctx, httpRoute(svc, host, "/", svc), metav1.CreateOptions{}); err != nil {
+		b.Fatal(err)
+	}
+	n := 0
+	return func(ctx context.Context) (probe, error) {
+		n++
+		// Old backends keep answering (with their own name) until the
+		// benchmark ends, so a stale endpoint is seen as such, not as an
+		// error.
+		next := startBackend(b, c.hostIP, "moving-"+strconv.Itoa(n))
+		slice := c.endpointSlice(svc, next.port)
+		existing, err := c.kube.DiscoveryV1().EndpointSlices("default").Get(ctx, slice.Name, metav1.GetOptions{})
+		if err != nil {
+			return probe{}, err
+		}
+		slice.ResourceVersion = existing.ResourceVersion
+		_, err = c.kube.DiscoveryV1().EndpointSlices("default").Update(ctx, slice, metav1.UpdateOptions{})
+		return probe{port: c.gatewayPort, host: host, path: "/", want: "backend moving-" + strconv.Itoa(n) + " "}, err
+	}
+}
+
+// hostgate is a running hostgate process.
+type hostgate struct {
+	cmd     *exec.Cmd
+	log     string
+	started time.Time
+	ready   time.Duration
+	exited  chan struct{}
+	client  *http.Client
+}
+
+// startHostgate starts hostgate on the cluster and waits until /readyz
+// answers 200 and lastHost (the last route created) serves.
+func (c *cluster) startHostgate(b *testing.B, lastHost string) *hostgate {
+	b.Helper()
+	logPath := filepath.Join(b.TempDir(), "hostgate.log")
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		b.Fatal(err)
+	}
+	admin := net.JoinHostPort("127.0.0.1", strconv.Itoa(freePort(b)))
+	cmd := exec.Command(c.bin,
+		"--kubeconfig", c.kubeconfig,
+		"--admin-addr", admin,
+		"--http-addr", net.JoinHostPort("127.0.0.1", strconv.Itoa(c.httpPort)),
+		"--https-addr", net.JoinHostPort("127.0.0.1", strconv.Itoa(c.httpsPort)),
+		"--lease-namespace", "default", "--identity", "cpbench", "--gateway-class", "",
+		// Thousands of 404s while polling would only measure logging.
+		"--access-log=false",
+		"--shutdown-delay", "0s", "--shutdown-grace", "1s")
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	h := &hostgate{
+		cmd: cmd, log: logPath, exited: make(chan struct{}),
+		client: &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 4, DisableCompression: true}},
+	}
+	h.started = time.Now()
+	if err := proc.Start(cmd); err != nil {
+		b.Fatal(err)
+	}
+	go func() {
+		_ = cmd.Wait()
+		logFile.Close()
+		close(h.exited)
+	}()
+	deadline := time.Now().Add(5 * time.Minute)
+	for {
+		code, _ := h.get("http://"+admin+"/readyz", "")
+		if code == http.StatusOK {
+			if code, body := h.get(fmt.Sprintf("http://127.0.0.1:%d/", c.gatewayOrIngressPort(lastHost)), lastHost); code == http.StatusOK && strings.Contains(body, backendPath(lastHost)) {
+				break
+			}
+		}
+		select {
+		case <-h.exited:
+			b.Fatalf("hostgate exited before it was ready (%s); log:\n%s", cmd.ProcessState, tail(logPath))
+		default:
+		}
+		if time.Now().After(deadline) {
+			h.stop(b)
+			b.Fatalf("hostgate did not serve %s within 5 minutes; log:\n%s", lastHost, tail(logPath))
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	h.ready = time.Since(h.started)
+	return h
+}
+
+func (c *cluster) gatewayOrIngressPort(host string) int {
+	if strings.HasPrefix(host, "ingress-") {
+		return c.httpPort
+	}
+	return c.gatewayPort
+}
+
+func (h *hostgate) get(url, host string) (int, string) {
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	if err != nil {
+		return 0, err.Error()
+	}
+	req.Host = host
+	resp, err := h.client.Do(req)
+	if err != nil {
+		return 0, err.Error()
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(body)
+}
+
+// reportStartup reports the start-up time and, once hostgate has finished
+// writing status (its CPU time stops growing), its memory.
+func (h *hostgate) reportStartup(b *testing.B) {
+	b.ReportMetric(0, "ns/op")
+	b.ReportMetric(h.ready.Seconds(), "startup_s")
+	rss, _ := h.memory(b)
+	b.ReportMetric(rss, "ready_rss_MiB")
+	settled := h.settle(b)
+	b.ReportMetric(settled.Seconds(), "settle_s")
+	rss, peak := h.memory(b)
+	b.ReportMetric(rss, "rss_MiB")
+	b.ReportMetric(peak, "peak_rss_MiB")
+	b.Logf("serving after %v; status written and idle %v later; RSS %.0f MiB (peak %.0f MiB)", h.ready.Round(time.Millisecond), settled.Round(time.Second), rss, peak)
+}
+
+// memory returns the resident set and its peak, in MiB.
+func (h *hostgate) memory(b *testing.B) (rss, peak float64) {
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", h.cmd.Process.Pid))
+	if err != nil {
+		b.Fatal(err)
+	}
+	field := func(name string) float64 {
+		for line := range strings.SplitSeq(string(status), "\n") {
+			if rest, ok := strings.CutPrefix(line, name+":"); ok {
+				kib, _ := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 64)
+				return kib / 1024
+			}
+		}
+		b.Fatalf("no %s in /proc/%d/status", name, h.cmd.Process.Pid)
+		return 0
+	}
+	return field("VmRSS"), field("VmHWM")
+}
+
+// settle waits until hostgate uses less than a tenth of a core over two
+// seconds: the status of every object is written and the translations
+// those writes caused are done. Changes are timed after that, in the
+// steady state.
+func (h *hostgate) settle(b *testing.B) time.Duration {
+	began := time.Now()
+	const window = 2 * time.Second
+	last := h.cpuTime(b)
+	for time.Since(began) < 10*time.Minute {
+		time.Sleep(window)
+		now := h.cpuTime(b)
+		if now-last < window/10 {
+			return time.Since(began)
+		}
+		last = now
+	}
+	b.Logf("hostgate still busy after 10 minutes")
+	return time.Since(began)
+}
+
+// cpuTime is the user and system time hostgate has used.
+func (h *hostgate) cpuTime(b *testing.B) time.Duration {
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", h.cmd.Process.Pid))
+	if err != nil {
+		b.Fatal(err)
+	}
+	// Fields after the command name, which is in parentheses and may hold
+	// spaces: utime and stime are the 12th and 13th.
+	fields := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
+	utime, _ := strconv.ParseInt(fields[11], 10, 64)
+	stime, _ := strconv.ParseInt(fields[12], 10, 64)
+	const ticksPerSecond = 100 // USER_HZ on Linux
+	return time.Duration(utime+stime) * time.Second / ticksPerSecond
+}
+
+// reportChanges makes n changes one after another and reports the p50 and
+// p99 of the time from the API call to the first correct answer.
+func (h *hostgate) reportChanges(b *testing.B, name string, n int, change func(context.Context) (probe, error)) {
+	ctx := context.Background()
+	latencies := make([]time.Duration, 0, n)
+	for range n {
+		began := time.Now()
+		p, err := change(ctx)
+		if err != nil {
+			b.Fatalf("%s: %v", name, err)
+		}
+		url := fmt.Sprintf("http://127.0.0.1:%d%s", p.port, p.path)
+		for {
+			code, body := h.get(url, p.host)
+			if code == http.StatusOK && strings.Contains(body, p.want) {
+				break
+			}
+			if time.Since(began) > changeTimeout {
+				b.Fatalf("%s: GET %s (Host %s) still %d %q after %v; log:\n%s", name, url, p.host, code, body, changeTimeout, tail(h.log))
+			}
+			time.Sleep(time.Millisecond)
+		}
+		latencies = append(latencies, time.Since(began))
+	}
+	slices.Sort(latencies)
+	p50, p99 := percentile(latencies, 0.50), percentile(latencies, 0.99)
+	b.ReportMetric(float64(p50)/float64(time.Millisecond), name+"_p50_ms")
+	b.ReportMetric(float64(p99)/float64(time.Millisecond), name+"_p99_ms")
+	b.Logf("%s: %d changes, p50 %v, p99 %v, max %v", name, n, p50.Round(time.Millisecond/10), p99.Round(time.Millisecond/10), latencies[len(latencies)-1].Round(time.Millisecond/10))
+}
+
+// percentile of sorted durations, nearest rank.
+func percentile(sorted []time.Duration, p float64) time.Duration {
+	rank := int(float64(len(sorted))*p+0.999999) - 1
+	return sorted[max(0, min(rank, len(sorted)-1))]
+}
+
+// checkTLS checks that the HTTPS listener presents the certificate of
+// host, so that start-up included the certificates.
+func (h *hostgate) checkTLS(b *testing.B, addr, host string) {
+	conn, err := tls.Dial("tcp", addr, &tls.Config{ServerName: host, InsecureSkipVerify: true})
+	if err != nil {
+		b.Fatalf("TLS to %s for %s: %v", addr, host, err)
+	}
+	defer conn.Close()
+	if got := conn.ConnectionState().PeerCertificates[0].DNSNames; !slices.Contains(got, host) {
+		b.Fatalf("TLS to %s for %s: certificate for %v", addr, host, got)
+	}
+}
+
+func (h *hostgate) stop(b *testing.B) {
+	select {
+	case <-h.exited:
+		return
+	default:
+	}
+	if err := h.cmd.Process.Signal(syscall.SIGTERM); err != nil && !errors.Is(err, os.ErrProcessDone) {
+		b.Error(err)
+	}
+	select {
+	case <-h.exited:
+	case <-time.After(10 * time.Second):
+		_ = h.cmd.Process.Kill()
+		<-h.exited
+	}
+}
+
+// tail returns the last lines of a log file, where the reason for a
+// failure usually is.
+func tail(path string) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return err.Error()
+	}
+	defer f.Close()
+	var lines []string
+	s := bufio.NewScanner(f)
+	s.Buffer(nil, 1<<20)
+	for s.Scan() {
+		lines = append(lines, s.Text())
+		if len(lines) > 40 {
+			lines = lines[1:]
+		}
+	}
+	return strings.Join(lines, "\n")
+}
+
+// hostgateBinary is $HOSTGATE_BIN, or hostgate built from this module.
+func hostgateBinary(b *testing.B) string {
+	if bin := os.Getenv("HOSTGATE_BIN"); bin != "" {
+		return bin
+	}
+	bin := filepath.Join(b.TempDir(), "hostgate")
+	out, err := exec.Command("go", "build", "-o", bin, "github.com/hostgate/hostgate").CombinedOutput()
+	if err != nil {
+		b.Fatalf("go build hostgate: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// hostAddress is an IPv4 address of this machine other than loopback:
+// the API server rejects loopback addresses in EndpointSlices, and the
+// backends must be real servers that hostgate reaches.
+func hostAddress(b *testing.B) string {
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok && n.IP.To4() != nil && n.IP.IsGlobalUnicast() {
+			return n.IP.String()
+		}
+	}
+	b.Skip("no IPv4 address other than loopback for the backends")
+	return ""
+}
+
+// backend is an HTTP server that answers with its name, the Host and the
+// path it saw.
+type backend struct {
+	port  int
+	srv   *http.Server
+	close func()
+}
+
+func startBackend(b *testing.B, ip, name string) *backend {
+	ln, err := net.Listen("tcp", net.JoinHostPort(ip, "0"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	srv := &http.Server{
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			fmt.Fprintf(w, "backend %s %s path=%s\n", name, backendPath(r.Host), r.URL.Path)
+		}),
+		ReadHeaderTimeout: 10 * time.Second,
+	}
+	go func() { _ = srv.Serve(ln) }()
+	var once sync.Once
+	be := &backend{port: ln.Addr().(*net.TCPAddr).Port, srv: srv, close: func() { once.Do(func() { srv.Close() }) }}
+	b.Cleanup(be.close)
+	return be
+}
+
+func freePort(b *testing.B) int {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// parallel runs f for 0..n-1 on workers goroutines and fails b with the
+// first error.
+func parallel(b *testing.B, n int, f func(i int) error) {
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	errs := make(chan error, workers)
+	for range workers {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= n {
+					return
+				}
+				if err := f(i); err != nil {
+					errs <- fmt.Errorf("object %d: %w", i, err)
+					next.Store(int64(n)) // stop the others
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	if err := <-errs; err != nil {
+		b.Fatal(err)
+	}
+}
