@@ -228,3 +228,53 @@ func TestCreatesMissingGatewayClass(t *testing.T) {
 		t.Errorf("another controller's class was changed: %+v", class)
 	}
 }
+
+// TestRestoresStatusChangedBySomeoneElse: the writer skips objects whose
+// status it already brought to what it wants, but not once someone else
+// changed that status.
+func TestRestoresStatusChangedBySomeoneElse(t *testing.T) {
+	env := kubetest.Shared(t)
+	ctx := context.Background()
+	kube := kubernetes.NewForConfigOrDie(env.Config)
+	gw := gatewayclient.NewForConfigOrDie(env.Config)
+	const ns = "status-restored"
+	_, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
+	check(t, err)
+	w, err := New(env.Config, Options{LeaseNamespace: ns, Identity: "hostgate"}, quiet)
+	check(t, err)
+	src, err := watch.NewCluster(env.Config, watch.Options{}, func(_ *watch.Snapshot, r *watch.Reports) { w.Update(r) }, quiet)
+	check(t, err)
+	run(t, src.Start)
+	run(t, w.Start)
+	_, err = gw.GatewayV1().GatewayClasses().Create(ctx, &gatewayv1.GatewayClass{
+		ObjectMeta: metav1.ObjectMeta{Name: "status-restored"},
+		Spec:       gatewayv1.GatewayClassSpec{ControllerName: watch.DefaultGatewayController},
+	}, metav1.CreateOptions{})
+	check(t, err)
+	_, err = gw.GatewayV1().Gateways(ns).Create(ctx, &gatewayv1.Gateway{
+		ObjectMeta: metav1.ObjectMeta{Name: "gw"},
+		Spec: gatewayv1.GatewaySpec{
+			GatewayClassName: "status-restored",
+			Addresses:        []gatewayv1.GatewaySpecAddress{{Value: "127.0.0.61"}},
+			Listeners:        []gatewayv1.Listener{{Name: "http", Port: 8080, Protocol: gatewayv1.HTTPProtocolType}},
+		},
+	}, metav1.CreateOptions{})
+	check(t, err)
+	_, err = gw.GatewayV1().HTTPRoutes(ns).Create(ctx, &gatewayv1.HTTPRoute{
+		ObjectMeta: metav1.ObjectMeta{Name: "web"},
+		Spec:       gatewayv1.HTTPRouteSpec{CommonRouteSpec: gatewayv1.CommonRouteSpec{ParentRefs: []gatewayv1.ParentReference{{Name: "gw"}}}},
+	}, metav1.CreateOptions{})
+	check(t, err)
+	accepted := func() bool {
+		r, err := gw.GatewayV1().HTTPRoutes(ns).Get(ctx, "web", metav1.GetOptions{})
+		return err == nil && len(r.Status.Parents) == 1 && isTrue(r.Status.Parents[0].Conditions, "Accepted")
+	}
+	eventually(t, "the route's status", accepted)
+
+	r, err := gw.GatewayV1().HTTPRoutes(ns).Get(ctx, "web", metav1.GetOptions{})
+	check(t, err)
+	r.Status.Parents = []gatewayv1.RouteParentStatus{}
+	_, err = gw.GatewayV1().HTTPRoutes(ns).UpdateStatus(ctx, r, metav1.UpdateOptions{})
+	check(t, err)
+	eventually(t, "the cleared status written again", accepted)
+}

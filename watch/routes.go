@@ -94,7 +94,7 @@ func (r *route) finish() {
 func (t *translator) attachRoute(r *route) (parents []gatewayv1.RouteParentStatus, ours bool) {
 	controller := gatewayv1.GatewayController(t.opts.GatewayController)
 	ours = slices.ContainsFunc(r.oldParents, func(p gatewayv1.RouteParentStatus) bool { return p.ControllerName == controller })
-	gen := r.meta.Generation
+	var outcomes []parentOutcome
 	for i, ref := range r.common.ParentRefs {
 		g := t.parentGateway(r, ref)
 		if g == nil {
@@ -105,7 +105,26 @@ func (t *translator) attachRoute(r *route) (parents []gatewayv1.RouteParentStatu
 		if accepted.ok() {
 			accepted = r.invalid
 		}
-		st := gatewayv1.RouteParentStatus{ParentRef: ref, ControllerName: controller}
+		outcomes = append(outcomes, parentOutcome{i, accepted})
+	}
+	return t.memoParents(r, outcomes, func() []gatewayv1.RouteParentStatus { return r.parentStatuses(controller, outcomes) }), ours
+}
+
+// parentOutcome is whether a route was accepted by the Gateway of one of
+// its parentRefs.
+type parentOutcome struct {
+	ref      int
+	accepted problem
+}
+
+// parentStatuses are the status entries of r for the parentRefs that name
+// our Gateways.
+func (r *route) parentStatuses(controller gatewayv1.GatewayController, outcomes []parentOutcome) []gatewayv1.RouteParentStatus {
+	var parents []gatewayv1.RouteParentStatus
+	gen := r.meta.Generation
+	for _, o := range outcomes {
+		i, ref, accepted := o.ref, r.common.ParentRefs[o.ref], o.accepted
+		st := gatewayv1.RouteParentStatus{ParentRef: ref, ControllerName: controller, Conditions: make([]metav1.Condition, 0, 2)}
 		if accepted.ok() {
 			setCondition(&st.Conditions, condition(gatewayv1.RouteConditionAccepted, true, gatewayv1.RouteReasonAccepted, gen, "accepted"))
 		} else {
@@ -119,7 +138,7 @@ func (t *translator) attachRoute(r *route) (parents []gatewayv1.RouteParentStatu
 		}
 		parents = append(parents, st)
 	}
-	return parents, ours
+	return parents
 }
 
 // parentGateway returns the Gateway of ours that ref names, or nil.

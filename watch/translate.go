@@ -208,7 +208,8 @@ func (t *translator) bind(address string, port int, protocol Protocol, hostname 
 	name := socketName(address, port)
 	s := t.sockets[name]
 	if s == nil {
-		s = &socket{address: address, port: port, protocol: protocol, routeIndex: map[routeKey]int{}}
+		hint := t.routesHint(name)
+		s = &socket{address: address, port: port, protocol: protocol, routes: make([]router.Route, 0, hint), routeIndex: make(map[routeKey]int, hint)}
 		t.sockets[name] = s
 	}
 	if s.protocol != protocol {
@@ -253,6 +254,9 @@ func (s *socket) attach(route router.Route) {
 func (t *translator) snapshot() *Snapshot {
 	snap := &Snapshot{Endpoints: t.endpoints}
 	for name, s := range t.sockets {
+		if t.next != nil {
+			t.next.routesAt[name] = len(s.routes)
+		}
 		l := Listener{
 			Name:     name,
 			Address:  s.address,

@@ -13,8 +13,11 @@ package watch
 //
 // What is memoized: the translation of each HTTPRoute, GRPCRoute and
 // Ingress's routes (depending on the Services and ReferenceGrants they
-// looked up), the endpoint set of each Service port (depending on the
-// Service's EndpointSlices) and the check of each TLS Secret's key pair.
+// looked up), the status entries of each translated route (depending on
+// whether each parent Gateway accepted it), the endpoint set of each
+// Service port (depending on the Service's EndpointSlices) and the check of
+// each TLS Secret's key pair. Reused status entries also let the status
+// writer tell an object whose wanted status did not change at a glance.
 // Stored results are never changed, so Snapshots may share them. Each
 // translation keeps only the entries it used, so the memo holds no more
 // than the store does. File mode parses fresh objects on every change and
@@ -33,8 +36,12 @@ import (
 // safe for concurrent use: a Source translates one change at a time.
 type memo struct {
 	objects   map[any]memoEntry
+	parents   map[*route]parentsEntry
 	endpoints map[*corev1.ServicePort]endpointEntry
 	certs     map[*corev1.Secret]certEntry
+	// routesAt is how many routes each socket had, so that the next
+	// translation allocates for as many at once.
+	routesAt map[string]int
 }
 
 func newMemo() *memo { return newMemoLike(&memo{}) }
@@ -44,8 +51,10 @@ func newMemo() *memo { return newMemoLike(&memo{}) }
 func newMemoLike(prev *memo) *memo {
 	return &memo{
 		objects:   make(map[any]memoEntry, len(prev.objects)),
+		parents:   make(map[*route]parentsEntry, len(prev.parents)),
 		endpoints: make(map[*corev1.ServicePort]endpointEntry, len(prev.endpoints)),
 		certs:     make(map[*corev1.Secret]certEntry, len(prev.certs)),
+		routesAt:  make(map[string]int, len(prev.routesAt)),
 	}
 }
 
@@ -87,6 +96,11 @@ type portDep struct {
 	name string
 	svc  *corev1.Service
 	port *corev1.ServicePort
+}
+
+type parentsEntry struct {
+	outcomes []parentOutcome
+	parents  []gatewayv1.RouteParentStatus
 }
 
 type endpointEntry struct {
@@ -172,6 +186,28 @@ func (t *translator) memoEndpointSet(svc *corev1.Service, port *corev1.ServicePo
 	}
 	t.next.endpoints[port] = e
 	return e.set
+}
+
+// memoParents returns build's status entries for r, or the previous ones
+// when r is the same translated route and its Gateways decided the same.
+func (t *translator) memoParents(r *route, outcomes []parentOutcome, build func() []gatewayv1.RouteParentStatus) []gatewayv1.RouteParentStatus {
+	if t.next == nil {
+		return build()
+	}
+	e, ok := t.prev.parents[r]
+	if !ok || !slices.Equal(e.outcomes, outcomes) {
+		e = parentsEntry{outcomes: outcomes, parents: build()}
+	}
+	t.next.parents[r] = e
+	return e.parents
+}
+
+// routesHint is how many routes the socket called name had last time.
+func (t *translator) routesHint(name string) int {
+	if t.next == nil {
+		return 0
+	}
+	return t.prev.routesAt[name]
 }
 
 // memoKeyPair is checkKeyPair, reused while the Secret is the same object.
