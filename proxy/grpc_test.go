@@ -5,7 +5,6 @@ import (
 	"crypto/tls"
 	"errors"
 	"io"
-	"net"
 	"testing"
 	"time"
 
@@ -16,99 +15,14 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
+	"github.com/hostgate/hostgate/internal/streamtest"
 	"github.com/hostgate/hostgate/router"
 )
-
-// rawCodec passes messages as bytes, so the test service needs no
-// generated code.
-type rawCodec struct{}
-
-func (rawCodec) Marshal(v any) ([]byte, error) { return *v.(*[]byte), nil }
-func (rawCodec) Unmarshal(data []byte, v any) error {
-	*v.(*[]byte) = append([]byte(nil), data...)
-	return nil
-}
-func (rawCodec) Name() string { return "raw" }
-
-// echoService is test.Echo: Say (unary, with a trailer), Sleep (unary,
-// until the deadline), Count (server streaming), Sum (client streaming)
-// and Chat (bidirectional).
-var echoService = grpc.ServiceDesc{
-	ServiceName: "test.Echo",
-	HandlerType: (*any)(nil),
-	Methods: []grpc.MethodDesc{
-		{MethodName: "Say", Handler: func(_ any, ctx context.Context, dec func(any) error, _ grpc.UnaryServerInterceptor) (any, error) {
-			var in []byte
-			if err := dec(&in); err != nil {
-				return nil, err
-			}
-			if err := grpc.SetTrailer(ctx, metadata.Pairs("x-trailer", "kept")); err != nil {
-				return nil, err
-			}
-			out := append([]byte("said "), in...)
-			return &out, nil
-		}},
-		{MethodName: "Sleep", Handler: func(_ any, ctx context.Context, dec func(any) error, _ grpc.UnaryServerInterceptor) (any, error) {
-			<-ctx.Done()
-			return nil, ctx.Err()
-		}},
-	},
-	Streams: []grpc.StreamDesc{
-		{StreamName: "Count", ServerStreams: true, Handler: func(_ any, stream grpc.ServerStream) error {
-			for _, s := range []string{"one", "two", "three"} {
-				msg := []byte(s)
-				if err := stream.SendMsg(&msg); err != nil {
-					return err
-				}
-			}
-			return nil
-		}},
-		{StreamName: "Sum", ClientStreams: true, Handler: func(_ any, stream grpc.ServerStream) error {
-			var all []byte
-			for {
-				var in []byte
-				if err := stream.RecvMsg(&in); errors.Is(err, io.EOF) {
-					return stream.SendMsg(&all)
-				} else if err != nil {
-					return err
-				}
-				all = append(all, in...)
-			}
-		}},
-		{StreamName: "Chat", ServerStreams: true, ClientStreams: true, Handler: func(_ any, stream grpc.ServerStream) error {
-			for {
-				var in []byte
-				if err := stream.RecvMsg(&in); errors.Is(err, io.EOF) {
-					return nil
-				} else if err != nil {
-					return err
-				}
-				out := append([]byte("re: "), in...)
-				if err := stream.SendMsg(&out); err != nil {
-					return err
-				}
-			}
-		}},
-	},
-}
-
-func startGRPCBackend(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := grpc.NewServer(grpc.ForceServerCodec(rawCodec{}))
-	srv.RegisterService(&echoService, struct{}{})
-	go func() { _ = srv.Serve(ln) }()
-	t.Cleanup(srv.Stop)
-	return ln.Addr().String()
-}
 
 func TestGRPC(t *testing.T) {
 	f := newTLSFixture(t)
 	s := startServer(t, testOptions())
-	s.UpdateEndpoints(map[string][]Endpoint{"grpc": {{Address: startGRPCBackend(t)}}, "down": {{Address: deadAddr(t)}}})
+	s.UpdateEndpoints(map[string][]Endpoint{"grpc": {{Address: streamtest.StartGRPC(t, "127.0.0.1:0")}}, "down": {{Address: deadAddr(t)}}})
 	grpcRoute := func(name, service string, backend string) router.Route {
 		return router.Route{
 			ID:        router.RouteID{Kind: router.KindGRPCRoute, Namespace: "ns", Name: name},
@@ -132,7 +46,7 @@ func TestGRPC(t *testing.T) {
 			conn, err := grpc.NewClient("passthrough:///"+addrs[i],
 				grpc.WithTransportCredentials(creds),
 				grpc.WithAuthority("grpc.test"),
-				grpc.WithDefaultCallOptions(grpc.ForceCodec(rawCodec{})))
+				grpc.WithDefaultCallOptions(grpc.ForceCodec(streamtest.RawCodec{})))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -147,7 +61,7 @@ func testGRPCCalls(t *testing.T, conn *grpc.ClientConn) {
 	defer cancel()
 	stream := func(name string, i int) grpc.ClientStream {
 		t.Helper()
-		cs, err := conn.NewStream(ctx, &echoService.Streams[i], "/test.Echo/"+name)
+		cs, err := conn.NewStream(ctx, &streamtest.EchoService.Streams[i], "/test.Echo/"+name)
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}

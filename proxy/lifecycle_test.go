@@ -3,8 +3,6 @@ package proxy
 import (
 	"bufio"
 	"context"
-	"crypto/sha1"
-	"encoding/base64"
 	"fmt"
 	"io"
 	"net"
@@ -13,81 +11,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hostgate/hostgate/internal/streamtest"
 	"github.com/hostgate/hostgate/router"
 )
-
-// wsBackend accepts WebSocket handshakes and echoes each frame back
-// unmasked, prefixed with "echo: ".
-func wsBackend(t *testing.T) string {
-	return startBackend(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !hasToken(r.Header["Upgrade"], "websocket") {
-			http.Error(w, "want a WebSocket", http.StatusBadRequest)
-			return
-		}
-		sum := sha1.Sum([]byte(r.Header.Get("Sec-WebSocket-Key") + "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"))
-		conn, rw, err := http.NewResponseController(w).Hijack()
-		if err != nil {
-			return
-		}
-		defer conn.Close()
-		fmt.Fprintf(rw, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: %s\r\n\r\n", base64.StdEncoding.EncodeToString(sum[:]))
-		rw.Flush()
-		for {
-			msg, err := readFrame(rw.Reader)
-			if err != nil {
-				return
-			}
-			if _, err := conn.Write(frame("echo: "+msg, false)); err != nil {
-				return
-			}
-		}
-	}))
-}
-
-// frame encodes a short text frame, masked as clients must.
-func frame(msg string, masked bool) []byte {
-	b := []byte{0x81, byte(len(msg))}
-	if !masked {
-		return append(b, msg...)
-	}
-	b[1] |= 0x80
-	mask := []byte{1, 2, 3, 4}
-	b = append(b, mask...)
-	for i := range len(msg) {
-		b = append(b, msg[i]^mask[i%4])
-	}
-	return b
-}
-
-func readFrame(r *bufio.Reader) (string, error) {
-	var head [2]byte
-	if _, err := io.ReadFull(r, head[:]); err != nil {
-		return "", err
-	}
-	n, masked := int(head[1]&0x7f), head[1]&0x80 != 0
-	var mask [4]byte
-	if masked {
-		if _, err := io.ReadFull(r, mask[:]); err != nil {
-			return "", err
-		}
-	}
-	payload := make([]byte, n)
-	if _, err := io.ReadFull(r, payload); err != nil {
-		return "", err
-	}
-	if masked {
-		for i := range payload {
-			payload[i] ^= mask[i%4]
-		}
-	}
-	return string(payload), nil
-}
 
 // TestWebSocketSurvivesReconfiguration opens a WebSocket through the proxy,
 // then changes routes and endpoints under it: the stream goes on.
 func TestWebSocketSurvivesReconfiguration(t *testing.T) {
 	s := startServer(t, testOptions())
-	s.UpdateEndpoints(map[string][]Endpoint{"ws": {{Address: wsBackend(t)}}})
+	s.UpdateEndpoints(map[string][]Endpoint{"ws": {{Address: startBackend(t, streamtest.WebSocketEcho)}}})
 	l := Listener{Address: "127.0.0.1:0", Routes: compile(t, route("ws", nil, router.Rule{Backends: backends("ws")}))}
 	addr := apply(t, s, l)[0]
 
@@ -97,21 +29,16 @@ func TestWebSocketSurvivesReconfiguration(t *testing.T) {
 	}
 	defer conn.Close()
 	conn.SetDeadline(time.Now().Add(10 * time.Second))
-	fmt.Fprint(conn, "GET /chat HTTP/1.1\r\nHost: ws.test\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n")
-	br := bufio.NewReader(conn)
-	resp, err := http.ReadResponse(br, nil)
+	br, err := streamtest.Handshake(conn, "ws.test", "/chat")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if resp.StatusCode != http.StatusSwitchingProtocols || resp.Header.Get("Sec-WebSocket-Accept") != "s3pPLMBiTxaQ9kYGzzhZRbK+xOo=" {
-		t.Fatalf("handshake: %d %v", resp.StatusCode, resp.Header)
-	}
 	exchange := func(msg string) {
 		t.Helper()
-		if _, err := conn.Write(frame(msg, true)); err != nil {
+		if _, err := conn.Write(streamtest.Frame(msg, true)); err != nil {
 			t.Fatal(err)
 		}
-		if got, err := readFrame(br); err != nil || got != "echo: "+msg {
+		if got, err := streamtest.ReadFrame(br); err != nil || got != "echo: "+msg {
 			t.Fatalf("got %q, %v", got, err)
 		}
 	}
@@ -263,7 +190,7 @@ func TestGraceExpires(t *testing.T) {
 		t.Fatal(err)
 	}
 	arrived := make(chan struct{})
-	s.UpdateEndpoints(map[string][]Endpoint{"ws": {{Address: wsBackend(t)}}, "hang": {{Address: startBackend(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	s.UpdateEndpoints(map[string][]Endpoint{"ws": {{Address: startBackend(t, streamtest.WebSocketEcho)}}, "hang": {{Address: startBackend(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		close(arrived)
 		<-r.Context().Done()
 	}))}}})
@@ -278,10 +205,9 @@ func TestGraceExpires(t *testing.T) {
 	}
 	defer ws.Close()
 	ws.SetDeadline(time.Now().Add(10 * time.Second))
-	fmt.Fprint(ws, "GET /ws HTTP/1.1\r\nHost: ws.test\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n")
-	wsr := bufio.NewReader(ws)
-	if resp, err := http.ReadResponse(wsr, nil); err != nil || resp.StatusCode != http.StatusSwitchingProtocols {
-		t.Fatalf("WebSocket handshake: %v", err)
+	wsr, err := streamtest.Handshake(ws, "ws.test", "/ws")
+	if err != nil {
+		t.Fatal(err)
 	}
 
 	done := make(chan error)
@@ -305,7 +231,7 @@ func TestGraceExpires(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("the hanging request was not cut")
 	}
-	if _, err := readFrame(wsr); err == nil {
+	if _, err := streamtest.ReadFrame(wsr); err == nil {
 		t.Error("the WebSocket connection is still open")
 	}
 }
