@@ -94,7 +94,7 @@ func parseFlags(args []string, output io.Writer) (*config, error) {
 	fs.DurationVar(&c.proxy.IdleTimeout, "idle-timeout", c.proxy.IdleTimeout, "how long an idle client connection is kept")
 	fs.IntVar(&c.proxy.MaxHeaderBytes, "max-header-bytes", c.proxy.MaxHeaderBytes, "largest request header block; larger gets 431")
 	fs.IntVar(&c.proxy.MaxConcurrentStreams, "max-concurrent-streams", c.proxy.MaxConcurrentStreams, "HTTP/2 and HTTP/3 streams per connection")
-	fs.DurationVar(&c.proxy.ShutdownDelay, "shutdown-delay", c.proxy.ShutdownDelay, "on SIGTERM, how long listeners keep accepting after /readyz fails")
+	fs.DurationVar(&c.proxy.ShutdownDelay, "shutdown-delay", c.proxy.ShutdownDelay, "on SIGTERM, how long listeners keep accepting after /readyz fails, with answers that close their connections")
 	fs.DurationVar(&c.proxy.ShutdownGrace, "shutdown-grace", c.proxy.ShutdownGrace, "on SIGTERM, how long requests in flight get to finish")
 	fs.StringVar(&c.logFormat, "log-format", "json", "json or text")
 	fs.TextVar(&c.logLevel, "log-level", slog.LevelInfo, "debug, info, warn or error")

@@ -296,7 +296,10 @@ func (c *h1conn) exchange(n int) (keep, handOff bool) {
 	l.inflight.Add(1)
 	defer l.inflight.Add(-1)
 	ex.stats = l.routeStats(st, ex.plan.target)
-	keep = !req.close && (!req.http10 || req.keepAlive)
+	// During the shutdown delay every answer closes its connection, as
+	// on net/http (listener.ServeHTTP): clients leave while answers
+	// still arrive.
+	keep = !req.close && (!req.http10 || req.keepAlive) && !s.draining.Load()
 	switch {
 	case req.chunked:
 		c.body.start(c.br, bodyChunked, 0)

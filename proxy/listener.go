@@ -202,6 +202,16 @@ func (l *listener) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.ProtoMajor == 2 {
 		l.noteHTTP2(r)
 	}
+	if l.srv.draining.Load() && r.ProtoMajor < 3 && len(r.Header["Upgrade"]) == 0 {
+		// During the shutdown delay clients are told to leave while
+		// every answer still arrives: net/http closes an HTTP/1.1
+		// connection after an answer that says so and turns it into a
+		// GOAWAY on h2. Otherwise keep-alive connections stay until the
+		// listener stops, and are closed under clients that may be
+		// sending on them. An Upgrade answer must keep its own
+		// Connection header.
+		w.Header()["Connection"] = []string{"close"}
+	}
 	if l.alt != nil && r.ProtoMajor < 3 {
 		w.Header()["Alt-Svc"] = l.alt
 	}

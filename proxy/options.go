@@ -72,7 +72,9 @@ type Options struct {
 	MaxEjectionTime  time.Duration
 
 	// ShutdownDelay is how long Shutdown keeps accepting after readiness
-	// turns false, so that load balancers stop sending first. Default 5s.
+	// turns false, so that load balancers stop sending first; answers
+	// meanwhile close their connections (Connection: close, GOAWAY).
+	// Default 5s.
 	ShutdownDelay time.Duration
 	// ShutdownGrace is how long requests in flight, and listeners removed
 	// by Apply, get to finish before their connections are closed.

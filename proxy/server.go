@@ -163,7 +163,8 @@ func (s *Server) Start(ctx context.Context) error {
 }
 
 // Shutdown stops the server gracefully: Ready turns false at once, the
-// listeners keep accepting for ShutdownDelay, then stop accepting, and
+// listeners keep accepting for ShutdownDelay with answers that close their
+// connections, then stop accepting, and
 // requests and streams in flight get ShutdownGrace to finish before their
 // connections are closed. ctx cuts both waits short. The error says
 // whether connections had to be closed with work in flight.
