@@ -494,3 +494,60 @@ func TestH1DrainClosesIdle(t *testing.T) {
 		t.Errorf("Shutdown: %v after %v", err, time.Since(start))
 	}
 }
+
+// TestH1UpstreamPool checks the bounds of the engine's backend pool: of
+// three connections opened at once only MaxIdleConnsPerEndpoint stay open
+// after their requests, and those close once idle past
+// UpstreamIdleTimeout.
+func TestH1UpstreamPool(t *testing.T) {
+	var open atomic.Int64
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			time.Sleep(100 * time.Millisecond)
+			io.WriteString(w, "ok")
+		}),
+		ConnState: func(_ net.Conn, st http.ConnState) {
+			switch st {
+			case http.StateNew:
+				open.Add(1)
+			case http.StateClosed, http.StateHijacked:
+				open.Add(-1)
+			}
+		},
+	}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+	opts := testOptions()
+	opts.MaxIdleConnsPerEndpoint = 1
+	opts.UpstreamIdleTimeout = 300 * time.Millisecond
+	addr := engineServer(t, opts, ln.Addr().String())
+
+	done := make(chan struct{})
+	for range 3 {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			c, br := dialRaw(t, addr)
+			io.WriteString(c, "GET / HTTP/1.1\r\nHost: a\r\n\r\n")
+			if resp, _ := readResp(t, br, "GET"); resp.StatusCode != 200 {
+				t.Errorf("status %d", resp.StatusCode)
+			}
+		}()
+	}
+	for range 3 {
+		<-done
+	}
+	waitFor := func(want int64, within time.Duration) {
+		t.Helper()
+		for deadline := time.Now().Add(within); open.Load() != want; time.Sleep(10 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%d backend connections open, want %d", open.Load(), want)
+			}
+		}
+	}
+	waitFor(1, 200*time.Millisecond)
+	waitFor(0, 2*time.Second)
+}

@@ -81,8 +81,15 @@ func (p *upstreamPool) take(ch chan *upConn) *upConn {
 	}
 }
 
-// put returns a connection whose exchange ended cleanly.
+// put returns a connection whose exchange ended cleanly; after close it
+// is closed instead.
 func (p *upstreamPool) put(addr string, uc *upConn) {
+	select {
+	case <-p.stop:
+		uc.Close()
+		return
+	default:
+	}
 	if uc.SetDeadline(time.Time{}) != nil {
 		uc.Close()
 		return
