@@ -31,9 +31,6 @@ type bodyReader struct {
 	// left is what remains of the body (bodyLength) or of the chunk.
 	left int64
 	done bool
-	// touched says a read was attempted, after which the body cannot be
-	// sent again.
-	touched bool
 	// trailer holds a chunked body's trailer section as it came, kept
 	// only when keepTrailer is set.
 	trailer     []byte
@@ -51,7 +48,6 @@ func (b *bodyReader) Read(p []byte) (int, error) {
 	if b.done {
 		return 0, io.EOF
 	}
-	b.touched = true
 	switch b.mode {
 	case bodyUntilClose:
 		n, err := b.br.Read(p)

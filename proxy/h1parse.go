@@ -82,8 +82,6 @@ type h1head struct {
 
 	// Response only.
 	status int
-	// trailer says the response announces trailers.
-	trailer bool
 }
 
 // Values gives the values of a request field, for router.Headers; name is
@@ -229,7 +227,7 @@ func parseResponse(raw string, h *h1head) bool {
 		return false
 	}
 	h.status = code
-	return parseFields(rest, h, false, checkResponseField)
+	return parseFields(rest, h, false, nil)
 }
 
 // checkRequestField notes the request fields the engine acts on, and
@@ -253,16 +251,9 @@ func checkRequestField(h *h1head, f *h1field) bool {
 	return true
 }
 
-func checkResponseField(h *h1head, f *h1field) bool {
-	if strings.EqualFold(f.name, "Trailer") {
-		h.trailer = true
-	}
-	return true
-}
-
 // parseFields parses the field lines of a head, noting framing and
 // connection options in h and marking hop-by-hop fields; each field also
-// goes through check, which may refuse it. Request field names are
+// goes through check, if set, which may refuse it. Request field names are
 // canonicalized, for the router; response names are relayed as they came.
 func parseFields(s string, h *h1head, request bool, check func(*h1head, *h1field) bool) bool {
 	var connection []string
@@ -312,7 +303,7 @@ func parseFields(s string, h *h1head, request bool, check func(*h1head, *h1field
 		case isHopByHop(name):
 			f.hop = true
 		}
-		if !check(h, f) {
+		if check != nil && !check(h, f) {
 			return false
 		}
 		h.vals = append(h.vals, f.value)
