@@ -323,7 +323,6 @@ func (c *h1conn) exchange(n int) (keep, handOff bool) {
 		c.writeFields(c.resp.fields, false)
 		c.bw.WriteString("Content-Length: 0\r\n")
 		c.endHead(keep, c.resp.fields.has("Date"))
-		keep = c.bw.Flush() == nil && keep
 	case actNotFound:
 		status, sent, keep = c.writeError(http.StatusNotFound, keep)
 	case actInvalidBackend:
@@ -344,6 +343,11 @@ func (c *h1conn) exchange(n int) (keep, handOff bool) {
 		}
 		s.opts.AccessLog(a)
 	}
+	// The end of the answer goes out after it was counted, so that
+	// whoever sees the end also sees the count, as with net/http.
+	if c.bw.Flush() != nil {
+		return false, false
+	}
 	// A body left unread would be taken for the next request.
 	return keep && c.body.done && !l.closing.Load(), false
 }
@@ -359,7 +363,8 @@ func engineForwards(p *plan, req *h1head) bool {
 	return !mirrored
 }
 
-// writeError answers status as writeError does for net/http.
+// writeError answers status as writeError does for net/http, leaving the
+// answer in the buffer.
 func (c *h1conn) writeError(status int, keep bool) (int, int64, bool) {
 	body := errorBodies[status]
 	keep = keep && c.body.done
@@ -373,7 +378,7 @@ func (c *h1conn) writeError(status int, keep bool) (int, int64, bool) {
 		c.bw.WriteString(body)
 		sent = int64(len(body))
 	}
-	return status, sent, c.bw.Flush() == nil && keep
+	return status, sent, keep
 }
 
 // statusLine writes a status line as net/http does, in the client's
@@ -623,6 +628,9 @@ func (c *h1conn) roundTrip(uc *upConn, ex *exchange, deadline time.Time) (answer
 		buf := h1Buffers.Get().(*[]byte)
 		_, readErr, writeErr := relay(bw, &c.body, *buf, c.req.chunked, c.req.chunked)
 		h1Buffers.Put(buf)
+		if readErr == nil && writeErr == nil {
+			writeErr = bw.Flush()
+		}
 		if readErr != nil {
 			return false, clientBodyError{readErr}
 		}
@@ -768,9 +776,7 @@ func (c *h1conn) relayResponse(uc *upConn, ex *exchange, keep bool) (status int,
 	c.rbody.start(uc.br, mode, max(resp.contentLength, 0))
 	c.rbody.keepTrailer = chunked
 	var readErr, writeErr error
-	if mode == bodyNone {
-		writeErr = c.bw.Flush()
-	} else {
+	if mode != bodyNone {
 		buf := h1Buffers.Get().(*[]byte)
 		// Bodies of unknown length are often streams (server-sent
 		// events): each piece goes out as it comes.
@@ -782,11 +788,7 @@ func (c *h1conn) relayResponse(uc *upConn, ex *exchange, keep bool) (status int,
 	} else {
 		c.l.srv.h1.put(ex.host.Address(), uc)
 	}
-	if readErr != nil {
-		// Cut short: what came goes out, and closing the connection
-		// tells the client the rest is missing.
-		_ = c.bw.Flush()
-		return status, sent, false
-	}
-	return status, sent, keep && writeErr == nil
+	// Cut short, what came goes out all the same, and closing the
+	// connection tells the client the rest is missing.
+	return status, sent, keep && readErr == nil && writeErr == nil
 }

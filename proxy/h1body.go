@@ -149,8 +149,8 @@ func (b *bodyReader) line() ([]byte, error) {
 // relay copies a body from src to dst through buf, writing it chunked when
 // chunked is set (the last chunk and trailer included) and flushing after
 // each piece when flush is set, for streams such as server-sent events.
-// It tells a failed read from a failed write, as they are answered
-// differently.
+// The end stays in dst's buffer for the caller to flush. It tells a failed
+// read from a failed write, as they are answered differently.
 func relay(dst *bufio.Writer, src *bodyReader, buf []byte, chunked, flush bool) (written int64, readErr, writeErr error) {
 	for {
 		n, err := src.Read(buf)
@@ -183,7 +183,7 @@ func relay(dst *bufio.Writer, src *bodyReader, buf []byte, chunked, flush bool) 
 		dst.Write(src.trailer)
 		dst.WriteString("\r\n")
 	}
-	return written, nil, dst.Flush()
+	return written, nil, nil
 }
 
 func writeChunkSize(w *bufio.Writer, n int) {
