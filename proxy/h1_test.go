@@ -551,3 +551,40 @@ func TestH1UpstreamPool(t *testing.T) {
 	waitFor(1, 200*time.Millisecond)
 	waitFor(0, 2*time.Second)
 }
+
+// TestH1BodilessStatuses relays an informational 103 ahead of its final
+// response, and 204 and 304 without bodies, on one connection that stays
+// usable after each.
+func TestH1BodilessStatuses(t *testing.T) {
+	backend := startBackend(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/hints":
+			w.Header().Set("Link", "</style.css>; rel=preload")
+			w.WriteHeader(http.StatusEarlyHints)
+			io.WriteString(w, "page")
+		case "/empty":
+			w.WriteHeader(http.StatusNoContent)
+		case "/cached":
+			w.Header().Set("Etag", `"v1"`)
+			w.WriteHeader(http.StatusNotModified)
+		}
+	}))
+	addr := engineServer(t, testOptions(), backend)
+	c, br := dialRaw(t, addr)
+	io.WriteString(c, "GET /hints HTTP/1.1\r\nHost: a\r\n\r\nGET /empty HTTP/1.1\r\nHost: a\r\n\r\nGET /cached HTTP/1.1\r\nHost: a\r\n\r\nGET /hints HTTP/1.1\r\nHost: a\r\n\r\n")
+	for i, want := range []struct {
+		status int
+		body   string
+	}{{103, ""}, {200, "page"}, {204, ""}, {304, ""}, {103, ""}, {200, "page"}} {
+		resp, body := readResp(t, br, "GET")
+		if resp.StatusCode != want.status || body != want.body {
+			t.Fatalf("response %d: %d %q, want %d %q", i, resp.StatusCode, body, want.status, want.body)
+		}
+		if want.status == 103 && resp.Header.Get("Link") == "" {
+			t.Errorf("103 without its Link field: %v", resp.Header)
+		}
+		if want.status == 304 && resp.Header.Get("Etag") != `"v1"` {
+			t.Errorf("304 without its Etag: %v", resp.Header)
+		}
+	}
+}
