@@ -56,8 +56,8 @@ func (c *h2Client) headers(extra ...string) []byte {
 	return bytes.Clone(c.hbuf.Bytes())
 }
 
-// response reads frames until the response header of stream id, failing
-// the test on GOAWAY or a read error.
+// response reads frames until the response header of stream id, or of
+// any stream if id is 0, failing the test on GOAWAY or a read error.
 func (c *h2Client) response(t *testing.T, id uint32) *http2.MetaHeadersFrame {
 	t.Helper()
 	for {
@@ -69,7 +69,7 @@ func (c *h2Client) response(t *testing.T, id uint32) *http2.MetaHeadersFrame {
 		case *http2.GoAwayFrame:
 			t.Fatalf("stream %d: GOAWAY %v", id, f.ErrCode)
 		case *http2.MetaHeadersFrame:
-			if f.StreamID == id {
+			if id == 0 || f.StreamID == id {
 				return f
 			}
 		}
@@ -258,13 +258,17 @@ func TestH2HeaderBlocksInStep(t *testing.T) {
 
 // TestH2RapidReset floods an h2c connection with HEADERS+RST_STREAM pairs,
 // the backend answering slowly as a loaded one would: the connection gets
-// GOAWAY(ENHANCE_YOUR_CALM) after resetBurst premature resets, and the
-// backend sees at most that many requests.
+// GOAWAY(ENHANCE_YOUR_CALM) after resetBurst premature resets, the backend
+// sees at most that many requests, and the flood costs the process about
+// the CPU time of serving that many.
 func TestH2RapidReset(t *testing.T) {
 	protocols(t, func(t *testing.T, p Protocol) {
 		dial, seen := guardedServer(t, p, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			time.Sleep(50 * time.Millisecond)
 		}))
+		yardstick := requestsCPU(t, dial, resetBurst)
+		served := seen.Load()
+		cpu := cpuTime(t)
 		c := dialH2(t, dial)
 		const pairs = 10000
 		done := make(chan struct{})
@@ -303,23 +307,33 @@ func TestH2RapidReset(t *testing.T) {
 			t.Errorf("GOAWAY after stream %d, want at most %d", last, 2*bound+1)
 		}
 		time.Sleep(100 * time.Millisecond)
-		n := seen.Load()
+		n := seen.Load() - served
+		cpu = cpuTime(t) - cpu
 		// The client's writes mostly fit in the socket buffers (30 bytes a
 		// pair), so how far it got says little; GOAWAY says where the server
 		// stopped reading.
-		t.Logf("client wrote %d of %d pairs; GOAWAY after stream %d (%d streams); backend saw %d requests", sent, pairs, goAway.LastStreamID, goAway.LastStreamID/2+1, n)
+		t.Logf("client wrote %d of %d pairs; GOAWAY after stream %d (%d streams); backend saw %d requests; CPU %v, %d requests take %v", sent, pairs, goAway.LastStreamID, goAway.LastStreamID/2+1, n, cpu, resetBurst, yardstick)
 		if n > bound {
 			t.Errorf("backend saw %d requests, want at most %d", n, bound)
+		}
+		// Were each stream served, the flood would cost pairs/resetBurst
+		// (100) times the yardstick.
+		if limit := 3*yardstick + 100*time.Millisecond; cpu > limit {
+			t.Errorf("the flood took %v of CPU, more than %v", cpu, limit)
 		}
 	})
 }
 
 // TestH2ContinuationFlood sends one endless header block in CONTINUATION
 // frames: the server closes the connection once the block passes its
-// header limit, with memory bounded.
+// header limit, with memory and CPU time bounded.
 func TestH2ContinuationFlood(t *testing.T) {
 	protocols(t, func(t *testing.T, p Protocol) {
 		dial, seen := guardedServer(t, p, nil)
+		const requests = 100
+		yardstick := requestsCPU(t, dial, requests)
+		served := seen.Load()
+		cpu := cpuTime(t)
 		var before runtime.MemStats
 		runtime.GC()
 		runtime.ReadMemStats(&before)
@@ -342,15 +356,21 @@ func TestH2ContinuationFlood(t *testing.T) {
 		if !closed {
 			t.Fatal("connection not closed")
 		}
+		cpu = cpuTime(t) - cpu
 		var after runtime.MemStats
 		runtime.GC()
 		runtime.ReadMemStats(&after)
 		grown := int64(after.HeapInuse) - int64(before.HeapInuse)
-		t.Logf("heap in use grew by %d KiB", grown>>10)
+		t.Logf("heap in use grew by %d KiB; CPU %v, %d requests take %v", grown>>10, cpu, requests, yardstick)
 		if grown > 16<<20 {
 			t.Errorf("heap in use grew by %d MiB", grown>>20)
 		}
-		if n := seen.Load(); n != 0 {
+		// Decoding all 64 MiB, twice (guard and server), would take
+		// seconds.
+		if limit := 3*yardstick + 100*time.Millisecond; cpu > limit {
+			t.Errorf("the flood took %v of CPU, more than %v", cpu, limit)
+		}
+		if n := seen.Load() - served; n != 0 {
 			t.Errorf("backend saw %d requests", n)
 		}
 	})

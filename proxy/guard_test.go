@@ -349,14 +349,7 @@ func BenchmarkGuardHTTP1(b *testing.B) {
 // of a TLS handshake or request head: each is closed after
 // ReadHeaderTimeout, now that the guard's listener terminates TLS.
 func TestSilentClientsClosed(t *testing.T) {
-	opts := testOptions()
-	opts.ReadHeaderTimeout = 200 * time.Millisecond
-	s := startServer(t, opts)
-	f := newTLSFixture(t)
-	routes := compile(t, route("all", nil, router.Rule{Backends: backends("web")}))
-	addrs := apply(t, s,
-		Listener{Address: freeAddr(t), Routes: routes},
-		Listener{Address: freeAddr(t), Protocol: HTTPS, Routes: routes, TLS: f.store(t, "a.test!")})
+	addrs, _ := timeoutListeners(t, 200*time.Millisecond)
 	for _, tt := range []struct {
 		name, addr, send string
 	}{

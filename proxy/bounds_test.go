@@ -1,0 +1,189 @@
+package proxy
+
+import (
+	"crypto/tls"
+	"io"
+	"net"
+	"runtime"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/hostgate/hostgate/router"
+	"golang.org/x/net/http2"
+)
+
+// cpuTime is the CPU time the test process has used, user and system.
+func cpuTime(t testing.TB) time.Duration {
+	t.Helper()
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		t.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// requestsCPU is the CPU time the process (client, proxy and backend)
+// spends on n HTTP/2 requests sent at once on a new connection: the
+// yardstick the flood tests measure their cost against, so that the bound
+// holds with and without the race detector.
+func requestsCPU(t *testing.T, dial dialer, n int) time.Duration {
+	t.Helper()
+	c := dialH2(t, dial)
+	c.conn.SetReadDeadline(time.Now().Add(20 * time.Second))
+	start := cpuTime(t)
+	hdr := c.headers()
+	for i := range n {
+		if err := c.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: uint32(2*i + 1), BlockFragment: hdr, EndStream: true, EndHeaders: true}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.bw.Flush()
+	for range n {
+		c.response(t, 0)
+	}
+	return cpuTime(t) - start
+}
+
+// timeoutListeners starts a server with the given ReadHeaderTimeout and
+// returns the addresses of its cleartext and TLS (a.test) listeners, and
+// the TLS fixture.
+func timeoutListeners(t *testing.T, readHeaderTimeout time.Duration) ([]string, *tlsFixture) {
+	t.Helper()
+	opts := testOptions()
+	opts.ReadHeaderTimeout = readHeaderTimeout
+	s := startServer(t, opts)
+	f := newTLSFixture(t)
+	routes := compile(t, route("all", nil, router.Rule{Backends: backends("web")}))
+	return apply(t, s,
+		Listener{Address: freeAddr(t), Routes: routes},
+		Listener{Address: freeAddr(t), Protocol: HTTPS, Routes: routes, TLS: f.store(t, "a.test!")}), f
+}
+
+// TestSlowloris holds many connections that send a request head a byte at
+// a time, on cleartext and TLS listeners: each costs the server a goroutine
+// and its buffers until ReadHeaderTimeout closes it, however the bytes
+// trickle, and then nothing.
+func TestSlowloris(t *testing.T) {
+	const (
+		conns   = 200 // every tenth over TLS
+		timeout = 3 * time.Second
+		// Per connection, measured: one goroutine (net/http's) and at
+		// most 17 KiB of heap (its 4 KiB read and write buffers, the
+		// guard's state, TLS state on both ends for some). The bounds are
+		// about twice that.
+		goroutinesPerConn = 2
+		heapPerConn       = 32 << 10
+	)
+	addrs, f := timeoutListeners(t, timeout)
+
+	var before runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	goroutines := runtime.NumGoroutine()
+	start := time.Now()
+	cs := make([]net.Conn, conns)
+	for i := range cs {
+		tlsConn := i%10 == 9
+		c, err := net.Dial("tcp", addrs[map[bool]int{false: 0, true: 1}[tlsConn]])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tlsConn {
+			tc := tls.Client(c, &tls.Config{RootCAs: f.ca.Pool, ServerName: "a.test"})
+			if err := tc.Handshake(); err != nil {
+				t.Fatal(err)
+			}
+			c = tc
+		}
+		cs[i] = c
+		defer c.Close()
+	}
+	// One byte per connection every 50ms, from one goroutine, so that the
+	// goroutines counted are the server's.
+	if d := time.Since(start); d > timeout/3 {
+		t.Fatalf("opening the connections took %v, too long to watch them before ReadHeaderTimeout", d)
+	}
+	head := "GET / HTTP/1.1\r\nHost: a.test\r\nX-Slow: " + strings.Repeat("a", 1000)
+	var peakGoroutines int
+	var peakHeap uint64
+	for i := 0; time.Since(start) < timeout*2/3; i++ {
+		for j, c := range cs {
+			c.SetWriteDeadline(time.Now().Add(time.Second))
+			if _, err := io.WriteString(c, head[i%len(head):i%len(head)+1]); err != nil {
+				c.SetReadDeadline(time.Now().Add(time.Second))
+				got, _ := io.ReadAll(c)
+				t.Fatalf("connection %d, byte %d, before ReadHeaderTimeout: %v; read %q", j, i, err, got)
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+		var m runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&m)
+		peakHeap = max(peakHeap, m.HeapInuse)
+		peakGoroutines = max(peakGoroutines, runtime.NumGoroutine())
+	}
+	grown := int64(peakHeap) - int64(before.HeapInuse)
+	t.Logf("%d connections: %d more goroutines, heap in use grew by %d KiB (%d B per connection)", conns, peakGoroutines-goroutines, grown>>10, grown/conns)
+	if n := peakGoroutines - goroutines; n > goroutinesPerConn*conns {
+		t.Errorf("%d more goroutines for %d connections", n, conns)
+	}
+	if grown > heapPerConn*conns {
+		t.Errorf("heap in use grew by %d KiB for %d connections", grown>>10, conns)
+	}
+
+	// Each is closed once ReadHeaderTimeout has passed, the trickle
+	// notwithstanding.
+	deadline := start.Add(timeout + 3*time.Second)
+	for i, c := range cs {
+		c.SetReadDeadline(deadline)
+		if _, err := io.Copy(io.Discard, c); isTimeout(err) {
+			t.Fatalf("connection %d open after %v", i, time.Since(start))
+		}
+	}
+	if d := time.Since(start); d < timeout {
+		t.Errorf("closed after %v, before ReadHeaderTimeout", d)
+	}
+	for end := time.Now().Add(5 * time.Second); runtime.NumGoroutine() > goroutines+10; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(end) {
+			t.Fatalf("%d goroutines after the connections closed, %d before they opened", runtime.NumGoroutine(), goroutines)
+		}
+	}
+}
+
+// TestH2OversizedHeaders sends a header block larger than MaxHeaderBytes
+// (64 KiB), as HTTP/1.1's oversized head gets 431 (TestRequestSmuggling):
+// the stream is answered 431 and the connection serves on.
+func TestH2OversizedHeaders(t *testing.T) {
+	protocols(t, func(t *testing.T, p Protocol) {
+		dial, seen := guardedServer(t, p, nil)
+		c := dialH2(t, dial)
+		c.conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+		block := c.headers("x-big", strings.Repeat("a", 40<<10), "x-big2", strings.Repeat("b", 40<<10))
+		if err := c.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: block[:16<<10], EndStream: true}); err != nil {
+			t.Fatal(err)
+		}
+		for rest := block[16<<10:]; len(rest) > 0; {
+			n := min(len(rest), 16<<10)
+			if err := c.fr.WriteContinuation(1, n == len(rest), rest[:n]); err != nil {
+				t.Fatal(err)
+			}
+			rest = rest[n:]
+		}
+		c.bw.Flush()
+		if status := c.response(t, 1).PseudoValue("status"); status != "431" {
+			t.Errorf("status %s, want 431", status)
+		}
+		if err := c.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 3, BlockFragment: c.headers(), EndStream: true, EndHeaders: true}); err != nil {
+			t.Fatal(err)
+		}
+		c.bw.Flush()
+		if status := c.response(t, 3).PseudoValue("status"); status != "200" {
+			t.Errorf("next request: status %s, want 200", status)
+		}
+		if n := seen.Load(); n != 1 {
+			t.Errorf("backend saw %d requests, want 1", n)
+		}
+	})
+}
