@@ -95,7 +95,7 @@ func benchGet(b *testing.B, url, host string) {
 }
 
 // cpuTime is the CPU time the process used so far, user and system.
-func cpuTime(b *testing.B) time.Duration {
+func cpuTime(b testing.TB) time.Duration {
 	var ru syscall.Rusage
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
 		b.Fatal(err)

@@ -6,23 +6,12 @@ import (
 	"net"
 	"runtime"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/hostgate/hostgate/router"
 	"golang.org/x/net/http2"
 )
-
-// cpuTime is the CPU time the test process has used, user and system.
-func cpuTime(t testing.TB) time.Duration {
-	t.Helper()
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		t.Fatal(err)
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
 
 // requestsCPU is the CPU time the process (client, proxy and backend)
 // spends on n HTTP/2 requests sent at once on a new connection: the
