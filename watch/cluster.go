@@ -2,11 +2,14 @@ package watch
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"slices"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -45,6 +48,9 @@ func NewCluster(cfg *rest.Config, opts Options, publish Publish, log *slog.Logge
 	if cfg.UserAgent == "" {
 		cfg.UserAgent = "hostgate"
 	}
+	if cfg.Dial == nil {
+		cfg.Dial = patientDial
+	}
 	kube, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes client: %w", err)
@@ -70,6 +76,36 @@ func NewCluster(cfg *rest.Config, opts Options, publish Publish, log *slog.Logge
 	}
 	s.run, s.list = c.run, c.current
 	return s, nil
+}
+
+// While the API server refuses connections, a dial is retried every
+// redialInterval for up to redialFor before it fails.
+const (
+	redialInterval = 500 * time.Millisecond
+	redialFor      = 30 * time.Second
+)
+
+// patientDial connects to the API server, waiting for it while it refuses
+// connections. client-go's reflectors back off after each failed attempt,
+// exponentially to between 30 and 60 s, and informer factories cannot
+// change that (kubernetes/kubernetes#136943): after an outage of a minute
+// watches would resume up to a minute after the API server is back. An
+// attempt that waits keeps their count of failures, and so their backoff,
+// small, and connects within redialInterval of the API server's return.
+func patientDial(ctx context.Context, network, address string) (net.Conn, error) {
+	d := net.Dialer{Timeout: redialFor, KeepAlive: 30 * time.Second}
+	giveUp := time.Now().Add(redialFor)
+	for {
+		conn, err := d.DialContext(ctx, network, address)
+		if err == nil || !errors.Is(err, syscall.ECONNREFUSED) || time.Now().After(giveUp) {
+			return conn, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, err
+		case <-time.After(redialInterval):
+		}
+	}
 }
 
 // trimObject drops what hostgate never reads before an object enters the
@@ -168,7 +204,9 @@ func (c *clusterStore) run(ctx context.Context, changed func()) error {
 	missing := []string{"none"} // forces the first log line
 	for {
 		poll := crdPollInstalled
-		if now := c.startGatewayKinds(ctx, handler); !slices.Equal(now, missing) {
+		if now, known := c.startGatewayKinds(ctx, handler); !known {
+			poll = crdPollMissing
+		} else if !slices.Equal(now, missing) {
 			missing = now
 			if len(missing) > 0 {
 				c.log.Warn("Gateway API kinds are not installed; serving without them until they are", "missing", missing)
@@ -191,7 +229,10 @@ func (c *clusterStore) run(ctx context.Context, changed func()) error {
 // startGatewayKinds starts the informers of the Gateway API kinds that
 // discovery lists and that are not watched yet, waits for their caches, and
 // returns the kinds still missing. It also reads the CRDs' bundle version.
-func (c *clusterStore) startGatewayKinds(ctx context.Context, handler cache.ResourceEventHandler) []string {
+// known is false when discovery failed: then nothing changed, as an API
+// server that cannot answer (one that is down) says nothing of what is
+// installed.
+func (c *clusterStore) startGatewayKinds(ctx context.Context, handler cache.ResourceEventHandler) (missing []string, known bool) {
 	present := map[string]bool{}
 	list, err := c.discovery.ServerResourcesForGroupVersion(gatewayv1.GroupVersion.String())
 	switch {
@@ -201,8 +242,8 @@ func (c *clusterStore) startGatewayKinds(ctx context.Context, handler cache.Reso
 		}
 	case !apierrors.IsNotFound(err):
 		c.log.Warn("discovery of the Gateway API failed", "error", err)
+		return nil, false
 	}
-	var missing []string
 	var informers []cache.SharedIndexInformer
 	for name, informer := range c.gatewayKinds() {
 		switch {
@@ -219,33 +260,36 @@ func (c *clusterStore) startGatewayKinds(ctx context.Context, handler cache.Reso
 		}
 	}
 	slices.Sort(missing)
-	version := c.readBundleVersion(ctx)
+	version, versionKnown := c.readBundleVersion(ctx)
 	if len(informers) > 0 {
 		c.gateway.Start(ctx.Done())
 		if !cache.WaitForCacheSync(ctx.Done(), hasSynced(informers)...) {
-			return missing
+			return missing, true
 		}
 	}
 	c.mu.Lock()
 	c.synced = append(c.synced, informers...)
-	c.bundleVersion = version
+	if versionKnown {
+		c.bundleVersion = version
+	}
 	c.mu.Unlock()
-	return missing
+	return missing, true
 }
 
 var crdResource = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
 
 // readBundleVersion returns the bundle version of the installed Gateway
-// CRD, or "" when it cannot be read.
-func (c *clusterStore) readBundleVersion(ctx context.Context) string {
+// CRD, "" when there is none or it cannot be read (no RBAC for CRDs), and
+// known false when the API server did not answer.
+func (c *clusterStore) readBundleVersion(ctx context.Context) (version string, known bool) {
 	crd, err := c.meta.Resource(crdResource).Get(ctx, "gateways."+gatewayv1.GroupName, metav1.GetOptions{})
 	if err != nil {
 		if !apierrors.IsNotFound(err) {
 			c.log.Debug("reading the Gateway API bundle version", "error", err)
 		}
-		return ""
+		return "", apierrors.IsNotFound(err) || apierrors.IsForbidden(err)
 	}
-	return crd.Annotations[consts.BundleVersionAnnotation]
+	return crd.Annotations[consts.BundleVersionAnnotation], true
 }
 
 func eventHandler(changed func()) cache.ResourceEventHandler {
