@@ -33,11 +33,12 @@ type Source struct {
 	memo *memo
 }
 
-// debounce is how long a change waits for the ones that follow it, so that
-// a burst of events (an apply of many objects, a resync) costs one
-// translation. Later events do not extend the wait: under a steady stream
-// of them (status writes for thousands of routes) a change would otherwise
-// wait for the stream to pause.
+// debounce is the least time between the starts of two translations. A
+// change after a quiet spell is translated at once; the events that follow
+// within debounce (the rest of an apply of many objects, a resync) wait
+// and share the next translation. Later events never extend the wait:
+// under a steady stream of them (status writes for thousands of routes) a
+// change would otherwise wait for the stream to pause.
 const debounce = 20 * time.Millisecond
 
 func newSource(opts Options, publish Publish, log *slog.Logger) (*Source, error) {
@@ -87,6 +88,7 @@ func (s *Source) Start(ctx context.Context) error {
 	timer := time.NewTimer(0)
 	timer.Stop()
 	pending := false
+	var earliest time.Time // of the next translation
 	for {
 		select {
 		case <-ctx.Done():
@@ -95,11 +97,12 @@ func (s *Source) Start(ctx context.Context) error {
 			return err
 		case <-kick:
 			if !pending {
-				timer.Reset(debounce)
+				timer.Reset(max(0, time.Until(earliest)))
 				pending = true
 			}
 		case <-timer.C:
 			pending = false
+			earliest = time.Now().Add(debounce)
 			s.translate()
 		}
 	}
