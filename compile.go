@@ -41,9 +41,9 @@ type listenerState struct {
 	// What the listener was compiled from and what that left out, so that
 	// the next generation can reuse the table or the certificate store
 	// when their input is the same.
-	spec                      watch.Listener
-	tls                       *tlsstore.Store
-	routesLeftOut, tlsLeftOut []string
+	spec                watch.Listener
+	tls                 *tlsstore.Store
+	routeErrs, certErrs []error
 }
 
 // compileSnapshot turns a translated Snapshot into the proxy's listener set.
@@ -52,7 +52,8 @@ type listenerState struct {
 // The routing tables and certificate stores of prev (nil for the first
 // generation) are reused where their routes or certificates did not
 // change: a route change at one listener leaves the others' alone, and
-// 1,000 certificates are not parsed again for it.
+// 1,000 certificates are not parsed again for it. Listeners with the same
+// routes (the HTTP and HTTPS listeners of Ingresses) share one table.
 func compileSnapshot(snap *watch.Snapshot, number uint64, prev *generation, log *slog.Logger) *generation {
 	gen := &generation{Number: number, Built: time.Now()}
 	previous := map[string]*listenerState{}
@@ -65,28 +66,29 @@ func compileSnapshot(snap *watch.Snapshot, number uint64, prev *generation, log 
 		address := net.JoinHostPort(l.Address, strconv.Itoa(l.Port))
 		state := listenerState{Address: address, spec: l}
 		p := previous[l.Name]
-		if p != nil && slices.Equal(p.spec.ListenerHostnames, l.ListenerHostnames) && reflect.DeepEqual(p.spec.Routes, l.Routes) {
-			state.table, state.routesLeftOut = p.table, p.routesLeftOut
+		sameRoutes := func(s *listenerState) bool {
+			return s != nil && slices.Equal(s.spec.ListenerHostnames, l.ListenerHostnames) && reflect.DeepEqual(s.spec.Routes, l.Routes)
+		}
+		if i := slices.IndexFunc(gen.Listeners, func(s listenerState) bool { return sameRoutes(&s) }); i >= 0 {
+			state.table, state.routeErrs = gen.Listeners[i].table, gen.Listeners[i].routeErrs
+		} else if sameRoutes(p) {
+			state.table, state.routeErrs = p.table, p.routeErrs
 		} else {
-			var errs []error
-			state.table, errs = router.Compile(l.Routes, l.ListenerHostnames...)
-			state.routesLeftOut = describeErrors(address, errs)
+			state.table, state.routeErrs = router.Compile(l.Routes, l.ListenerHostnames...)
 		}
 		pl := proxy.Listener{Address: address, Routes: state.table}
 		if l.Protocol == watch.ProtocolHTTPS {
 			pl.Protocol = proxy.HTTPS
 			if p != nil && p.tls != nil && reflect.DeepEqual(p.spec.Certs, l.Certs) {
-				state.tls, state.tlsLeftOut = p.tls, p.tlsLeftOut
+				state.tls, state.certErrs = p.tls, p.certErrs
 			} else {
-				var errs []error
-				state.tls, errs = tlsstore.Build(certificates(l.Certs))
-				state.tlsLeftOut = describeErrors(address, errs)
+				state.tls, state.certErrs = tlsstore.Build(certificates(l.Certs))
 			}
 			pl.TLS = state.tls
 		}
 		state.Protocol = pl.Protocol.String()
-		gen.LeftOut = append(gen.LeftOut, state.routesLeftOut...)
-		gen.LeftOut = append(gen.LeftOut, state.tlsLeftOut...)
+		gen.LeftOut = append(gen.LeftOut, describeErrors(address, state.routeErrs)...)
+		gen.LeftOut = append(gen.LeftOut, describeErrors(address, state.certErrs)...)
 		gen.config.Listeners = append(gen.config.Listeners, pl)
 		gen.Listeners = append(gen.Listeners, state)
 	}

@@ -59,7 +59,8 @@ func TestEndpointChurnDoesNotRecompile(t *testing.T) {
 
 // TestUnchangedListenersKeepTheirCompilation: a route change at one
 // listener leaves the routing table and certificates of another as they
-// were, and a certificate change still reaches the TLS handshake.
+// were, a certificate change still reaches the TLS handshake, and
+// listeners with the same routes share a table.
 func TestUnchangedListenersKeepTheirCompilation(t *testing.T) {
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	srv, err := proxy.New(proxy.Options{Logger: quiet, ShutdownDelay: time.Millisecond})
@@ -127,4 +128,11 @@ func TestUnchangedListenersKeepTheirCompilation(t *testing.T) {
 	if served() != pemDER(second) {
 		t.Error("a new certificate of an unchanged route set is not served")
 	}
+
+	// The same routes at both listeners, as Ingresses have: one table.
+	ctrl.publish(snapshot("/", second), nil)
+	if shared := current.Load(); shared.Listeners[0].table != shared.Listeners[1].table {
+		t.Error("listeners with the same routes have a table each")
+	}
+	eventually(t, "shared table", expect(fmt.Sprintf("http://127.0.0.1:%d/a", httpPort), "", 200, "backend"))
 }
