@@ -73,18 +73,21 @@ func (t *translator) ourIngress(ing *networkingv1.Ingress) bool {
 
 func (t *translator) ingresses() {
 	sockets := t.ingressSockets()
+	// Every Ingress gets the same addresses; reports only read them.
+	var loadBalancer networkingv1.IngressLoadBalancerStatus
+	for _, a := range t.nodeAddresses {
+		loadBalancer.Ingress = append(loadBalancer.Ingress, networkingv1.IngressLoadBalancerIngress{IP: a})
+	}
 	for _, ing := range t.objs.ingresses {
 		if !t.ourIngress(ing) {
 			continue
 		}
-		report := IngressReport{Object: ing}
-		for _, a := range t.nodeAddresses {
-			report.LoadBalancer.Ingress = append(report.LoadBalancer.Ingress, networkingv1.IngressLoadBalancerIngress{IP: a})
-		}
+		report := IngressReport{Object: ing, LoadBalancer: loadBalancer}
 		translated := memoized(t, ing, func() ingressRoutes { return t.ingressRoutes(ing) })
-		routes, problems := translated.routes, translated.problems
+		routes := translated.routes
 		certs, certProblems := t.ingressCerts(ing)
-		report.Problems = append(problems, certProblems...)
+		// A new slice: the memoized one is shared with other translations.
+		report.Problems = slices.Concat(translated.problems, certProblems)
 		for _, s := range sockets {
 			if s.protocol == ProtocolHTTPS {
 				s.certs = append(s.certs, certs...)
