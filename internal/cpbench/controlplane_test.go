@@ -27,6 +27,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/retry"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 	gatewayclient "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
 
@@ -295,13 +296,17 @@ func (c *cluster) httpRouteChange(ctx context.Context) (probe, error) {
 			return err
 		},
 		func(ns, name, prefix string) error {
-			r, err := c.gw.GatewayV1().HTTPRoutes(ns).Get(ctx, name, metav1.GetOptions{})
-			if err != nil {
+			// hostgate writes status meanwhile: a conflict is part of
+			// making a change.
+			return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+				r, err := c.gw.GatewayV1().HTTPRoutes(ns).Get(ctx, name, metav1.GetOptions{})
+				if err != nil {
+					return err
+				}
+				r.Spec.Rules[1].Matches[0].Path.Value = new(prefix)
+				_, err = c.gw.GatewayV1().HTTPRoutes(ns).Update(ctx, r, metav1.UpdateOptions{})
 				return err
-			}
-			r.Spec.Rules[1].Matches[0].Path.Value = new(prefix)
-			_, err = c.gw.GatewayV1().HTTPRoutes(ns).Update(ctx, r, metav1.UpdateOptions{})
-			return err
+			})
 		})
 }
 
@@ -312,13 +317,15 @@ func (c *cluster) ingressChange(ctx context.Context) (probe, error) {
 			return err
 		},
 		func(ns, name, prefix string) error {
-			ing, err := c.kube.NetworkingV1().Ingresses(ns).Get(ctx, name, metav1.GetOptions{})
-			if err != nil {
+			return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+				ing, err := c.kube.NetworkingV1().Ingresses(ns).Get(ctx, name, metav1.GetOptions{})
+				if err != nil {
+					return err
+				}
+				ing.Spec.Rules[0].HTTP.Paths[0].Path = prefix
+				_, err = c.kube.NetworkingV1().Ingresses(ns).Update(ctx, ing, metav1.UpdateOptions{})
 				return err
-			}
-			ing.Spec.Rules[0].HTTP.Paths[0].Path = prefix
-			_, err = c.kube.NetworkingV1().Ingresses(ns).Update(ctx, ing, metav1.UpdateOptions{})
-			return err
+			})
 		})
 }
 
@@ -358,12 +365,15 @@ func (c *cluster) endpointChange(b *testing.B) func(context.Context) (probe, err
 		// error.
 		next := startBackend(b, c.hostIP, "moving-"+strconv.Itoa(n))
 		slice := c.endpointSlice(svc, next.port)
-		existing, err := c.kube.DiscoveryV1().EndpointSlices("default").Get(ctx, slice.Name, metav1.GetOptions{})
-		if err != nil {
-			return probe{}, err
-		}
-		slice.ResourceVersion = existing.ResourceVersion
-		_, err = c.kube.DiscoveryV1().EndpointSlices("default").Update(ctx, slice, metav1.UpdateOptions{})
+		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			existing, err := c.kube.DiscoveryV1().EndpointSlices("default").Get(ctx, slice.Name, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			slice.ResourceVersion = existing.ResourceVersion
+			_, err = c.kube.DiscoveryV1().EndpointSlices("default").Update(ctx, slice, metav1.UpdateOptions{})
+			return err
+		})
 		return probe{port: c.gatewayPort, host: host, path: "/", want: "backend moving-" + strconv.Itoa(n) + " "}, err
 	}
 }
