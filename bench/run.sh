@@ -141,7 +141,7 @@ http {
 }
 EOF
 head -c 16384 /dev/zero | tr '\0' x >"$work/upstream/16k"
-start upstream "$LOAD_CPU" nginx -p "$work/upstream" -c "$work/upstream/nginx.conf"
+start upstream "$LOAD_CPU" nginx -e stderr -p "$work/upstream" -c "$work/upstream/nginx.conf"
 # The gRPC upstream is grpc-go's health service over h2c.
 start grpc-upstream "$LOAD_CPU" env GOMAXPROCS=1 "$loadgen" grpc-upstream "127.0.0.1:$UP_GRPC"
 
@@ -303,7 +303,7 @@ $(indent "$work/key.pem")
 EOF
 
 declare -A COMMAND=(
-	[nginx]="nginx -p $work/nginx -c $work/nginx/nginx.conf"
+	[nginx]="nginx -e stderr -p $work/nginx -c $work/nginx/nginx.conf"
 	[haproxy]="haproxy -db -f $work/haproxy.cfg"
 	[caddy]="env GOMAXPROCS=1 $caddy run --config $work/Caddyfile --adapter caddyfile"
 	[hostgate]="env GOMAXPROCS=1 $work/bin/hostgate --config $work/hostgate --admin-addr 127.0.0.1:18409 --http-addr= --https-addr= --access-log=false --gateway-class= --shutdown-delay=0s --shutdown-grace=1s"
@@ -441,7 +441,22 @@ conf() {
 	sed -e "s|$work|\$WORK|g" -e '/-----BEGIN/,/-----END/{/-----BEGIN/!{/-----END/!d}}' "$1"
 	printf '```\n\n'
 }
+# The commit hostgate was built from; edits under bench/ and docs/ do
+# not change the binary.
+hostgate_rev=$(cd "$repo" && git rev-parse --short HEAD 2>/dev/null || echo unknown)
+if ! (cd "$repo" && git diff --quiet HEAD -- . ':!bench' ':!docs' 2>/dev/null); then
+	hostgate_rev+=" with uncommitted changes"
+fi
+mkdir -p "$(dirname "$OUT")"
 {
+	busy=
+	if awk -v l="${load_before%% *}" 'BEGIN { exit !(l >= 1) }'; then
+		busy="**This run shared the machine with other work** (load average
+${load_before%% *} at its start, on $(nproc) CPUs): each proxy got only part of its core
+(the proxy CPU column), so the rates are shares of a busy machine, not
+what the proxies can do, and their ratios are rough. Run it again on an
+idle machine, or with NICE=-10, for figures to compare."
+	fi
 	cat <<EOF
 # Benchmarks: hostgate side by side with nginx, HAProxy and Caddy
 
@@ -450,6 +465,8 @@ DURATION=$DURATION, WARMUP=$WARMUP, NICE=$NICE); run it again to replace
 this file.
 
 ## Result
+
+$busy
 
 $table
 
@@ -462,8 +479,9 @@ divided by its wall time: near 100% the proxy saturated its core and is
 what was measured; well below, something else (the load generator's
 core, or other work on the machine) set the pace and the row says little
 about the proxy. **errors** counts failed requests over all rounds
-(socket errors and non-2xx responses for wrk; failed, errored and timed
-out for h2load; failed calls for loadgen).
+(for wrk socket errors, among them responses slower than its 2 s
+timeout, and non-2xx responses; for h2load failed, errored and timed out
+requests; for loadgen failed calls).
 
 ## Machine
 
@@ -474,7 +492,7 @@ out for h2load; failed calls for loadgen).
 
 | what | version |
 |---|---|
-| hostgate | $(cd "$repo" && git describe --always --dirty 2>/dev/null || echo unknown), built with $(go version | cut -d' ' -f3) |
+| hostgate | $hostgate_rev, built with $(go version | cut -d' ' -f3) |
 | nginx | $(version nginx -v | sed 's/.*: //') (Debian package) |
 | HAProxy | $(version haproxy -v | cut -d' ' -f1-3) (Debian package) |
 | Caddy | $(caddy_version) (\`go install github.com/caddyserver/caddy/v2/cmd/caddy@$CADDY_VERSION\`) |
@@ -552,7 +570,7 @@ EOF
 		printf -- '- %s: `%s`\n' "$p" "$(echo "${COMMAND[$p]}" | sed "s|$work|\$WORK|g; s|$BIN|\$BIN|g")"
 	done
 	echo
-	echo "Upstream nginx (\`nginx -p \$WORK/upstream -c \$WORK/upstream/nginx.conf\` with \`taskset -c $LOAD_CPU\`):"
+	echo "Upstream nginx (\`nginx -e stderr -p \$WORK/upstream -c \$WORK/upstream/nginx.conf\` with \`taskset -c $LOAD_CPU\`):"
 	echo
 	conf "$work/upstream/nginx.conf" nginx
 	echo "nginx:"
@@ -567,6 +585,6 @@ EOF
 	echo "hostgate (\`\$WORK/hostgate/bench.yaml\`):"
 	echo
 	conf "$work/hostgate/bench.yaml" yaml
-} >"$OUT.tmp"
+} | cat -s >"$OUT.tmp"
 mv "$OUT.tmp" "$OUT"
 echo "run.sh: wrote $OUT" >&2
