@@ -58,6 +58,9 @@ const (
 	// 100-continue" waits for the backend's answer before its body is sent
 	// all the same, as net/http's Transport does.
 	expectContinueTimeout = time.Second
+	// clientCheckInterval is how often a request waiting for its backend
+	// looks whether the client is still there.
+	clientCheckInterval = time.Second
 )
 
 var (
@@ -69,6 +72,7 @@ var (
 	errUpgradeAnswer = errors.New("backend switched protocols unasked")
 	errBadResponse   = errors.New("malformed response head from backend")
 	errHeadTooLarge  = errors.New("response head from backend too large")
+	errClientGone    = errors.New("client closed the connection while waiting for the backend")
 )
 
 // h1conn is one client connection served by the engine.
@@ -476,7 +480,7 @@ func (c *h1conn) forward(ex *exchange, keep bool) (status int, sent int64, keepO
 		var reused bool
 		var err error
 		uc, reused, err = s.h1.get(h.Address(), deadline, fresh)
-		if err == nil && reused && !replayable && !uc.alive() {
+		if err == nil && reused && !replayable && uc.stale() {
 			uc.Close()
 			uc, reused, err = s.h1.get(h.Address(), deadline, true)
 		}
@@ -497,6 +501,9 @@ func (c *h1conn) forward(ex *exchange, keep bool) (status int, sent int64, keepO
 		case reused && replayable && !answered && !fresh:
 			fresh = true
 			continue
+		case errors.Is(err, errClientGone):
+			// No one to answer; the request counts as aborted.
+			return 0, 0, false
 		case errors.As(err, &clientErr):
 			// The client's fault, not the endpoint's.
 			status, sent, _ = c.writeError(http.StatusBadGateway, false)
@@ -644,10 +651,45 @@ func (c *h1conn) roundTrip(uc *upConn, ex *exchange, deadline time.Time) (answer
 	} else if err := bw.Flush(); err != nil {
 		return false, err
 	}
-	if _, err := uc.br.Peek(1); err != nil {
+	if err := c.awaitResponse(uc, deadline); err != nil {
 		return false, err
 	}
 	return true, c.readResponse(uc)
+}
+
+// awaitResponse waits for the backend's response to begin. Every
+// clientCheckInterval of waiting it looks whether the client hung up, as
+// net/http's server does at once with a goroutine per connection: a
+// request whose client is gone is abandoned.
+func (c *h1conn) awaitResponse(uc *upConn, deadline time.Time) error {
+	for {
+		if err := uc.SetReadDeadline(earliest(time.Now().Add(clientCheckInterval), deadline)); err != nil {
+			return err
+		}
+		_, err := uc.br.Peek(1)
+		if err == nil {
+			return uc.SetReadDeadline(deadline)
+		}
+		ne, ok := errors.AsType[net.Error](err)
+		if !ok || !ne.Timeout() || !deadline.IsZero() && !time.Now().Before(deadline) {
+			return err
+		}
+		if socketState(c.clientSocket()) == socketClosed {
+			return errClientGone
+		}
+	}
+}
+
+// clientSocket is the TCP connection beneath TLS and the trackers.
+func (c *h1conn) clientSocket() net.Conn {
+	conn := c.gc.Conn
+	if tc, ok := conn.(*tls.Conn); ok {
+		conn = tc.NetConn()
+	}
+	if t, ok := conn.(*trackedConn); ok {
+		conn = t.Conn
+	}
+	return conn
 }
 
 func earliest(a, b time.Time) time.Time {

@@ -588,3 +588,34 @@ func TestH1BodilessStatuses(t *testing.T) {
 		}
 	}
 }
+
+// TestH1ClientHangsUp has a client leave while its request waits for a
+// slow backend: the request is abandoned, which the backend sees as its
+// request cancelled, and counts as aborted, as on net/http.
+func TestH1ClientHangsUp(t *testing.T) {
+	cancelled := make(chan struct{})
+	backend := startBackend(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-r.Context().Done():
+			close(cancelled)
+		case <-time.After(5 * time.Second):
+			io.WriteString(w, "too late")
+		}
+	}))
+	opts := testOptions()
+	opts.HTTP1Engine = EngineNative
+	s := startServer(t, opts)
+	s.UpdateEndpoints(map[string][]Endpoint{"web": {{Address: backend}}})
+	addr := apply(t, s, Listener{Address: "127.0.0.1:0", Routes: compile(t, route("all", nil, router.Rule{Backends: backends("web")}))})[0]
+
+	c, _ := dialRaw(t, addr)
+	io.WriteString(c, "GET / HTTP/1.1\r\nHost: a\r\n\r\n")
+	time.Sleep(100 * time.Millisecond)
+	c.Close()
+	select {
+	case <-cancelled:
+	case <-time.After(3 * time.Second):
+		t.Fatal("the backend still works for a client that left")
+	}
+	eventuallyMetric(t, s, 1, "hostgate_http_requests_total", "route", "HTTPRoute ns/all", "code", "aborted")
+}

@@ -152,3 +152,23 @@ func (p *upstreamPool) close() {
 		return true
 	})
 }
+
+// stale reports whether a pooled connection is known to be of no use: the
+// backend closed it, or sent bytes no request asked for.
+func (uc *upConn) stale() bool {
+	if uc.br.Buffered() > 0 {
+		return true
+	}
+	st := socketState(uc.Conn)
+	return st == socketData || st == socketClosed
+}
+
+// socketStatus is what socketState sees of a connection.
+type socketStatus uint8
+
+const (
+	socketUnknown socketStatus = iota
+	socketIdle
+	socketData
+	socketClosed
+)

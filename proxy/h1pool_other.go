@@ -2,6 +2,9 @@
 
 package proxy
 
-// alive cannot peek at a socket here; a closed connection then fails the
-// request that takes it, which forward answers 502.
-func (uc *upConn) alive() bool { return true }
+import "net"
+
+// socketState cannot peek at a socket here. A closed pooled connection
+// then fails the request that takes it (502), and a client that hangs up
+// is noticed only when its response is written.
+func socketState(net.Conn) socketStatus { return socketUnknown }

@@ -4,32 +4,39 @@ package proxy
 
 import (
 	"errors"
+	"net"
 	"syscall"
 )
 
-// alive reports whether a pooled connection still looks open: a peek that
-// would block says so, where end of stream or unexpected data says the
-// backend closed it or broke the exchange. It costs a system call, so only
-// requests that could not be sent again on another connection pay for it.
-func (uc *upConn) alive() bool {
-	if uc.br.Buffered() > 0 {
-		return false
-	}
-	sc, ok := uc.Conn.(syscall.Conn)
+// socketState peeks at a TCP connection without blocking or taking bytes:
+// idle (open, nothing to read), data waiting, or closed by the peer (or
+// broken). It costs a system call, so the engine uses it only where
+// waiting would cost more: before sending a request that cannot be sent
+// twice on a pooled connection, and while a request waits long for its
+// backend.
+func socketState(c net.Conn) socketStatus {
+	sc, ok := c.(syscall.Conn)
 	if !ok {
-		return true
+		return socketUnknown
 	}
 	raw, err := sc.SyscallConn()
 	if err != nil {
-		return false
+		return socketClosed
 	}
 	var b [1]byte
+	var n int
 	var peekErr error
 	if err := raw.Read(func(fd uintptr) bool {
-		_, _, peekErr = syscall.Recvfrom(int(fd), b[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
+		n, _, peekErr = syscall.Recvfrom(int(fd), b[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
 		return true
 	}); err != nil {
-		return false
+		return socketClosed
 	}
-	return errors.Is(peekErr, syscall.EAGAIN)
+	switch {
+	case errors.Is(peekErr, syscall.EAGAIN):
+		return socketIdle
+	case peekErr == nil && n > 0:
+		return socketData
+	}
+	return socketClosed
 }
