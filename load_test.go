@@ -54,7 +54,9 @@ type load struct {
 	dials    map[string]int
 	failures map[string]int
 	first    map[string]string
-	resets   map[string]int
+	// firstAt is when the first request failed.
+	firstAt time.Time
+	resets  map[string]int
 }
 
 // loadPause is each client's pause between requests: enough load to
@@ -208,6 +210,9 @@ func (l *load) fail(client, kind string, err error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.failures[key]++
+	if l.firstAt.IsZero() {
+		l.firstAt = time.Now()
+	}
 	if _, ok := l.first[key]; !ok {
 		l.first[key] = err.Error()
 	}
@@ -315,4 +320,11 @@ func (l *load) opened(name string) int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.dials[name]
+}
+
+// firstFailure returns when the first request failed, zero if none did.
+func (l *load) firstFailure() time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.firstAt
 }

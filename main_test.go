@@ -119,20 +119,10 @@ func startHostgate(t *testing.T, args ...string) *runningHostgate {
 	return h
 }
 
-// eventually polls check until it returns "" or the deadline passes.
+// eventually polls check until it returns "" or 10 s pass.
 func eventually(t *testing.T, what string, check func() string) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		problem := check()
-		if problem == "" {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: %s", what, problem)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	eventuallyWithin(t, 10*time.Second, what, check)
 }
 
 func get(url, host string) (int, string) {

@@ -236,7 +236,7 @@ func (c *cluster) tlsSecret(name string, certPEM, keyPEM []byte) {
 	}, metav1.CreateOptions{}))
 }
 
-// eventuallyWithin is eventually with a deadline of its own.
+// eventuallyWithin polls check until it returns "" or d passes.
 func eventuallyWithin(t *testing.T, d time.Duration, what string, check func() string) {
 	t.Helper()
 	deadline := time.Now().Add(d)
@@ -591,11 +591,12 @@ func TestAPIServerOutageUnderLoad(t *testing.T) {
 // HTTP/1.1, GOAWAY on HTTP/2), and the process exits 0. The only requests
 // that fail are those sent after hostgate stopped listening.
 func TestSIGTERMUnderLoad(t *testing.T) {
+	const shutdownDelay = 3 * time.Second
 	var slowStarted atomic.Int32
 	_, backendAddr := serveHTTP(t, "127.0.0.1", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/slow" {
 			slowStarted.Add(1)
-			time.Sleep(3 * time.Second)
+			time.Sleep(5 * time.Second)
 		}
 		io.WriteString(w, "stop ok")
 	}))
@@ -609,7 +610,7 @@ func TestSIGTERMUnderLoad(t *testing.T) {
 	admin := fmt.Sprintf("http://127.0.0.1:%d", adminPort)
 	cmd := exec.Command(os.Args[0], "--config", dir, "--admin-addr", fmt.Sprintf("127.0.0.1:%d", adminPort),
 		"--http-addr", "", "--https-addr", "", "--access-log=false",
-		"--shutdown-delay", "2s", "--shutdown-grace", "30s")
+		"--shutdown-delay", shutdownDelay.String(), "--shutdown-grace", "30s")
 	cmd.Env = append(os.Environ(), runAsHostgate+"=1")
 	logs := &syncBuffer{}
 	cmd.Stdout, cmd.Stderr = logs, logs
@@ -652,6 +653,7 @@ func TestSIGTERMUnderLoad(t *testing.T) {
 		}
 		return ""
 	})
+	signalled := time.Now()
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
@@ -673,6 +675,9 @@ func TestSIGTERMUnderLoad(t *testing.T) {
 	// Requests sent once the sockets were closed cannot succeed: refused,
 	// or reset while waiting to be accepted as the socket closed.
 	l.check(t, "refused", "not accepted")
+	if first := l.firstFailure(); !first.IsZero() && first.Before(signalled.Add(shutdownDelay)) {
+		t.Errorf("a request failed %v after SIGTERM, within the shutdown delay of %v", first.Sub(signalled), shutdownDelay)
+	}
 	if l.closes.Load() == 0 {
 		t.Error("no HTTP/1.1 answer during the shutdown delay said Connection: close")
 	}
