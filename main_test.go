@@ -27,7 +27,9 @@ func freePort(t *testing.T) int {
 	return ln.Addr().(*net.TCPAddr).Port
 }
 
-const exampleTemplate = `
+// gatewayHead is our GatewayClass and the start of Gateway default/web on
+// 127.0.0.1, up to its listeners.
+const gatewayHead = `
 apiVersion: gateway.networking.k8s.io/v1
 kind: GatewayClass
 metadata: {name: hostgate}
@@ -40,7 +42,9 @@ spec:
   gatewayClassName: hostgate
   addresses: [{type: IPAddress, value: 127.0.0.1}]
   listeners:
-  - {name: http, port: %[1]d, protocol: HTTP}
+`
+
+const exampleTemplate = gatewayHead + `  - {name: http, port: %[1]d, protocol: HTTP}
 ---
 apiVersion: gateway.networking.k8s.io/v1
 kind: HTTPRoute

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strconv"
 	"strings"
 )
 
@@ -14,6 +15,8 @@ const (
 	maxPathLen     = 1024
 	maxValueLen    = 4096
 	maxWeight      = 1_000_000
+	// maxQuoted is how much of a refused value an error message repeats.
+	maxQuoted = 100
 )
 
 // validateRoute checks what Compile relies on. The error names the field as
@@ -22,19 +25,19 @@ func validateRoute(r *Route) error {
 	switch r.ID.Kind {
 	case KindIngress, KindHTTPRoute, KindGRPCRoute:
 	default:
-		return fmt.Errorf("kind %q: not a route kind", r.ID.Kind)
+		return fmt.Errorf("kind %s: not a route kind", quote(r.ID.Kind))
 	}
 	if r.ID.Name == "" {
 		return errors.New("name: must not be empty")
 	}
 	if r.Listener != "" {
 		if err := validateHostname(r.Listener); err != nil {
-			return fmt.Errorf("listener hostname %q: %w", r.Listener, err)
+			return fmt.Errorf("listener hostname %s: %w", quote(r.Listener), err)
 		}
 	}
 	for i, h := range r.Hostnames {
 		if err := validateHostname(h); err != nil {
-			return fmt.Errorf("hostnames[%d] %q: %w", i, h, err)
+			return fmt.Errorf("hostnames[%d] %s: %w", i, quote(h), err)
 		}
 	}
 	for ri := range r.Rules {
@@ -149,15 +152,15 @@ func validateMatch(kind Kind, m *Match) error {
 			return fmt.Errorf("method: a gRPC match is only valid in a %s", KindGRPCRoute)
 		}
 		if err := validatePath(m.Path); err != nil {
-			return fmt.Errorf("path.value %q: %w", m.Path.Value, err)
+			return fmt.Errorf("path.value %s: %w", quote(m.Path.Value), err)
 		}
 		if m.Method != "" && !isToken(m.Method) {
-			return fmt.Errorf("method %q: not an HTTP method token", m.Method)
+			return fmt.Errorf("method %s: not an HTTP method token", quote(m.Method))
 		}
 	}
 	for i, h := range m.Headers {
 		if !isToken(h.Name) {
-			return fmt.Errorf("headers[%d].name %q: not an HTTP header name", i, h.Name)
+			return fmt.Errorf("headers[%d].name %s: not an HTTP header name", i, quote(h.Name))
 		}
 		if err := validateValue(h.Value); err != nil {
 			return fmt.Errorf("headers[%d].value: %w", i, err)
@@ -165,7 +168,7 @@ func validateMatch(kind Kind, m *Match) error {
 	}
 	for i, q := range m.Query {
 		if q.Name == "" || len(q.Name) > maxValueLen || hasControl(q.Name) {
-			return fmt.Errorf("queryParams[%d].name %q: must be 1 to %d printable characters", i, q.Name, maxValueLen)
+			return fmt.Errorf("queryParams[%d].name %s: must be 1 to %d printable characters", i, quote(q.Name), maxValueLen)
 		}
 		if err := validateValue(q.Value); err != nil {
 			return fmt.Errorf("queryParams[%d].value: %w", i, err)
@@ -270,7 +273,7 @@ func validateHeaderModifier(m *HeaderModifier) error {
 	}{{"set", m.Set}, {"add", m.Add}} {
 		for i, h := range list.headers {
 			if !isToken(h.Name) {
-				return fmt.Errorf("%s[%d].name %q: not an HTTP header name", list.field, i, h.Name)
+				return fmt.Errorf("%s[%d].name %s: not an HTTP header name", list.field, i, quote(h.Name))
 			}
 			if err := validateValue(h.Value); err != nil {
 				return fmt.Errorf("%s[%d].value: %w", list.field, i, err)
@@ -279,7 +282,7 @@ func validateHeaderModifier(m *HeaderModifier) error {
 	}
 	for i, name := range m.Remove {
 		if !isToken(name) {
-			return fmt.Errorf("remove[%d] %q: not an HTTP header name", i, name)
+			return fmt.Errorf("remove[%d] %s: not an HTTP header name", i, quote(name))
 		}
 	}
 	return nil
@@ -289,11 +292,11 @@ func validateRedirect(r *Redirect) error {
 	switch r.Scheme {
 	case "", "http", "https":
 	default:
-		return fmt.Errorf("scheme %q: must be http or https", r.Scheme)
+		return fmt.Errorf("scheme %s: must be http or https", quote(r.Scheme))
 	}
 	if r.Hostname != "" {
 		if err := validateHostname(r.Hostname); err != nil || strings.HasPrefix(r.Hostname, "*") {
-			return fmt.Errorf("hostname %q: not a DNS name", r.Hostname)
+			return fmt.Errorf("hostname %s: not a DNS name", quote(r.Hostname))
 		}
 	}
 	if r.Port < 0 || r.Port > 65535 {
@@ -310,7 +313,7 @@ func validateRedirect(r *Redirect) error {
 func validateRewrite(r *Rewrite) error {
 	if r.Hostname != "" {
 		if err := validateHostname(r.Hostname); err != nil || strings.HasPrefix(r.Hostname, "*") {
-			return fmt.Errorf("hostname %q: not a DNS name", r.Hostname)
+			return fmt.Errorf("hostname %s: not a DNS name", quote(r.Hostname))
 		}
 	}
 	return validatePathModifier(r.Path)
@@ -326,10 +329,10 @@ func validatePathModifier(p *PathModifier) error {
 		return fmt.Errorf("path.type: unknown path modifier %d", p.Type)
 	}
 	if p.Value != "" && !strings.HasPrefix(p.Value, "/") {
-		return fmt.Errorf("path %q: must start with \"/\"", p.Value)
+		return fmt.Errorf("path %s: must start with \"/\"", quote(p.Value))
 	}
 	if len(p.Value) > maxPathLen || hasControl(p.Value) || strings.ContainsAny(p.Value, " ?#") {
-		return fmt.Errorf("path %q: must be at most %d characters without spaces, control characters, '?' or '#'", p.Value, maxPathLen)
+		return fmt.Errorf("path %s: must be at most %d characters without spaces, control characters, '?' or '#'", quote(p.Value), maxPathLen)
 	}
 	return nil
 }
@@ -375,6 +378,16 @@ func isToken(s string) bool {
 		}
 	}
 	return true
+}
+
+// quote quotes a value for an error message as %q does, escaping control
+// characters, and cuts it after maxQuoted bytes: messages go into status
+// conditions, which the API server caps at 32 KiB, and into logs.
+func quote[S ~string](s S) string {
+	if len(s) > maxQuoted {
+		return fmt.Sprintf("%q... (%d bytes)", s[:maxQuoted], len(s))
+	}
+	return strconv.Quote(string(s))
 }
 
 func hasControl(s string) bool {
