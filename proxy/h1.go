@@ -496,7 +496,7 @@ func (c *h1conn) forward(ex *exchange, keep bool) (status int, sent int64, keepO
 		if uc != nil {
 			uc.Close()
 		}
-		var clientErr clientBodyError
+		_, clientErr := errors.AsType[clientBodyError](err)
 		switch {
 		case reused && replayable && !answered && !fresh:
 			fresh = true
@@ -504,7 +504,7 @@ func (c *h1conn) forward(ex *exchange, keep bool) (status int, sent int64, keepO
 		case errors.Is(err, errClientGone):
 			// No one to answer; the request counts as aborted.
 			return 0, 0, false
-		case errors.As(err, &clientErr):
+		case clientErr:
 			// The client's fault, not the endpoint's.
 			status, sent, _ = c.writeError(http.StatusBadGateway, false)
 			return status, sent, false
