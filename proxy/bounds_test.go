@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"crypto/tls"
+	"crypto/x509"
 	"io"
 	"net"
 	"runtime"
@@ -36,12 +37,13 @@ func requestsCPU(t *testing.T, dial dialer, n int) time.Duration {
 }
 
 // timeoutListeners starts a server with the given ReadHeaderTimeout and
-// returns the addresses of its cleartext and TLS (a.test) listeners, and
-// the TLS fixture.
-func timeoutListeners(t *testing.T, readHeaderTimeout time.Duration) ([]string, *tlsFixture) {
+// IdleTimeout (0: the default) and returns the addresses of its cleartext
+// and TLS (a.test) listeners, and the TLS fixture.
+func timeoutListeners(t *testing.T, readHeaderTimeout, idleTimeout time.Duration) ([]string, *tlsFixture) {
 	t.Helper()
 	opts := testOptions()
 	opts.ReadHeaderTimeout = readHeaderTimeout
+	opts.IdleTimeout = idleTimeout
 	s := startServer(t, opts)
 	f := newTLSFixture(t)
 	routes := compile(t, route("all", nil, router.Rule{Backends: backends("web")}))
@@ -59,13 +61,13 @@ func TestSlowloris(t *testing.T) {
 		conns   = 200 // every tenth over TLS
 		timeout = 3 * time.Second
 		// Per connection, measured: one goroutine (net/http's) and at
-		// most 17 KiB of heap (its 4 KiB read and write buffers, the
+		// most 18 KiB of heap (its 4 KiB read and write buffers, the
 		// guard's state, TLS state on both ends for some). The bounds are
 		// about twice that.
 		goroutinesPerConn = 2
 		heapPerConn       = 32 << 10
 	)
-	addrs, f := timeoutListeners(t, timeout)
+	addrs, f := timeoutListeners(t, timeout, 0)
 
 	var before runtime.MemStats
 	runtime.GC()
@@ -175,4 +177,36 @@ func TestH2OversizedHeaders(t *testing.T) {
 			t.Errorf("backend saw %d requests, want 1", n)
 		}
 	})
+}
+
+// TestH2SlowHeaderBlock trickles a header block on HTTP/2 connections, a
+// byte every 50ms in CONTINUATION frames: slowloris inside HTTP/2, where
+// ReadHeaderTimeout does not apply. The stream never opens, so the
+// connection counts as idle, and IdleTimeout ends it (GOAWAY, then the
+// close a second later) without an answer.
+func TestH2SlowHeaderBlock(t *testing.T) {
+	const idle = time.Second
+	addrs, f := timeoutListeners(t, idle, idle)
+	for i, roots := range []*x509.CertPool{nil, f.ca.Pool} {
+		t.Run([]string{"h2c", "h2"}[i], func(t *testing.T) {
+			c := dialH2(t, dialerTo(addrs[i], roots))
+			start := time.Now()
+			block := c.headers("x-slow", strings.Repeat("a", 2000))
+			if err := c.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: block[:10], EndStream: true}); err != nil {
+				t.Fatal(err)
+			}
+			for j := 10; j < len(block) && time.Since(start) < idle+3*time.Second; j++ {
+				if c.fr.WriteContinuation(1, false, block[j:j+1]) != nil || c.bw.Flush() != nil {
+					break
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+			goAway, _, status, closed := c.readUntilClosed(time.Second)
+			d := time.Since(start)
+			t.Logf("GOAWAY %v, closed after %v", goAway, d)
+			if !closed || status != "" || d > idle+3*time.Second {
+				t.Errorf("after %v: closed %v, status %q; want closed within IdleTimeout and a second, no answer", d, closed, status)
+			}
+		})
+	}
 }

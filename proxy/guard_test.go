@@ -43,7 +43,11 @@ func guardedServer(t *testing.T, p Protocol, backend http.Handler) (dial dialer,
 		f := newTLSFixture(t)
 		l.TLS, roots = f.store(t, "a.test!"), f.ca.Pool
 	}
-	addr := apply(t, s, l)[0]
+	return dialerTo(apply(t, s, l)[0], roots), seen
+}
+
+// dialerTo connects to addr, over TLS to a.test if roots is set.
+func dialerTo(addr string, roots *x509.CertPool) dialer {
 	return func(t *testing.T, alpn string) net.Conn {
 		t.Helper()
 		var c net.Conn
@@ -58,7 +62,7 @@ func guardedServer(t *testing.T, p Protocol, backend http.Handler) (dial dialer,
 		}
 		t.Cleanup(func() { c.Close() })
 		return c
-	}, seen
+	}
 }
 
 // protocols runs f on a cleartext and a TLS listener.
@@ -349,7 +353,7 @@ func BenchmarkGuardHTTP1(b *testing.B) {
 // of a TLS handshake or request head: each is closed after
 // ReadHeaderTimeout, now that the guard's listener terminates TLS.
 func TestSilentClientsClosed(t *testing.T) {
-	addrs, _ := timeoutListeners(t, 200*time.Millisecond)
+	addrs, _ := timeoutListeners(t, 200*time.Millisecond, 0)
 	for _, tt := range []struct {
 		name, addr, send string
 	}{
