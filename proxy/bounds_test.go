@@ -36,6 +36,41 @@ func requestsCPU(t *testing.T, dial dialer, n int) time.Duration {
 	return cpuTime(t) - start
 }
 
+// heapInUse is the live heap: in use after a garbage collection.
+func heapInUse() uint64 {
+	var m runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&m)
+	return m.HeapInuse
+}
+
+// watchHeap samples the heap in use, garbage included, every 5ms until the
+// function it returns is called, which returns how far the highest sample
+// rose above the live heap at the start.
+func watchHeap() func() int64 {
+	base := heapInUse()
+	var peak uint64
+	stop, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			var m runtime.MemStats
+			runtime.ReadMemStats(&m)
+			peak = max(peak, m.HeapInuse)
+			select {
+			case <-stop:
+				return
+			case <-time.After(5 * time.Millisecond):
+			}
+		}
+	}()
+	return func() int64 {
+		close(stop)
+		<-done
+		return int64(peak) - int64(base)
+	}
+}
+
 // timeoutListeners starts a server with the given ReadHeaderTimeout and
 // IdleTimeout (0: the default) and returns the addresses of its cleartext
 // and TLS (a.test) listeners, and the TLS fixture.
@@ -69,9 +104,7 @@ func TestSlowloris(t *testing.T) {
 	)
 	addrs, f := timeoutListeners(t, timeout, 0)
 
-	var before runtime.MemStats
-	runtime.GC()
-	runtime.ReadMemStats(&before)
+	before := heapInUse()
 	goroutines := runtime.NumGoroutine()
 	start := time.Now()
 	cs := make([]net.Conn, conns)
@@ -109,13 +142,10 @@ func TestSlowloris(t *testing.T) {
 			}
 		}
 		time.Sleep(50 * time.Millisecond)
-		var m runtime.MemStats
-		runtime.GC()
-		runtime.ReadMemStats(&m)
-		peakHeap = max(peakHeap, m.HeapInuse)
+		peakHeap = max(peakHeap, heapInUse())
 		peakGoroutines = max(peakGoroutines, runtime.NumGoroutine())
 	}
-	grown := int64(peakHeap) - int64(before.HeapInuse)
+	grown := int64(peakHeap) - int64(before)
 	t.Logf("%d connections: %d more goroutines, heap in use grew by %d KiB (%d B per connection)", conns, peakGoroutines-goroutines, grown>>10, grown/conns)
 	if n := peakGoroutines - goroutines; n > goroutinesPerConn*conns {
 		t.Errorf("%d more goroutines for %d connections", n, conns)
