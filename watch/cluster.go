@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"slices"
 	"sync"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -65,10 +67,11 @@ func NewCluster(cfg *rest.Config, opts Options, publish Publish, log *slog.Logge
 	}
 	transform := informers.WithTransform(trimObject)
 	c := &clusterStore{
-		log:       s.log,
-		discovery: kube.Discovery(),
-		meta:      meta,
-		core:      informers.NewSharedInformerFactoryWithOptions(kube, 0, transform),
+		log:           s.log,
+		statusChanged: s.statusChanged,
+		discovery:     kube.Discovery(),
+		meta:          meta,
+		core:          informers.NewSharedInformerFactoryWithOptions(kube, 0, transform),
 		secrets: informers.NewSharedInformerFactoryWithOptions(kube, 0, transform,
 			informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.FieldSelector = "type=" + string(corev1.SecretTypeTLS) })),
 		gateway: gatewayinformers.NewSharedInformerFactoryWithOptions(gw, 0, gatewayinformers.WithTransform(trimObject)),
@@ -121,12 +124,15 @@ func trimObject(obj any) (any, error) {
 }
 
 type clusterStore struct {
-	log       *slog.Logger
-	discovery discovery.DiscoveryInterface
-	meta      metadata.Interface
-	core      informers.SharedInformerFactory
-	secrets   informers.SharedInformerFactory
-	gateway   gatewayinformers.SharedInformerFactory
+	log *slog.Logger
+	// statusChanged is called instead of run's changed for updates of
+	// status only.
+	statusChanged func()
+	discovery     discovery.DiscoveryInterface
+	meta          metadata.Interface
+	core          informers.SharedInformerFactory
+	secrets       informers.SharedInformerFactory
+	gateway       gatewayinformers.SharedInformerFactory
 	// ready gates event handlers until the first full sync, so that no
 	// translation sees a half-listed cluster.
 	ready atomic.Bool
@@ -168,11 +174,14 @@ func (c *clusterStore) run(ctx context.Context, changed func()) error {
 	defer c.core.Shutdown()
 	defer c.secrets.Shutdown()
 	defer c.gateway.Shutdown()
-	handler := eventHandler(func() {
-		if c.ready.Load() {
-			changed()
+	gated := func(f func()) func() {
+		return func() {
+			if c.ready.Load() {
+				f()
+			}
 		}
-	})
+	}
+	handler := eventHandler(gated(changed), gated(c.statusChanged))
 	core := []cache.SharedIndexInformer{
 		c.core.Networking().V1().Ingresses().Informer(),
 		c.core.Networking().V1().IngressClasses().Informer(),
@@ -292,19 +301,36 @@ func (c *clusterStore) readBundleVersion(ctx context.Context) (version string, k
 	return crd.Annotations[consts.BundleVersionAnnotation], true
 }
 
-func eventHandler(changed func()) cache.ResourceEventHandler {
+func eventHandler(changed, statusChanged func()) cache.ResourceEventHandler {
 	return cache.ResourceEventHandlerFuncs{
 		AddFunc: func(any) { changed() },
 		UpdateFunc: func(old, new any) {
 			o, okOld := old.(metav1.Object)
 			n, okNew := new.(metav1.Object)
-			if okOld && okNew && o.GetResourceVersion() == n.GetResourceVersion() {
-				return
+			switch {
+			case okOld && okNew && o.GetResourceVersion() == n.GetResourceVersion():
+			case okOld && okNew && onlyStatusChanged(old, o, n):
+				statusChanged()
+			default:
+				changed()
 			}
-			changed()
 		},
 		DeleteFunc: func(any) { changed() },
 	}
+}
+
+// onlyStatusChanged reports whether an update of obj (old o, new n)
+// changed its status and nothing else translation reads: for the kinds
+// with a status subresource, the generation counts changes of spec.
+func onlyStatusChanged(obj any, o, n metav1.Object) bool {
+	switch obj.(type) {
+	case *gatewayv1.HTTPRoute, *gatewayv1.GRPCRoute, *gatewayv1.Gateway, *gatewayv1.GatewayClass, *networkingv1.Ingress:
+	default:
+		return false
+	}
+	return o.GetGeneration() == n.GetGeneration() && o.GetGeneration() != 0 &&
+		maps.Equal(o.GetLabels(), n.GetLabels()) && maps.Equal(o.GetAnnotations(), n.GetAnnotations()) &&
+		o.GetDeletionTimestamp().Equal(n.GetDeletionTimestamp())
 }
 
 func hasSynced(list []cache.SharedIndexInformer) []cache.InformerSynced {

@@ -31,6 +31,8 @@ type Source struct {
 	lastProblems []string
 	// memo keeps per-object results for the next translation.
 	memo *memo
+	// statusKick is statusChanged's signal to Start.
+	statusKick chan struct{}
 }
 
 // debounce is the least time between the starts of two translations. A
@@ -41,6 +43,22 @@ type Source struct {
 // change would otherwise wait for the stream to pause.
 const debounce = 20 * time.Millisecond
 
+// statusDelay is how long a change of nothing but an object's status
+// waits for a translation. Translation reads such changes (whose status
+// entries are ours, and the objects that Reports carry to the status
+// writer), but they change nothing served, and hostgate's own status
+// writes come by the thousand: translated one by one at 10,000 routes
+// they would keep a core busy and route changes waiting behind them.
+const statusDelay = time.Second
+
+// statusChanged tells Start that an object changed in its status only.
+func (s *Source) statusChanged() {
+	select {
+	case s.statusKick <- struct{}{}:
+	default:
+	}
+}
+
 func newSource(opts Options, publish Publish, log *slog.Logger) (*Source, error) {
 	if err := opts.validate(); err != nil {
 		return nil, err
@@ -48,7 +66,7 @@ func newSource(opts Options, publish Publish, log *slog.Logger) (*Source, error)
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Source{opts: opts, publish: publish, log: log, memo: newMemo()}, nil
+	return &Source{opts: opts, publish: publish, log: log, memo: newMemo(), statusKick: make(chan struct{}, 1)}, nil
 }
 
 func (o Options) validate() error {
@@ -87,8 +105,15 @@ func (s *Source) Start(ctx context.Context) error {
 	go func() { errc <- s.run(ctx, changed) }()
 	timer := time.NewTimer(0)
 	timer.Stop()
-	pending := false
 	var earliest time.Time // of the next translation
+	var due time.Time      // of the pending one; zero when none is
+	schedule := func(at time.Time) {
+		at = later(at, earliest)
+		if due.IsZero() || at.Before(due) {
+			due = at
+			timer.Reset(time.Until(at))
+		}
+	}
 	for {
 		select {
 		case <-ctx.Done():
@@ -96,16 +121,22 @@ func (s *Source) Start(ctx context.Context) error {
 		case err := <-errc:
 			return err
 		case <-kick:
-			if !pending {
-				timer.Reset(max(0, time.Until(earliest)))
-				pending = true
-			}
+			schedule(time.Now())
+		case <-s.statusKick:
+			schedule(time.Now().Add(statusDelay))
 		case <-timer.C:
-			pending = false
+			due = time.Time{}
 			earliest = time.Now().Add(debounce)
 			s.translate()
 		}
 	}
+}
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
 
 func (s *Source) translate() {
