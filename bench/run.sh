@@ -448,6 +448,9 @@ if ! (cd "$repo" && git diff --quiet HEAD -- . ':!bench' ':!docs' 2>/dev/null); 
 	hostgate_rev+=" with uncommitted changes"
 fi
 mkdir -p "$(dirname "$OUT")"
+# The "Control plane" section comes from hack/perf-controlplane.sh, not
+# from this run: it is carried over as it is.
+control_plane=$(awk '/^## Control plane/ { p = 1; print; next } p && /^## / { exit } p' "$OUT" 2>/dev/null || true)
 {
 	busy=
 	if awk -v l="${load_before%% *}" 'BEGIN { exit !(l >= 1) }'; then
@@ -482,6 +485,8 @@ about the proxy. **errors** counts failed requests over all rounds
 (for wrk socket errors, among them responses slower than its 2 s
 timeout, and non-2xx responses; for h2load failed, errored and timed out
 requests; for loadgen failed calls).
+
+$control_plane
 
 ## Machine
 

@@ -8,6 +8,7 @@
 # Usage:
 #   hack/perf-controlplane.sh                 # 100 changes per scenario
 #   CPBENCH_CHANGES=200 hack/perf-controlplane.sh
+#   hack/perf-controlplane.sh -bench 'ControlPlane/httproutes=10000'   # one scenario
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 eval "$("$root/hack/kube-env.sh" --export)"

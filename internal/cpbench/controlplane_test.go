@@ -92,10 +92,11 @@ func BenchmarkControlPlane(b *testing.B) {
 	c.setup(b, backend.port, 10000)
 	n := changes(b)
 
-	// httpRoutes adds routes up to a total of to and measures.
-	httpRoutes := func(from, to int, endpoints bool) func(*testing.B) {
+	// httpRoutes adds routes up to a total of to and measures; -bench
+	// may pick any one scenario.
+	httpRoutes := func(to int, endpoints bool) func(*testing.B) {
 		return func(b *testing.B) {
-			c.createHTTPRoutes(b, from, to)
+			c.createHTTPRoutes(b, to)
 			h := c.startHostgate(b, httpRouteHost(to-1))
 			defer h.stop(b)
 			h.reportStartup(b)
@@ -105,8 +106,8 @@ func BenchmarkControlPlane(b *testing.B) {
 			}
 		}
 	}
-	b.Run("httproutes=1000", httpRoutes(0, 1000, false))
-	b.Run("httproutes=10000", httpRoutes(1000, 10000, true))
+	b.Run("httproutes=1000", httpRoutes(1000, false))
+	b.Run("httproutes=10000", httpRoutes(10000, true))
 	b.Run("ingresses=10000,certs=1000", func(b *testing.B) {
 		c.deleteHTTPRoutes(b)
 		c.createIngresses(b, 10000)
@@ -132,6 +133,8 @@ type cluster struct {
 	// changed counts the changes made so far, so every one has its own
 	// names.
 	changed int
+	// routes is how many HTTPRoutes createHTTPRoutes made.
+	routes int
 }
 
 func namespace(i int) string         { return "bench-" + strconv.Itoa(i%namespaces) }
@@ -217,17 +220,21 @@ func httpRoute(name, host, prefix, svc string) *gatewayv1.HTTPRoute {
 	}
 }
 
-func (c *cluster) createHTTPRoutes(b *testing.B, from, to int) {
+// createHTTPRoutes creates HTTPRoutes until there are to of them.
+func (c *cluster) createHTTPRoutes(b *testing.B, to int) {
+	from := c.routes
 	began := time.Now()
 	parallel(b, to-from, func(i int) error {
 		i += from
 		_, err := c.gw.GatewayV1().HTTPRoutes(namespace(i)).Create(context.Background(), httpRoute("route-"+strconv.Itoa(i), httpRouteHost(i), "/", serviceName(i)), metav1.CreateOptions{})
 		return err
 	})
+	c.routes = to
 	b.Logf("created HTTPRoutes %d to %d in %v", from, to-1, time.Since(began).Round(time.Millisecond))
 }
 
 func (c *cluster) deleteHTTPRoutes(b *testing.B) {
+	c.routes = 0
 	parallel(b, namespaces, func(i int) error {
 		return c.gw.GatewayV1().HTTPRoutes(namespace(i)).DeleteCollection(context.Background(), metav1.DeleteOptions{}, metav1.ListOptions{})
 	})
