@@ -25,9 +25,6 @@ PROXY_CPU=${PROXY_CPU:-0}
 LOAD_CPU=${LOAD_CPU:-1}
 CADDY_VERSION=${CADDY_VERSION:-v2.11.9}
 BIN=${BIN:-$HOME/.cache/hostgate-bench/bin}
-# NICE (e.g. -10, as root) runs everything measured at a higher priority
-# than other work on a shared machine; 0 leaves the scheduler alone.
-NICE=${NICE:-0}
 
 repo=$(cd "$(dirname "$0")/.." && pwd)
 OUT=${OUT:-$repo/docs/benchmarks.md}
@@ -83,7 +80,7 @@ loadgen=$work/bin/loadgen
 start() {
 	local name=$1 cpu=$2
 	shift 2
-	nice -n "$NICE" taskset -c "$cpu" "$@" >"$work/$name.log" 2>&1 &
+	taskset -c "$cpu" "$@" >"$work/$name.log" 2>&1 &
 	pids+=($!)
 	PID[$name]=$!
 }
@@ -337,7 +334,7 @@ why_na() {
 # load SCENARIO PROXY DURATION OUTFILE: runs the load generator of the
 # scenario against the proxy and prints its command line first.
 load() {
-	local s=$1 p=$2 d=$3 out=$4 http=127.0.0.1:${HTTP_PORT[$2]} tls=127.0.0.1:${TLS_PORT[$2]}
+	local s=$1 p=$2 d=$3 out=$4 http=127.0.0.1:${HTTP_PORT[$2]} tls=127.0.0.1:${TLS_PORT[$2]-}
 	local -a cmd
 	case $s in
 	h1-small) cmd=(wrk -t1 -c64 -d"$d" --latency "http://$http/") ;;
@@ -349,7 +346,7 @@ load() {
 	*) echo "run.sh: unknown scenario $s" >&2; exit 2 ;;
 	esac
 	printf '%q ' "${cmd[@]}" | sed "s|$work|\$WORK|g; s/ $//" >"$out.cmd"
-	nice -n "$NICE" taskset -c "$LOAD_CPU" "${cmd[@]}" >"$out" 2>&1
+	taskset -c "$LOAD_CPU" "${cmd[@]}" >"$out" 2>&1
 }
 
 # cpu_ticks PID: user+system clock ticks of PID and its children (nginx's
@@ -417,6 +414,14 @@ if [[ $(secs "$WARMUP") -gt 0 ]]; then
 	done
 fi
 
+# The upstream alone, with wrk on the same core as in every proxied run:
+# the ceiling that shows the upstream is not what limits the proxies.
+HTTP_PORT[upstream]=$UP_HTTP
+direct() { measure "$1" upstream 1 "$DURATION" | sed -E 's/.* rps=([0-9]+)[.0-9]* .* p99_ms=([0-9.]+).*/\1 requests\/s (p99 \2 ms)/'; }
+direct_small=$(direct h1-small)
+direct_16k=$(direct h1-16k)
+echo "run.sh: the upstream alone: $direct_small small, $direct_16k 16 KiB" >&2
+
 for ((r = 1; r <= ROUNDS; r++)); do
 	for s in $SCENARIOS; do
 		for p in $PROXIES; do
@@ -458,14 +463,13 @@ control_plane=$(awk '/^## Control plane/ { p = 1; print; next } p && /^## / { ex
 ${load_before%% *} at its start, on $(nproc) CPUs): each proxy got only part of its core
 (the proxy CPU column), so the rates are shares of a busy machine, not
 what the proxies can do, and their ratios are rough. Run it again on an
-idle machine, or with NICE=-10, for figures to compare."
+idle machine for figures to compare."
 	fi
 	cat <<EOF
 # Benchmarks: hostgate side by side with nginx, HAProxy and Caddy
 
 Written by [\`bench/run.sh\`](../bench/run.sh) on $started (ROUNDS=$ROUNDS,
-DURATION=$DURATION, WARMUP=$WARMUP, NICE=$NICE); run it again to replace
-this file.
+DURATION=$DURATION, WARMUP=$WARMUP); run it again to replace this file.
 
 ## Result
 
@@ -520,9 +524,11 @@ $control_plane
 - **Upstreams, the same for every proxy.** HTTP: a second nginx with one
   worker that answers \`GET /\` with "hello, world" (13 bytes) by
   \`return 200\` and \`GET /16k\` with a 16 KiB file held open by
-  \`open_file_cache\`, so both come from memory. With wrk on the same core
-  it reaches about 100,000 small responses/s, several times any proxy's
-  rate here, so it is not the bottleneck. gRPC: grpc-go's health service
+  \`open_file_cache\`, so both come from memory. Straight from it, with
+  wrk on the same core as in the proxied runs, this run reached
+  $direct_small with the small response and $direct_16k with
+  the 16 KiB one: while that is well above a proxy's rate in the table,
+  the upstream is not what limits the proxy. gRPC: grpc-go's health service
   (\`grpc.health.v1.Health/Check\`) over h2c (\`loadgen grpc-upstream\`).
 - **Equivalent configurations** (below, as they ran): one worker or
   thread (nginx \`worker_processes 1\`, HAProxy \`nbthread 1\`, Caddy and
