@@ -332,7 +332,8 @@ why_na() {
 }
 
 # load SCENARIO PROXY DURATION OUTFILE: runs the load generator of the
-# scenario against the proxy and prints its command line first.
+# scenario against the proxy, its command line kept in OUTFILE.cmd for the
+# docs.
 load() {
 	local s=$1 p=$2 d=$3 out=$4 http=127.0.0.1:${HTTP_PORT[$2]} tls=127.0.0.1:${TLS_PORT[$2]-}
 	local -a cmd
