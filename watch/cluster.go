@@ -206,6 +206,10 @@ func (c *clusterStore) run(ctx context.Context, changed func()) error {
 	c.mu.Lock()
 	c.synced = append(c.synced, core...)
 	c.mu.Unlock()
+	// Discovery fails while the API server is unreachable: asked again
+	// before the first translation, which must not leave out installed
+	// Gateway API kinds (it replaces what --state-file restored).
+	now, known := c.startGatewayKinds(ctx, handler)
 	c.log.Info("caches synced", "seconds", time.Since(start).Seconds())
 	c.ready.Store(true)
 	changed()
@@ -213,7 +217,7 @@ func (c *clusterStore) run(ctx context.Context, changed func()) error {
 	missing := []string{"none"} // forces the first log line
 	for {
 		poll := crdPollInstalled
-		if now, known := c.startGatewayKinds(ctx, handler); !known {
+		if !known {
 			poll = crdPollMissing
 		} else if !slices.Equal(now, missing) {
 			missing = now
@@ -232,6 +236,7 @@ func (c *clusterStore) run(ctx context.Context, changed func()) error {
 			return nil
 		case <-time.After(poll):
 		}
+		now, known = c.startGatewayKinds(ctx, handler)
 	}
 }
 
