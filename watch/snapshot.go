@@ -17,6 +17,15 @@ type Snapshot struct {
 	Endpoints map[string][]Endpoint
 }
 
+// RouteCount is the number of routes of all listeners.
+func (s *Snapshot) RouteCount() int {
+	n := 0
+	for _, l := range s.Listeners {
+		n += len(l.Routes)
+	}
+	return n
+}
+
 // Protocol is what a listener speaks.
 type Protocol string
 

@@ -149,15 +149,11 @@ func (s *Source) translate() {
 		s.opts.TranslationTime.Observe(done.Sub(listed).Seconds())
 	}
 	s.publish(snap, reports)
-	routes := 0
-	for _, l := range snap.Listeners {
-		routes += len(l.Routes)
-	}
 	s.log.Info("translated",
 		"list_seconds", listed.Sub(start).Seconds(),
 		"translate_seconds", done.Sub(listed).Seconds(),
 		"publish_seconds", time.Since(done).Seconds(),
-		"listeners", len(snap.Listeners), "routes", routes, "endpoint_sets", len(snap.Endpoints))
+		"listeners", len(snap.Listeners), "routes", snap.RouteCount(), "endpoint_sets", len(snap.Endpoints))
 	s.logProblems(reports)
 }
 
