@@ -58,6 +58,9 @@ type config struct {
 	logLevel         slog.Level
 	accessLog        bool
 	printVersion     bool
+	stateFile        string
+	// state is the --state-file (cluster mode).
+	state *watch.StateFile
 	// statusWriteErrors counts failed status writes (cluster mode).
 	statusWriteErrors prometheus.Counter
 	watch             watch.Options
@@ -69,6 +72,7 @@ func parseFlags(args []string, output io.Writer) (*config, error) {
 	fs := flag.NewFlagSet("hostgate", flag.ContinueOnError)
 	fs.SetOutput(output)
 	fs.StringVar(&c.configPath, "config", "", "serve the Kubernetes objects in this YAML file or folder instead of a cluster's (reloaded on change)")
+	fs.StringVar(&c.stateFile, "state-file", "", "file that keeps the last configuration from the API server, private keys included, to serve at a start while the API server is unreachable until it syncs; empty: none")
 	fs.StringVar(&c.kubeconfig, "kubeconfig", "", "kubeconfig of the cluster to watch; empty uses the in-cluster config")
 	fs.StringVar(&c.leaseNamespace, "lease-namespace", envOr("POD_NAMESPACE", "hostgate"), "namespace of the Lease that elects the one status writer (default $POD_NAMESPACE)")
 	fs.StringVar(&c.leaseName, "lease-name", "hostgate-status", "name of that Lease")
@@ -113,6 +117,9 @@ func parseFlags(args []string, output io.Writer) (*config, error) {
 	}
 	if c.configPath != "" && c.kubeconfig != "" {
 		return nil, errors.New("-config and -kubeconfig exclude each other: serve files or a cluster")
+	}
+	if c.configPath != "" && c.stateFile != "" {
+		return nil, errors.New("-state-file is for cluster mode: with -config the files are the configuration")
 	}
 	return c, nil
 }
@@ -196,6 +203,9 @@ func run(ctx context.Context, args []string, logOutput io.Writer, h *hooks) erro
 	})
 	reg.MustRegister(translationTime, c.statusWriteErrors)
 	c.watch.TranslationTime = translationTime
+	if c.stateFile != "" {
+		c.state = watch.NewStateFile(c.stateFile, log.With("component", "state-file"), reg)
+	}
 	if c.accessLog {
 		c.proxy.AccessLog = accessLogger(log)
 	}
@@ -223,13 +233,19 @@ func run(ctx context.Context, args []string, logOutput io.Writer, h *hooks) erro
 	restCtx, stopRest := context.WithCancel(context.Background())
 	defer stopRest()
 	var wg sync.WaitGroup
-	errs := make(chan error, 4)
+	errs := make(chan error, 5)
 	runComponent := func(name string, ctx context.Context, start func(context.Context) error) {
 		wg.Go(func() {
 			if err := start(ctx); err != nil && ctx.Err() == nil {
 				errs <- fmt.Errorf("%s: %w", name, err)
 			}
 		})
+	}
+	if src.state != nil {
+		// Before the source starts: the first live translation must
+		// replace what the file holds, never the other way round.
+		src.restore(ctrl.publish, log)
+		runComponent("state file", restCtx, src.state.Start)
 	}
 	runComponent("source", restCtx, src.Start)
 	if src.status != nil {

@@ -102,7 +102,8 @@ func startHostgate(t *testing.T, args ...string) *runningHostgate {
 	ctx, cancel := context.WithCancel(context.Background())
 	listening := make(chan net.Addr, 1)
 	h := &runningHostgate{cancel: cancel, done: make(chan error, 1), logs: &syncBuffer{}}
-	args = append([]string{"--admin-addr", "127.0.0.1:0", "--http-addr", "", "--https-addr", "", "--shutdown-delay", "0s"}, args...)
+	// A zero --shutdown-delay would mean the default, 5s on every stop.
+	args = append([]string{"--admin-addr", "127.0.0.1:0", "--http-addr", "", "--https-addr", "", "--shutdown-delay", "1ms"}, args...)
 	go func() { h.done <- run(ctx, args, h.logs, &hooks{adminListening: listening}) }()
 	select {
 	case addr := <-listening:
@@ -223,6 +224,7 @@ func TestBadFlagsAreRejected(t *testing.T) {
 		{"--load-balancing", "random"},
 		{"--http1-engine", "fast"},
 		{"--config", "x", "--kubeconfig", "y"},
+		{"--config", "x", "--state-file", "y"},
 		{"stray"},
 		{"--address-pool", "not-an-ip", "--config", "testdata"},
 	} {
@@ -268,13 +270,5 @@ func TestGracefulStop(t *testing.T) {
 	if got := <-result; got != "200 finished" {
 		t.Errorf("in-flight request = %q, want 200 finished", got)
 	}
-	select {
-	case err := <-h.done:
-		if err != nil {
-			t.Errorf("run returned %v, want nil", err)
-		}
-		h.done <- err // for the cleanup
-	case <-time.After(10 * time.Second):
-		t.Fatal("hostgate did not stop")
-	}
+	h.stop(t)
 }

@@ -1,7 +1,9 @@
 package main
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 
 	"k8s.io/client-go/rest"
@@ -17,6 +19,12 @@ type source struct {
 	*watch.Source
 	mode   string
 	status *status.Writer
+	// state keeps the last live translation for a start while the API
+	// server is unreachable (--state-file); nil when off.
+	state *watch.StateFile
+	// restored is set when the state file is served until the first live
+	// translation; only the source's goroutine reads it after the start.
+	restored bool
 }
 
 func newSource(c *config, log *slog.Logger, publish func(*watch.Snapshot, []string)) (*source, error) {
@@ -45,14 +53,44 @@ func newSource(c *config, log *slog.Logger, publish func(*watch.Snapshot, []stri
 	if err != nil {
 		return nil, err
 	}
-	s, err := watch.NewCluster(cfg, c.watch, func(snap *watch.Snapshot, reports *watch.Reports) {
+	src := &source{mode: "cluster", status: writer, state: c.state}
+	// Only live translations reach the status writer and the state file:
+	// status is never derived from what the file held.
+	src.Source, err = watch.NewCluster(cfg, c.watch, func(snap *watch.Snapshot, reports *watch.Reports) {
 		publish(snap, reports.Problems())
 		writer.Update(reports)
+		if src.state == nil {
+			return
+		}
+		src.state.Save(snap)
+		if src.restored {
+			src.restored = false
+			log.Info("the API server synced: serving its configuration instead of the state file", "path", src.state.Path(), "routes", snap.RouteCount())
+		}
 	}, log)
 	if err != nil {
 		return nil, err
 	}
-	return &source{Source: s, mode: "cluster", status: writer}, nil
+	return src, nil
+}
+
+// restore serves the state file until the API server syncs, so that a
+// node starting while the API server is unreachable serves what it served
+// before instead of nothing. A file that cannot be used is skipped with
+// the reason: the node then waits for the API server, as without one.
+func (s *source) restore(publish func(*watch.Snapshot, []string), log *slog.Logger) {
+	snap, written, err := s.state.Load()
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		log.Info("no state file yet: serving once the API server syncs", "path", s.state.Path())
+	case err != nil:
+		log.Warn("ignoring the state file: serving once the API server syncs", "path", s.state.Path(), "reason", err.Error())
+	default:
+		log.Info("serving the state file until the API server syncs", "path", s.state.Path(), "written", written,
+			"listeners", len(snap.Listeners), "routes", snap.RouteCount(), "endpoint_sets", len(snap.Endpoints))
+		publish(snap, nil)
+		s.restored = true
+	}
 }
 
 func restConfig(kubeconfig string) (*rest.Config, error) {
