@@ -139,6 +139,11 @@ func (w *Writer) Start(ctx context.Context) error {
 		Client:     w.kube.CoordinationV1(),
 		LockConfig: resourcelock.ResourceLockConfig{Identity: w.opts.Identity},
 	}
+	// The elector runs OnStartedLeading in a goroutine it does not wait
+	// for. Start does, so that no write outlives it or overlaps the next
+	// lead: leading holds a token while lead runs, and a lead that takes
+	// the token after Run returned finds its context already done.
+	leading := make(chan struct{}, 1)
 	for ctx.Err() == nil {
 		elector, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
 			Lock:            lock,
@@ -148,7 +153,13 @@ func (w *Writer) Start(ctx context.Context) error {
 			ReleaseOnCancel: true,
 			Name:            w.opts.LeaseName,
 			Callbacks: leaderelection.LeaderCallbacks{
-				OnStartedLeading: w.lead,
+				OnStartedLeading: func(ctx context.Context) {
+					leading <- struct{}{}
+					defer func() { <-leading }()
+					if ctx.Err() == nil {
+						w.lead(ctx)
+					}
+				},
 				OnStoppedLeading: func() { w.log.Info("status writer stopped leading", "identity", w.opts.Identity) },
 			},
 		})
@@ -156,6 +167,8 @@ func (w *Writer) Start(ctx context.Context) error {
 			return fmt.Errorf("status: leader election: %w", err)
 		}
 		elector.Run(ctx)
+		leading <- struct{}{}
+		<-leading
 	}
 	return nil
 }
