@@ -248,7 +248,11 @@ func (c *clusterStore) run(ctx context.Context, changed func()) error {
 // installed.
 func (c *clusterStore) startGatewayKinds(ctx context.Context, handler cache.ResourceEventHandler) (missing []string, known bool) {
 	present := map[string]bool{}
-	list, err := c.discovery.ServerResourcesForGroupVersion(gatewayv1.GroupVersion.String())
+	// What ServerResourcesForGroupVersion asks, but with ctx: it has none,
+	// and a stop would wait for patientDial to give up on an API server
+	// that is down.
+	list := &metav1.APIResourceList{}
+	err := c.discovery.RESTClient().Get().AbsPath("/apis/" + gatewayv1.GroupVersion.String()).Do(ctx).Into(list)
 	switch {
 	case err == nil:
 		for _, r := range list.APIResources {

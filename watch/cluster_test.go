@@ -12,6 +12,7 @@ import (
 	"io"
 	"log/slog"
 	"math/big"
+	"net"
 	"os"
 	"slices"
 	"sync"
@@ -305,4 +306,43 @@ func TestClusterAPIServerRestart(t *testing.T) {
 	rec.waitFor(t, "the Ingress created after the restart", 90*time.Second, func(s *Snapshot, _ *Reports) bool {
 		return hasHost(s, ":80", "after.example.com") && hasHost(s, ":80", "before.example.com")
 	})
+}
+
+// TestClusterStartDuringOutage: a Source that starts while the API server
+// is down, so that discovery fails, publishes as its first translation
+// once the API server is back one with the Gateway API objects. That
+// translation replaces what --state-file restored: one without them would
+// close the Gateways' listeners until discovery is asked again.
+func TestClusterStartDuringOutage(t *testing.T) {
+	env := kubetest.Start(t)
+	c := newClients(t, env.Config)
+	const ns = "start-during-outage"
+	c.createBackend(t, ns, "10.244.4.5")
+	c.createGateway(t, ns, ns, "127.0.0.52")
+	if err := env.StopAPIServer(); err != nil {
+		t.Fatal(err)
+	}
+	// A dialer that fails at once, as the default one does once the API
+	// server has been down for longer than redialFor.
+	cfg := rest.CopyConfig(env.Config)
+	cfg.Dial = (&net.Dialer{}).DialContext
+	first := make(chan *Snapshot, 1)
+	runSource(t)(NewCluster(cfg, Options{}, func(s *Snapshot, _ *Reports) {
+		select {
+		case first <- s:
+		default:
+		}
+	}, slog.New(slog.NewTextHandler(io.Discard, nil))))
+	time.Sleep(time.Second) // for discovery to fail
+	if err := env.StartAPIServer(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case s := <-first:
+		if l := listenerNamed(s, "127.0.0.52:8080"); l == nil || len(l.Routes) != 1 {
+			t.Errorf("the first translation after the API server came back lacks the Gateway and its route: %+v", s.Listeners)
+		}
+	case <-time.After(90 * time.Second):
+		t.Fatal("no translation within 90s of the API server's return")
+	}
 }
