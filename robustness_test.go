@@ -139,11 +139,11 @@ func (c *cluster) must(_ any, err error) {
 	}
 }
 
-// hostgate runs hostgate on the cluster; its status writer's Lease lives in
-// the test's namespace.
-func (c *cluster) hostgate(env *kubetest.Env) *runningHostgate {
+// hostgate runs hostgate on the cluster, with args added to its flags;
+// its status writer's Lease lives in the test's namespace.
+func (c *cluster) hostgate(env *kubetest.Env, args ...string) *runningHostgate {
 	c.t.Helper()
-	h := startHostgate(c.t, "--kubeconfig", env.Kubeconfig, "--gateway-class", "", "--lease-namespace", c.ns, "--access-log=false")
+	h := startHostgate(c.t, append([]string{"--kubeconfig", env.Kubeconfig, "--gateway-class", "", "--lease-namespace", c.ns, "--access-log=false"}, args...)...)
 	c.t.Cleanup(func() {
 		if c.t.Failed() {
 			c.t.Logf("hostgate's log:\n%s", h.logs)
