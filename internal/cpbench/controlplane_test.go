@@ -543,12 +543,14 @@ func (h *hostgate) cpuTime(b *testing.B) time.Duration {
 }
 
 // reportChanges makes n changes one after another and reports the p50 and
-// p99 of the time from the API call to the first correct answer, and of
-// the part of it that the API calls took (until the write returned).
+// p99 of the time from the API call to the first correct answer, of the
+// part of it that the API calls took (until the write returned), and of
+// the rest: watch, translation, compilation and the first request.
 func (h *hostgate) reportChanges(b *testing.B, name string, n int, change func(context.Context) (probe, error)) {
 	ctx := context.Background()
 	latencies := make([]time.Duration, 0, n)
 	writes := make([]time.Duration, 0, n)
+	afterWrites := make([]time.Duration, 0, n)
 	for range n {
 		began := time.Now()
 		p, err := change(ctx)
@@ -568,6 +570,7 @@ func (h *hostgate) reportChanges(b *testing.B, name string, n int, change func(c
 			time.Sleep(time.Millisecond)
 		}
 		latencies = append(latencies, time.Since(began))
+		afterWrites = append(afterWrites, latencies[len(latencies)-1]-writes[len(writes)-1])
 	}
 	report := func(name string, d []time.Duration) {
 		slices.Sort(d)
@@ -578,6 +581,7 @@ func (h *hostgate) reportChanges(b *testing.B, name string, n int, change func(c
 	}
 	report(name, latencies)
 	report(name+"_api", writes)
+	report(name+"_after_api", afterWrites)
 }
 
 // percentile of sorted durations, nearest rank.
