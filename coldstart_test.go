@@ -82,6 +82,9 @@ func TestColdStartFromStateFile(t *testing.T) {
 	eventually(t, "ready from the state file", expect(second.admin+"/readyz", "", 200, "ok"))
 	eventually(t, "HTTP from the state file", expect(plain, host, 200, "cold v1"))
 	eventually(t, "TLS with the certificate from the state file", overTLS("cold v1"))
+	if got := metric(second.admin, "hostgate_state_file_serving"); got != "hostgate_state_file_serving 1" {
+		t.Errorf("metrics while the state file is served: %q, want hostgate_state_file_serving 1", got)
+	}
 	if logs := second.logs.String(); !strings.Contains(logs, "serving the state file until the API server syncs") || !strings.Contains(logs, state) {
 		t.Errorf("the log does not say that the state file %s is served:\n%s", state, logs)
 	}
@@ -116,6 +119,9 @@ func TestColdStartFromStateFile(t *testing.T) {
 		t.Errorf("%d requests failed while the live configuration replaced the state file, the first: %s", len(failures), failures[0])
 	}
 	eventually(t, "the changed route over TLS", overTLS("cold v2"))
+	if got := metric(second.admin, "hostgate_state_file_serving"); got != "hostgate_state_file_serving 0" {
+		t.Errorf("metrics once the API server synced: %q, want hostgate_state_file_serving 0", got)
+	}
 	if logs := second.logs.String(); !strings.Contains(logs, "the API server synced: serving its configuration instead of the state file") {
 		t.Errorf("the log does not say that the live configuration replaced the state file:\n%s", logs)
 	}

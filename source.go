@@ -65,6 +65,7 @@ func newSource(c *config, log *slog.Logger, publish func(*watch.Snapshot, []stri
 		src.state.Save(snap)
 		if src.restored {
 			src.restored = false
+			src.state.Serving(false)
 			log.Info("the API server synced: serving its configuration instead of the state file", "path", src.state.Path(), "routes", snap.RouteCount())
 		}
 	}, log)
@@ -90,6 +91,7 @@ func (s *source) restore(publish func(*watch.Snapshot, []string), log *slog.Logg
 			"listeners", len(snap.Listeners), "routes", snap.RouteCount(), "endpoint_sets", len(snap.Endpoints))
 		publish(snap, nil)
 		s.restored = true
+		s.state.Serving(true)
 	}
 }
 

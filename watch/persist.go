@@ -72,6 +72,7 @@ type StateFile struct {
 	interval time.Duration
 	writes   prometheus.Counter
 	errors   prometheus.Counter
+	serving  prometheus.Gauge
 
 	mu      sync.Mutex
 	pending *Snapshot
@@ -94,12 +95,24 @@ func NewStateFile(path string, log *slog.Logger, reg prometheus.Registerer) *Sta
 		errors: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "hostgate_state_file_write_errors_total", Help: "Writes of the state file (--state-file) that failed.",
 		}),
+		serving: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "hostgate_state_file_serving", Help: "1 while the configuration served is the state file's (--state-file), until the API server syncs.",
+		}),
 		kick: make(chan struct{}, 1),
 	}
 	if reg != nil {
-		reg.MustRegister(f.writes, f.errors)
+		reg.MustRegister(f.writes, f.errors, f.serving)
 	}
 	return f
+}
+
+// Serving says whether the configuration served is the file's.
+func (f *StateFile) Serving(yes bool) {
+	if yes {
+		f.serving.Set(1)
+	} else {
+		f.serving.Set(0)
+	}
 }
 
 // Path is where the file is.
