@@ -77,12 +77,12 @@ type Endpoint struct {
 	Weight int32
 }
 
-// PrivateKey is PEM key material. It prints as "[redacted]" so that a
+// PrivateKey is PEM key material. It prints as "[REDACTED]" so that a
 // logged or dumped Snapshot does not leak keys.
 type PrivateKey []byte
 
 // Format implements fmt.Formatter for every verb.
-func (PrivateKey) Format(f fmt.State, _ rune) { _, _ = f.Write([]byte("[redacted]")) }
+func (PrivateKey) Format(f fmt.State, _ rune) { _, _ = f.Write([]byte("[REDACTED]")) }
 
 // MarshalText keeps keys out of JSON and YAML encodings too.
-func (PrivateKey) MarshalText() ([]byte, error) { return []byte("[redacted]"), nil }
+func (PrivateKey) MarshalText() ([]byte, error) { return []byte("[REDACTED]"), nil }

@@ -72,7 +72,7 @@ func TestPrivateKeyRedacts(t *testing.T) {
 		}
 	}
 	text, err := c.KeyPEM.MarshalText()
-	if err != nil || string(text) != "[redacted]" {
+	if err != nil || string(text) != "[REDACTED]" {
 		t.Errorf("MarshalText = %q, %v", text, err)
 	}
 }
