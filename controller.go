@@ -2,8 +2,6 @@ package main
 
 import (
 	"log/slog"
-	"maps"
-	"reflect"
 	"slices"
 	"sync/atomic"
 	"time"
@@ -60,8 +58,8 @@ func newController(srv *proxy.Server, current *atomic.Pointer[generation], log *
 func (c *controller) publish(snap *watch.Snapshot, problems []string) {
 	// Endpoint sets are rebuilt only when one changed: with 10,000 of
 	// them that is a good part of a route change.
-	endpointsChanged := c.last == nil || !maps.EqualFunc(c.last.Endpoints, snap.Endpoints, slices.Equal)
-	if c.last != nil && reflect.DeepEqual(c.last.Listeners, snap.Listeners) {
+	endpointsChanged := c.last == nil || !sameEndpoints(c.last.Endpoints, snap.Endpoints)
+	if c.last != nil && sameListeners(c.last.Listeners, snap.Listeners) {
 		if endpointsChanged {
 			c.srv.UpdateEndpoints(proxyEndpoints(snap.Endpoints))
 		}

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -135,4 +136,65 @@ func TestUnchangedListenersKeepTheirCompilation(t *testing.T) {
 		t.Error("listeners with the same routes have a table each")
 	}
 	eventually(t, "shared table", expect(fmt.Sprintf("http://127.0.0.1:%d/a", httpPort), "", 200, "backend"))
+}
+
+// TestAnyListenerOrRouteChangeIsSeen: the controller compares snapshots
+// field by field, not with reflect.DeepEqual, so a change of any field of
+// a listener or of one of its routes must still count as a change (and be
+// compiled), including fields added to watch.Listener or router.Route
+// later.
+func TestAnyListenerOrRouteChangeIsSeen(t *testing.T) {
+	base := func() []watch.Listener {
+		return []watch.Listener{{
+			Name: "127.0.0.1:443", Address: "127.0.0.1", Port: 443, Protocol: watch.ProtocolHTTPS,
+			Hostnames: []string{"a.example.com"}, ListenerHostnames: []string{"a.example.com"},
+			Routes: []router.Route{{
+				ID:      router.RouteID{Kind: router.KindHTTPRoute, Namespace: "default", Name: "web"},
+				Created: time.Unix(1, 0), Hostnames: []string{"a.example.com"}, Listener: "a.example.com",
+				Rules: []router.Rule{{Backends: []router.BackendRef{{Name: "default/web:80", Weight: 1}}}},
+			}},
+			Certs: []watch.Cert{{Name: "default/a"}},
+		}}
+	}
+	if !sameListeners(base(), base()) {
+		t.Fatal("equal listeners built apart compare different")
+	}
+	check := func(what string, field func(l *watch.Listener) reflect.Value) {
+		t.Helper()
+		v := base()
+		perturb(t, field(&v[0]))
+		if sameListeners(base(), v) {
+			t.Errorf("a change of %s is not seen", what)
+		}
+	}
+	listenerType := reflect.TypeFor[watch.Listener]()
+	for i := range listenerType.NumField() {
+		check("Listener."+listenerType.Field(i).Name, func(l *watch.Listener) reflect.Value { return reflect.ValueOf(l).Elem().Field(i) })
+	}
+	routeType := reflect.TypeFor[router.Route]()
+	for i := range routeType.NumField() {
+		check("Route."+routeType.Field(i).Name, func(l *watch.Listener) reflect.Value { return reflect.ValueOf(&l.Routes[0]).Elem().Field(i) })
+	}
+	check("a rule's backend", func(l *watch.Listener) reflect.Value {
+		return reflect.ValueOf(&l.Routes[0].Rules[0].Backends[0].Weight).Elem()
+	})
+}
+
+// perturb changes v to a different value of its type.
+func perturb(t *testing.T, v reflect.Value) {
+	t.Helper()
+	switch {
+	case v.Type() == reflect.TypeFor[time.Time]():
+		v.Set(reflect.ValueOf(v.Interface().(time.Time).Add(time.Second)))
+	case v.Kind() == reflect.String:
+		v.SetString(v.String() + "x")
+	case v.Kind() == reflect.Int || v.Kind() == reflect.Int32:
+		v.SetInt(v.Int() + 1)
+	case v.Kind() == reflect.Slice:
+		v.Set(reflect.Append(v, reflect.Zero(v.Type().Elem())))
+	case v.Kind() == reflect.Struct:
+		perturb(t, v.Field(0))
+	default:
+		t.Fatalf("perturb: %s is not handled", v.Type())
+	}
 }

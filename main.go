@@ -25,7 +25,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"k8s.io/klog/v2"
 
 	"github.com/hostgate/hostgate/proxy"
 	"github.com/hostgate/hostgate/watch"
@@ -98,6 +97,7 @@ func parseFlags(args []string, output io.Writer) (*config, error) {
 	fs.DurationVar(&c.proxy.IdleTimeout, "idle-timeout", c.proxy.IdleTimeout, "how long an idle client connection is kept")
 	fs.IntVar(&c.proxy.MaxHeaderBytes, "max-header-bytes", c.proxy.MaxHeaderBytes, "largest request header block; larger gets 431")
 	fs.IntVar(&c.proxy.MaxConcurrentStreams, "max-concurrent-streams", c.proxy.MaxConcurrentStreams, "HTTP/2 and HTTP/3 streams per connection")
+	fs.IntVar(&c.proxy.MaxIdleConnsPerEndpoint, "max-idle-per-endpoint", c.proxy.MaxIdleConnsPerEndpoint, "idle keep-alive connections kept to each backend endpoint (for backends that limit connections; fewer than the requests in flight to an endpoint makes the extra ones reconnect)")
 	fs.DurationVar(&c.proxy.ShutdownDelay, "shutdown-delay", c.proxy.ShutdownDelay, "on SIGTERM, how long listeners keep accepting after /readyz fails, with answers that close their connections")
 	fs.DurationVar(&c.proxy.ShutdownGrace, "shutdown-grace", c.proxy.ShutdownGrace, "on SIGTERM, how long requests in flight get to finish")
 	fs.StringVar(&c.logFormat, "log-format", "json", "json or text")
@@ -114,6 +114,9 @@ func parseFlags(args []string, output io.Writer) (*config, error) {
 	case "json", "text":
 	default:
 		return nil, fmt.Errorf("-log-format %q: must be json or text", c.logFormat)
+	}
+	if c.proxy.MaxIdleConnsPerEndpoint < 1 {
+		return nil, fmt.Errorf("-max-idle-per-endpoint %d: must be at least 1", c.proxy.MaxIdleConnsPerEndpoint)
 	}
 	if c.configPath != "" && c.kubeconfig != "" {
 		return nil, errors.New("-config and -kubeconfig exclude each other: serve files or a cluster")
@@ -187,8 +190,7 @@ func run(ctx context.Context, args []string, logOutput io.Writer, h *hooks) erro
 		return nil
 	}
 	log := newLogger(c, logOutput)
-	// client-go logs through klog; send it to the same structured log.
-	klog.SetSlogLogger(log.With("component", "client-go"))
+	logClientGoTo(log)
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 

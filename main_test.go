@@ -233,6 +233,12 @@ func TestBadFlagsAreRejected(t *testing.T) {
 			t.Errorf("run %q succeeded, want an error", args)
 		}
 	}
+	// A bound of 0 would keep no backend connection alive: refused
+	// before anything starts, with the flag named.
+	err := run(context.Background(), []string{"--max-idle-per-endpoint", "0", "--config", "examples/quickstart"}, io.Discard, nil)
+	if err == nil || !strings.Contains(err.Error(), "-max-idle-per-endpoint") {
+		t.Errorf("--max-idle-per-endpoint 0: %v, want an error naming the flag", err)
+	}
 }
 
 // TestGracefulStop is SIGTERM with a request in flight: /readyz fails at

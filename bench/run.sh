@@ -144,8 +144,9 @@ start grpc-upstream "$LOAD_CPU" env GOMAXPROCS=1 "$loadgen" grpc-upstream "127.0
 
 # --- proxies -----------------------------------------------------------------
 # The same for all: one worker or thread (GOMAXPROCS=1 for the Go ones),
-# keep-alive to the upstream with a pool of up to 128 idle connections
-# (hostgate's is fixed at 64), no access log, X-Forwarded-For sent
+# keep-alive to the upstream with a pool of up to 1024 idle connections
+# (hostgate's default; HAProxy's pool has no bound), enough for the 512
+# streams of the HTTP/2 scenario each to keep one, no access log, X-Forwarded-For sent
 # upstream, TLS 1.2–1.3 with the same ECDSA P-256 certificate, HTTP/2 over
 # TLS by ALPN, gRPC to the h2c upstream by path prefix.
 cat >"$work/nginx/nginx.conf" <<EOF
@@ -158,8 +159,8 @@ http {
     access_log off;
     keepalive_requests 10000000;
     keepalive_timeout 300s;
-    upstream web { server 127.0.0.1:$UP_HTTP; keepalive 128; keepalive_requests 10000000; }
-    upstream grpc { server 127.0.0.1:$UP_GRPC; keepalive 128; keepalive_requests 10000000; }
+    upstream web { server 127.0.0.1:$UP_HTTP; keepalive 1024; keepalive_requests 10000000; }
+    upstream grpc { server 127.0.0.1:$UP_GRPC; keepalive 1024; keepalive_requests 10000000; }
     server {
         listen 127.0.0.1:${HTTP_PORT[nginx]} backlog=4096;
         listen 127.0.0.1:${TLS_PORT[nginx]} ssl http2 backlog=4096;
@@ -216,12 +217,12 @@ cat >"$work/Caddyfile" <<EOF
 (proxy) {
 	reverse_proxy $GRPC_PATH* h2c://127.0.0.1:$UP_GRPC {
 		transport http {
-			keepalive_idle_conns_per_host 128
+			keepalive_idle_conns_per_host 1024
 		}
 	}
 	reverse_proxy 127.0.0.1:$UP_HTTP {
 		transport http {
-			keepalive_idle_conns_per_host 128
+			keepalive_idle_conns_per_host 1024
 		}
 	}
 }
@@ -377,6 +378,10 @@ measure() {
 	*) line=$(grep '^requests=' "$out") ;;
 	esac
 	rm -f "$out.log"
+	# What failed goes to the log with the run: the table has only counts.
+	if [[ $line =~ errors=[1-9] ]]; then
+		echo "run.sh: $s through $p, round $r: $(grep -m1 -E '^loadgen:|Socket errors|Non-2xx|failed' "$out")" >&2
+	fi
 	echo "$s $p $r $line cpu_pct=$(((c1 - c0) * 100 * 1000000000 / $(getconf CLK_TCK) / (t1 - t0)))"
 }
 
@@ -533,9 +538,9 @@ $control_plane
   (\`grpc.health.v1.Health/Check\`) over h2c (\`loadgen grpc-upstream\`).
 - **Equivalent configurations** (below, as they ran): one worker or
   thread (nginx \`worker_processes 1\`, HAProxy \`nbthread 1\`, Caddy and
-  hostgate \`GOMAXPROCS=1\`); keep-alive to the upstream with up to 128
-  idle connections (hostgate's pool is fixed at 64 per endpoint, as many
-  as the 64 client connections of the HTTP/1.1 scenarios); access logs off
+  hostgate \`GOMAXPROCS=1\`); keep-alive to the upstream with up to 1024
+  idle connections (hostgate's default; HAProxy's pool has no bound),
+  enough for each of the 512 streams of the HTTP/2 scenario to keep one; access logs off
   everywhere (nginx \`access_log off\`, HAProxy without \`log\`, Caddy
   without a \`log\` directive, hostgate \`--access-log=false\`);
   X-Forwarded-For sent upstream (Caddy and hostgate also send

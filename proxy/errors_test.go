@@ -1,8 +1,11 @@
 package proxy
 
 import (
+	"context"
+	"errors"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -132,4 +135,27 @@ func counterValue(t *testing.T, c prometheus.Counter) float64 {
 		t.Fatal(err)
 	}
 	return m.GetCounter().GetValue()
+}
+
+// TestFailureAfterDeadlineIsTimeout answers 504 (gRPC DEADLINE_EXCEEDED)
+// for a request whose deadline has passed even when the transport's error
+// is not a timeout: a gRPC backend that enforces the same grpc-timeout can
+// reset the stream as the transport gives up (TestGRPC's deadline case saw
+// Bad Gateway now and then).
+func TestFailureAfterDeadlineIsTimeout(t *testing.T) {
+	s := startServer(t, testOptions())
+	ctx, cancel := context.WithDeadline(context.Background(), time.Now().Add(-time.Millisecond))
+	defer cancel()
+	for _, grpc := range []bool{false, true} {
+		req := httptest.NewRequestWithContext(ctx, "POST", "/test.Echo/Sleep", nil)
+		if grpc {
+			req.Header.Set("Content-Type", "application/grpc")
+		}
+		rec := httptest.NewRecorder()
+		s.fwd.fail(rec, req, errors.New("http2: stream reset by the backend"))
+		status, grpcStatus := rec.Code, rec.Header().Get("Grpc-Status")
+		if grpc && grpcStatus != "4" || !grpc && status != http.StatusGatewayTimeout {
+			t.Errorf("gRPC %v: status %d, grpc-status %q; want 504, or grpc-status 4 (DEADLINE_EXCEEDED) for gRPC", grpc, status, grpcStatus)
+		}
+	}
 }

@@ -326,7 +326,12 @@ func (f *forwarder) fail(w http.ResponseWriter, r *http.Request, err error) {
 		return // the client left; there is no one to answer
 	}
 	status := http.StatusBadGateway
-	if ne, ok := errors.AsType[net.Error](err); errors.Is(err, context.DeadlineExceeded) || ok && ne.Timeout() {
+	// Once the request's deadline has passed the request timed out,
+	// whatever the transport's error says: a backend that enforces the
+	// same deadline (a gRPC server given grpc-timeout) may reset the stream
+	// just as the transport gives up, and that is no Bad Gateway.
+	ne, ok := errors.AsType[net.Error](err)
+	if errors.Is(err, context.DeadlineExceeded) || ok && ne.Timeout() || errors.Is(r.Context().Err(), context.DeadlineExceeded) {
 		status = http.StatusGatewayTimeout
 	}
 	writeError(w, r, status)

@@ -501,11 +501,7 @@ func TestH1DrainClosesIdle(t *testing.T) {
 // UpstreamIdleTimeout.
 func TestH1UpstreamPool(t *testing.T) {
 	var open atomic.Int64
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &http.Server{
+	backend := startBackendServer(t, &http.Server{
 		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			time.Sleep(100 * time.Millisecond)
 			io.WriteString(w, "ok")
@@ -518,13 +514,11 @@ func TestH1UpstreamPool(t *testing.T) {
 				open.Add(-1)
 			}
 		},
-	}
-	go srv.Serve(ln)
-	t.Cleanup(func() { srv.Close() })
+	})
 	opts := testOptions()
 	opts.MaxIdleConnsPerEndpoint = 1
 	opts.UpstreamIdleTimeout = 300 * time.Millisecond
-	addr := engineServer(t, opts, ln.Addr().String())
+	addr := engineServer(t, opts, backend)
 
 	done := make(chan struct{})
 	for range 3 {

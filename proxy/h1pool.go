@@ -2,11 +2,14 @@ package proxy
 
 // Keep-alive connections of the HTTP/1.1 engine to backends.
 //
-// Idle connections wait in a buffered channel per endpoint address, so
-// that taking and returning one is a channel operation and no lock of the
-// engine's own. Only a connection whose exchange ended cleanly, its
-// response read whole, goes back; any other is closed. A sweeper closes
-// connections idle longer than the timeout.
+// Idle connections wait on a stack per endpoint address. The most recently
+// used one is taken first, so that the connections a burst opened and no
+// longer needs age out while the rest stay warm; a stack also costs memory
+// only for the connections it holds, where a buffered channel would
+// reserve the whole bound for every endpoint ever used. Only a connection
+// whose exchange ended cleanly, its response read whole, goes back; any
+// other is closed. A sweeper closes connections idle longer than the
+// timeout.
 
 import (
 	"bufio"
@@ -31,7 +34,7 @@ type upstreamPool struct {
 	dialer  net.Dialer
 	maxIdle int
 	timeout time.Duration
-	// idle maps an address to its chan *upConn.
+	// idle maps an address to its *idleStack.
 	idle      sync.Map
 	sweepOnce sync.Once
 	stop      chan struct{}
@@ -52,12 +55,9 @@ func newUpstreamPool(o *Options) *upstreamPool {
 // been closed by the backend since.
 func (p *upstreamPool) get(addr string, deadline time.Time, fresh bool) (uc *upConn, reused bool, err error) {
 	if !fresh {
-		if ch, ok := p.idle.Load(addr); ok {
-			for uc := p.take(ch.(chan *upConn)); uc != nil; uc = p.take(ch.(chan *upConn)) {
-				if time.Since(uc.idleSince) < p.timeout {
-					return uc, true, nil
-				}
-				uc.Close()
+		if st, ok := p.idle.Load(addr); ok {
+			if uc := st.(*idleStack).pop(p.timeout); uc != nil {
+				return uc, true, nil
 			}
 		}
 	}
@@ -72,13 +72,64 @@ func (p *upstreamPool) get(addr string, deadline time.Time, fresh bool) (uc *upC
 	return &upConn{Conn: c, br: bufio.NewReaderSize(c, upstreamBufferSize), bw: bufio.NewWriterSize(c, upstreamBufferSize)}, false, nil
 }
 
-func (p *upstreamPool) take(ch chan *upConn) *upConn {
-	select {
-	case uc := <-ch:
-		return uc
-	default:
+// idleStack holds the idle connections to one address, the most recently
+// returned last.
+type idleStack struct {
+	mu    sync.Mutex
+	conns []*upConn
+}
+
+// pop takes the most recently returned connection; nil when there is none
+// or it has been idle for timeout, and then so have all the older ones
+// below it, which are closed, outside the lock that requests take.
+func (st *idleStack) pop(timeout time.Duration) *upConn {
+	st.mu.Lock()
+	n := len(st.conns)
+	if n == 0 {
+		st.mu.Unlock()
 		return nil
 	}
+	if uc := st.conns[n-1]; time.Since(uc.idleSince) < timeout {
+		st.conns[n-1] = nil
+		st.conns = st.conns[:n-1]
+		st.mu.Unlock()
+		return uc
+	}
+	stale := st.conns
+	st.conns = nil
+	st.mu.Unlock()
+	for _, uc := range stale {
+		uc.Close()
+	}
+	return nil
+}
+
+// push keeps uc unless the stack holds max connections already, and
+// reports whether it did.
+func (st *idleStack) push(uc *upConn, max int) bool {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if len(st.conns) >= max {
+		return false
+	}
+	st.conns = append(st.conns, uc)
+	return true
+}
+
+// closeIdle closes the connections idle for at least timeout (all of them
+// for 0) and keeps the rest in order. The oldest are at the
+// bottom, so it stops at the first one younger than timeout.
+func (st *idleStack) closeIdle(timeout time.Duration) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	old := 0
+	for old < len(st.conns) && time.Since(st.conns[old].idleSince) >= timeout {
+		st.conns[old].Close()
+		old++
+	}
+	kept := copy(st.conns, st.conns[old:])
+	clear(st.conns[kept:])
+	st.conns = st.conns[:kept]
 }
 
 // put returns a connection whose exchange ended cleanly; after close it
@@ -95,21 +146,19 @@ func (p *upstreamPool) put(addr string, uc *upConn) {
 		return
 	}
 	uc.idleSince = time.Now()
-	ch, ok := p.idle.Load(addr)
+	st, ok := p.idle.Load(addr)
 	if !ok {
-		ch, _ = p.idle.LoadOrStore(addr, make(chan *upConn, p.maxIdle))
+		st, _ = p.idle.LoadOrStore(addr, &idleStack{})
 		p.sweepOnce.Do(func() { go p.sweep() })
 	}
-	select {
-	case ch.(chan *upConn) <- uc:
-	default:
+	if !st.(*idleStack).push(uc, p.maxIdle) {
 		uc.Close()
 	}
 }
 
 // sweep closes connections idle past the timeout. Addresses stay mapped
-// (an empty channel each), since dropping one could strand a connection a
-// concurrent put sends into it.
+// (an empty stack each), since dropping one could strand a connection a
+// concurrent put adds to it.
 func (p *upstreamPool) sweep() {
 	tick := time.NewTicker(max(p.timeout/4, 100*time.Millisecond))
 	defer tick.Stop()
@@ -119,23 +168,8 @@ func (p *upstreamPool) sweep() {
 			return
 		case <-tick.C:
 		}
-		p.idle.Range(func(_, v any) bool {
-			ch := v.(chan *upConn)
-			for range len(ch) {
-				uc := p.take(ch)
-				if uc == nil {
-					break
-				}
-				if time.Since(uc.idleSince) >= p.timeout {
-					uc.Close()
-					continue
-				}
-				select {
-				case ch <- uc:
-				default:
-					uc.Close()
-				}
-			}
+		p.idle.Range(func(_, st any) bool {
+			st.(*idleStack).closeIdle(p.timeout)
 			return true
 		})
 	}
@@ -144,11 +178,8 @@ func (p *upstreamPool) sweep() {
 // close stops the sweeper and closes the idle connections.
 func (p *upstreamPool) close() {
 	p.stopOnce.Do(func() { close(p.stop) })
-	p.idle.Range(func(_, v any) bool {
-		ch := v.(chan *upConn)
-		for uc := p.take(ch); uc != nil; uc = p.take(ch) {
-			uc.Close()
-		}
+	p.idle.Range(func(_, st any) bool {
+		st.(*idleStack).closeIdle(0)
 		return true
 	})
 }

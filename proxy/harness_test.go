@@ -119,13 +119,19 @@ func echo(name string) http.HandlerFunc {
 // startBackend serves h on loopback over HTTP/1.1 and h2c.
 func startBackend(t testing.TB, h http.Handler) string {
 	t.Helper()
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second, Protocols: new(http.Protocols)}
+	srv.Protocols.SetHTTP1(true)
+	srv.Protocols.SetUnencryptedHTTP2(true)
+	return startBackendServer(t, srv)
+}
+
+// startBackendServer runs srv on a loopback port until the test ends.
+func startBackendServer(t testing.TB, srv *http.Server) string {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second, Protocols: new(http.Protocols)}
-	srv.Protocols.SetHTTP1(true)
-	srv.Protocols.SetUnencryptedHTTP2(true)
 	go func() { _ = srv.Serve(ln) }()
 	t.Cleanup(func() { srv.Close() })
 	return ln.Addr().String()

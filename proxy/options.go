@@ -59,7 +59,12 @@ type Options struct {
 	// Default 90s.
 	UpstreamIdleTimeout time.Duration
 	// MaxIdleConnsPerEndpoint bounds the pool of idle connections kept per
-	// backend address. Default 64.
+	// backend address. Default 1024, the number of connections Envoy's
+	// default circuit breaker allows: a pool smaller than the concurrency a
+	// backend sees has each request over it open a connection and close it
+	// again (an HTTP/2 client multiplexes hundreds of requests onto a few
+	// connections, and each needs a backend connection of its own). Idle
+	// connections cost the backend a socket each until UpstreamIdleTimeout.
 	MaxIdleConnsPerEndpoint int
 	// UpstreamTLS configures connections to "https" and "h2" backends;
 	// nil verifies them against the system roots.
@@ -105,7 +110,7 @@ func DefaultOptions() Options {
 		DialTimeout:             5 * time.Second,
 		ConnectAttempts:         3,
 		UpstreamIdleTimeout:     90 * time.Second,
-		MaxIdleConnsPerEndpoint: 64,
+		MaxIdleConnsPerEndpoint: 1024,
 		FailureThreshold:        5,
 		EjectionTime:            10 * time.Second,
 		MaxEjectionTime:         5 * time.Minute,
@@ -147,6 +152,8 @@ func (o Options) complete() (Options, error) {
 		return o, fmt.Errorf("HTTP/1.1 engine %q: want %q or %q", o.HTTP1Engine, EngineNative, EngineStdlib)
 	case o.ConnectAttempts < 1 || o.ConnectAttempts > maxConnectAttempts:
 		return o, fmt.Errorf("connect attempts %d: want 1 to %d", o.ConnectAttempts, maxConnectAttempts)
+	case o.MaxIdleConnsPerEndpoint < 0:
+		return o, fmt.Errorf("max idle connections per endpoint %d: want at least 1 (0 for the default)", o.MaxIdleConnsPerEndpoint)
 	case o.MaxHeaderBytes < 4<<10:
 		return o, fmt.Errorf("max header bytes %d: want at least 4096", o.MaxHeaderBytes)
 	}

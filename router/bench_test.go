@@ -3,6 +3,7 @@ package router
 import (
 	"fmt"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 )
@@ -79,16 +80,47 @@ func BenchmarkLookup(b *testing.B) {
 }
 
 // BenchmarkLookupPathLength shows that lookup cost follows the number of
-// path segments.
+// path segments: each request's most specific prefix is extra_segments
+// deeper than the usual ones, so the trie walk descends all of them.
 func BenchmarkLookupPathLength(b *testing.B) {
-	table, _ := Compile(benchRoutes(10_000))
-	for _, depth := range []int{1, 4, 16} {
-		path := "/api/v1/svc3/items"
-		for range depth {
-			path += "/x"
+	routes := benchRoutes(10_000)
+	depths := []int{1, 4, 16}
+	paths := map[int]string{}
+	for _, depth := range depths {
+		prefix := "/api/v1/svc3/items" + strings.Repeat("/x", depth)
+		paths[depth] = prefix + "/leaf"
+		routes = append(routes, Route{
+			ID:        RouteID{Kind: KindHTTPRoute, Namespace: "deep", Name: fmt.Sprintf("depth-%d", depth)},
+			Hostnames: []string{"host-7.example.com"},
+			Rules:     []Rule{{Matches: []Match{{Path: PathMatch{Type: PathPrefix, Value: prefix}}}, Backends: []BackendRef{{Name: "ns/deep:80", Weight: 1}}}},
+		})
+	}
+	table, errs := Compile(routes)
+	if len(errs) > 0 {
+		b.Fatal(errs)
+	}
+	for _, depth := range depths {
+		req := Request{Host: "host-7.example.com", Method: "GET", Path: paths[depth]}
+		if tg := table.Lookup(req); tg == nil || tg.Route.ID.Name != fmt.Sprintf("depth-%d", depth) {
+			b.Fatalf("%s did not reach the route %d segments deeper", req.Path, depth)
 		}
-		req := Request{Host: "host-7.example.com", Method: "GET", Path: path}
 		b.Run(fmt.Sprintf("extra_segments=%d", depth), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				table.Lookup(req)
+			}
+		})
+	}
+}
+
+// BenchmarkLookupHeader looks up a path whose most specific match has a
+// header condition, which the requests of BenchmarkLookup never reach: once
+// where the header matches, once where it does not and the catch-all wins.
+func BenchmarkLookupHeader(b *testing.B) {
+	table, _ := Compile(benchRoutes(10_000))
+	for _, canary := range []string{"true", "false"} {
+		req := Request{Host: "host-10.example.com", Method: "GET", Path: "/api/v1/svc0/x", Header: http.Header{"X-Canary": {canary}, "Accept": {"*/*"}}}
+		b.Run("X-Canary="+canary, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
 				table.Lookup(req)

@@ -1,63 +1,56 @@
 package router
 
-// children is the child set of a trie node. Most nodes have one child, kept
-// inline so that a lookup step reads the node and nothing else; a handful
-// more are compared in a list, where comparing a few strings beats hashing;
+// children is the child set of a trieNode while Compile grows it. Most
+// nodes have one child, kept inline to save an allocation; a handful more
+// are compared in a list, where comparing a few strings beats hashing;
 // nodes with many children switch to a map.
-type children[T any] struct {
-	firstKey string
-	first    *T
-	list     []child[T]
-	index    map[string]*T
-	hasFirst bool
-}
-
-type child[T any] struct {
-	key  string
-	node *T
+type children struct {
+	first *trieNode
+	list  []*trieNode
+	index map[string]*trieNode
 }
 
 const maxLinearChildren = 16
 
-func get[T any, K string | []byte](c *children[T], key K) *T {
-	if c.hasFirst && c.firstKey == string(key) {
+func (c *children) get(key string) *trieNode {
+	if c.first != nil && c.first.key == key {
 		return c.first
 	}
 	if c.index != nil {
-		return c.index[string(key)]
+		return c.index[key]
 	}
-	for i := range c.list {
-		if c.list[i].key == string(key) {
-			return c.list[i].node
+	for _, n := range c.list {
+		if n.key == key {
+			return n
 		}
 	}
 	return nil
 }
 
-func (c *children[T]) add(key string, node *T) {
+func (c *children) add(n *trieNode) {
 	switch {
-	case !c.hasFirst:
-		c.firstKey, c.first, c.hasFirst = key, node, true
+	case c.first == nil:
+		c.first = n
 	case c.index != nil:
-		c.index[key] = node
+		c.index[n.key] = n
 	default:
-		c.list = append(c.list, child[T]{key, node})
+		c.list = append(c.list, n)
 		if len(c.list) > maxLinearChildren {
-			c.index = make(map[string]*T, len(c.list))
-			for _, ch := range c.list {
-				c.index[ch.key] = ch.node
+			c.index = make(map[string]*trieNode, len(c.list))
+			for _, n := range c.list {
+				c.index[n.key] = n
 			}
 			c.list = nil
 		}
 	}
 }
 
-func (c *children[T]) each(f func(*T)) {
-	if c.hasFirst {
+func (c *children) each(f func(*trieNode)) {
+	if c.first != nil {
 		f(c.first)
 	}
-	for _, ch := range c.list {
-		f(ch.node)
+	for _, n := range c.list {
+		f(n)
 	}
 	for _, n := range c.index {
 		f(n)

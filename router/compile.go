@@ -4,9 +4,10 @@ package router
 //
 // Every (hostname, rule, match) of every valid route becomes an entry. An
 // entry lives in the table of its hostname: exact hostnames in a map,
-// wildcard hostnames at a node of a tree over reversed labels, routes without
-// hostnames in the catch-all table. Within a host table the path decides
-// where the entry goes:
+// wildcard hostnames in a map by their suffix after "*." (lookup tries the
+// suffixes of the request host from the longest), routes without hostnames
+// in the catch-all table. Within a host table the path decides where the
+// entry goes:
 //
 //   - Exact paths sit at the trie node reached by their segments;
 //   - prefixes sit at the node of their segments (trailing "/" dropped), so a
@@ -18,7 +19,8 @@ package router
 // of the node the whole path reached, the regular expressions, the prefix
 // entries from the deepest node up, then the remaining gRPC matches. Each
 // list is sorted once here by the rest of the precedence order, so the first
-// entry whose conditions hold is the winner and lookup never sorts.
+// entry whose conditions hold is the winner and lookup never sorts. The
+// memory layout of the result is build.go's.
 
 import (
 	"cmp"
@@ -50,6 +52,7 @@ func (e *RouteError) Unwrap() error { return e.Err }
 func Compile(routes []Route, listenerHostnames ...string) (*Table, []error) {
 	c := compiler{
 		table:   &Table{exactScopes: map[string]*scope{}},
+		indexes: map[*scope]*indexBuilder{},
 		regexps: map[string]*regexp.Regexp{},
 		strings: map[string]string{},
 	}
@@ -73,14 +76,17 @@ func Compile(routes []Route, listenerHostnames ...string) (*Table, []error) {
 		c.table.scope("")
 	}
 	for _, sc := range c.table.scopes {
-		sc.hosts.forEachHost(func(h *hostTable) { h.finish() })
+		if b := c.indexes[sc]; b != nil {
+			sc.hosts = b.build()
+		}
 	}
 	c.table.orderScopes()
 	return c.table, errs
 }
 
 type compiler struct {
-	table *Table
+	table   *Table
+	indexes map[*scope]*indexBuilder
 	// regexps shares compiled expressions between routes that repeat them.
 	regexps map[string]*regexp.Regexp
 	strings map[string]string
@@ -115,15 +121,15 @@ func (c *compiler) addRoute(r *Route, seq int) error {
 }
 
 // compileRoute validates r and compiles its matches, one list per rule.
-func (c *compiler) compileRoute(r *Route, seq int) ([][]*conditions, error) {
+func (c *compiler) compileRoute(r *Route, seq int) ([][]*entry, error) {
 	if err := validateRoute(r); err != nil {
 		return nil, err
 	}
-	conds := make([][]*conditions, len(r.Rules))
+	conds := make([][]*entry, len(r.Rules))
 	for ri := range r.Rules {
 		rule := &r.Rules[ri]
 		if len(rule.Matches) == 0 {
-			cond, err := c.conditions(r, ri, -1, impliedMatch(r.ID.Kind), seq)
+			cond, err := c.entry(r, ri, -1, impliedMatch(r.ID.Kind), seq)
 			if err != nil {
 				return nil, fmt.Errorf("rules[%d]: %w", ri, err)
 			}
@@ -131,7 +137,7 @@ func (c *compiler) compileRoute(r *Route, seq int) ([][]*conditions, error) {
 			continue
 		}
 		for mi := range rule.Matches {
-			cond, err := c.conditions(r, ri, mi, &rule.Matches[mi], seq)
+			cond, err := c.entry(r, ri, mi, &rule.Matches[mi], seq)
 			if err != nil {
 				return nil, fmt.Errorf("rules[%d].matches[%d].%w", ri, mi, err)
 			}
@@ -141,18 +147,23 @@ func (c *compiler) compileRoute(r *Route, seq int) ([][]*conditions, error) {
 	return conds, nil
 }
 
-func (c *compiler) insert(r *Route, conds [][]*conditions) {
+func (c *compiler) insert(r *Route, conds [][]*entry) {
 	hostnames := r.Hostnames
 	if len(hostnames) == 0 {
 		hostnames = []string{""}
 	}
-	hosts := &c.table.scope(r.Listener).hosts
+	sc := c.table.scope(r.Listener)
+	index := c.indexes[sc]
+	if index == nil {
+		index = &indexBuilder{hosts: map[string]*hostBuilder{}, intern: c.intern}
+		c.indexes[sc] = index
+	}
 	for _, host := range hostnames {
-		ht := hosts.hostTable(host)
+		h := index.host(host)
 		singleLabel := r.ID.Kind == KindIngress && strings.HasPrefix(host, "*.")
 		for _, rc := range conds {
-			for _, cond := range rc {
-				ht.add(entry{conditions: *cond, singleLabel: singleLabel}, c.intern)
+			for _, e := range rc {
+				index.add(h, e, singleLabel)
 			}
 		}
 	}
@@ -178,23 +189,31 @@ const (
 	placeGRPCOther
 )
 
-// conditions is one compiled match, shared by the host tables of all the
-// route's hostnames.
-type conditions struct {
+// entry is one compiled match. Compile copies it into the table of each of
+// the route's hostnames, so that a lookup reads one contiguous list instead
+// of chasing pointers.
+type entry struct {
+	// The fields that every match attempt reads come first, to share a
+	// cache line.
+
+	// singleLabel restricts an Ingress wildcard host to requests with
+	// exactly one label in place of the "*".
+	singleLabel bool
+	// grpc entries match only paths of the form "/service/method".
+	grpc   bool
+	method string
+	// pattern matches the whole path for regex and gRPC-other entries; nil
+	// for a gRPC match of every call.
+	pattern *regexp.Regexp
+	headers []valueCond
+	query   []valueCond
+
 	target Target
 	place  placement
 	// path is the literal path of exact and prefix entries (prefixes without
 	// their trailing "/").
 	path string
-	// pattern matches the whole path for regex and gRPC-other entries; nil
-	// for a gRPC match of every call.
-	pattern *regexp.Regexp
-	method  string
-	// grpc entries match only paths of the form "/service/method".
-	grpc    bool
-	headers []valueCond
-	query   []valueCond
-	rank    rank
+	rank rank
 }
 
 // rank orders entries within one list by the precedence rules that remain
@@ -214,8 +233,8 @@ type valueCond struct {
 	pattern *regexp.Regexp
 }
 
-func (c *compiler) conditions(r *Route, ruleIndex, matchIndex int, m *Match, seq int) (*conditions, error) {
-	cond := &conditions{
+func (c *compiler) entry(r *Route, ruleIndex, matchIndex int, m *Match, seq int) (*entry, error) {
+	cond := &entry{
 		target: Target{Route: r, Rule: &r.Rules[ruleIndex], RuleIndex: ruleIndex, MatchIndex: matchIndex},
 		method: m.Method,
 		rank:   rank{hasMethod: m.Method != "", seq: seq},
@@ -264,7 +283,7 @@ func (c *compiler) valueConds(matches []ValueMatch, canonical func(string) strin
 	return conds, nil
 }
 
-func (c *compiler) placePath(cond *conditions, p PathMatch) error {
+func (c *compiler) placePath(cond *entry, p PathMatch) error {
 	cond.rank.primary = len(p.Value)
 	switch p.Type {
 	case PathExact:
@@ -288,7 +307,7 @@ func (c *compiler) placePath(cond *conditions, p PathMatch) error {
 // An exact service and method is an exact path and an exact service alone a
 // prefix, which puts them ahead of every looser gRPC match, as the
 // GRPCRoute precedence (most characters of service, then of method) wants.
-func (c *compiler) placeGRPC(cond *conditions, g *GRPCMatch) error {
+func (c *compiler) placeGRPC(cond *entry, g *GRPCMatch) error {
 	cond.grpc = true
 	if g.Type == MatchExact && g.Service != "" {
 		if g.Method != "" {
@@ -349,7 +368,7 @@ func trimPrefixValue(v string) string {
 
 // compareEntries orders two entries of one list: higher rank first, then
 // the older route, then namespace/name, then rule and match order.
-func compareEntries(a, b entry) int {
+func compareEntries(a, b *entry) int {
 	ra, rb := &a.rank, &b.rank
 	if c := cmp.Compare(rb.primary, ra.primary); c != 0 {
 		return c
@@ -395,8 +414,4 @@ func compareOrigin(a, b *Target, seqA, seqB int) int {
 		return c
 	}
 	return cmp.Compare(a.MatchIndex, b.MatchIndex)
-}
-
-func sortEntries(list []entry) {
-	slices.SortFunc(list, compareEntries)
 }

@@ -66,7 +66,7 @@ func (t *Table) Describe() []HostDescription {
 		})
 		for _, h := range hosts {
 			hd := HostDescription{Listener: sc.listener, Host: h.name}
-			for _, e := range h.entries() {
+			for _, e := range sc.hosts.entriesOf(h) {
 				hd.Matches = append(hd.Matches, describeEntry(e))
 			}
 			out = append(out, hd)
@@ -85,18 +85,15 @@ func hostOrder(name string) int {
 	return 0
 }
 
-// entries returns the entries of h in the order lookup considers them for
+// entriesOf returns the entries of h in the order lookup considers them for
 // a path that reaches them: exact paths, regular expressions, prefixes from
 // the longest, other gRPC matches.
-func (h *hostTable) entries() []entry {
+func (x *hostIndex) entriesOf(h *hostTable) []entry {
 	var exact, prefix []entry
-	var walk func(n *pathNode)
-	walk = func(n *pathNode) {
-		exact = append(exact, n.exact...)
-		prefix = append(prefix, n.prefix...)
-		n.children.each(walk)
+	for _, n := range x.nodes[h.nodes.lo:h.nodes.hi] {
+		exact = append(exact, x.list(n.exact)...)
+		prefix = append(prefix, x.list(n.prefix)...)
 	}
-	walk(&h.root)
 	byPath := func(a, b entry) int {
 		if c := cmp.Compare(len(b.path), len(a.path)); c != 0 {
 			return c
@@ -104,11 +101,11 @@ func (h *hostTable) entries() []entry {
 		if c := cmp.Compare(a.path, b.path); c != 0 {
 			return c
 		}
-		return compareEntries(a, b)
+		return compareEntries(&a, &b)
 	}
 	slices.SortFunc(exact, byPath)
 	slices.SortFunc(prefix, byPath)
-	return slices.Concat(exact, h.regex, prefix, h.grpc)
+	return slices.Concat(exact, x.list(h.regex), prefix, x.list(h.grpc))
 }
 
 func describeEntry(e entry) MatchDescription {

@@ -3,6 +3,7 @@ package router
 import (
 	"bytes"
 	"cmp"
+	"net/http"
 	"slices"
 	"strings"
 	"unsafe"
@@ -29,15 +30,37 @@ type scope struct {
 }
 
 // hostIndex finds the host tables for a request host: exact hosts, then
-// wildcards from the most specific, then the catch-all.
+// wildcards from the most specific, then the catch-all. The tables of all
+// its hosts share the arrays nodes, tags and entries (see build.go).
 type hostIndex struct {
-	exact map[string]*hostTable
-	wild  *wildNode
-	any   *hostTable
+	exact hostMap
+	// wild holds wildcard hosts by their suffix after "*."; minWild and
+	// maxWild are the fewest and most labels of those suffixes (0 for none).
+	wild             hostMap
+	minWild, maxWild int
+	any              *hostTable
+	nodes            []pathNode
+	// tags are those of the keys of nodes (see cutSegment), apart so that
+	// a lookup step scans a node's children in a cache line or two and
+	// reads the node of the one that matches.
+	tags    []uint64
+	entries []entry
+	// wide finds the children of nodes with more than maxLinearChildren.
+	wide map[childKey]int32
 }
 
+type childKey struct {
+	parent int32
+	key    string
+}
+
+// span is a range of indexes in nodes or entries.
+type span struct{ lo, hi int32 }
+
+func (s span) len() int32 { return s.hi - s.lo }
+
 func newScope(listener string) *scope {
-	sc := &scope{listener: listener, hosts: hostIndex{exact: map[string]*hostTable{}, wild: newWildNode(nil, 0)}}
+	sc := &scope{listener: listener}
 	if strings.HasPrefix(listener, "*.") {
 		sc.suffix = listener[1:]
 	}
@@ -103,149 +126,100 @@ func (t *Table) selectScope(host []byte) *scope {
 	return nil
 }
 
-// entry is one compiled match in the table of one hostname.
-type entry struct {
-	// conditions are copied into each host's entry rather than shared, so
-	// that a lookup reads one contiguous list instead of chasing pointers.
-	conditions
-	// singleLabel restricts an Ingress wildcard host to requests with
-	// exactly one label in place of the "*".
-	singleLabel bool
-}
-
-// hostTable holds the entries of one hostname (exact, wildcard or any).
+// hostTable is what one hostname (exact, wildcard or any) serves.
 type hostTable struct {
 	name string
-	// root is inline: one pointer less between the host and its paths.
-	root  pathNode
-	regex []entry
-	grpc  []entry
-}
-
-func newHostTable(name string) *hostTable {
-	return &hostTable{name: name}
+	// nodes are the trie nodes of its paths; the first is the root.
+	nodes       span
+	regex, grpc span
 }
 
 // pathNode is a node of the trie over path segments: the root stands for the
 // empty prefix, its child "a" for "/a", that child's child "" for "/a/".
 type pathNode struct {
-	children children[pathNode]
-	parent   *pathNode
-	exact    []entry
-	prefix   []entry
-	// prefixed is the nearest node at or above this one that has prefix
-	// entries, so lookup skips the nodes in between.
-	prefixed *pathNode
+	key           string
+	children      span
+	exact, prefix span
+	// outer is the nearest node above this one with prefix entries, -1 for
+	// none, so that lookup skips the nodes in between.
+	outer int32
 }
 
-func (h *hostTable) add(e entry, intern func(string) string) {
-	switch e.place {
-	case placeExact:
-		n := h.root.descend(e.path[1:], intern)
-		n.exact = append(n.exact, e)
-	case placePrefix:
-		n := &h.root
-		if e.path != "" {
-			n = n.descend(e.path[1:], intern)
-		}
-		n.prefix = append(n.prefix, e)
-	case placeRegex:
-		h.regex = append(h.regex, e)
-	case placeGRPCOther:
-		h.grpc = append(h.grpc, e)
-	}
-}
-
-// descend returns the node for the segments of rest (a path without its
-// leading "/"), creating nodes as needed. intern shares the storage of
-// segments that many routes repeat ("api", "v1"), which keeps them in cache.
-func (n *pathNode) descend(rest string, intern func(string) string) *pathNode {
-	for {
-		seg, tail, more := cutSegment(rest)
-		child := get(&n.children, seg)
-		if child == nil {
-			child = &pathNode{parent: n}
-			n.children.add(intern(seg), child)
-		}
-		n = child
-		if !more {
-			return n
-		}
-		rest = tail
-	}
-}
-
-// cutSegment splits the first path segment off rest.
-func cutSegment(rest string) (seg, tail string, more bool) {
+// cutSegment splits the first path segment off rest, and returns with it
+// its tag: its last seven bytes and its length (255 for longer) in a word.
+// Segments of up to seven bytes are equal if their tags are.
+func cutSegment(rest string) (seg string, tag uint64, tail string, more bool) {
 	// A plain loop: segments are short, where IndexByte's setup costs more
-	// than it saves.
-	for i := 0; i < len(rest); i++ {
-		if rest[i] == '/' {
-			return rest[:i], rest[i+1:], true
-		}
+	// than it saves, and the tag comes for a shift.
+	i, last := 0, uint64(0)
+	for ; i < len(rest) && rest[i] != '/'; i++ {
+		last = last<<8 | uint64(rest[i])
 	}
-	return rest, "", false
+	seg, tag = rest[:i], last<<8|uint64(min(i, 255))
+	if i < len(rest) {
+		return seg, tag, rest[i+1:], true
+	}
+	return seg, tag, "", false
 }
 
-// finish sorts every list and links prefix nodes; the table is read-only
-// afterwards.
-func (h *hostTable) finish() {
-	sortEntries(h.regex)
-	sortEntries(h.grpc)
-	var walk func(n *pathNode)
-	walk = func(n *pathNode) {
-		sortEntries(n.exact)
-		sortEntries(n.prefix)
-		switch {
-		case len(n.prefix) > 0:
-			n.prefixed = n
-		case n.parent != nil:
-			n.prefixed = n.parent.prefixed
-		}
-		n.children.each(walk)
-	}
-	walk(&h.root)
-}
-
-// lookup finds the first entry of h that matches. wildLabels is how many
+// lookupIn finds the first entry of h that matches. wildLabels is how many
 // labels the "*" of a wildcard host stands for (0 for other hosts).
-func (h *hostTable) lookup(req *Request, wildLabels int) *Target {
-	path := req.Path
-	n, whole := &h.root, true
-	for rest := path[1:]; ; {
-		seg, tail, more := cutSegment(rest)
-		child := get(&n.children, seg)
-		if child == nil {
+func (x *hostIndex) lookupIn(h *hostTable, req *Request, wildLabels int) *Target {
+	i, whole := h.nodes.lo, true
+	for rest := req.Path[1:]; ; {
+		seg, tag, tail, more := cutSegment(rest)
+		child := x.child(i, seg, tag)
+		if child < 0 {
 			whole = false
 			break
 		}
-		n = child
+		i = child
 		if !more {
 			break
 		}
 		rest = tail
 	}
+	n := &x.nodes[i]
 	if whole {
-		if t := firstMatch(n.exact, req, wildLabels); t != nil {
+		if t := x.firstMatch(n.exact, req, wildLabels); t != nil {
 			return t
 		}
 	}
-	if t := firstMatch(h.regex, req, wildLabels); t != nil {
+	if t := x.firstMatch(h.regex, req, wildLabels); t != nil {
 		return t
 	}
-	for p := n.prefixed; p != nil; {
-		if t := firstMatch(p.prefix, req, wildLabels); t != nil {
+	for p := n; ; p = &x.nodes[p.outer] {
+		if t := x.firstMatch(p.prefix, req, wildLabels); t != nil {
 			return t
 		}
-		if p.parent == nil {
+		if p.outer < 0 {
 			break
 		}
-		p = p.parent.prefixed
 	}
-	return firstMatch(h.grpc, req, wildLabels)
+	return x.firstMatch(h.grpc, req, wildLabels)
 }
 
-func firstMatch(list []entry, req *Request, wildLabels int) *Target {
+// child returns the index of the child of node parent for seg, -1 if none.
+func (x *hostIndex) child(parent int32, seg string, tag uint64) int32 {
+	kids := x.nodes[parent].children
+	if kids.len() > maxLinearChildren {
+		if c, ok := x.wide[childKey{parent, seg}]; ok {
+			return c
+		}
+		return -1
+	}
+	for c := kids.lo; c < kids.hi; c++ {
+		if x.tags[c] == tag && (len(seg) < 8 || x.nodes[c].key == seg) {
+			return c
+		}
+	}
+	return -1
+}
+
+func (x *hostIndex) list(s span) []entry { return x.entries[s.lo:s.hi] }
+
+func (x *hostIndex) firstMatch(s span, req *Request, wildLabels int) *Target {
+	list := x.list(s)
 	for i := range list {
 		if list[i].matches(req, wildLabels) {
 			return &list[i].target
@@ -269,11 +243,8 @@ func (e *entry) matches(req *Request, wildLabels int) bool {
 	}
 	for i := range e.headers {
 		c := &e.headers[i]
-		if req.Header == nil {
-			return false
-		}
-		values := req.Header.Values(c.name)
-		if len(values) == 0 || !c.matches(values[0]) {
+		v, ok := headerValue(req.Header, c.name)
+		if !ok || !c.matches(v) {
 			return false
 		}
 	}
@@ -285,6 +256,25 @@ func (e *entry) matches(req *Request, wildLabels int) bool {
 		}
 	}
 	return true
+}
+
+// headerValue returns the first value of the header name, which is in
+// canonical form. An http.Header is indexed directly, as its Values would
+// canonicalise the name again.
+func headerValue(h Headers, name string) (string, bool) {
+	var values []string
+	switch h := h.(type) {
+	case nil:
+		return "", false
+	case http.Header:
+		values = h[name]
+	default:
+		values = h.Values(name)
+	}
+	if len(values) == 0 {
+		return "", false
+	}
+	return values[0], true
 }
 
 // isGRPCPath reports whether path has the "/service/method" form of a gRPC
@@ -301,38 +291,9 @@ func (c *valueCond) matches(v string) bool {
 	return v == c.value
 }
 
-func (x *hostIndex) hostTable(host string) *hostTable {
-	switch {
-	case host == "":
-		if x.any == nil {
-			x.any = newHostTable("*")
-		}
-		return x.any
-	case strings.HasPrefix(host, "*."):
-		n := x.wild.descend(host[2:])
-		if n.table == nil {
-			n.table = newHostTable(host)
-		}
-		return n.table
-	default:
-		h := x.exact[host]
-		if h == nil {
-			h = newHostTable(host)
-			x.exact[host] = h
-		}
-		return h
-	}
-}
-
 func (x *hostIndex) forEachHost(f func(*hostTable)) {
-	for _, h := range x.exact {
-		f(h)
-	}
-	x.wild.forEach(func(n *wildNode) {
-		if n.table != nil {
-			f(n.table)
-		}
-	})
+	x.exact.each(f)
+	x.wild.each(f)
 	if x.any != nil {
 		f(x.any)
 	}
@@ -351,68 +312,92 @@ func (t *Table) Lookup(req Request) *Target {
 	if !strings.HasPrefix(req.Path, "/") {
 		return nil
 	}
+	host := trimHost(req.Host)
+	if hasUpper(host) {
+		return t.lookupFolded(host, &req)
+	}
+	// Most clients send lower-case hosts: those are used in place, and
+	// only read.
+	return t.lookup(unsafe.Slice(unsafe.StringData(host), len(host)), &req)
+}
+
+// lookupFolded looks up a host with upper-case letters, lower-cased on the
+// stack. It is apart from Lookup so that other hosts do not pay for
+// clearing the buffer.
+func (t *Table) lookupFolded(host string, req *Request) *Target {
+	if len(host) > maxHostLen {
+		return t.lookup(nil, req) // too long to be a name: only catch-alls can match
+	}
 	var buf [maxHostLen]byte
-	host, ok := normalizeHost(req.Host, buf[:0])
-	if !ok {
-		host = nil // too long to be a name: only catch-alls can match
-	}
-	sc := t.selectScope(host)
-	if sc == nil {
-		return nil
-	}
-	return sc.hosts.lookup(host, &req)
-}
-
-func (x *hostIndex) lookup(host []byte, req *Request) *Target {
-	if len(host) > 0 {
-		if h := x.exact[string(host)]; h != nil {
-			if tg := h.lookup(req, 0); tg != nil {
-				return tg
-			}
-		}
-		if tg := x.wild.lookup(host, req); tg != nil {
-			return tg
-		}
-	}
-	if x.any != nil {
-		return x.any.lookup(req, 0)
-	}
-	return nil
-}
-
-// normalizeHost drops a port and a trailing dot from host and lower-cases
-// it, into buf only when it has upper-case letters: most clients send
-// lower-case hosts, and those are used in place. The result is only read.
-// ok is false when a host to lower-case does not fit in buf.
-func normalizeHost(host string, buf []byte) ([]byte, bool) {
-	for i := len(host) - 1; i >= 0; i-- {
-		if c := host[i]; c == ':' {
-			host = host[:i]
-			break
-		} else if c == ']' {
-			break // an IPv6 literal without port
-		}
-	}
-	host = strings.TrimSuffix(host, ".")
-	upper := false
-	for i := 0; i < len(host); i++ {
-		if 'A' <= host[i] && host[i] <= 'Z' {
-			upper = true
-			break
-		}
-	}
-	if !upper {
-		return unsafe.Slice(unsafe.StringData(host), len(host)), true
-	}
-	if len(host) > cap(buf) {
-		return nil, false
-	}
 	for i := 0; i < len(host); i++ {
 		c := host[i]
 		if 'A' <= c && c <= 'Z' {
 			c += 'a' - 'A'
 		}
-		buf = append(buf, c)
+		buf[i] = c
 	}
-	return buf, true
+	return t.lookup(buf[:len(host)], req)
+}
+
+func (t *Table) lookup(host []byte, req *Request) *Target {
+	sc := t.selectScope(host)
+	if sc == nil {
+		return nil
+	}
+	return sc.hosts.lookup(host, req)
+}
+
+func (x *hostIndex) lookup(host []byte, req *Request) *Target {
+	if len(host) > 0 {
+		if h := x.exact.get(host); h != nil {
+			if tg := x.lookupIn(h, req, 0); tg != nil {
+				return tg
+			}
+		}
+		if tg := x.lookupWild(host, req); tg != nil {
+			return tg
+		}
+	}
+	if x.any != nil {
+		return x.lookupIn(x.any, req, 0)
+	}
+	return nil
+}
+
+// trimHost drops a port and a trailing dot from host.
+func trimHost(host string) string {
+	// IndexByte first: it is fast, and most hosts come without a port.
+	if strings.IndexByte(host, ':') >= 0 {
+		if i := strings.LastIndexByte(host, ':'); strings.IndexByte(host[i:], ']') < 0 {
+			host = host[:i] // else an IPv6 literal without port
+		}
+	}
+	return strings.TrimSuffix(host, ".")
+}
+
+// hasUpper reports whether s has an ASCII upper-case letter. It tests eight
+// bytes at a time, as it runs on every request; the last eight overlap the
+// ones before.
+func hasUpper(s string) bool {
+	if len(s) < 8 {
+		for i := 0; i < len(s); i++ {
+			if 'A' <= s[i] && s[i] <= 'Z' {
+				return true
+			}
+		}
+		return false
+	}
+	for i := 0; i < len(s); i += 8 {
+		w := s[min(i, len(s)-8):]
+		word := uint64(w[0]) | uint64(w[1])<<8 | uint64(w[2])<<16 | uint64(w[3])<<24 |
+			uint64(w[4])<<32 | uint64(w[5])<<40 | uint64(w[6])<<48 | uint64(w[7])<<56
+		// Bit 7 of a byte of the result is set when that byte of word is
+		// above 'A'-1 and below 'Z'+1 ("hasbetween", Bit Twiddling Hacks).
+		const ones, m, n = 0x0101010101010101, 'A' - 1, 'Z' + 1
+		low := word & (ones * 127)
+		if (ones*(127+n)-low)&^word&(low+ones*(127-m))&(ones*128) != 0 {
+			return true
+		}
+	}
+	return false
 }

@@ -3,6 +3,7 @@ package router
 import (
 	"errors"
 	"flag"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -306,6 +307,50 @@ func TestListenerIsolation(t *testing.T) {
 		}
 		if got != tt.want {
 			t.Errorf("%s%s served by %q, want %q", tt.host, tt.path, got, tt.want)
+		}
+	}
+}
+
+// TestLookupWideNodes covers nodes with more children than a lookup step
+// scans, and hosts with more labels than any wildcard suffix has, neither of
+// which the fuzz's small pools reach.
+func TestLookupWideNodes(t *testing.T) {
+	var routes []Route
+	for i := range 3 * maxLinearChildren {
+		seg := fmt.Sprintf("s%d", i)
+		routes = append(routes,
+			route(KindHTTPRoute, "exact-"+seg, i, []string{"a.example.com"}, []Match{exact("/" + seg), exact("/x/" + seg + "/y")}),
+			route(KindHTTPRoute, "prefix-"+seg, i, []string{"*.b.example.com"}, []Match{prefix("/x/" + seg)}),
+			route(KindIngress, "ingress-"+seg, i, []string{"*.example.com"}, []Match{prefix("/" + seg)}))
+	}
+	routes = append(routes, route(KindHTTPRoute, "fallback", 0, nil, nil))
+	table, errs := Compile(routes)
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	for _, host := range []string{"a.example.com", "x.a.example.com", "A.B.Example.com", "c.b.example.com", "d.c.b.example.com", "e.d.c.b.example.com", "example.com", "com"} {
+		for i := range 3*maxLinearChildren + 1 {
+			seg := fmt.Sprintf("s%d", i)
+			for _, path := range []string{"/" + seg, "/" + seg + "/z", "/x/" + seg, "/x/" + seg + "/y", "/x/" + seg + "0/y"} {
+				req := Request{Host: host, Path: path}
+				got, want := table.Lookup(req), referenceLookup(routes, nil, nil, req)
+				if got == nil || want == nil || got.Route != want.Route || got.RuleIndex != want.RuleIndex || got.MatchIndex != want.MatchIndex {
+					t.Fatalf("%s%s: table %s, reference %s", host, path, describeTarget(got), describeTarget(want))
+				}
+			}
+		}
+	}
+}
+
+func TestHasUpper(t *testing.T) {
+	for b := range 256 {
+		for pos := range 20 {
+			s := []byte("abc.def-0123.example")[:pos+1]
+			s[pos] = byte(b)
+			want := 'A' <= b && b <= 'Z'
+			if got := hasUpper(string(s)); got != want {
+				t.Errorf("hasUpper(%q) = %v", s, got)
+			}
 		}
 	}
 }

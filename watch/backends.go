@@ -30,7 +30,7 @@ func (t *translator) permitted(from refFrom, group, kind, namespace, name string
 		return true
 	}
 	t.dependOnGrants(namespace)
-	for _, g := range t.grants[namespace] {
+	for _, g := range t.grants.byKey[namespace] {
 		fromOK := slices.ContainsFunc(g.Spec.From, func(f gatewayv1.ReferenceGrantFrom) bool {
 			return string(f.Group) == gatewayv1.GroupName && string(f.Kind) == from.kind && string(f.Namespace) == from.namespace
 		})
@@ -85,8 +85,8 @@ func (t *translator) backendRef(from refFrom, ref gatewayv1.BackendObjectReferen
 		return router.BackendRef{}, refErr(gatewayv1.RouteReasonUnsupportedValue, "port: required for a Service")
 	}
 	key := types.NamespacedName{Namespace: namespace, Name: string(ref.Name)}
-	svc := t.services[key]
-	t.dependOnService(key, svc)
+	svc := t.services.last(key)
+	t.dependOnService(key)
 	if svc == nil {
 		return router.BackendRef{}, refErr(gatewayv1.RouteReasonBackendNotFound, "Service %s/%s: %w", namespace, ref.Name, errServiceNotFound)
 	}
@@ -219,7 +219,7 @@ func (t *translator) certificateRef(gwNamespace string, ref gatewayv1.SecretObje
 // secretCert reads a kubernetes.io/tls Secret and checks that its
 // certificate and key form a pair.
 func (t *translator) secretCert(namespace, name string) (Cert, error) {
-	s := t.secrets[types.NamespacedName{Namespace: namespace, Name: name}]
+	s := t.secrets.last(types.NamespacedName{Namespace: namespace, Name: name})
 	switch {
 	case s == nil:
 		return Cert{}, fmt.Errorf("Secret %s/%s: not found", namespace, name)

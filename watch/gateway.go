@@ -117,6 +117,11 @@ type listener struct {
 	attached       map[router.RouteID]bool
 }
 
+// name is "namespace/gateway/listener".
+func (l *listener) name() string {
+	return l.gw.obj.Namespace + "/" + l.gw.obj.Name + "/" + string(l.spec.Name)
+}
+
 // serving reports whether the listener takes traffic.
 func (l *listener) serving() bool {
 	return len(l.sockets) > 0
@@ -212,6 +217,7 @@ var defaultRouteKinds = []router.Kind{router.KindHTTPRoute, router.KindGRPCRoute
 
 func (t *translator) listener(g *gateway, spec *gatewayv1.Listener) *listener {
 	l := &listener{gw: g, spec: spec}
+	l.attached = make(map[router.RouteID]bool, t.attachedHint(l))
 	if spec.Hostname != nil {
 		l.hostname = strings.ToLower(string(*spec.Hostname))
 		// The router's hostname rules apply, since every route attached
@@ -289,7 +295,7 @@ func (t *translator) listenerNamespaces(l *listener) {
 			sel = labels.Nothing()
 		}
 		l.namespaces = func(ns string) bool {
-			n := t.namespaces[ns]
+			n := t.namespaces.last(ns)
 			return n != nil && sel.Matches(labels.Set(n.Labels))
 		}
 	default:
@@ -365,8 +371,14 @@ func (t *translator) bindListener(l *listener) {
 func (t *translator) finishGateways() {
 	for _, gw := range t.objs.gateways {
 		g := t.gateways[types.NamespacedName{Namespace: gw.Namespace, Name: gw.Name}]
-		if g != nil {
-			t.reports.Gateways = append(t.reports.Gateways, GatewayReport{Object: gw, Status: t.gatewayStatus(g)})
+		if g == nil {
+			continue
+		}
+		t.reports.Gateways = append(t.reports.Gateways, GatewayReport{Object: gw, Status: t.gatewayStatus(g)})
+		if t.next != nil {
+			for _, l := range g.listeners {
+				t.next.attachedAt[l.name()] = len(l.attached)
+			}
 		}
 	}
 }

@@ -197,8 +197,8 @@ func (t *translator) ingressBackend(namespace string, b *networkingv1.IngressBac
 		return router.BackendRef{}, fmt.Errorf("resource: only Service backends are supported")
 	}
 	key := types.NamespacedName{Namespace: namespace, Name: b.Service.Name}
-	svc := t.services[key]
-	t.dependOnService(key, svc)
+	svc := t.services.last(key)
+	t.dependOnService(key)
 	if svc == nil {
 		return router.BackendRef{}, fmt.Errorf("service %s: %w", b.Service.Name, errServiceNotFound)
 	}

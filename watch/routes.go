@@ -64,6 +64,14 @@ func (t *translator) backend(r *route, field string, ref gatewayv1.BackendRef, g
 }
 
 func (t *translator) routes() {
+	// Most routes are usually ours: room for all at once rather than a
+	// dozen copies of a growing list of 10,000.
+	if n := len(t.objs.httpRoutes); n > 0 {
+		t.reports.HTTPRoutes = make([]RouteReport[*gatewayv1.HTTPRoute], 0, n)
+	}
+	if n := len(t.objs.grpcRoutes); n > 0 {
+		t.reports.GRPCRoutes = make([]RouteReport[*gatewayv1.GRPCRoute], 0, n)
+	}
 	for _, obj := range t.objs.httpRoutes {
 		r := memoized(t, obj, func() *route { return t.httpRoute(obj) })
 		if parents, ours := t.attachRoute(r); ours {
@@ -197,9 +205,6 @@ func (t *translator) attachToGateway(r *route, g *gateway, ref gatewayv1.ParentR
 
 // attach counts a route on l once, however many parentRefs select l.
 func (l *listener) attach(id router.RouteID) {
-	if l.attached == nil {
-		l.attached = map[router.RouteID]bool{}
-	}
 	if !l.attached[id] {
 		l.attached[id] = true
 		l.attachedRoutes++

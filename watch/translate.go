@@ -19,9 +19,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
-	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/types"
-	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/hostgate/hostgate/router"
 )
@@ -74,14 +72,9 @@ func (o Options) withDefaults() Options {
 }
 
 type translator struct {
-	opts     Options
-	objs     *objects
-	services map[types.NamespacedName]*corev1.Service
-	// slices maps a Service to its EndpointSlices.
-	slices     map[types.NamespacedName][]*discoveryv1.EndpointSlice
-	secrets    map[types.NamespacedName]*corev1.Secret
-	namespaces map[string]*corev1.Namespace
-	grants     map[string][]*gatewayv1.ReferenceGrant
+	opts Options
+	objs *objects
+	*lookups
 	// gateways are the Gateways of our accepted classes.
 	gateways  map[types.NamespacedName]*gateway
 	sockets   map[string]*socket
@@ -91,7 +84,7 @@ type translator struct {
 	reports       Reports
 	// prev holds the results of the previous translation that this one
 	// may reuse, next collects this one's; both are nil without a memo.
-	prev, next *memo
+	prev, next *results
 	// deps records the lookups of the object being memoized, if any.
 	deps *deps
 }
@@ -99,28 +92,20 @@ type translator struct {
 // translate is the pure function at the heart of hostgate: same store and
 // options in, same Snapshot and Reports out.
 func translate(objs *objects, opts Options) (*Snapshot, *Reports) {
-	return translateWith(objs, opts, nil, nil)
+	return translateWith(objs, opts, newLookups(), nil, nil)
 }
 
-// translateWith is translate reusing results of prev and storing its own
-// in next (see memo).
-func translateWith(objs *objects, opts Options, prev, next *memo) (*Snapshot, *Reports) {
-	objs.sort()
+// translateWith is translate looking objects up in groups carried over
+// from the previous translation, reusing results of prev and storing its
+// own in next (see memo).
+func translateWith(objs *objects, opts Options, groups *lookups, prev, next *results) (*Snapshot, *Reports) {
+	groups.update(objs)
 	t := &translator{
-		prev:       prev,
-		next:       next,
-		opts:       opts.withDefaults(),
-		objs:       objs,
-		services:   index(objs.services, namespacedName),
-		secrets:    index(objs.secrets, namespacedName),
-		namespaces: index(objs.namespaces, (*corev1.Namespace).GetName),
-		slices: group(objs.endpointSlices, func(s *discoveryv1.EndpointSlice) (types.NamespacedName, bool) {
-			svc := s.Labels[discoveryv1.LabelServiceName]
-			return types.NamespacedName{Namespace: s.Namespace, Name: svc}, svc != ""
-		}),
-		grants: group(objs.referenceGrants, func(g *gatewayv1.ReferenceGrant) (string, bool) {
-			return g.Namespace, true
-		}),
+		prev:      prev,
+		next:      next,
+		opts:      opts.withDefaults(),
+		objs:      objs,
+		lookups:   groups,
 		gateways:  map[types.NamespacedName]*gateway{},
 		sockets:   map[string]*socket{},
 		endpoints: make(map[string][]Endpoint, len(objs.services)),

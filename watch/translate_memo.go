@@ -16,8 +16,10 @@ package watch
 // looked up), the status entries of each translated route (depending on
 // whether each parent Gateway accepted it), the endpoint set of each
 // Service port (depending on the Service's EndpointSlices) and the check of
-// each TLS Secret's key pair. Reused status entries also let the status
-// writer tell an object whose wanted status did not change at a glance.
+// each TLS Secret's key pair; the lookups translation makes of those
+// objects are regrouped only where they changed (groups.go). Reused status
+// entries also let the status writer tell an object whose wanted status
+// did not change at a glance.
 // Stored results are never changed, so Snapshots may share them. Each
 // translation keeps only the entries it used, so the memo holds no more
 // than the store does. File mode parses fresh objects on every change and
@@ -27,7 +29,6 @@ import (
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
-	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/types"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 )
@@ -35,35 +36,67 @@ import (
 // memo carries the results of one translation into the next. It is not
 // safe for concurrent use: a Source translates one change at a time.
 type memo struct {
+	// results are the last translation's.
+	results
+	// spare holds the emptied maps of the translation before, for the
+	// next one to fill: with 10,000 routes, making them anew each time
+	// was a tenth of a route change, with the garbage collection that
+	// followed.
+	spare results
+	// groups are the lookups of the last translation, brought up to date
+	// by the next.
+	groups *lookups
+}
+
+// results are what one translation leaves for the next.
+type results struct {
 	objects   map[any]memoEntry
 	parents   map[*route]parentsEntry
 	endpoints map[*corev1.ServicePort]endpointEntry
 	certs     map[*corev1.Secret]certEntry
-	// routesAt is how many routes each socket had, so that the next
-	// translation allocates for as many at once.
-	routesAt map[string]int
+	// routesAt is how many routes each socket had, and attachedAt how many
+	// each Gateway listener (by listener.name), so that the next translation
+	// allocates for as many at once.
+	routesAt, attachedAt map[string]int
 }
 
-func newMemo() *memo { return newMemoLike(&memo{}) }
+func newMemo() *memo { return &memo{groups: newLookups()} }
 
-// newMemoLike returns an empty memo with room for as many entries as
-// prev has: the next translation usually keeps about as many.
-func newMemoLike(prev *memo) *memo {
-	return &memo{
-		objects:   make(map[any]memoEntry, len(prev.objects)),
-		parents:   make(map[*route]parentsEntry, len(prev.parents)),
-		endpoints: make(map[*corev1.ServicePort]endpointEntry, len(prev.endpoints)),
-		certs:     make(map[*corev1.Secret]certEntry, len(prev.certs)),
-		routesAt:  make(map[string]int, len(prev.routesAt)),
+// newResults returns empty results with room for as many entries as like
+// has: a translation usually keeps about as many as the one before.
+func newResults(like *results) results {
+	return results{
+		objects:    make(map[any]memoEntry, len(like.objects)),
+		parents:    make(map[*route]parentsEntry, len(like.parents)),
+		endpoints:  make(map[*corev1.ServicePort]endpointEntry, len(like.endpoints)),
+		certs:      make(map[*corev1.Secret]certEntry, len(like.certs)),
+		routesAt:   make(map[string]int, len(like.routesAt)),
+		attachedAt: make(map[string]int, len(like.attachedAt)),
 	}
+}
+
+func (r *results) clear() {
+	clear(r.objects)
+	clear(r.parents)
+	clear(r.endpoints)
+	clear(r.certs)
+	clear(r.routesAt)
+	clear(r.attachedAt)
 }
 
 // translate is translate with the results of m's previous translation,
 // and keeps this one's for the next.
 func (m *memo) translate(objs *objects, opts Options) (*Snapshot, *Reports) {
-	next := newMemoLike(m)
-	snap, reports := translateWith(objs, opts, m, next)
-	*m = *next
+	if m.spare.objects == nil {
+		m.spare = newResults(&m.results)
+	}
+	next := m.spare
+	snap, reports := translateWith(objs, opts, m.groups, &m.results, &next)
+	m.results, m.spare = next, m.results
+	// Emptied now rather than when the next translation starts: the
+	// results of the one before hold the objects replaced since, every
+	// route's after hostgate wrote all statuses.
+	m.spare.clear()
 	return snap, reports
 }
 
@@ -74,22 +107,13 @@ type memoEntry struct {
 	deps  deps
 }
 
-// deps are the lookups a memoized translation made.
+// deps are the lookups a memoized translation made: the keys of the
+// Services and the namespaces of the ReferenceGrants it looked up.
 type deps struct {
-	services []serviceDep
-	grants   []grantDep
+	services []types.NamespacedName
+	grants   []string
 	// ports are the endpoint sets it registered.
 	ports []portDep
-}
-
-type serviceDep struct {
-	key types.NamespacedName
-	svc *corev1.Service
-}
-
-type grantDep struct {
-	namespace string
-	grants    []*gatewayv1.ReferenceGrant
 }
 
 type portDep struct {
@@ -104,8 +128,7 @@ type parentsEntry struct {
 }
 
 type endpointEntry struct {
-	slices []*discoveryv1.EndpointSlice
-	set    []Endpoint
+	set []Endpoint
 }
 
 type certEntry struct {
@@ -134,30 +157,31 @@ func memoized[T any](t *translator, obj any, build func() T) T {
 }
 
 // unchanged reports whether every lookup recorded in d finds what it
-// found before.
+// found in the previous translation. A result in prev was right for that
+// translation, so only lookups of keys that changed since can differ.
 func (t *translator) unchanged(d *deps) bool {
-	for _, s := range d.services {
-		if t.services[s.key] != s.svc {
+	for _, key := range d.services {
+		if t.services.changedKey(key) {
 			return false
 		}
 	}
-	for _, g := range d.grants {
-		if !slices.Equal(t.grants[g.namespace], g.grants) {
+	for _, namespace := range d.grants {
+		if t.grants.changedKey(namespace) {
 			return false
 		}
 	}
 	return true
 }
 
-func (t *translator) dependOnService(key types.NamespacedName, svc *corev1.Service) {
+func (t *translator) dependOnService(key types.NamespacedName) {
 	if t.deps != nil {
-		t.deps.services = append(t.deps.services, serviceDep{key, svc})
+		t.deps.services = append(t.deps.services, key)
 	}
 }
 
 func (t *translator) dependOnGrants(namespace string) {
 	if t.deps != nil {
-		t.deps.grants = append(t.deps.grants, grantDep{namespace, t.grants[namespace]})
+		t.deps.grants = append(t.deps.grants, namespace)
 	}
 }
 
@@ -175,14 +199,14 @@ func (t *translator) registerEndpoints(name string, svc *corev1.Service, port *c
 // memoEndpointSet is endpointSet, reused while the Service and its
 // EndpointSlices are the same objects.
 func (t *translator) memoEndpointSet(svc *corev1.Service, port *corev1.ServicePort) []Endpoint {
-	list := t.slices[types.NamespacedName{Namespace: svc.Namespace, Name: svc.Name}]
+	key := types.NamespacedName{Namespace: svc.Namespace, Name: svc.Name}
 	if t.next == nil {
-		return t.endpointSet(list, port)
+		return t.endpointSet(t.slices.byKey[key], port)
 	}
 	// A port belongs to one Service object: the pointer names both.
 	e, ok := t.prev.endpoints[port]
-	if !ok || !slices.Equal(e.slices, list) {
-		e = endpointEntry{slices: list, set: t.endpointSet(list, port)}
+	if !ok || t.slices.changedKey(key) {
+		e = endpointEntry{set: t.endpointSet(t.slices.byKey[key], port)}
 	}
 	t.next.endpoints[port] = e
 	return e.set
@@ -208,6 +232,14 @@ func (t *translator) routesHint(name string) int {
 		return 0
 	}
 	return t.prev.routesAt[name]
+}
+
+// attachedHint is how many routes the listener had attached last time.
+func (t *translator) attachedHint(l *listener) int {
+	if t.next == nil {
+		return 0
+	}
+	return t.prev.attachedAt[l.name()]
 }
 
 // memoKeyPair is checkKeyPair, reused while the Secret is the same object.

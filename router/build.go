@@ -1,0 +1,186 @@
+package router
+
+import (
+	"slices"
+	"strings"
+)
+
+// Laying out a listener's host tables.
+//
+// Compile first collects entries in tries of pointers, which are cheap to
+// grow, then build copies every host into two arrays that all hosts of a
+// listener share: its trie nodes in breadth-first order, so that the
+// children of a node are adjacent, and its entries node by node. A lookup
+// then reads a few neighbouring cache lines per host instead of one object
+// per node, child list and entry list, which is what its cost was made of
+// once the tables outgrew the caches.
+
+// indexBuilder collects the host tables of one listener hostname.
+type indexBuilder struct {
+	// hosts are keyed by hostname as routes give it, "" for routes without.
+	hosts map[string]*hostBuilder
+	// intern shares the storage of path segments that many routes repeat
+	// ("api", "v1"), which keeps them in cache.
+	intern func(string) string
+	// nodes and entries count what build will lay out.
+	nodes, entries int
+}
+
+// hostBuilder holds the entries of one hostname during Compile.
+type hostBuilder struct {
+	name        string
+	root        trieNode
+	regex, grpc []pending
+}
+
+// pending is an entry until layOut copies it: the compiled match, which the
+// route's hostnames share, and what one hostname adds to it. Sorting these
+// moves two words where an entry has two dozen.
+type pending struct {
+	*entry
+	singleLabel bool
+}
+
+// trieNode is a node of the trie over path segments: the root stands for the
+// empty prefix, its child "a" for "/a", that child's child "" for "/a/".
+type trieNode struct {
+	key           string
+	children      children
+	exact, prefix []pending
+}
+
+func (b *indexBuilder) host(name string) *hostBuilder {
+	h := b.hosts[name]
+	if h == nil {
+		h = &hostBuilder{name: name}
+		b.hosts[name] = h
+		b.nodes++
+	}
+	return h
+}
+
+func (b *indexBuilder) add(h *hostBuilder, e *entry, singleLabel bool) {
+	b.entries++
+	p := pending{e, singleLabel}
+	switch e.place {
+	case placeExact:
+		n := b.descend(&h.root, e.path[1:])
+		n.exact = append(n.exact, p)
+	case placePrefix:
+		n := &h.root
+		if e.path != "" {
+			n = b.descend(n, e.path[1:])
+		}
+		n.prefix = append(n.prefix, p)
+	case placeRegex:
+		h.regex = append(h.regex, p)
+	case placeGRPCOther:
+		h.grpc = append(h.grpc, p)
+	}
+}
+
+// descend returns the node for the segments of rest (a path without its
+// leading "/"), creating nodes as needed.
+func (b *indexBuilder) descend(n *trieNode, rest string) *trieNode {
+	for {
+		seg, _, tail, more := cutSegment(rest)
+		child := n.children.get(seg)
+		if child == nil {
+			child = &trieNode{key: b.intern(seg)}
+			n.children.add(child)
+			b.nodes++
+		}
+		n = child
+		if !more {
+			return n
+		}
+		rest = tail
+	}
+}
+
+// build lays out the collected hosts and indexes them by name.
+func (b *indexBuilder) build() hostIndex {
+	x := hostIndex{
+		nodes:   make([]pathNode, 0, b.nodes),
+		tags:    make([]uint64, 0, b.nodes),
+		entries: make([]entry, 0, b.entries),
+	}
+	var exact, wild []hostTable
+	var queue []*trieNode
+	for name, hb := range b.hosts {
+		var h hostTable
+		h, queue = x.layOut(hb, queue[:0])
+		switch {
+		case name == "":
+			x.any = &h
+		case strings.HasPrefix(name, "*."):
+			depth := 1 + strings.Count(name[2:], ".")
+			if len(wild) == 0 || depth < x.minWild {
+				x.minWild = depth
+			}
+			x.maxWild = max(x.maxWild, depth)
+			wild = append(wild, h)
+		default:
+			exact = append(exact, h)
+		}
+	}
+	x.exact = newHostMap(exact, func(h *hostTable) string { return h.name })
+	x.wild = newHostMap(wild, func(h *hostTable) string { return h.name[2:] })
+	return x
+}
+
+// layOut appends the nodes and entries of hb to x, sorting each entry list
+// into precedence order. queue is scratch space, returned for reuse.
+func (x *hostIndex) layOut(hb *hostBuilder, queue []*trieNode) (hostTable, []*trieNode) {
+	name := hb.name
+	if name == "" {
+		name = "*"
+	}
+	h := hostTable{name: name}
+	h.nodes.lo = int32(len(x.nodes))
+	x.nodes = append(x.nodes, pathNode{outer: -1})
+	x.tags = append(x.tags, 0)
+	queue = append(queue, &hb.root)
+	// queue[k] is laid out at x.nodes[h.nodes.lo+k].
+	for k := 0; k < len(queue); k++ {
+		tn, i := queue[k], h.nodes.lo+int32(k)
+		x.nodes[i].exact = x.appendEntries(tn.exact)
+		x.nodes[i].prefix = x.appendEntries(tn.prefix)
+		outer := x.nodes[i].outer
+		if len(tn.prefix) > 0 {
+			outer = i
+		}
+		first := int32(len(x.nodes))
+		tn.children.each(func(c *trieNode) {
+			_, tag, _, _ := cutSegment(c.key)
+			x.nodes = append(x.nodes, pathNode{key: c.key, outer: outer})
+			x.tags = append(x.tags, tag)
+			queue = append(queue, c)
+		})
+		kids := span{first, int32(len(x.nodes))}
+		x.nodes[i].children = kids
+		if kids.len() > maxLinearChildren {
+			if x.wide == nil {
+				x.wide = map[childKey]int32{}
+			}
+			for c := kids.lo; c < kids.hi; c++ {
+				x.wide[childKey{i, x.nodes[c].key}] = c
+			}
+		}
+	}
+	h.nodes.hi = int32(len(x.nodes))
+	h.regex = x.appendEntries(hb.regex)
+	h.grpc = x.appendEntries(hb.grpc)
+	return h, queue
+}
+
+func (x *hostIndex) appendEntries(list []pending) span {
+	slices.SortFunc(list, func(a, b pending) int { return compareEntries(a.entry, b.entry) })
+	lo := int32(len(x.entries))
+	for _, p := range list {
+		e := *p.entry
+		e.singleLabel = p.singleLabel
+		x.entries = append(x.entries, e)
+	}
+	return span{lo, int32(len(x.entries))}
+}

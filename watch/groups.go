@@ -1,0 +1,141 @@
+package watch
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
+)
+
+// groups is the objects of one kind that translation looks up, grouped by
+// key, each group in sorted order. A memo keeps one per kind from one
+// translation to the next and regroups only the keys whose objects were
+// added or removed in between: grouping 10,000 Services and EndpointSlices
+// afresh took a good part of a route change. The keys that changed also
+// tell the memo which of its results may depend on a change, without
+// looking up each of their dependencies. A list never holds one object
+// (one pointer) twice.
+type groups[K comparable, T object] struct {
+	key     func(T) (K, bool)
+	byKey   map[K][]T
+	members membership[T]
+	// changed are the keys whose group the last update changed; all is set
+	// instead by the first update, which changed every key.
+	changed map[K]struct{}
+	all     bool
+}
+
+func newGroups[K comparable, T object](key func(T) (K, bool)) *groups[K, T] {
+	return &groups[K, T]{key: key, byKey: map[K][]T{}, changed: map[K]struct{}{}}
+}
+
+// update makes g the grouping of list.
+func (g *groups[K, T]) update(list []T) {
+	added, removed, first := g.members.update(list)
+	clear(g.changed)
+	g.all = first
+	if first {
+		g.byKey = group(list, g.key)
+		return
+	}
+	for _, touched := range [][]T{added, removed} {
+		for _, o := range touched {
+			if k, ok := g.key(o); ok {
+				g.changed[k] = struct{}{}
+			}
+		}
+	}
+	if len(g.changed) == 0 {
+		return
+	}
+	// Changed groups are new slices: results of earlier translations may
+	// hold the old ones.
+	regrouped := make(map[K][]T, len(g.changed))
+	for k := range g.changed {
+		for _, o := range g.byKey[k] {
+			if g.members.has(o) {
+				regrouped[k] = append(regrouped[k], o)
+			}
+		}
+	}
+	for _, o := range added {
+		if k, ok := g.key(o); ok {
+			regrouped[k] = append(regrouped[k], o)
+		}
+	}
+	for k := range g.changed {
+		if grp := regrouped[k]; len(grp) > 0 {
+			sortObjects(grp)
+			g.byKey[k] = grp
+		} else {
+			delete(g.byKey, k)
+		}
+	}
+}
+
+// last is the object of key k that a stable sort puts last, the one a map
+// filled from a sorted list would keep; the zero T when there is none.
+func (g *groups[K, T]) last(k K) T {
+	var zero T
+	grp := g.byKey[k]
+	if len(grp) == 0 {
+		return zero
+	}
+	return grp[len(grp)-1]
+}
+
+// changedKey reports whether the group of k may differ from the one of the
+// translation before the last update.
+func (g *groups[K, T]) changedKey(k K) bool {
+	if g.all {
+		return true
+	}
+	_, ok := g.changed[k]
+	return ok
+}
+
+// object is an API object as informers hand it out: a pointer.
+type object interface {
+	comparable
+	metav1.Object
+}
+
+// lookups are the groups translation looks objects up in, and the orders
+// of the kinds it walks.
+type lookups struct {
+	order      orders
+	services   *groups[types.NamespacedName, *corev1.Service]
+	secrets    *groups[types.NamespacedName, *corev1.Secret]
+	namespaces *groups[string, *corev1.Namespace]
+	// slices maps a Service to its EndpointSlices.
+	slices *groups[types.NamespacedName, *discoveryv1.EndpointSlice]
+	grants *groups[string, *gatewayv1.ReferenceGrant]
+}
+
+func newLookups() *lookups {
+	return &lookups{
+		services:   newGroups(keyed(namespacedName[*corev1.Service])),
+		secrets:    newGroups(keyed(namespacedName[*corev1.Secret])),
+		namespaces: newGroups(keyed((*corev1.Namespace).GetName)),
+		slices: newGroups(func(s *discoveryv1.EndpointSlice) (types.NamespacedName, bool) {
+			svc := s.Labels[discoveryv1.LabelServiceName]
+			return types.NamespacedName{Namespace: s.Namespace, Name: svc}, svc != ""
+		}),
+		grants: newGroups(keyed((*gatewayv1.ReferenceGrant).GetNamespace)),
+	}
+}
+
+// update sorts objs and brings every group to its objects.
+func (l *lookups) update(objs *objects) {
+	objs.sort(&l.order)
+	l.services.update(objs.services)
+	l.secrets.update(objs.secrets)
+	l.namespaces.update(objs.namespaces)
+	l.slices.update(objs.endpointSlices)
+	l.grants.update(objs.referenceGrants)
+}
+
+func keyed[K any, T any](key func(T) K) func(T) (K, bool) {
+	return func(o T) (K, bool) { return key(o), true }
+}
