@@ -1,12 +1,15 @@
 package proxy
 
 import (
+	"bufio"
 	"context"
 	"errors"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -125,6 +128,63 @@ func TestConnectRetry(t *testing.T) {
 	// failures the endpoint was no longer picked.
 	if got := counterValue(t, s.metrics.connectRetries); got != 2 {
 		t.Errorf("connect retries = %v, want 2", got)
+	}
+}
+
+// TestResetBeforeAnswer puts an endpoint that resets each connection after
+// reading the request next to a live one, as a backend does that stops
+// while its removal is on the way (TestRollingUpdateUnderLoad met it): a
+// request that is safe to repeat goes to the live endpoint, over HTTP/1.1
+// and HTTP/2 alike; a POST is never sent twice, and fails.
+func TestResetBeforeAnswer(t *testing.T) {
+	opts := testOptions()
+	opts.FailureThreshold = 1000 // keep the resetting endpoint in rotation
+	s := startServer(t, opts)
+	var resets, lives atomic.Int64
+	resetting := rawBackend(t, func(c net.Conn) {
+		if _, err := http.ReadRequest(bufio.NewReader(c)); err == nil {
+			resets.Add(1)
+		}
+		c.(*net.TCPConn).SetLinger(0)
+	})
+	live := startBackend(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		lives.Add(1)
+		io.WriteString(w, "live")
+	}))
+	s.UpdateEndpoints(map[string][]Endpoint{"web": {{Address: resetting}, {Address: live}}})
+	addr := apply(t, s, Listener{Address: "127.0.0.1:0", Routes: compile(t, route("web", nil, router.Rule{Backends: backends("web")}))})[0]
+
+	h2c := &http.Transport{Protocols: new(http.Protocols)}
+	h2c.Protocols.SetUnencryptedHTTP2(true)
+	for _, client := range []*http.Client{http.DefaultClient, {Transport: h2c}} {
+		for i := range 6 {
+			resp, body := get(t, client, "http://"+addr+"/")
+			if resp.StatusCode != 200 || body != "live" {
+				t.Errorf("GET %d over HTTP/%d: %d %q, want 200 from the live endpoint", i, resp.ProtoMajor, resp.StatusCode, body)
+			}
+		}
+	}
+	if resets.Load() == 0 {
+		t.Fatal("no GET reached the resetting endpoint; the test proves nothing")
+	}
+
+	resets.Store(0)
+	lives.Store(0)
+	failed := 0
+	const posts = 4
+	for range posts {
+		resp, err := http.Post("http://"+addr+"/", "text/plain", strings.NewReader("order"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusBadGateway {
+			failed++
+		}
+	}
+	if sent := resets.Load() + lives.Load(); sent != posts || failed != int(resets.Load()) || failed == 0 {
+		t.Errorf("POSTs: %d sent to the resetting endpoint, %d to the live one, %d failed; want %d sent once each, those to the resetting endpoint failed",
+			resets.Load(), lives.Load(), failed, posts)
 	}
 }
 

@@ -275,7 +275,7 @@ func (f *forwarder) modifyResponse(resp *http.Response) error {
 }
 
 // RoundTrip sends req to an endpoint of the exchange's set, moving to
-// another endpoint when connecting fails and the body is still unread.
+// another endpoint where tryAnother allows and the body is still unread.
 func (f *forwarder) RoundTrip(req *http.Request) (*http.Response, error) {
 	ex := exchangeOf(req.Context())
 	rt := f.transport(ex.protocol)
@@ -307,7 +307,8 @@ func (f *forwarder) RoundTrip(req *http.Request) (*http.Response, error) {
 		if h.Failed() {
 			f.s.metrics.ejections.Inc()
 		}
-		if !isConnectError(err) || ex.body.read.Load() || n+1 >= f.s.opts.ConnectAttempts || n+1 >= ex.plan.set.Len() {
+		repeatable := isIdempotent(req.Method) || req.Header.Get("Idempotency-Key") != ""
+		if ex.body.read.Load() || !tryAnother(err, repeatable) || n+1 >= f.s.opts.ConnectAttempts || n+1 >= ex.plan.set.Len() {
 			return nil, err
 		}
 		f.s.metrics.connectRetries.Inc()
@@ -318,6 +319,21 @@ func (f *forwarder) RoundTrip(req *http.Request) (*http.Response, error) {
 func isConnectError(err error) bool {
 	op, ok := errors.AsType[*net.OpError](err)
 	return ok && op.Op == "dial"
+}
+
+// tryAnother says a failed attempt goes to another endpoint: connecting
+// failed, or the request is safe to send again and failed for another
+// reason than time running out, as nginx's default proxy_next_upstream.
+// The second covers a backend that stops just after accepting: a pod
+// shutting down while its removal from the EndpointSlice is still on the
+// way resets the connections queued on its closed listener, and a request
+// that met one would otherwise fail in the middle of a rolling update.
+func tryAnother(err error, replayable bool) bool {
+	if isConnectError(err) {
+		return true
+	}
+	ne, ok := errors.AsType[net.Error](err)
+	return replayable && !(ok && ne.Timeout())
 }
 
 // fail answers a request that could not be relayed.

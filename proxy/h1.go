@@ -443,10 +443,10 @@ func (c *h1conn) endHead(keep, hasDate bool) {
 }
 
 // forward relays the request to an endpoint of the plan's set and its
-// response back, as forwarder does for net/http: a failed connect moves to
-// another endpoint, a reused connection found closed is replaced for a
-// request that can be sent again, and failures are answered 502, or 504
-// past the deadline.
+// response back, as forwarder does for net/http: a reused connection found
+// closed is replaced for a request that can be sent again, a failure moves
+// to another endpoint where tryAnother allows, and failures are answered
+// 502, or 504 past the deadline.
 func (c *h1conn) forward(ex *exchange, keep bool) (status int, sent int64, keepOpen bool) {
 	s := c.l.srv
 	req := &c.req
@@ -517,7 +517,7 @@ func (c *h1conn) forward(ex *exchange, keep bool) (status int, sent int64, keepO
 		if h.Failed() {
 			s.metrics.ejections.Inc()
 		}
-		if isConnectError(err) && n+1 < s.opts.ConnectAttempts && n+1 < ex.plan.set.Len() {
+		if tryAnother(err, replayable) && n+1 < s.opts.ConnectAttempts && n+1 < ex.plan.set.Len() {
 			s.metrics.connectRetries.Inc()
 			tried[n] = h
 			n++

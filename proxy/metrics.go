@@ -105,7 +105,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}, []string{"listener", "route"}),
 		connectRetries: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "hostgate_upstream_connect_retries_total",
-			Help: "Requests moved to another endpoint after failing to connect.",
+			Help: "Requests moved to another endpoint after failing to connect, or after failing otherwise when safe to send again (idempotent, body unread).",
 		}),
 		ejections: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "hostgate_upstream_ejections_total",
