@@ -140,3 +140,24 @@ func BenchmarkCompile(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkRecompile is what a route change costs: one route of n gets a
+// new rule, and the table is built again from the previous one.
+func BenchmarkRecompile(b *testing.B) {
+	for _, n := range []int{10_000, 100_000} {
+		b.Run(fmt.Sprintf("routes=%d", n), func(b *testing.B) {
+			routes := benchRoutes(n)
+			table, _ := Compile(routes)
+			b.ReportAllocs()
+			for i := 0; b.Loop(); i++ {
+				next := append([]Route(nil), routes...)
+				changed := &next[(i*7919)%n]
+				changed.Rules = []Rule{{
+					Matches:  []Match{{Path: PathMatch{Type: PathPrefix, Value: fmt.Sprintf("/changed-%d", i)}}},
+					Backends: changed.Rules[0].Backends,
+				}}
+				table, _ = Recompile(table, next)
+			}
+		})
+	}
+}

@@ -98,23 +98,27 @@ func (b *indexBuilder) descend(n *trieNode, rest string) *trieNode {
 	}
 }
 
-// build lays out the collected hosts and indexes them by name.
-func (b *indexBuilder) build() hostIndex {
+// build lays out the collected hosts, after the tables kept from a
+// previous Table, and indexes them all by name.
+func (b *indexBuilder) build(kept *keptHosts) hostIndex {
+	nodes, entries := b.nodes, b.entries
+	if kept != nil {
+		// At most this many more: the hosts of kept that were not rebuilt.
+		nodes += len(kept.from.nodes)
+		entries += len(kept.from.entries)
+	}
 	x := hostIndex{
-		nodes:   make([]pathNode, 0, b.nodes),
-		tags:    make([]uint64, 0, b.nodes),
-		entries: make([]entry, 0, b.entries),
+		nodes:   make([]pathNode, 0, nodes),
+		tags:    make([]uint64, 0, nodes),
+		entries: make([]entry, 0, entries),
 	}
 	var exact, wild []hostTable
-	var queue []*trieNode
-	for name, hb := range b.hosts {
-		var h hostTable
-		h, queue = x.layOut(hb, queue[:0])
+	add := func(h hostTable) {
 		switch {
-		case name == "":
+		case h.name == "*":
 			x.any = &h
-		case strings.HasPrefix(name, "*."):
-			depth := 1 + strings.Count(name[2:], ".")
+		case strings.HasPrefix(h.name, "*."):
+			depth := 1 + strings.Count(h.name[2:], ".")
 			if len(wild) == 0 || depth < x.minWild {
 				x.minWild = depth
 			}
@@ -123,6 +127,19 @@ func (b *indexBuilder) build() hostIndex {
 		default:
 			exact = append(exact, h)
 		}
+	}
+	if kept != nil {
+		kept.from.forEachHost(func(h *hostTable) {
+			if kept.keep(h) {
+				add(x.relocate(kept.from, h, kept.moved))
+			}
+		})
+	}
+	var queue []*trieNode
+	for _, hb := range b.hosts {
+		var h hostTable
+		h, queue = x.layOut(hb, queue[:0])
+		add(h)
 	}
 	x.exact = newHostMap(exact, func(h *hostTable) string { return h.name })
 	x.wild = newHostMap(wild, func(h *hostTable) string { return h.name[2:] })
@@ -159,14 +176,7 @@ func (x *hostIndex) layOut(hb *hostBuilder, queue []*trieNode) (hostTable, []*tr
 		})
 		kids := span{first, int32(len(x.nodes))}
 		x.nodes[i].children = kids
-		if kids.len() > maxLinearChildren {
-			if x.wide == nil {
-				x.wide = map[childKey]int32{}
-			}
-			for c := kids.lo; c < kids.hi; c++ {
-				x.wide[childKey{i, x.nodes[c].key}] = c
-			}
-		}
+		x.indexWide(i)
 	}
 	h.nodes.hi = int32(len(x.nodes))
 	h.regex = x.appendEntries(hb.regex)
@@ -183,4 +193,53 @@ func (x *hostIndex) appendEntries(list []pending) span {
 		x.entries = append(x.entries, e)
 	}
 	return span{lo, int32(len(x.entries))}
+}
+
+// indexWide puts the children of node i in wide when they are too many
+// to scan.
+func (x *hostIndex) indexWide(i int32) {
+	kids := x.nodes[i].children
+	if kids.len() <= maxLinearChildren {
+		return
+	}
+	if x.wide == nil {
+		x.wide = map[childKey]int32{}
+	}
+	for c := kids.lo; c < kids.hi; c++ {
+		x.wide[childKey{i, x.nodes[c].key}] = c
+	}
+}
+
+// relocate appends the nodes and entries of h, a host table of from, to x,
+// and returns its table in x. moved gives the route each entry now serves.
+// A host's nodes are contiguous in from, and so are its entries, from those
+// of its root to its gRPC list (see layOut).
+func (x *hostIndex) relocate(from *hostIndex, h *hostTable, moved map[*Route]*Route) hostTable {
+	nodeShift := int32(len(x.nodes)) - h.nodes.lo
+	first := from.nodes[h.nodes.lo].exact.lo
+	entryShift := int32(len(x.entries)) - first
+	// Entries of one route mostly come in a row: one lookup for each row.
+	var old, now *Route
+	for _, e := range from.entries[first:h.grpc.hi] {
+		if e.target.Route != old {
+			old, now = e.target.Route, moved[e.target.Route]
+		}
+		e.target.Route = now
+		x.entries = append(x.entries, e)
+	}
+	x.tags = append(x.tags, from.tags[h.nodes.lo:h.nodes.hi]...)
+	for i := h.nodes.lo; i < h.nodes.hi; i++ {
+		n := from.nodes[i]
+		n.children = n.children.shift(nodeShift)
+		n.exact, n.prefix = n.exact.shift(entryShift), n.prefix.shift(entryShift)
+		if n.outer >= 0 {
+			n.outer += nodeShift
+		}
+		x.nodes = append(x.nodes, n)
+	}
+	// Once all are in place: indexWide reads the keys of the children.
+	for i := h.nodes.lo + nodeShift; i < h.nodes.hi+nodeShift; i++ {
+		x.indexWide(i)
+	}
+	return hostTable{name: h.name, nodes: h.nodes.shift(nodeShift), regex: h.regex.shift(entryShift), grpc: h.grpc.shift(entryShift)}
 }

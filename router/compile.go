@@ -50,18 +50,42 @@ func (e *RouteError) Unwrap() error { return e.Err }
 // socket, so that a listener without routes still claims its hosts (and
 // answers 404 for them) rather than leaving them to a less specific one.
 func Compile(routes []Route, listenerHostnames ...string) (*Table, []error) {
+	return compile(nil, routes, listenerHostnames)
+}
+
+func compile(reuse *reuse, routes []Route, listenerHostnames []string) (*Table, []error) {
 	c := compiler{
-		table:   &Table{exactScopes: map[string]*scope{}},
+		table:   &Table{exactScopes: map[string]*scope{}, listenerHostnames: slices.Clone(listenerHostnames)},
 		indexes: map[*scope]*indexBuilder{},
 		regexps: map[string]*regexp.Regexp{},
 		strings: map[string]string{},
 	}
+	var rebuild func(listener, host string) bool
+	if reuse != nil {
+		rebuild = reuse.rebuilds
+	}
 	var errs []error
 	for i := range routes {
 		r := &routes[i]
-		if err := c.addRoute(r, i); err != nil {
-			errs = append(errs, &RouteError{Route: r.ID, Index: i, Err: err})
-			continue
+		switch {
+		case reuse != nil && reuse.kept[i]:
+			c.table.scope(r.Listener)
+			if reuse.touches(r) {
+				// A kept route on a host that is rebuilt all the same, as
+				// it shares the host with a route that changed. It compiled
+				// before, and compiles the same now.
+				conds, _ := c.compileRoute(r, i)
+				c.insert(r, conds, rebuild)
+			}
+		default:
+			// The whole route is compiled before any of its entries is
+			// added, so a route is either served completely or not at all.
+			conds, err := c.compileRoute(r, i)
+			if err != nil {
+				errs = append(errs, &RouteError{Route: r.ID, Index: i, Err: err})
+				continue
+			}
+			c.insert(r, conds, rebuild)
 		}
 		c.table.routes = append(c.table.routes, r)
 	}
@@ -76,9 +100,11 @@ func Compile(routes []Route, listenerHostnames ...string) (*Table, []error) {
 		c.table.scope("")
 	}
 	for _, sc := range c.table.scopes {
-		if b := c.indexes[sc]; b != nil {
-			sc.hosts = b.build()
+		b := c.indexes[sc]
+		if b == nil {
+			b = &indexBuilder{}
 		}
+		sc.hosts = b.build(reuse.keptHosts(sc.listener))
 	}
 	c.table.orderScopes()
 	return c.table, errs
@@ -109,17 +135,6 @@ func Validate(r *Route) error {
 	return err
 }
 
-// addRoute compiles a whole route before adding any of its entries, so a
-// route is either served completely or not at all.
-func (c *compiler) addRoute(r *Route, seq int) error {
-	conds, err := c.compileRoute(r, seq)
-	if err != nil {
-		return err
-	}
-	c.insert(r, conds)
-	return nil
-}
-
 // compileRoute validates r and compiles its matches, one list per rule.
 func (c *compiler) compileRoute(r *Route, seq int) ([][]*entry, error) {
 	if err := validateRoute(r); err != nil {
@@ -147,18 +162,19 @@ func (c *compiler) compileRoute(r *Route, seq int) ([][]*entry, error) {
 	return conds, nil
 }
 
-func (c *compiler) insert(r *Route, conds [][]*entry) {
-	hostnames := r.Hostnames
-	if len(hostnames) == 0 {
-		hostnames = []string{""}
-	}
+// insert adds the entries of r to the tables of its hostnames, or of those
+// of them that rebuild reports (nil: all).
+func (c *compiler) insert(r *Route, conds [][]*entry, rebuild func(listener, host string) bool) {
 	sc := c.table.scope(r.Listener)
 	index := c.indexes[sc]
 	if index == nil {
 		index = &indexBuilder{hosts: map[string]*hostBuilder{}, intern: c.intern}
 		c.indexes[sc] = index
 	}
-	for _, host := range hostnames {
+	for _, host := range hostsOf(r) {
+		if rebuild != nil && !rebuild(r.Listener, host) {
+			continue
+		}
 		h := index.host(host)
 		singleLabel := r.ID.Kind == KindIngress && strings.HasPrefix(host, "*.")
 		for _, rc := range conds {
@@ -168,6 +184,17 @@ func (c *compiler) insert(r *Route, conds [][]*entry) {
 		}
 	}
 }
+
+// hostsOf returns the hostnames whose tables r is in: "" for a route
+// without hostnames.
+func hostsOf(r *Route) []string {
+	if len(r.Hostnames) == 0 {
+		return anyHost
+	}
+	return r.Hostnames
+}
+
+var anyHost = []string{""}
 
 // impliedMatch is what a rule without matches matches: every path for
 // HTTP, every service and method for gRPC.

@@ -3,6 +3,7 @@ package router
 import (
 	"fmt"
 	"net/http"
+	"reflect"
 	"testing"
 	"time"
 )
@@ -138,6 +139,80 @@ func FuzzLookup(f *testing.F) {
 			}
 			if got == nil || want == nil || got.Route != want.Route || got.RuleIndex != want.RuleIndex || got.MatchIndex != want.MatchIndex {
 				t.Fatalf("request %+v:\n table:     %s\n reference: %s", req, describeTarget(got), describeTarget(want))
+			}
+		}
+	})
+}
+
+// FuzzRecompile checks Recompile against Compile. A second route set is
+// made from a first by keeping, dropping, changing and reordering its
+// routes and adding others; the Table that Recompile builds for it from
+// the first set's Table must report the same errors, describe the same
+// hosts and answer every request as Compile's for it does, and so must a
+// second Recompile that keeps everything.
+func FuzzRecompile(f *testing.F) {
+	f.Add([]byte("\x05\x02\x01\x00\x00\x02\x02\x03\x02\x02\x01\x01\x00\x01\x01\x01\x02\x01\x00\x03\x02\x01\x00\x01\x02\x03"))
+	f.Add([]byte("\x03\x00\x01\x00\x02\x02\x01\x01\x02\x00\x05\x01\x00\x01\x02\x03\x04\x05\x06\x07\x08\x09\x02\x02\x03\x03"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		s := &fuzzSource{data: data}
+		// Unique IDs: Recompile pairs routes by ID.
+		routes := func(tag string) []Route {
+			rs := s.routes()
+			for i := range rs {
+				rs[i].ID.Name += fmt.Sprintf("-%s%d", tag, i)
+			}
+			return rs
+		}
+		var listeners []string
+		for range s.intn(3) {
+			listeners = append(listeners, pick(s, "", "c.a.com", "*.com", "*.a.com"))
+		}
+		before := routes("a")
+		prev, _ := Compile(before, listeners...)
+		var after []Route
+		for _, r := range before {
+			switch s.intn(5) {
+			case 0, 1:
+				after = append(after, r)
+			case 2: // dropped
+			case 3:
+				changed := routes("c")[0]
+				changed.ID = r.ID
+				after = append(after, changed)
+			case 4:
+				r.Hostnames = []string{pick(s, "a.com", "*.a.com", "x.b.a.com")}
+				r.Created = r.Created.Add(time.Duration(s.intn(2)) * time.Second)
+				after = append(after, r)
+			}
+		}
+		added := routes("b")
+		after = append(after, added[:s.intn(len(added)+1)]...)
+		if len(after) > 0 {
+			k := s.intn(len(after))
+			after = append(after[k:], after[:k]...)
+		}
+		want, wantErrs := Compile(after, listeners...)
+		got, gotErrs := Recompile(prev, after, listeners...)
+		again, _ := Recompile(got, after, listeners...)
+		if fmt.Sprint(gotErrs) != fmt.Sprint(wantErrs) {
+			t.Fatalf("errors:\n recompiled: %v\n compiled:   %v", gotErrs, wantErrs)
+		}
+		for name, table := range map[string]*Table{"recompiled": got, "recompiled again": again} {
+			if g, w := table.Describe(), want.Describe(); !reflect.DeepEqual(g, w) {
+				t.Fatalf("%s describes\n %+v\nwant\n %+v", name, g, w)
+			}
+		}
+		for range 8 {
+			req := s.request()
+			w := want.Lookup(req)
+			for name, table := range map[string]*Table{"recompiled": got, "recompiled again": again} {
+				g := table.Lookup(req)
+				if g == nil && w == nil {
+					continue
+				}
+				if g == nil || w == nil || g.Route != w.Route || g.RuleIndex != w.RuleIndex || g.MatchIndex != w.MatchIndex {
+					t.Fatalf("request %+v:\n %s: %s\n compiled: %s", req, name, describeTarget(g), describeTarget(w))
+				}
 			}
 		}
 	})

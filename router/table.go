@@ -17,6 +17,9 @@ type Table struct {
 	exactScopes map[string]*scope
 	// routes are the routes that compiled, in input order.
 	routes []*Route
+	// listenerHostnames are Compile's, which Recompile must see again to
+	// reuse anything.
+	listenerHostnames []string
 }
 
 // scope is what one listener hostname serves. A request goes to the most
@@ -58,6 +61,8 @@ type childKey struct {
 type span struct{ lo, hi int32 }
 
 func (s span) len() int32 { return s.hi - s.lo }
+
+func (s span) shift(by int32) span { return span{s.lo + by, s.hi + by} }
 
 func newScope(listener string) *scope {
 	sc := &scope{listener: listener}

@@ -51,6 +51,10 @@ type Registry struct {
 
 	mu    sync.Mutex
 	hosts map[string]*Host
+	// sets are those of the last call to Sets, which keeps the ones whose
+	// endpoints did not change: an EndpointSlice change at 10,000 services
+	// rebuilds one Set, not 10,000.
+	sets map[string]*Set
 }
 
 // NewRegistry returns an empty Registry whose Sets use policy and health.
@@ -58,39 +62,72 @@ func NewRegistry(policy Policy, health Health) *Registry {
 	return &Registry{policy: policy, health: health, hosts: map[string]*Host{}}
 }
 
-// Sets builds a Set per name. An address the Registry already knows keeps
-// its Host, and with it its health and in-flight count; addresses no longer
+// Sets returns a Set per name. A name whose endpoints are those of the
+// last call keeps its Set. An address the Registry already knows keeps its
+// Host, and with it its health and in-flight count; addresses no longer
 // listed are forgotten (Sets still in use by requests keep working).
 func (r *Registry) Sets(endpoints map[string][]Endpoint) map[string]*Set {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	hosts := make(map[string]*Host, len(r.hosts))
 	sets := make(map[string]*Set, len(endpoints))
 	for name, eps := range endpoints {
+		if old := r.sets[name]; old != nil && old.lists(eps) {
+			sets[name] = old
+			continue
+		}
 		set := &Set{policy: r.policy, hosts: make([]*Host, len(eps)), weights: make([]uint64, len(eps))}
 		for i, ep := range eps {
-			h := hosts[ep.Address]
-			if h == nil {
-				h = r.hosts[ep.Address]
-			}
+			h := r.hosts[ep.Address]
 			if h == nil {
 				h = &Host{addr: ep.Address, health: &r.health}
+				r.hosts[ep.Address] = h
 			}
-			hosts[ep.Address] = h
+			h.sets++
 			set.hosts[i] = h
-			set.weights[i] = uint64(max(ep.Weight, 1))
+			set.weights[i] = weight(ep)
 		}
 		set.finish()
 		sets[name] = set
 	}
-	r.hosts = hosts
+	// Released after the new Sets took theirs, so that an address moving
+	// from one Set to another keeps its Host.
+	for name, old := range r.sets {
+		if sets[name] == old {
+			continue
+		}
+		for _, h := range old.hosts {
+			if h.sets--; h.sets == 0 {
+				delete(r.hosts, h.addr)
+			}
+		}
+	}
+	r.sets = sets
 	return sets
+}
+
+func weight(ep Endpoint) uint64 { return uint64(max(ep.Weight, 1)) }
+
+// lists reports whether s was built from eps.
+func (s *Set) lists(eps []Endpoint) bool {
+	if len(eps) != len(s.hosts) {
+		return false
+	}
+	for i, ep := range eps {
+		if ep.Address != s.hosts[i].addr || weight(ep) != s.weights[i] {
+			return false
+		}
+	}
+	return true
 }
 
 // Host is the state of one endpoint address.
 type Host struct {
-	addr     string
-	health   *Health
+	addr   string
+	health *Health
+	// sets counts the Registry's current Sets that list the address
+	// (once per listing); the Registry forgets the Host at zero. Guarded
+	// by the Registry's mutex.
+	sets     int
 	inflight atomic.Int64
 	// fails counts consecutive failures, ejections consecutive ejections.
 	fails, ejections atomic.Int32
