@@ -52,8 +52,9 @@ type listenerState struct {
 // translator already validated them, so this is a second line of defence.
 // The routing tables and certificate stores of prev (nil for the first
 // generation) are reused where their routes or certificates did not
-// change: a route change at one listener leaves the others' alone, and
-// 1,000 certificates are not parsed again for it. Listeners with the same
+// change: a route change at one listener leaves the others' alone and
+// rebuilds only the host tables of its own hostnames there, and 1,000
+// certificates are not parsed again for it. Listeners with the same
 // routes (the HTTP and HTTPS listeners of Ingresses) share one table.
 func compileSnapshot(snap *watch.Snapshot, number uint64, prev *generation, log *slog.Logger) *generation {
 	gen := &generation{Number: number, Built: time.Now()}
@@ -75,7 +76,11 @@ func compileSnapshot(snap *watch.Snapshot, number uint64, prev *generation, log 
 		} else if sameInput(p) {
 			state.table, state.routeErrs = p.table, p.routeErrs
 		} else {
-			state.table, state.routeErrs = router.Compile(l.Routes, l.ListenerHostnames...)
+			var from *router.Table
+			if p != nil {
+				from = p.table
+			}
+			state.table, state.routeErrs = router.Recompile(from, l.Routes, l.ListenerHostnames...)
 		}
 		pl := proxy.Listener{Address: address, Routes: state.table}
 		if l.Protocol == watch.ProtocolHTTPS {
