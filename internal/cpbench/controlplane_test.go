@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"crypto/tls"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -548,6 +549,7 @@ func (h *hostgate) cpuTime(b *testing.B) time.Duration {
 // the rest: watch, translation, compilation and the first request.
 func (h *hostgate) reportChanges(b *testing.B, name string, n int, change func(context.Context) (probe, error)) {
 	ctx := context.Background()
+	logStart := fileSize(h.log)
 	latencies := make([]time.Duration, 0, n)
 	writes := make([]time.Duration, 0, n)
 	afterWrites := make([]time.Duration, 0, n)
@@ -582,6 +584,48 @@ func (h *hostgate) reportChanges(b *testing.B, name string, n int, change func(c
 	report(name, latencies)
 	report(name+"_api", writes)
 	report(name+"_after_api", afterWrites)
+	if work := translations(b, h.log, logStart); len(work) > 0 {
+		report(name+"_hostgate", work)
+	}
+}
+
+func fileSize(path string) int64 {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return 0
+	}
+	return fi.Size()
+}
+
+// translations reads, from hostgate's log after offset, how long each
+// translation took from listing the caches to the proxy serving the
+// result: the part of a change that is hostgate's own work, as opposed to
+// the watch bringing the change and the wait for the CPU.
+func translations(b *testing.B, path string, offset int64) []time.Duration {
+	f, err := os.Open(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.Seek(offset, io.SeekStart); err != nil {
+		b.Fatal(err)
+	}
+	var out []time.Duration
+	s := bufio.NewScanner(f)
+	s.Buffer(nil, 1<<20)
+	for s.Scan() {
+		var raw map[string]any
+		if json.Unmarshal(s.Bytes(), &raw) != nil || raw["msg"] != "translated" {
+			continue
+		}
+		total := 0.0
+		for _, k := range []string{"list_seconds", "translate_seconds", "publish_seconds"} {
+			v, _ := raw[k].(float64)
+			total += v
+		}
+		out = append(out, time.Duration(total*float64(time.Second)))
+	}
+	return out
 }
 
 // percentile of sorted durations, nearest rank.
