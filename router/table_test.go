@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -328,18 +329,30 @@ func TestLookupWideNodes(t *testing.T) {
 	if len(errs) > 0 {
 		t.Fatal(errs)
 	}
-	for _, host := range []string{"a.example.com", "x.a.example.com", "A.B.Example.com", "c.b.example.com", "d.c.b.example.com", "e.d.c.b.example.com", "example.com", "com"} {
-		for i := range 3*maxLinearChildren + 1 {
-			seg := fmt.Sprintf("s%d", i)
-			for _, path := range []string{"/" + seg, "/" + seg + "/z", "/x/" + seg, "/x/" + seg + "/y", "/x/" + seg + "0/y"} {
-				req := Request{Host: host, Path: path}
-				got, want := table.Lookup(req), referenceLookup(routes, nil, nil, req)
-				if got == nil || want == nil || got.Route != want.Route || got.RuleIndex != want.RuleIndex || got.MatchIndex != want.MatchIndex {
-					t.Fatalf("%s%s: table %s, reference %s", host, path, describeTarget(got), describeTarget(want))
+	check := func(name string, table *Table, routes []Route) {
+		for _, host := range []string{"a.example.com", "x.a.example.com", "A.B.Example.com", "c.b.example.com", "d.c.b.example.com", "e.d.c.b.example.com", "example.com", "com"} {
+			for i := range 3*maxLinearChildren + 1 {
+				seg := fmt.Sprintf("s%d", i)
+				for _, path := range []string{"/" + seg, "/" + seg + "/z", "/x/" + seg, "/x/" + seg + "/y", "/x/" + seg + "0/y"} {
+					req := Request{Host: host, Path: path}
+					got, want := table.Lookup(req), referenceLookup(routes, nil, nil, req)
+					if got == nil || want == nil || got.Route != want.Route || got.RuleIndex != want.RuleIndex || got.MatchIndex != want.MatchIndex {
+						t.Fatalf("%s: %s%s: table %s, reference %s", name, host, path, describeTarget(got), describeTarget(want))
+					}
 				}
 			}
 		}
 	}
+	check("compiled", table, routes)
+	// A change of the catch-all route only: Recompile copies the tables
+	// with wide nodes, whose index of children must move with them.
+	changed := slices.Clone(routes)
+	changed[len(changed)-1] = route(KindHTTPRoute, "fallback", 0, nil, []Match{prefix("/")})
+	recompiled, errs := Recompile(table, changed)
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	check("recompiled", recompiled, changed)
 }
 
 func TestHasUpper(t *testing.T) {
