@@ -9,6 +9,7 @@ import (
 	"maps"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -30,6 +31,10 @@ type admin struct {
 	// addresses it balances over and their passive health.
 	endpoints func() map[string][]proxy.EndpointState
 	gatherer  prometheus.Gatherer
+	// profiling serves Go's profiles under /debug/pprof/. Off by default:
+	// the admin port has no authentication, and a CPU profile costs the
+	// node's traffic while it runs.
+	profiling bool
 	// listening is closed once the socket is bound, for tests and for
 	// start-up ordering.
 	listening chan net.Addr
@@ -49,6 +54,13 @@ func (a *admin) handler() http.Handler {
 	})
 	mux.Handle("GET /metrics", promhttp.HandlerFor(a.gatherer, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /debug/routes", a.routes)
+	if a.profiling {
+		mux.HandleFunc("GET /debug/pprof/", pprof.Index)
+		mux.HandleFunc("GET /debug/pprof/cmdline", pprof.Cmdline)
+		mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("GET /debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
+	}
 	return mux
 }
 

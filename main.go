@@ -56,6 +56,7 @@ type config struct {
 	logFormat        string
 	logLevel         slog.Level
 	accessLog        bool
+	profiling        bool
 	printVersion     bool
 	stateFile        string
 	// state is the --state-file (cluster mode).
@@ -103,6 +104,7 @@ func parseFlags(args []string, output io.Writer) (*config, error) {
 	fs.StringVar(&c.logFormat, "log-format", "json", "json or text")
 	fs.TextVar(&c.logLevel, "log-level", slog.LevelInfo, "debug, info, warn or error")
 	fs.BoolVar(&c.accessLog, "access-log", true, "log every request")
+	fs.BoolVar(&c.profiling, "profiling", false, "serve Go's CPU, heap and goroutine profiles on the admin address under /debug/pprof/ (unauthenticated, like the rest of it)")
 	fs.BoolVar(&c.printVersion, "version", false, "print the version and exit")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -221,7 +223,7 @@ func run(ctx context.Context, args []string, logOutput io.Writer, h *hooks) erro
 	if err != nil {
 		return err
 	}
-	adm := &admin{addr: c.adminAddr, ready: srv.Ready, current: &current, endpoints: srv.Endpoints, gatherer: reg}
+	adm := &admin{addr: c.adminAddr, ready: srv.Ready, current: &current, endpoints: srv.Endpoints, gatherer: reg, profiling: c.profiling}
 	if h != nil {
 		adm.listening = make(chan net.Addr, 1)
 		go func() { h.adminListening <- <-adm.listening }()

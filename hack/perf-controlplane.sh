@@ -9,6 +9,7 @@
 #   hack/perf-controlplane.sh                 # 100 changes per scenario
 #   CPBENCH_CHANGES=200 hack/perf-controlplane.sh
 #   hack/perf-controlplane.sh -bench 'ControlPlane/httproutes=10000'   # one scenario
+#   CPBENCH_HEAP_PROFILE=/tmp/heap.pb.gz hack/perf-controlplane.sh    # hostgate's heap once settled, per scenario
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 eval "$("$root/hack/kube-env.sh" --export)"

@@ -390,6 +390,7 @@ func (c *cluster) endpointChange(b *testing.B) func(context.Context) (probe, err
 type hostgate struct {
 	cmd     *exec.Cmd
 	log     string
+	admin   string // host:port
 	started time.Time
 	ready   time.Duration
 	exited  chan struct{}
@@ -414,10 +415,12 @@ func (c *cluster) startHostgate(b *testing.B, lastHost string) *hostgate {
 		"--lease-namespace", "default", "--identity", "cpbench", "--gateway-class", "",
 		// Thousands of 404s while polling would only measure logging.
 		"--access-log=false",
+		// For CPBENCH_HEAP_PROFILE.
+		"--profiling",
 		"--shutdown-delay", "0s", "--shutdown-grace", "1s")
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	h := &hostgate{
-		cmd: cmd, log: logPath, exited: make(chan struct{}),
+		cmd: cmd, log: logPath, admin: admin, exited: make(chan struct{}),
 		client: &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 4, DisableCompression: true}},
 	}
 	h.started = time.Now()
@@ -484,9 +487,33 @@ func (h *hostgate) reportStartup(b *testing.B) {
 	settled := h.settle(b)
 	b.ReportMetric(settled.Seconds(), "settle_s")
 	rss, peak := h.memory(b)
+	if path := os.Getenv("CPBENCH_HEAP_PROFILE"); path != "" {
+		h.saveHeapProfile(b, path)
+	}
 	b.ReportMetric(rss, "rss_MiB")
 	b.ReportMetric(peak, "peak_rss_MiB")
 	b.Logf("serving after %v; status written and idle %v later; RSS %.0f MiB (peak %.0f MiB)", h.ready.Round(time.Millisecond), settled.Round(time.Second), rss, peak)
+}
+
+// saveHeapProfile writes hostgate's heap profile to path, with the
+// scenario's name before its extension: what the live heap holds once
+// every status is written (go tool pprof -sample_index=inuse_space).
+func (h *hostgate) saveHeapProfile(b *testing.B, path string) {
+	ext := filepath.Ext(path)
+	path = strings.TrimSuffix(path, ext) + "-" + strings.NewReplacer("/", "-", "=", "-", ",", "-").Replace(b.Name()) + ext
+	resp, err := h.client.Get("http://" + h.admin + "/debug/pprof/heap?gc=1")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer resp.Body.Close()
+	profile, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		b.Fatalf("heap profile: %d %v", resp.StatusCode, err)
+	}
+	if err := os.WriteFile(path, profile, 0o644); err != nil {
+		b.Fatal(err)
+	}
+	b.Logf("heap profile in %s", path)
 }
 
 // memory returns the resident set and its peak, in MiB.
