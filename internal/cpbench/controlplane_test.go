@@ -496,11 +496,16 @@ func (h *hostgate) reportStartup(b *testing.B) {
 }
 
 // saveHeapProfile writes hostgate's heap profile to path, with the
-// scenario's name before its extension: what the live heap holds once
-// every status is written (go tool pprof -sample_index=inuse_space).
+// scenario's name before the extensions of its file name: what the live
+// heap holds once every status is written (go tool pprof
+// -sample_index=inuse_space).
 func (h *hostgate) saveHeapProfile(b *testing.B, path string) {
-	ext := filepath.Ext(path)
-	path = strings.TrimSuffix(path, ext) + "-" + strings.NewReplacer("/", "-", "=", "-", ",", "-").Replace(b.Name()) + ext
+	dir, file := filepath.Split(path)
+	stem, exts, dotted := strings.Cut(file, ".")
+	path = dir + stem + "-" + strings.NewReplacer("/", "-", "=", "-", ",", "-").Replace(b.Name())
+	if dotted {
+		path += "." + exts
+	}
 	resp, err := h.client.Get("http://" + h.admin + "/debug/pprof/heap?gc=1")
 	if err != nil {
 		b.Fatal(err)
