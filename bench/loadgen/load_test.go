@@ -60,6 +60,32 @@ func TestRunCountsRequestsAndErrors(t *testing.T) {
 	}
 }
 
+// Calls that fail because the measurement's time is up are not errors,
+// even before the context's timer has fired: a gRPC call given the
+// deadline fails at it by the clock (TestGRPC's proxy saw the same), and
+// the loop would otherwise count thousands of such calls as failures of
+// the proxy (bench/run.sh's gRPC rows once did).
+func TestRunEndsByTheClock(t *testing.T) {
+	dial := func() (call, func(), error) {
+		return func(ctx context.Context) error {
+			if d, ok := ctx.Deadline(); ok && !time.Now().Before(d) {
+				return context.DeadlineExceeded
+			}
+			time.Sleep(time.Millisecond)
+			return nil
+		}, func() {}, nil
+	}
+	for range 5 {
+		res, err := run(2, 4, 50*time.Millisecond, dial)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.errors != 0 {
+			t.Fatalf("%d errors counted after the deadline (and %d requests)", res.errors, res.requests)
+		}
+	}
+}
+
 func TestRunReportsDialError(t *testing.T) {
 	_, err := run(2, 1, time.Second, func() (call, func(), error) { return nil, nil, errors.New("refused") })
 	if err == nil {
