@@ -294,11 +294,11 @@ func (f *forwarder) RoundTrip(req *http.Request) (*http.Response, error) {
 			return resp, nil
 		}
 		h.End()
-		if ctx := req.Context(); ctx.Err() != nil || deadlinePassed(ctx) {
+		if expired := deadlinePassed(req.Context()); expired || req.Context().Err() != nil {
 			// The client left or the deadline passed: that says nothing
 			// about the endpoint, though a deadline is the backend's
 			// error all the same.
-			if deadlinePassed(ctx) {
+			if expired {
 				f.s.metrics.upstreamErrors[errTimeout].Inc()
 			}
 			return nil, err
@@ -307,8 +307,7 @@ func (f *forwarder) RoundTrip(req *http.Request) (*http.Response, error) {
 		if h.Failed() {
 			f.s.metrics.ejections.Inc()
 		}
-		repeatable := isIdempotent(req.Method) || req.Header.Get("Idempotency-Key") != ""
-		if ex.body.read.Load() || !tryAnother(err, repeatable) || n+1 >= f.s.opts.ConnectAttempts || n+1 >= ex.plan.set.Len() {
+		if ex.body.read.Load() || !tryAnother(err, repeatable(req.Method, req.Header.Get("Idempotency-Key"))) || n+1 >= f.s.opts.ConnectAttempts || n+1 >= ex.plan.set.Len() {
 			return nil, err
 		}
 		f.s.metrics.connectRetries.Inc()
@@ -329,11 +328,14 @@ func isConnectError(err error) bool {
 // way resets the connections queued on its closed listener, and a request
 // that met one would otherwise fail in the middle of a rolling update.
 func tryAnother(err error, replayable bool) bool {
-	if isConnectError(err) {
-		return true
-	}
+	return isConnectError(err) || replayable && !isTimeout(err)
+}
+
+// isTimeout reports whether err is time running out, the proxy's or the
+// network's.
+func isTimeout(err error) bool {
 	ne, ok := errors.AsType[net.Error](err)
-	return replayable && !(ok && ne.Timeout())
+	return errors.Is(err, context.DeadlineExceeded) || ok && ne.Timeout()
 }
 
 // fail answers a request that could not be relayed.
@@ -344,8 +346,7 @@ func (f *forwarder) fail(w http.ResponseWriter, r *http.Request, err error) {
 	status := http.StatusBadGateway
 	// Once the request's deadline has passed the request timed out,
 	// whatever the transport's error says.
-	ne, ok := errors.AsType[net.Error](err)
-	if errors.Is(err, context.DeadlineExceeded) || ok && ne.Timeout() || deadlinePassed(r.Context()) {
+	if isTimeout(err) || deadlinePassed(r.Context()) {
 		status = http.StatusGatewayTimeout
 	}
 	writeError(w, r, status)

@@ -275,11 +275,6 @@ func exchangeSlow(t *testing.T, c net.Conn, raws ...string) (statuses []int, clo
 	return statuses, err != nil && !isTimeout(err)
 }
 
-func isTimeout(err error) bool {
-	var ne net.Error
-	return errors.As(err, &ne) && ne.Timeout()
-}
-
 // TestPlaintextToTLS sends HTTP to a TLS listener, which says so.
 func TestPlaintextToTLS(t *testing.T) {
 	dial, _ := guardedServer(t, HTTPS, nil)

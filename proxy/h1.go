@@ -468,7 +468,7 @@ func (c *h1conn) forward(ex *exchange, keep bool) (status int, sent int64, keepO
 	// Only a request without a body that is safe to repeat goes again on
 	// a fresh connection after a reused one turned out closed, as
 	// net/http's Transport does.
-	replayable := c.body.done && (isIdempotent(req.method) || req.get("Idempotency-Key") != "")
+	replayable := c.body.done && repeatable(req.method, req.get("Idempotency-Key"))
 	var tried [maxConnectAttempts]*upstream.Host
 	fresh := false
 	var uc *upConn
@@ -525,7 +525,7 @@ func (c *h1conn) forward(ex *exchange, keep bool) (status int, sent int64, keepO
 			continue
 		}
 		status = http.StatusBadGateway
-		if ne, ok := errors.AsType[net.Error](err); ok && ne.Timeout() {
+		if isTimeout(err) {
 			status = http.StatusGatewayTimeout
 		}
 		status, sent, keep = c.writeError(status, keep)
@@ -543,12 +543,14 @@ type clientBodyError struct{ error }
 
 func (e clientBodyError) Unwrap() error { return e.error }
 
-func isIdempotent(method string) bool {
+// repeatable reports whether a request may be sent again, as net/http's
+// Transport judges it: a method safe to repeat, or an Idempotency-Key.
+func repeatable(method, idempotencyKey string) bool {
 	switch method {
 	case http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace:
 		return true
 	}
-	return false
+	return idempotencyKey != ""
 }
 
 // roundTrip sends the request on uc and reads the response head into

@@ -13,7 +13,6 @@ package proxy
 // and the series of routes and listeners that Apply removes are deleted.
 
 import (
-	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
@@ -166,7 +165,7 @@ func classify(err error) errorKind {
 	if errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
 		return errReset
 	}
-	if ne, ok := errors.AsType[net.Error](err); errors.Is(err, context.DeadlineExceeded) || ok && ne.Timeout() {
+	if isTimeout(err) {
 		return errTimeout
 	}
 	return errOther

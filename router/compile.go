@@ -67,19 +67,14 @@ func compile(reuse *reuse, routes []Route, listenerHostnames []string) (*Table, 
 	var errs []error
 	for i := range routes {
 		r := &routes[i]
-		switch {
-		case reuse != nil && reuse.kept[i]:
+		if reuse != nil && reuse.kept[i] && !reuse.touches(r) {
+			// Its tables are copied: nothing of it to compile.
 			c.table.scope(r.Listener)
-			if reuse.touches(r) {
-				// A kept route on a host that is rebuilt all the same, as
-				// it shares the host with a route that changed. It compiled
-				// before, and compiles the same now.
-				conds, _ := c.compileRoute(r, i)
-				c.insert(r, conds, rebuild)
-			}
-		default:
+		} else {
 			// The whole route is compiled before any of its entries is
 			// added, so a route is either served completely or not at all.
+			// A kept route that shares a rebuilt host is compiled again,
+			// for that host only (rebuild).
 			conds, err := c.compileRoute(r, i)
 			if err != nil {
 				errs = append(errs, &RouteError{Route: r.ID, Index: i, Err: err})
