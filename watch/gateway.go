@@ -2,6 +2,7 @@ package watch
 
 import (
 	"fmt"
+	"hash/fnv"
 	"net/netip"
 	"slices"
 	"strings"
@@ -155,9 +156,17 @@ func (t *translator) gatewaysOfOurClasses() {
 }
 
 // assignAddresses gives every Gateway its addresses: spec.addresses as
-// written, else one address of the pool (the one its status already shows
-// when it is still free, so addresses do not move), else the node
-// addresses.
+// written, else one address of the pool, else the node addresses.
+//
+// A pool address must not move while the Gateway lives: clients were
+// told it in the status. So a Gateway keeps the address its status shows
+// while that is free, and otherwise takes the first free address from a
+// place in the pool fixed by its namespace and name. The informer's copy
+// of the status lags the status just written; a Gateway whose status has
+// not caught up still lands on the address it was given, whatever
+// Gateways were created or deleted meanwhile. (Handing out the lowest
+// free address moved it whenever another Gateway came or went in that
+// window.)
 func (t *translator) assignAddresses(gws []*gateway) {
 	taken := map[string]bool{}
 	var fromPool []*gateway
@@ -200,15 +209,27 @@ func (t *translator) assignAddresses(gws []*gateway) {
 	}
 	pool := t.opts.AddressPool
 	for _, g := range unassigned {
-		for len(pool) > 0 && taken[pool[0]] {
-			pool = pool[1:]
+		start := poolPlace(g.obj.Namespace, g.obj.Name, len(pool))
+		for i := range pool {
+			if a := pool[(start+i)%len(pool)]; !taken[a] {
+				g.addresses, taken[a] = []string{a}, true
+				break
+			}
 		}
-		if len(pool) == 0 {
+		if len(g.addresses) == 0 {
 			g.programmed.first(string(gatewayv1.GatewayReasonAddressNotAssigned), "the address pool is exhausted")
-			continue
 		}
-		g.addresses, taken[pool[0]] = []string{pool[0]}, true
 	}
+}
+
+// poolPlace is where in a pool of n addresses the Gateway namespace/name
+// starts looking for a free one.
+func poolPlace(namespace, name string, n int) int {
+	h := fnv.New32a()
+	h.Write([]byte(namespace))
+	h.Write([]byte{'/'})
+	h.Write([]byte(name))
+	return int(h.Sum32() % uint32(n))
 }
 
 // defaultRouteKinds are what HTTP and HTTPS listeners accept when

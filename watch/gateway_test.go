@@ -1,0 +1,65 @@
+package watch
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+)
+
+// TestPoolAddressStaysPut: a Gateway whose status has not caught up yet
+// (the informer's copy lags the status just written) is given the same
+// pool address again, whatever Gateways were created or deleted
+// meanwhile. In the conformance suite a Gateway created in the same
+// second with a name sorting first took the lowest free address from one
+// such Gateway, whose clients then found nothing listening there.
+func TestPoolAddressStaysPut(t *testing.T) {
+	pool := make([]string, 64)
+	for i := range pool {
+		pool[i] = fmt.Sprintf("127.0.0.%d", 10+i)
+	}
+	opts := Options{AddressPool: pool}
+	gatewayYAML := func(name string) string {
+		return fmt.Sprintf(`apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {name: %s, namespace: tests, creationTimestamp: "2026-01-01T00:00:00Z"}
+spec:
+  gatewayClassName: hostgate
+  listeners: [{name: http, port: 80, protocol: HTTP}]
+`, name)
+	}
+	addressOf := func(gateways ...string) string {
+		t.Helper()
+		docs := []string{"apiVersion: gateway.networking.k8s.io/v1\nkind: GatewayClass\nmetadata: {name: hostgate}\nspec: {controllerName: hostgate.dev/gateway-controller}\n"}
+		for _, name := range gateways {
+			docs = append(docs, gatewayYAML(name))
+		}
+		var objs objects
+		if errs := decodeYAML("in.yaml", strings.NewReader(strings.Join(docs, "---\n")), &objs); len(errs) > 0 {
+			t.Fatal(errs)
+		}
+		objs.sort(&orders{})
+		_, reports := translate(&objs, opts)
+		for _, r := range reports.Gateways {
+			if r.Object.Name == "listener-isolation" {
+				if len(r.Status.Addresses) != 1 {
+					t.Fatalf("with Gateways %v: listener-isolation has addresses %v; want one of the pool", gateways, r.Status.Addresses)
+				}
+				return r.Status.Addresses[0].Value
+			}
+		}
+		t.Fatalf("with Gateways %v: no report for listener-isolation", gateways)
+		return ""
+	}
+
+	alone := addressOf("listener-isolation")
+	for _, others := range [][]string{
+		{"hostname-matching"},
+		{"a-created-meanwhile", "hostname-matching"},
+		{"a-created-meanwhile", "b-created-meanwhile", "z-created-meanwhile"},
+		{"z-created-meanwhile"},
+	} {
+		if got := addressOf(append(others, "listener-isolation")...); got != alone {
+			t.Errorf("with Gateways %v beside it, listener-isolation got %s; alone it got %s", others, got, alone)
+		}
+	}
+}
