@@ -115,12 +115,6 @@ type listener struct {
 	conflictReason gatewayv1.ListenerConditionReason
 	sockets        []*socket
 	attachedRoutes int32
-	attached       map[router.RouteID]bool
-}
-
-// name is "namespace/gateway/listener".
-func (l *listener) name() string {
-	return l.gw.obj.Namespace + "/" + l.gw.obj.Name + "/" + string(l.spec.Name)
 }
 
 // serving reports whether the listener takes traffic.
@@ -238,7 +232,6 @@ var defaultRouteKinds = []router.Kind{router.KindHTTPRoute, router.KindGRPCRoute
 
 func (t *translator) listener(g *gateway, spec *gatewayv1.Listener) *listener {
 	l := &listener{gw: g, spec: spec}
-	l.attached = make(map[router.RouteID]bool, t.attachedHint(l))
 	if spec.Hostname != nil {
 		l.hostname = strings.ToLower(string(*spec.Hostname))
 		// The router's hostname rules apply, since every route attached
@@ -396,11 +389,6 @@ func (t *translator) finishGateways() {
 			continue
 		}
 		t.reports.Gateways = append(t.reports.Gateways, GatewayReport{Object: gw, Status: t.gatewayStatus(g)})
-		if t.next != nil {
-			for _, l := range g.listeners {
-				t.next.attachedAt[l.name()] = len(l.attached)
-			}
-		}
 	}
 }
 

@@ -103,6 +103,7 @@ func (t *translator) attachRoute(r *route) (parents []gatewayv1.RouteParentStatu
 	controller := gatewayv1.GatewayController(t.opts.GatewayController)
 	ours = slices.ContainsFunc(r.oldParents, func(p gatewayv1.RouteParentStatus) bool { return p.ControllerName == controller })
 	var outcomes []parentOutcome
+	t.attachedTo, t.placed = t.attachedTo[:0], t.placed[:0]
 	for i, ref := range r.common.ParentRefs {
 		g := t.parentGateway(r, ref)
 		if g == nil {
@@ -180,15 +181,19 @@ func (t *translator) attachToGateway(r *route, g *gateway, ref gatewayv1.ParentR
 		if !ok {
 			continue
 		}
-		// attachedRoutes counts accepted routes only: one whose hostnames
-		// miss the listener's is not attached to it.
-		l.attach(r.id)
+		// attachedRoutes counts accepted routes only, once however many
+		// parentRefs select the listener: one whose hostnames miss the
+		// listener's is not attached to it.
+		if !slices.Contains(t.attachedTo, l) {
+			t.attachedTo = append(t.attachedTo, l)
+			l.attachedRoutes++
+		}
 		matched = true
 		if !r.invalid.ok() {
 			continue
 		}
 		for _, s := range l.sockets {
-			s.attach(router.Route{ID: r.id, Created: r.meta.CreationTimestamp.Time, Hostnames: hostnames, Listener: l.hostname, Rules: r.rules})
+			t.place(s, router.Route{ID: r.id, Created: r.meta.CreationTimestamp.Time, Hostnames: hostnames, Listener: l.hostname, Rules: r.rules})
 		}
 	}
 	var p problem
@@ -201,14 +206,6 @@ func (t *translator) attachToGateway(r *route, g *gateway, ref gatewayv1.ParentR
 		p.first(string(gatewayv1.RouteReasonNoMatchingListenerHostname), fmt.Sprintf("no listener hostname of Gateway %s/%s matches spec.hostnames", g.obj.Namespace, g.obj.Name))
 	}
 	return p
-}
-
-// attach counts a route on l once, however many parentRefs select l.
-func (l *listener) attach(id router.RouteID) {
-	if !l.attached[id] {
-		l.attached[id] = true
-		l.attachedRoutes++
-	}
 }
 
 func describeParentRef(ref gatewayv1.ParentReference) string {

@@ -87,6 +87,21 @@ type translator struct {
 	prev, next *results
 	// deps records the lookups of the object being memoized, if any.
 	deps *deps
+	// attachedTo and placed are where the route being attached went so
+	// far. Only a route's own parentRefs can select a listener twice, so
+	// these short lists, emptied for every route, tell a repeat apart
+	// where maps of every route on every listener and socket were a fifth
+	// of a translation with 10,000 routes.
+	attachedTo []*listener
+	placed     []placement
+}
+
+// placement is where a route went on a socket through the listeners of
+// one hostname: index in the socket's routes.
+type placement struct {
+	socket   *socket
+	listener string
+	index    int
 }
 
 // translate is the pure function at the heart of hostgate: same store and
@@ -170,17 +185,7 @@ type socket struct {
 	anyHost   bool
 	hostnames []string
 	routes    []router.Route
-	// routeIndex finds the route an object already has on this socket
-	// through a listener hostname, so attaching through a second listener
-	// of the same hostname adds hostnames to it. Listeners of different
-	// hostnames keep separate copies: the router isolates them.
-	routeIndex map[routeKey]int
-	certs      []Cert
-}
-
-type routeKey struct {
-	id       router.RouteID
-	listener string
+	certs     []Cert
 }
 
 func socketName(address string, port int) string {
@@ -194,7 +199,7 @@ func (t *translator) bind(address string, port int, protocol Protocol, hostname 
 	s := t.sockets[name]
 	if s == nil {
 		hint := t.routesHint(name)
-		s = &socket{address: address, port: port, protocol: protocol, routes: make([]router.Route, 0, hint), routeIndex: make(map[routeKey]int, hint)}
+		s = &socket{address: address, port: port, protocol: protocol, routes: make([]router.Route, 0, hint)}
 		t.sockets[name] = s
 	}
 	if s.protocol != protocol {
@@ -208,17 +213,18 @@ func (t *translator) bind(address string, port int, protocol Protocol, hostname 
 	return s
 }
 
-// attach adds route to s with the given hostnames (nil: any). A route that
-// is already there through another listener gets the union of hostnames.
-func (s *socket) attach(route router.Route) {
-	key := routeKey{route.ID, route.Listener}
-	i, ok := s.routeIndex[key]
-	if !ok {
-		s.routeIndex[key] = len(s.routes)
+// place adds route, the one being attached, to s with the given hostnames
+// (nil: any). When it is already there through another listener of the
+// same hostname, it gets the union of hostnames; listeners of different
+// hostnames keep separate copies, which the router isolates.
+func (t *translator) place(s *socket, route router.Route) {
+	i := slices.IndexFunc(t.placed, func(p placement) bool { return p.socket == s && p.listener == route.Listener })
+	if i < 0 {
+		t.placed = append(t.placed, placement{s, route.Listener, len(s.routes)})
 		s.routes = append(s.routes, route)
 		return
 	}
-	have := &s.routes[i]
+	have := &s.routes[t.placed[i].index]
 	if len(have.Hostnames) == 0 {
 		return
 	}

@@ -54,10 +54,9 @@ type results struct {
 	parents   map[*route]parentsEntry
 	endpoints map[*corev1.ServicePort]endpointEntry
 	certs     map[*corev1.Secret]certEntry
-	// routesAt is how many routes each socket had, and attachedAt how many
-	// each Gateway listener (by listener.name), so that the next translation
-	// allocates for as many at once.
-	routesAt, attachedAt map[string]int
+	// routesAt is how many routes each socket had, so that the next
+	// translation allocates for as many at once.
+	routesAt map[string]int
 }
 
 func newMemo() *memo { return &memo{groups: newLookups()} }
@@ -66,12 +65,11 @@ func newMemo() *memo { return &memo{groups: newLookups()} }
 // has: a translation usually keeps about as many as the one before.
 func newResults(like *results) results {
 	return results{
-		objects:    make(map[any]memoEntry, len(like.objects)),
-		parents:    make(map[*route]parentsEntry, len(like.parents)),
-		endpoints:  make(map[*corev1.ServicePort]endpointEntry, len(like.endpoints)),
-		certs:      make(map[*corev1.Secret]certEntry, len(like.certs)),
-		routesAt:   make(map[string]int, len(like.routesAt)),
-		attachedAt: make(map[string]int, len(like.attachedAt)),
+		objects:   make(map[any]memoEntry, len(like.objects)),
+		parents:   make(map[*route]parentsEntry, len(like.parents)),
+		endpoints: make(map[*corev1.ServicePort]endpointEntry, len(like.endpoints)),
+		certs:     make(map[*corev1.Secret]certEntry, len(like.certs)),
+		routesAt:  make(map[string]int, len(like.routesAt)),
 	}
 }
 
@@ -81,7 +79,6 @@ func (r *results) clear() {
 	clear(r.endpoints)
 	clear(r.certs)
 	clear(r.routesAt)
-	clear(r.attachedAt)
 }
 
 // translate is translate with the results of m's previous translation,
@@ -232,14 +229,6 @@ func (t *translator) routesHint(name string) int {
 		return 0
 	}
 	return t.prev.routesAt[name]
-}
-
-// attachedHint is how many routes the listener had attached last time.
-func (t *translator) attachedHint(l *listener) int {
-	if t.next == nil {
-		return 0
-	}
-	return t.prev.attachedAt[l.name()]
 }
 
 // memoKeyPair is checkKeyPair, reused while the Secret is the same object.

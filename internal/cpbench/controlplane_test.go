@@ -48,6 +48,9 @@ const (
 	// changeTimeout is how long one change may take to be served before
 	// the benchmark fails.
 	changeTimeout = 60 * time.Second
+	// cpuProfileSeconds is how long CPBENCH_CPU_PROFILE profiles each kind
+	// of change from its first: enough for 100 changes at 100 ms.
+	cpuProfileSeconds = 15
 )
 
 // changes is how many route (and EndpointSlice) changes each scenario
@@ -415,7 +418,7 @@ func (c *cluster) startHostgate(b *testing.B, lastHost string) *hostgate {
 		"--lease-namespace", "default", "--identity", "cpbench", "--gateway-class", "",
 		// Thousands of 404s while polling would only measure logging.
 		"--access-log=false",
-		// For CPBENCH_HEAP_PROFILE.
+		// For CPBENCH_HEAP_PROFILE and CPBENCH_CPU_PROFILE.
 		"--profiling",
 		"--shutdown-delay", "0s", "--shutdown-grace", "1s")
 	cmd.Stdout, cmd.Stderr = logFile, logFile
@@ -488,37 +491,46 @@ func (h *hostgate) reportStartup(b *testing.B) {
 	b.ReportMetric(settled.Seconds(), "settle_s")
 	rss, peak := h.memory(b)
 	if path := os.Getenv("CPBENCH_HEAP_PROFILE"); path != "" {
-		h.saveHeapProfile(b, path)
+		// What the live heap holds once every status is written (go tool
+		// pprof -sample_index=inuse_space).
+		h.saveProfile(b, "heap?gc=1", path, "")
 	}
 	b.ReportMetric(rss, "rss_MiB")
 	b.ReportMetric(peak, "peak_rss_MiB")
 	b.Logf("serving after %v; status written and idle %v later; RSS %.0f MiB (peak %.0f MiB)", h.ready.Round(time.Millisecond), settled.Round(time.Second), rss, peak)
 }
 
-// saveHeapProfile writes hostgate's heap profile to path, with the
-// scenario's name before the extensions of its file name: what the live
-// heap holds once every status is written (go tool pprof
-// -sample_index=inuse_space).
-func (h *hostgate) saveHeapProfile(b *testing.B, path string) {
+// saveProfile writes hostgate's /debug/pprof/<query> to path, with the
+// scenario's name (and part, if any) before the extensions of its file
+// name. It may be called from another goroutine than the benchmark's.
+func (h *hostgate) saveProfile(b *testing.B, query, path, part string) {
 	dir, file := filepath.Split(path)
 	stem, exts, dotted := strings.Cut(file, ".")
 	path = dir + stem + "-" + strings.NewReplacer("/", "-", "=", "-", ",", "-").Replace(b.Name())
+	if part != "" {
+		path += "-" + part
+	}
 	if dotted {
 		path += "." + exts
 	}
-	resp, err := h.client.Get("http://" + h.admin + "/debug/pprof/heap?gc=1")
+	// A CPU profile takes the seconds it was asked for: longer than
+	// h.client's timeout.
+	resp, err := http.Get("http://" + h.admin + "/debug/pprof/" + query)
 	if err != nil {
-		b.Fatal(err)
+		b.Error(err)
+		return
 	}
 	defer resp.Body.Close()
 	profile, err := io.ReadAll(resp.Body)
 	if err != nil || resp.StatusCode != http.StatusOK {
-		b.Fatalf("heap profile: %d %v", resp.StatusCode, err)
+		b.Errorf("profile %s: %d %v", query, resp.StatusCode, err)
+		return
 	}
 	if err := os.WriteFile(path, profile, 0o644); err != nil {
-		b.Fatal(err)
+		b.Error(err)
+		return
 	}
-	b.Logf("heap profile in %s", path)
+	b.Logf("profile %s in %s", query, path)
 }
 
 // memory returns the resident set and its peak, in MiB.
@@ -585,6 +597,19 @@ func (h *hostgate) reportChanges(b *testing.B, name string, n int, change func(c
 	latencies := make([]time.Duration, 0, n)
 	writes := make([]time.Duration, 0, n)
 	afterWrites := make([]time.Duration, 0, n)
+	if path := os.Getenv("CPBENCH_CPU_PROFILE"); path != "" {
+		// Where hostgate's CPU goes during the changes: the profile counts
+		// CPU time only, so the idle seconds after them add nothing.
+		profiled := make(chan struct{})
+		go func() {
+			defer close(profiled)
+			h.saveProfile(b, fmt.Sprintf("profile?seconds=%d", cpuProfileSeconds), path, name)
+		}()
+		defer func() {
+			b.Logf("%s: waiting for the CPU profile of %ds", name, cpuProfileSeconds)
+			<-profiled
+		}()
+	}
 	for range n {
 		began := time.Now()
 		p, err := change(ctx)
