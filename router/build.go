@@ -131,7 +131,7 @@ func (b *indexBuilder) build(kept *keptHosts) hostIndex {
 	if kept != nil {
 		kept.from.forEachHost(func(h *hostTable) {
 			if kept.keep(h) {
-				add(x.relocate(kept.from, h, kept.moved))
+				add(x.relocate(kept.from, h))
 			}
 		})
 	}
@@ -211,22 +211,15 @@ func (x *hostIndex) indexWide(i int32) {
 }
 
 // relocate appends the nodes and entries of h, a host table of from, to x,
-// and returns its table in x. moved gives the route each entry now serves.
-// A host's nodes are contiguous in from, and so are its entries, from those
+// and returns its table in x. Its routes are unchanged and the new Table
+// has the same copies of them: the entries are copied as they are. A
+// host's nodes are contiguous in from, and so are its entries, from those
 // of its root to its gRPC list (see layOut).
-func (x *hostIndex) relocate(from *hostIndex, h *hostTable, moved map[*Route]*Route) hostTable {
+func (x *hostIndex) relocate(from *hostIndex, h *hostTable) hostTable {
 	nodeShift := int32(len(x.nodes)) - h.nodes.lo
 	first := from.nodes[h.nodes.lo].exact.lo
 	entryShift := int32(len(x.entries)) - first
-	// Entries of one route mostly come in a row: one lookup for each row.
-	var old, now *Route
-	for _, e := range from.entries[first:h.grpc.hi] {
-		if e.target.Route != old {
-			old, now = e.target.Route, moved[e.target.Route]
-		}
-		e.target.Route = now
-		x.entries = append(x.entries, e)
-	}
+	x.entries = append(x.entries, from.entries[first:h.grpc.hi]...)
 	x.tags = append(x.tags, from.tags[h.nodes.lo:h.nodes.hi]...)
 	for i := h.nodes.lo; i < h.nodes.hi; i++ {
 		n := from.nodes[i]

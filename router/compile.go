@@ -44,7 +44,9 @@ func (e *RouteError) Unwrap() error { return e.Err }
 
 // Compile builds a Table from routes. A route that fails validation is left
 // out and reported with a *RouteError; the others are compiled. The Table
-// refers to routes: the caller must not change them afterwards.
+// keeps a copy of each Route, whose Targets point to, but shares what the
+// Route refers to (its Rules, Hostnames): the caller must not change those
+// afterwards.
 //
 // listenerHostnames are the hostnames of all the listeners that share the
 // socket, so that a listener without routes still claims its hosts (and
@@ -66,8 +68,16 @@ func compile(reuse *reuse, routes []Route, listenerHostnames []string) (*Table, 
 	}
 	var errs []error
 	for i := range routes {
-		r := &routes[i]
-		if reuse != nil && reuse.kept[i] && !reuse.touches(r) {
+		var r *Route
+		if reuse != nil && reuse.kept[i] != nil {
+			// The previous Table's copy, which the entries of its tables,
+			// copied as they are, point to.
+			r = reuse.kept[i]
+		} else {
+			r = new(Route)
+			*r = routes[i]
+		}
+		if reuse != nil && reuse.kept[i] != nil && !reuse.touches(r) {
 			// Its tables are copied: nothing of it to compile.
 			c.table.scope(r.Listener)
 		} else {

@@ -13,11 +13,11 @@ import "slices"
 // Recompile returns what Compile(routes, listenerHostnames...) returns, for
 // routes that are mostly those prev was compiled from, as after the change
 // of a route: each host table of prev whose routes are all unchanged is
-// copied, not built again. A route is unchanged when prev had one of its ID
-// with the same creation time, listener and hostnames and the very same
-// Rules in memory, which translators hand out for an object that did not
-// change (a Table refers to its routes, so their rules cannot have changed
-// since). prev may be nil.
+// copied, not built again, with prev's copies of their routes. A route is
+// unchanged when prev had one of its ID with the same creation time,
+// listener and hostnames and the very same Rules in memory, which
+// translators hand out for an object that did not change (a Table shares
+// its routes' rules, so they cannot have changed since). prev may be nil.
 func Recompile(prev *Table, routes []Route, listenerHostnames ...string) (*Table, []error) {
 	return compile(newReuse(prev, routes, listenerHostnames), routes, listenerHostnames)
 }
@@ -25,14 +25,19 @@ func Recompile(prev *Table, routes []Route, listenerHostnames ...string) (*Table
 // reuse is what a compilation takes from a previous Table.
 type reuse struct {
 	prev *Table
-	// kept says, by index in the routes being compiled, which are
-	// unchanged; moved maps each of prev's routes to its unchanged self.
-	kept  []bool
-	moved map[*Route]*Route
+	// kept holds, by index in the routes being compiled, prev's copy of
+	// each route that is unchanged; nil for the others.
+	kept []*Route
 	// rebuilt are the host tables that a new, changed or removed route is
-	// or was in.
-	rebuilt map[hostKey]bool
+	// or was in. After a change they are a few, asked about for each of
+	// thousands of tables: a short list is searched faster than a map
+	// hashes, so rebuiltSet is made only once the list grows long.
+	rebuilt    []hostKey
+	rebuiltSet map[hostKey]bool
 }
+
+// rebuiltListMax is how long rebuilt grows before rebuiltSet is made.
+const rebuiltListMax = 16
 
 type hostKey struct{ listener, host string }
 
@@ -42,25 +47,25 @@ func newReuse(prev *Table, routes []Route, listenerHostnames []string) *reuse {
 	if prev == nil || !slices.Equal(prev.listenerHostnames, listenerHostnames) {
 		return nil
 	}
-	before := make(map[RouteID]*Route, len(prev.routes))
-	for _, r := range prev.routes {
-		if before[r.ID] != nil {
+	before := make(map[RouteID]int, len(prev.routes))
+	for j, r := range prev.routes {
+		if _, twice := before[r.ID]; twice {
 			return nil // two routes of one ID cannot be told apart
 		}
-		before[r.ID] = r
+		before[r.ID] = j
 	}
-	u := &reuse{prev: prev, kept: make([]bool, len(routes)), moved: make(map[*Route]*Route, len(prev.routes)), rebuilt: map[hostKey]bool{}}
+	u := &reuse{prev: prev, kept: make([]*Route, len(routes))}
+	paired := make([]bool, len(prev.routes))
 	for i := range routes {
 		r := &routes[i]
-		if old := before[r.ID]; old != nil && u.moved[old] == nil && unchanged(old, r) {
-			u.kept[i] = true
-			u.moved[old] = r
+		if j, ok := before[r.ID]; ok && !paired[j] && unchanged(prev.routes[j], r) {
+			u.kept[i], paired[j] = prev.routes[j], true
 			continue
 		}
 		u.rebuild(r)
 	}
-	for _, old := range prev.routes {
-		if u.moved[old] == nil {
+	for j, old := range prev.routes {
+		if !paired[j] {
 			u.rebuild(old)
 		}
 	}
@@ -74,11 +79,29 @@ func unchanged(old, r *Route) bool {
 
 func (u *reuse) rebuild(r *Route) {
 	for _, host := range hostsOf(r) {
-		u.rebuilt[hostKey{r.Listener, host}] = true
+		if u.rebuilds(r.Listener, host) {
+			continue
+		}
+		key := hostKey{r.Listener, host}
+		u.rebuilt = append(u.rebuilt, key)
+		switch {
+		case u.rebuiltSet != nil:
+			u.rebuiltSet[key] = true
+		case len(u.rebuilt) > rebuiltListMax:
+			u.rebuiltSet = make(map[hostKey]bool, 2*len(u.rebuilt))
+			for _, k := range u.rebuilt {
+				u.rebuiltSet[k] = true
+			}
+		}
 	}
 }
 
-func (u *reuse) rebuilds(listener, host string) bool { return u.rebuilt[hostKey{listener, host}] }
+func (u *reuse) rebuilds(listener, host string) bool {
+	if u.rebuiltSet != nil {
+		return u.rebuiltSet[hostKey{listener, host}]
+	}
+	return slices.Contains(u.rebuilt, hostKey{listener, host})
+}
 
 // touches reports whether a table r is in is rebuilt.
 func (u *reuse) touches(r *Route) bool {
@@ -88,9 +111,8 @@ func (u *reuse) touches(r *Route) bool {
 // keptHosts are the host tables of a listener hostname that a build copies
 // from a previous Table.
 type keptHosts struct {
-	from  *hostIndex
-	keep  func(*hostTable) bool
-	moved map[*Route]*Route
+	from *hostIndex
+	keep func(*hostTable) bool
 }
 
 // keptHosts returns the tables of prev's scope for listener that are not
@@ -112,6 +134,5 @@ func (u *reuse) keptHosts(listener string) *keptHosts {
 			}
 			return !u.rebuilds(listener, host)
 		},
-		moved: u.moved,
 	}
 }

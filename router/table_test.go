@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -336,7 +337,7 @@ func TestLookupWideNodes(t *testing.T) {
 				for _, path := range []string{"/" + seg, "/" + seg + "/z", "/x/" + seg, "/x/" + seg + "/y", "/x/" + seg + "0/y"} {
 					req := Request{Host: host, Path: path}
 					got, want := table.Lookup(req), referenceLookup(routes, nil, nil, req)
-					if got == nil || want == nil || got.Route != want.Route || got.RuleIndex != want.RuleIndex || got.MatchIndex != want.MatchIndex {
+					if !sameTarget(got, want) {
 						t.Fatalf("%s: %s%s: table %s, reference %s", name, host, path, describeTarget(got), describeTarget(want))
 					}
 				}
@@ -364,6 +365,36 @@ func TestHasUpper(t *testing.T) {
 			if got := hasUpper(string(s)); got != want {
 				t.Errorf("hasUpper(%q) = %v", s, got)
 			}
+		}
+	}
+}
+
+// TestRecompileManyChanges: a change of more host tables than a short
+// list holds (an apply of many routes at once) recompiles to the table
+// Compile makes, serving each changed route's new rules.
+func TestRecompileManyChanges(t *testing.T) {
+	routes := benchRoutes(1000)
+	table, _ := Compile(routes)
+	changed := append([]Route(nil), routes...)
+	for i := 5; i < len(changed); i += 20 { // one route of each of 50 hosts
+		changed[i].Rules = []Rule{{Matches: []Match{{Path: PathMatch{Type: PathExact, Value: "/changed"}}}, Backends: changed[i].Rules[0].Backends}}
+	}
+	recompiled, errs := Recompile(table, changed)
+	want, wantErrs := Compile(changed)
+	if fmt.Sprint(errs) != fmt.Sprint(wantErrs) {
+		t.Fatalf("errors: recompiled %v, compiled %v", errs, wantErrs)
+	}
+	if !reflect.DeepEqual(recompiled.Describe(), want.Describe()) {
+		t.Fatal("the recompiled table describes otherwise than the compiled one")
+	}
+	for i := 5; i < len(changed); i += 20 {
+		host := changed[i].Hostnames[0]
+		if strings.HasPrefix(host, "*.") {
+			host = "x" + host[1:]
+		}
+		got := recompiled.Lookup(Request{Host: host, Path: "/changed", Method: "GET"})
+		if got == nil || got.Route.ID != changed[i].ID {
+			t.Errorf("GET %s/changed: %s; want %s", host, describeTarget(got), changed[i].ID)
 		}
 	}
 }

@@ -2,6 +2,7 @@ package watch
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -60,6 +61,28 @@ spec:
 	} {
 		if got := addressOf(append(others, "listener-isolation")...); got != alone {
 			t.Errorf("with Gateways %v beside it, listener-isolation got %s; alone it got %s", others, got, alone)
+		}
+	}
+}
+
+// TestProblemsNameTheObject: the log and /debug/routes name the object
+// (and listener) of every problem, and list nothing that is fine.
+func TestProblemsNameTheObject(t *testing.T) {
+	objs, opts := loadCase(t, "testdata/gateway-addresses")
+	_, reports := translate(objs, opts)
+	problems := reports.Problems()
+	for _, want := range []string{
+		"Gateway infra/c-exhausted: Programmed=False AddressNotAssigned: the address pool is exhausted",
+		"Gateway infra/c-exhausted listener http: Programmed=False Pending: the Gateway is not programmed: the address pool is exhausted",
+		"GatewayClass with-params: Accepted=False InvalidParameters: ",
+	} {
+		if !slices.ContainsFunc(problems, func(p string) bool { return strings.HasPrefix(p, want) }) {
+			t.Errorf("no problem starts with %q; problems:\n%s", want, strings.Join(problems, "\n"))
+		}
+	}
+	for _, p := range problems {
+		if strings.HasPrefix(p, "Gateway infra/a-static:") || strings.HasPrefix(p, "Gateway infra/b-pool") {
+			t.Errorf("problem of a Gateway that is fine: %s", p)
 		}
 	}
 }

@@ -175,7 +175,9 @@ func (s *Source) logProblems(r *Reports) {
 // line each, naming the object. /debug/routes shows them.
 func (r *Reports) Problems() []string {
 	var out []string
-	add := func(object string, conds []metav1.Condition) {
+	// The object's name is made only for a problem: with 10,000 routes,
+	// making one for every route took longer than compiling the change.
+	add := func(kind, namespace, name, listener string, conds []metav1.Condition) {
 		for _, c := range conds {
 			bad := c.Status == metav1.ConditionFalse
 			switch c.Type {
@@ -185,28 +187,27 @@ func (r *Reports) Problems() []string {
 				bad = false
 			}
 			if bad {
-				out = append(out, fmt.Sprintf("%s: %s=%s %s: %s", object, c.Type, c.Status, c.Reason, c.Message))
+				out = append(out, fmt.Sprintf("%s: %s=%s %s: %s", objectName(kind, namespace, name, listener), c.Type, c.Status, c.Reason, c.Message))
 			}
 		}
 	}
 	for _, c := range r.GatewayClasses {
-		add("GatewayClass "+c.Object.Name, c.Status.Conditions)
+		add("GatewayClass", "", c.Object.Name, "", c.Status.Conditions)
 	}
 	for _, g := range r.Gateways {
-		name := "Gateway " + g.Object.Namespace + "/" + g.Object.Name
-		add(name, g.Status.Conditions)
+		add("Gateway", g.Object.Namespace, g.Object.Name, "", g.Status.Conditions)
 		for _, l := range g.Status.Listeners {
-			add(name+" listener "+string(l.Name), l.Conditions)
+			add("Gateway", g.Object.Namespace, g.Object.Name, string(l.Name), l.Conditions)
 		}
 	}
 	for _, rr := range r.HTTPRoutes {
 		for _, p := range rr.Parents {
-			add("HTTPRoute "+rr.Object.Namespace+"/"+rr.Object.Name, p.Conditions)
+			add("HTTPRoute", rr.Object.Namespace, rr.Object.Name, "", p.Conditions)
 		}
 	}
 	for _, rr := range r.GRPCRoutes {
 		for _, p := range rr.Parents {
-			add("GRPCRoute "+rr.Object.Namespace+"/"+rr.Object.Name, p.Conditions)
+			add("GRPCRoute", rr.Object.Namespace, rr.Object.Name, "", p.Conditions)
 		}
 	}
 	for _, i := range r.Ingresses {
@@ -215,4 +216,17 @@ func (r *Reports) Problems() []string {
 		}
 	}
 	return slices.Compact(out)
+}
+
+// objectName is how Problems names an object: "Gateway infra/web listener
+// http", "GatewayClass hostgate".
+func objectName(kind, namespace, name, listener string) string {
+	object := kind + " " + name
+	if namespace != "" {
+		object = kind + " " + namespace + "/" + name
+	}
+	if listener != "" {
+		object += " listener " + listener
+	}
+	return object
 }

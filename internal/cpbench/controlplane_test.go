@@ -641,8 +641,9 @@ func (h *hostgate) reportChanges(b *testing.B, name string, n int, change func(c
 	report(name, latencies)
 	report(name+"_api", writes)
 	report(name+"_after_api", afterWrites)
-	if work := translations(b, h.log, logStart); len(work) > 0 {
+	if work, slowest := translations(b, h.log, logStart); len(work) > 0 {
 		report(name+"_hostgate", work)
+		b.Logf("%s: slowest translation: %s", name, slowest)
 	}
 }
 
@@ -658,7 +659,8 @@ func fileSize(path string) int64 {
 // translation took from listing the caches to the proxy serving the
 // result: the part of a change that is hostgate's own work, as opposed to
 // the watch bringing the change and the wait for the CPU.
-func translations(b *testing.B, path string, offset int64) []time.Duration {
+// slowest is the log line of the longest, which tells its parts apart.
+func translations(b *testing.B, path string, offset int64) (durations []time.Duration, slowest string) {
 	f, err := os.Open(path)
 	if err != nil {
 		b.Fatal(err)
@@ -667,7 +669,7 @@ func translations(b *testing.B, path string, offset int64) []time.Duration {
 	if _, err := f.Seek(offset, io.SeekStart); err != nil {
 		b.Fatal(err)
 	}
-	var out []time.Duration
+	var longest time.Duration
 	s := bufio.NewScanner(f)
 	s.Buffer(nil, 1<<20)
 	for s.Scan() {
@@ -680,9 +682,13 @@ func translations(b *testing.B, path string, offset int64) []time.Duration {
 			v, _ := raw[k].(float64)
 			total += v
 		}
-		out = append(out, time.Duration(total*float64(time.Second)))
+		d := time.Duration(total * float64(time.Second))
+		if d > longest {
+			longest, slowest = d, s.Text()
+		}
+		durations = append(durations, d)
 	}
-	return out
+	return durations, slowest
 }
 
 // percentile of sorted durations, nearest rank.
