@@ -1,6 +1,8 @@
 package router
 
 import (
+	"hash/maphash"
+	"math/bits"
 	"slices"
 	"strings"
 )
@@ -22,8 +24,6 @@ type indexBuilder struct {
 	// intern shares the storage of path segments that many routes repeat
 	// ("api", "v1"), which keeps them in cache.
 	intern func(string) string
-	// nodes and entries count what build will lay out.
-	nodes, entries int
 }
 
 // hostBuilder holds the entries of one hostname during Compile.
@@ -31,6 +31,8 @@ type hostBuilder struct {
 	name        string
 	root        trieNode
 	regex, grpc []pending
+	// nodes and entries count what layOut will lay out.
+	nodes, entries int
 }
 
 // pending is an entry until layOut copies it: the compiled match, which the
@@ -52,24 +54,23 @@ type trieNode struct {
 func (b *indexBuilder) host(name string) *hostBuilder {
 	h := b.hosts[name]
 	if h == nil {
-		h = &hostBuilder{name: name}
+		h = &hostBuilder{name: name, nodes: 1}
 		b.hosts[name] = h
-		b.nodes++
 	}
 	return h
 }
 
 func (b *indexBuilder) add(h *hostBuilder, e *entry, singleLabel bool) {
-	b.entries++
+	h.entries++
 	p := pending{e, singleLabel}
 	switch e.place {
 	case placeExact:
-		n := b.descend(&h.root, e.path[1:])
+		n := b.descend(h, e.path[1:])
 		n.exact = append(n.exact, p)
 	case placePrefix:
 		n := &h.root
 		if e.path != "" {
-			n = b.descend(n, e.path[1:])
+			n = b.descend(h, e.path[1:])
 		}
 		n.prefix = append(n.prefix, p)
 	case placeRegex:
@@ -79,16 +80,17 @@ func (b *indexBuilder) add(h *hostBuilder, e *entry, singleLabel bool) {
 	}
 }
 
-// descend returns the node for the segments of rest (a path without its
-// leading "/"), creating nodes as needed.
-func (b *indexBuilder) descend(n *trieNode, rest string) *trieNode {
+// descend returns the node of h for the segments of rest (a path without
+// its leading "/"), creating nodes as needed.
+func (b *indexBuilder) descend(h *hostBuilder, rest string) *trieNode {
+	n := &h.root
 	for {
 		seg, _, tail, more := cutSegment(rest)
 		child := n.children.get(seg)
 		if child == nil {
 			child = &trieNode{key: b.intern(seg)}
 			n.children.add(child)
-			b.nodes++
+			h.nodes++
 		}
 		n = child
 		if !more {
@@ -98,14 +100,123 @@ func (b *indexBuilder) descend(n *trieNode, rest string) *trieNode {
 	}
 }
 
-// build lays out the collected hosts, after the tables kept from a
-// previous Table, and indexes them all by name.
-func (b *indexBuilder) build(kept *keptHosts) hostIndex {
-	nodes, entries := b.nodes, b.entries
+// build lays out the collected hosts of sc, with the tables of kept (the
+// previous Table's scope of the same listener hostname) that were not
+// rebuilt: the wildcard and catch-all tables in sc.rest, the exact hosts in
+// sc.shards. A shard of kept that no rebuilt host falls in is shared as it
+// is.
+func (b *indexBuilder) build(sc *scope, kept *keptHosts) {
+	var exactBuilt, restBuilt []*hostBuilder
+	for _, hb := range b.hosts {
+		if isExactHost(hb.name) {
+			exactBuilt = append(exactBuilt, hb)
+		} else {
+			restBuilt = append(restBuilt, hb)
+		}
+	}
+	var prev *scope
 	if kept != nil {
-		// At most this many more: the hosts of kept that were not rebuilt.
-		nodes += len(kept.from.nodes)
-		entries += len(kept.from.entries)
+		prev = kept.from
+	}
+	keptOf := func(x *hostIndex, each func(*hostIndex, func(*hostTable)), into []keptTable) []keptTable {
+		each(x, func(h *hostTable) {
+			if kept.keep(h) {
+				into = append(into, keptTable{x, h})
+			}
+		})
+		return into
+	}
+	var keptRest []keptTable
+	hosts := len(exactBuilt)
+	if prev != nil {
+		sc.seed = prev.seed
+		keptRest = keptOf(&prev.rest, (*hostIndex).forEachHost, nil)
+		for i := range prev.shards {
+			hosts += prev.shards[i].exact.n
+		}
+	} else {
+		sc.seed = maphash.MakeSeed()
+	}
+	sc.rest = layOutIndex(keptRest, restBuilt, sc.seed)
+
+	bits := shardBits(hosts)
+	if prev != nil {
+		// Every host moves when the number of shards changes: not for a
+		// few hosts more or fewer.
+		if prevBits := 64 - int(prev.shift); bits >= prevBits-1 && bits <= prevBits+1 {
+			bits = prevBits
+		}
+	}
+	sc.shift = uint8(64 - bits)
+	sc.shards = make([]hostIndex, 1<<bits)
+	built := make([][]*hostBuilder, len(sc.shards))
+	for _, hb := range exactBuilt {
+		s := sc.shardOf(maphash.String(sc.seed, hb.name))
+		built[s] = append(built[s], hb)
+	}
+	if prev != nil && prev.shift == sc.shift {
+		dirty := make([]bool, len(sc.shards))
+		for _, host := range kept.rebuilt {
+			if isExactHost(host) {
+				dirty[sc.shardOf(maphash.String(sc.seed, host))] = true
+			}
+		}
+		for s := range sc.shards {
+			if !dirty[s] && len(built[s]) == 0 {
+				sc.shards[s] = prev.shards[s]
+				continue
+			}
+			sc.shards[s] = layOutIndex(keptOf(&prev.shards[s], exactHosts, nil), built[s], sc.seed)
+		}
+		return
+	}
+	keptBy := make([][]keptTable, len(sc.shards))
+	if prev != nil {
+		for i := range prev.shards {
+			for _, k := range keptOf(&prev.shards[i], exactHosts, nil) {
+				s := sc.shardOf(maphash.String(sc.seed, k.name))
+				keptBy[s] = append(keptBy[s], k)
+			}
+		}
+	}
+	for s := range sc.shards {
+		sc.shards[s] = layOutIndex(keptBy[s], built[s], sc.seed)
+	}
+}
+
+// exactHosts calls f with each exact host table of x.
+func exactHosts(x *hostIndex, f func(*hostTable)) { x.exact.each(f) }
+
+// isExactHost reports whether a hostname of routes is neither a wildcard
+// nor "" (every host).
+func isExactHost(host string) bool { return host != "" && !strings.HasPrefix(host, "*.") }
+
+// hostsPerShard is about how many exact hosts a shard holds: few enough
+// that laying one out again takes microseconds.
+const hostsPerShard = 64
+
+// shardBits is how many bits of a name's hash pick the shard of an index
+// of n exact hosts.
+func shardBits(n int) int { return min(bits.Len(uint(n/hostsPerShard)), 16) }
+
+// keptTable is a host table of a previous Table, in the index from, that a
+// build copies.
+type keptTable struct {
+	from *hostIndex
+	*hostTable
+}
+
+// layOutIndex lays out the tables of kept and built in one index, whose
+// host maps hash with seed.
+func layOutIndex(kept []keptTable, built []*hostBuilder, seed maphash.Seed) hostIndex {
+	var nodes, entries int
+	for _, k := range kept {
+		nodes += int(k.nodes.len())
+		entries += int(k.grpc.hi - k.from.nodes[k.nodes.lo].exact.lo)
+	}
+	for _, hb := range built {
+		nodes += hb.nodes
+		entries += hb.entries
 	}
 	x := hostIndex{
 		nodes:   make([]pathNode, 0, nodes),
@@ -128,21 +239,17 @@ func (b *indexBuilder) build(kept *keptHosts) hostIndex {
 			exact = append(exact, h)
 		}
 	}
-	if kept != nil {
-		kept.from.forEachHost(func(h *hostTable) {
-			if kept.keep(h) {
-				add(x.relocate(kept.from, h))
-			}
-		})
+	for _, k := range kept {
+		add(x.relocate(k.from, k.hostTable))
 	}
 	var queue []*trieNode
-	for _, hb := range b.hosts {
+	for _, hb := range built {
 		var h hostTable
 		h, queue = x.layOut(hb, queue[:0])
 		add(h)
 	}
-	x.exact = newHostMap(exact, func(h *hostTable) string { return h.name })
-	x.wild = newHostMap(wild, func(h *hostTable) string { return h.name[2:] })
+	x.exact = newHostMap(exact, func(h *hostTable) string { return h.name }, seed)
+	x.wild = newHostMap(wild, func(h *hostTable) string { return h.name[2:] }, seed)
 	return x
 }
 

@@ -109,7 +109,7 @@ func compile(reuse *reuse, routes []Route, listenerHostnames []string) (*Table, 
 		if b == nil {
 			b = &indexBuilder{}
 		}
-		sc.hosts = b.build(reuse.keptHosts(sc.listener))
+		b.build(sc, reuse.keptHosts(sc.listener))
 	}
 	c.table.orderScopes()
 	return c.table, errs

@@ -53,9 +53,13 @@ func (t *Table) RouteIDs() iter.Seq[RouteID] {
 func (t *Table) Describe() []HostDescription {
 	var out []HostDescription
 	for _, sc := range t.scopes {
-		var hosts []*hostTable
-		sc.hosts.forEachHost(func(h *hostTable) { hosts = append(hosts, h) })
-		slices.SortFunc(hosts, func(a, b *hostTable) int {
+		type indexed struct {
+			x *hostIndex
+			*hostTable
+		}
+		var hosts []indexed
+		sc.forEachHost(func(x *hostIndex, h *hostTable) { hosts = append(hosts, indexed{x, h}) })
+		slices.SortFunc(hosts, func(a, b indexed) int {
 			if c := cmp.Compare(hostOrder(a.name), hostOrder(b.name)); c != 0 {
 				return c
 			}
@@ -66,7 +70,7 @@ func (t *Table) Describe() []HostDescription {
 		})
 		for _, h := range hosts {
 			hd := HostDescription{Listener: sc.listener, Host: h.name}
-			for _, e := range sc.hosts.entriesOf(h) {
+			for _, e := range h.x.entriesOf(h.hostTable) {
 				hd.Matches = append(hd.Matches, describeEntry(e))
 			}
 			out = append(out, hd)

@@ -111,8 +111,10 @@ func (u *reuse) touches(r *Route) bool {
 // keptHosts are the host tables of a listener hostname that a build copies
 // from a previous Table.
 type keptHosts struct {
-	from *hostIndex
+	from *scope
 	keep func(*hostTable) bool
+	// rebuilt are the hostnames of the listener whose tables are rebuilt.
+	rebuilt []string
 }
 
 // keptHosts returns the tables of prev's scope for listener that are not
@@ -125,8 +127,15 @@ func (u *reuse) keptHosts(listener string) *keptHosts {
 	if i < 0 {
 		return nil
 	}
+	var rebuilt []string
+	for _, k := range u.rebuilt {
+		if k.listener == listener {
+			rebuilt = append(rebuilt, k.host)
+		}
+	}
 	return &keptHosts{
-		from: &u.prev.scopes[i].hosts,
+		from:    u.prev.scopes[i],
+		rebuilt: rebuilt,
 		keep: func(h *hostTable) bool {
 			host := h.name
 			if host == "*" {

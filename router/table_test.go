@@ -398,3 +398,89 @@ func TestRecompileManyChanges(t *testing.T) {
 		}
 	}
 }
+
+// TestRecompileShards: as routes come and go, in numbers that change how
+// many shards hold the exact hosts and in numbers that do not, a recompiled
+// table serves each host as a fresh Compile does.
+func TestRecompileShards(t *testing.T) {
+	// The same Route value for a route that did not change: its Rules
+	// must be the very same slice for Recompile to keep it.
+	made := map[[2]int]Route{}
+	routeOf := func(i, version int) Route {
+		if r, ok := made[[2]int{i, version}]; ok {
+			return r
+		}
+		host := fmt.Sprintf("h%d.example.com", i)
+		if i%50 == 7 {
+			host = fmt.Sprintf("*.w%d.example.com", i)
+		}
+		r := Route{
+			ID:        RouteID{Kind: KindHTTPRoute, Namespace: "ns", Name: fmt.Sprintf("r%d", i)},
+			Created:   fuzzEpoch.Add(time.Duration(i) * time.Second),
+			Hostnames: []string{host},
+			Rules:     []Rule{{Matches: []Match{{Path: PathMatch{Type: PathPrefix, Value: fmt.Sprintf("/v%d", version)}}}, Backends: []BackendRef{{Name: "ns/svc:80", Weight: 1}}}},
+		}
+		made[[2]int{i, version}] = r
+		return r
+	}
+	versions := map[int]int{}
+	var table *Table
+	var routes []Route
+	for step, change := range []func(){
+		func() { // 40 hosts: one shard
+			for i := range 40 {
+				versions[i] = 0
+			}
+		},
+		func() { versions[40] = 0 },    // one host more
+		func() { versions[3] = 1 },     // one changed
+		func() { delete(versions, 5) }, // one gone
+		func() { // 3,000 hosts: many shards
+			for i := range 3000 {
+				if _, ok := versions[i]; !ok {
+					versions[i] = 0
+				}
+			}
+		},
+		func() { versions[2999], versions[1234] = 2, 2 },
+		func() { versions[3000] = 0; delete(versions, 17) }, // one in, one out
+		func() { // down to 100: fewer shards
+			for i := range versions {
+				if i >= 100 {
+					delete(versions, i)
+				}
+			}
+		},
+	} {
+		change()
+		routes = routes[:0]
+		for i := range 3001 {
+			if v, ok := versions[i]; ok {
+				routes = append(routes, routeOf(i, v))
+			}
+		}
+		var errs []error
+		table, errs = Recompile(table, slices.Clone(routes))
+		want, wantErrs := Compile(routes)
+		if fmt.Sprint(errs) != fmt.Sprint(wantErrs) {
+			t.Fatalf("step %d: errors: recompiled %v, compiled %v", step, errs, wantErrs)
+		}
+		if !reflect.DeepEqual(table.Describe(), want.Describe()) {
+			t.Fatalf("step %d: the recompiled table describes otherwise than the compiled one", step)
+		}
+		for i := range 3002 {
+			host := fmt.Sprintf("h%d.example.com", i)
+			if i%50 == 7 {
+				host = fmt.Sprintf("x.w%d.example.com", i)
+			}
+			v, ok := versions[i]
+			got := table.Lookup(Request{Host: host, Path: fmt.Sprintf("/v%d", v)})
+			switch {
+			case !ok && got != nil:
+				t.Fatalf("step %d: %s served by %s after its route went", step, host, describeTarget(got))
+			case ok && (got == nil || got.Route.ID.Name != fmt.Sprintf("r%d", i)):
+				t.Fatalf("step %d: %s/v%d: %s; want route r%d", step, host, v, describeTarget(got), i)
+			}
+		}
+	}
+}

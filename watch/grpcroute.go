@@ -9,7 +9,7 @@ import (
 )
 
 func (t *translator) grpcRoute(obj *gatewayv1.GRPCRoute) *route {
-	r := newRoute(router.KindGRPCRoute, &obj.ObjectMeta, &obj.Spec.CommonRouteSpec, obj.Spec.Hostnames, obj.Status.Parents)
+	r := t.newRoute(router.KindGRPCRoute, &obj.ObjectMeta, &obj.Spec.CommonRouteSpec, obj.Spec.Hostnames, obj.Status.Parents)
 	for i, rule := range obj.Spec.Rules {
 		field := fmt.Sprintf("spec.rules[%d]", i)
 		rr := router.Rule{Name: string(derefOr(rule.Name, ""))}

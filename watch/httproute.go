@@ -10,7 +10,7 @@ import (
 )
 
 func (t *translator) httpRoute(obj *gatewayv1.HTTPRoute) *route {
-	r := newRoute(router.KindHTTPRoute, &obj.ObjectMeta, &obj.Spec.CommonRouteSpec, obj.Spec.Hostnames, obj.Status.Parents)
+	r := t.newRoute(router.KindHTTPRoute, &obj.ObjectMeta, &obj.Spec.CommonRouteSpec, obj.Spec.Hostnames, obj.Status.Parents)
 	for i, rule := range obj.Spec.Rules {
 		field := fmt.Sprintf("spec.rules[%d]", i)
 		rr := router.Rule{Name: string(derefOr(rule.Name, ""))}

@@ -15,26 +15,31 @@ import (
 // route is an HTTPRoute or GRPCRoute translated once, before it is
 // attached to the listeners of its parents.
 type route struct {
-	id         router.RouteID
-	meta       *metav1.ObjectMeta
-	common     *gatewayv1.CommonRouteSpec
-	hostnames  []string
-	oldParents []gatewayv1.RouteParentStatus
-	from       refFrom
-	rules      []router.Rule
+	id        router.RouteID
+	meta      *metav1.ObjectMeta
+	common    *gatewayv1.CommonRouteSpec
+	hostnames []string
+	// ourStatus is whether the object's status has a parent entry of our
+	// controller, which must be kept up to date or removed.
+	ourStatus bool
+	from      refFrom
+	rules     []router.Rule
 	// resolvedRefs is the route's ResolvedRefs problem; invalid makes it
 	// Accepted=False with reason UnsupportedValue on every parent.
 	resolvedRefs problem
 	invalid      problem
 }
 
-func newRoute(kind router.Kind, meta *metav1.ObjectMeta, common *gatewayv1.CommonRouteSpec, hostnames []gatewayv1.Hostname, status []gatewayv1.RouteParentStatus) *route {
+func (t *translator) newRoute(kind router.Kind, meta *metav1.ObjectMeta, common *gatewayv1.CommonRouteSpec, hostnames []gatewayv1.Hostname, status []gatewayv1.RouteParentStatus) *route {
+	controller := gatewayv1.GatewayController(t.opts.GatewayController)
 	r := &route{
-		id:         router.RouteID{Kind: kind, Namespace: meta.Namespace, Name: meta.Name},
-		meta:       meta,
-		common:     common,
-		oldParents: status,
-		from:       refFrom{kind: string(kind), namespace: meta.Namespace},
+		id:     router.RouteID{Kind: kind, Namespace: meta.Namespace, Name: meta.Name},
+		meta:   meta,
+		common: common,
+		// Found once per object: with 10,000 routes, comparing every
+		// status entry in every translation took a twentieth of a change.
+		ourStatus: slices.ContainsFunc(status, func(p gatewayv1.RouteParentStatus) bool { return p.ControllerName == controller }),
+		from:      refFrom{kind: string(kind), namespace: meta.Namespace},
 	}
 	for _, h := range hostnames {
 		r.hostnames = append(r.hostnames, strings.ToLower(string(h)))
@@ -101,7 +106,7 @@ func (r *route) finish() {
 // our Gateways.
 func (t *translator) attachRoute(r *route) (parents []gatewayv1.RouteParentStatus, ours bool) {
 	controller := gatewayv1.GatewayController(t.opts.GatewayController)
-	ours = slices.ContainsFunc(r.oldParents, func(p gatewayv1.RouteParentStatus) bool { return p.ControllerName == controller })
+	ours = r.ourStatus
 	var outcomes []parentOutcome
 	t.attachedTo, t.placed = t.attachedTo[:0], t.placed[:0]
 	for i, ref := range r.common.ParentRefs {
@@ -159,8 +164,21 @@ func (t *translator) parentGateway(r *route, ref gatewayv1.ParentReference) *gat
 	if ref.Namespace != nil {
 		namespace = string(*ref.Namespace)
 	}
+	// Every parentRef of every route asks: among a few Gateways, comparing
+	// names is quicker than hashing them.
+	if len(t.gatewayList) <= fewGateways {
+		for _, g := range t.gatewayList {
+			if g.obj.Name == string(ref.Name) && g.obj.Namespace == namespace {
+				return g
+			}
+		}
+		return nil
+	}
 	return t.gateways[types.NamespacedName{Namespace: namespace, Name: string(ref.Name)}]
 }
+
+// fewGateways is up to how many Gateways parentGateway compares names.
+const fewGateways = 8
 
 // attachToGateway attaches r to the listeners of g that ref selects, that
 // allow it and whose hostnames intersect its own, and counts it on every
