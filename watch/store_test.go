@@ -14,43 +14,51 @@ import (
 // TestOrderMatchesSort checks that an order kept between translations
 // sorts every list as sortObjects does, through additions, removals,
 // replacements (an informer's update) and objects whose keys tie, which
-// only the position in the list orders.
+// only the position in the list orders; and where keys never tie, which
+// is where changes are merged into the last order.
 func TestOrderMatchesSort(t *testing.T) {
-	rng := rand.New(rand.NewPCG(1, 2))
-	newRoute := func() *gatewayv1.HTTPRoute {
-		return &gatewayv1.HTTPRoute{ObjectMeta: metav1.ObjectMeta{
-			Namespace:         fmt.Sprintf("ns%d", rng.IntN(3)),
-			Name:              fmt.Sprintf("r%d", rng.IntN(40)),
-			CreationTimestamp: metav1.NewTime(time.Unix(int64(rng.IntN(5)), 0)),
-		}}
-	}
-	var o order[*gatewayv1.HTTPRoute]
-	var list []*gatewayv1.HTTPRoute
-	for range 30 {
-		list = append(list, newRoute())
-	}
-	for round := range 2000 {
-		switch rng.IntN(4) {
-		case 0:
-			list = append(list, newRoute())
-		case 1:
-			if len(list) > 0 {
-				i := rng.IntN(len(list))
-				list = slices.Delete(list, i, i+1)
+	for _, tc := range []struct {
+		name  string
+		names int
+	}{{"ties", 40}, {"no ties", 1 << 30}} {
+		t.Run(tc.name, func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(1, 2))
+			newRoute := func() *gatewayv1.HTTPRoute {
+				return &gatewayv1.HTTPRoute{ObjectMeta: metav1.ObjectMeta{
+					Namespace:         fmt.Sprintf("ns%d", rng.IntN(3)),
+					Name:              fmt.Sprintf("r%d", rng.IntN(tc.names)),
+					CreationTimestamp: metav1.NewTime(time.Unix(int64(rng.IntN(5)), 0)),
+				}}
 			}
-		case 2:
-			if len(list) > 0 {
-				i := rng.IntN(len(list))
-				list[i] = list[i].DeepCopy()
+			var o order[*gatewayv1.HTTPRoute]
+			var list []*gatewayv1.HTTPRoute
+			for range 30 {
+				list = append(list, newRoute())
 			}
-		}
-		rng.Shuffle(len(list), func(i, j int) { list[i], list[j] = list[j], list[i] })
-		want := slices.Clone(list)
-		sortObjects(want)
-		o.sort(list)
-		if !slices.Equal(list, want) {
-			t.Fatalf("round %d: order differs from sortObjects:\n got %v\nwant %v", round, names(list), names(want))
-		}
+			for round := range 2000 {
+				switch rng.IntN(4) {
+				case 0:
+					list = append(list, newRoute())
+				case 1:
+					if len(list) > 0 {
+						i := rng.IntN(len(list))
+						list = slices.Delete(list, i, i+1)
+					}
+				case 2:
+					if len(list) > 0 {
+						i := rng.IntN(len(list))
+						list[i] = list[i].DeepCopy()
+					}
+				}
+				rng.Shuffle(len(list), func(i, j int) { list[i], list[j] = list[j], list[i] })
+				want := slices.Clone(list)
+				sortObjects(want)
+				o.sort(list)
+				if !slices.Equal(list, want) {
+					t.Fatalf("round %d: order differs from sortObjects:\n got %v\nwant %v", round, names(list), names(want))
+				}
+			}
+		})
 	}
 }
 
