@@ -2,7 +2,6 @@ package main
 
 import (
 	"log/slog"
-	"maps"
 	"net"
 	"reflect"
 	"slices"
@@ -133,8 +132,31 @@ func sameRoutes(a, b []router.Route) bool {
 	return true
 }
 
-func sameEndpoints(a, b map[string][]watch.Endpoint) bool {
-	return maps.EqualFunc(a, b, sameSlice)
+// endpointChanges returns the sets of next that prev did not have or had
+// otherwise, and the names of prev that next has not.
+func endpointChanges(prev, next map[string][]watch.Endpoint) (changed map[string][]watch.Endpoint, removed []string) {
+	stayed := 0 // names of prev that next has
+	for name, eps := range next {
+		old, had := prev[name]
+		if had {
+			stayed++
+		}
+		if had && sameSlice(old, eps) {
+			continue
+		}
+		if changed == nil {
+			changed = map[string][]watch.Endpoint{}
+		}
+		changed[name] = eps
+	}
+	if stayed < len(prev) {
+		for name := range prev {
+			if _, ok := next[name]; !ok {
+				removed = append(removed, name)
+			}
+		}
+	}
+	return changed, removed
 }
 
 // sameSlice is reflect.DeepEqual that does not look into two slices with

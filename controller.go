@@ -56,13 +56,25 @@ func newController(srv *proxy.Server, current *atomic.Pointer[generation], log *
 // publish is called by the source, one snapshot at a time, with the
 // problems translation found (objects or fields it left out).
 func (c *controller) publish(snap *watch.Snapshot, problems []string) {
-	// Endpoint sets are rebuilt only when one changed: with 10,000 of
-	// them that is a good part of a route change.
-	endpointsChanged := c.last == nil || !sameEndpoints(c.last.Endpoints, snap.Endpoints)
-	if c.last != nil && sameListeners(c.last.Listeners, snap.Listeners) {
-		if endpointsChanged {
-			c.srv.UpdateEndpoints(proxyEndpoints(snap.Endpoints))
+	// Only the endpoint sets that changed go to the proxy: with 10,000 of
+	// them, converting and comparing them all was a good part of a change.
+	var changed map[string][]watch.Endpoint
+	var removed []string
+	if c.last == nil {
+		changed = snap.Endpoints
+	} else {
+		changed, removed = endpointChanges(c.last.Endpoints, snap.Endpoints)
+	}
+	endpointsChanged := len(changed) > 0 || len(removed) > 0
+	updateEndpoints := func() {
+		if c.last == nil {
+			c.srv.UpdateEndpoints(proxyEndpoints(changed))
+		} else if endpointsChanged {
+			c.srv.ChangeEndpoints(proxyEndpoints(changed), removed)
 		}
+	}
+	if c.last != nil && sameListeners(c.last.Listeners, snap.Listeners) {
+		updateEndpoints()
 		if gen := c.current.Load(); gen != nil && !slices.Equal(gen.Problems, problems) {
 			next := *gen
 			next.Problems = problems
@@ -79,9 +91,7 @@ func (c *controller) publish(snap *watch.Snapshot, problems []string) {
 	compiled := time.Now()
 	// Endpoints go first so that routes of the new generation never find
 	// their backends missing.
-	if endpointsChanged {
-		c.srv.UpdateEndpoints(proxyEndpoints(snap.Endpoints))
-	}
+	updateEndpoints()
 	if err := c.srv.Apply(gen.config); err != nil {
 		c.metrics.applyErrors.Inc()
 		c.log.Error("some listeners could not be opened", "generation", gen.Number, "error", err)

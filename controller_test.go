@@ -51,6 +51,21 @@ func TestEndpointChurnDoesNotRecompile(t *testing.T) {
 	if got := srv.Endpoints()["default/web:80"]; len(got) != 1 || got[0].Address != "10.0.0.2:8080" {
 		t.Errorf("endpoints after the change = %+v, want 10.0.0.2:8080", got)
 	}
+	// Only the sets that changed go to the proxy: a new one comes, a gone
+	// one goes, the others stay.
+	withAPI := endpoints("10.0.0.2:8080")
+	withAPI["default/api:80"] = []watch.Endpoint{{Address: "10.0.0.3:8080", Ready: true}}
+	ctrl.publish(&watch.Snapshot{Listeners: listener("/"), Endpoints: withAPI}, nil)
+	if got := srv.Endpoints(); len(got) != 2 || len(got["default/api:80"]) != 1 || got["default/web:80"][0].Address != "10.0.0.2:8080" {
+		t.Errorf("endpoints after a set was added = %+v", got)
+	}
+	ctrl.publish(&watch.Snapshot{Listeners: listener("/"), Endpoints: endpoints("10.0.0.2:8080")}, nil)
+	if got := srv.Endpoints(); len(got) != 1 || len(got["default/web:80"]) != 1 {
+		t.Errorf("endpoints after a set was removed = %+v; want web's only", got)
+	}
+	if current.Load() != first {
+		t.Error("an endpoint-only change compiled a new generation")
+	}
 	ctrl.publish(&watch.Snapshot{Listeners: listener("/api"), Endpoints: endpoints("10.0.0.2:8080")}, nil)
 	if gen := current.Load(); gen == first || gen.Number != 2 {
 		t.Errorf("a route change did not make generation 2 (got %d)", gen.Number)

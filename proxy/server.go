@@ -129,6 +129,13 @@ func (s *Server) UpdateEndpoints(endpoints map[string][]Endpoint) {
 	s.sets.Store(&sets)
 }
 
+// ChangeEndpoints is UpdateEndpoints of the endpoint sets last given with
+// those of changed (new or changed names) and without the names removed.
+func (s *Server) ChangeEndpoints(changed map[string][]Endpoint, removed []string) {
+	sets := s.registry.Change(changed, removed)
+	s.sets.Store(&sets)
+}
+
 // EndpointState is one endpoint of a backend as Endpoints reports it.
 type EndpointState = upstream.EndpointState
 

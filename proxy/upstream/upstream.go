@@ -9,6 +9,7 @@
 package upstream
 
 import (
+	"maps"
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
@@ -69,10 +70,35 @@ func NewRegistry(policy Policy, health Health) *Registry {
 func (r *Registry) Sets(endpoints map[string][]Endpoint) map[string]*Set {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	sets := make(map[string]*Set, len(endpoints))
-	for name, eps := range endpoints {
-		if old := r.sets[name]; old != nil && old.lists(eps) {
-			sets[name] = old
+	var removed []string
+	for name := range r.sets {
+		if _, ok := endpoints[name]; !ok {
+			removed = append(removed, name)
+		}
+	}
+	return r.change(endpoints, removed)
+}
+
+// Change is Sets of the last call's endpoints with those of changed
+// (new names or new endpoints) and without the names removed: after an
+// EndpointSlice change among 10,000 Services, the caller passes the one
+// that changed instead of 10,000 to compare.
+func (r *Registry) Change(changed map[string][]Endpoint, removed []string) map[string]*Set {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.change(changed, removed)
+}
+
+func (r *Registry) change(changed map[string][]Endpoint, removed []string) map[string]*Set {
+	// The map given out before is in use by requests: a copy is changed.
+	sets := maps.Clone(r.sets)
+	if sets == nil {
+		sets = make(map[string]*Set, len(changed))
+	}
+	var replaced []*Set
+	for name, eps := range changed {
+		old := sets[name]
+		if old != nil && old.lists(eps) {
 			continue
 		}
 		set := &Set{policy: r.policy, hosts: make([]*Host, len(eps)), weights: make([]uint64, len(eps))}
@@ -88,13 +114,19 @@ func (r *Registry) Sets(endpoints map[string][]Endpoint) map[string]*Set {
 		}
 		set.finish()
 		sets[name] = set
+		if old != nil {
+			replaced = append(replaced, old)
+		}
+	}
+	for _, name := range removed {
+		if old := sets[name]; old != nil {
+			delete(sets, name)
+			replaced = append(replaced, old)
+		}
 	}
 	// Released after the new Sets took theirs, so that an address moving
 	// from one Set to another keeps its Host.
-	for name, old := range r.sets {
-		if sets[name] == old {
-			continue
-		}
+	for _, old := range replaced {
 		for _, h := range old.hosts {
 			if h.sets--; h.sets == 0 {
 				delete(r.hosts, h.addr)
