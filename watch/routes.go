@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -22,8 +23,13 @@ type route struct {
 	// ourStatus is whether the object's status has a parent entry of our
 	// controller, which must be kept up to date or removed.
 	ourStatus bool
-	from      refFrom
-	rules     []router.Rule
+	// gatewayRefs are the parentRefs that name Gateways, and created the
+	// object's creation time: what attaching reads of the object in every
+	// translation, found once and kept together rather than in the object.
+	gatewayRefs []gatewayRef
+	created     time.Time
+	from        refFrom
+	rules       []router.Rule
 	// resolvedRefs is the route's ResolvedRefs problem; invalid makes it
 	// Accepted=False with reason UnsupportedValue on every parent.
 	resolvedRefs problem
@@ -40,6 +46,22 @@ func (t *translator) newRoute(kind router.Kind, meta *metav1.ObjectMeta, common 
 		// status entry in every translation took a twentieth of a change.
 		ourStatus: slices.ContainsFunc(status, func(p gatewayv1.RouteParentStatus) bool { return p.ControllerName == controller }),
 		from:      refFrom{kind: string(kind), namespace: meta.Namespace},
+		created:   meta.CreationTimestamp.Time,
+	}
+	for i, ref := range common.ParentRefs {
+		if (ref.Group != nil && *ref.Group != gatewayv1.GroupName) || (ref.Kind != nil && *ref.Kind != "Gateway") {
+			continue
+		}
+		namespace := meta.Namespace
+		if ref.Namespace != nil {
+			namespace = string(*ref.Namespace)
+		}
+		r.gatewayRefs = append(r.gatewayRefs, gatewayRef{
+			index:   i,
+			gateway: types.NamespacedName{Namespace: namespace, Name: string(ref.Name)},
+			section: ref.SectionName,
+			port:    ref.Port,
+		})
 	}
 	for _, h := range hostnames {
 		r.hostnames = append(r.hostnames, strings.ToLower(string(h)))
@@ -109,8 +131,9 @@ func (t *translator) attachRoute(r *route) (parents []gatewayv1.RouteParentStatu
 	ours = r.ourStatus
 	var outcomes []parentOutcome
 	t.attachedTo, t.placed = t.attachedTo[:0], t.placed[:0]
-	for i, ref := range r.common.ParentRefs {
-		g := t.parentGateway(r, ref)
+	for i := range r.gatewayRefs {
+		ref := &r.gatewayRefs[i]
+		g := t.gateway(ref.gateway)
 		if g == nil {
 			continue
 		}
@@ -119,7 +142,7 @@ func (t *translator) attachRoute(r *route) (parents []gatewayv1.RouteParentStatu
 		if accepted.ok() {
 			accepted = r.invalid
 		}
-		outcomes = append(outcomes, parentOutcome{i, accepted})
+		outcomes = append(outcomes, parentOutcome{ref.index, accepted})
 	}
 	return t.memoParents(r, outcomes, func() []gatewayv1.RouteParentStatus { return r.parentStatuses(controller, outcomes) }), ours
 }
@@ -155,43 +178,44 @@ func (r *route) parentStatuses(controller gatewayv1.GatewayController, outcomes 
 	return parents
 }
 
-// parentGateway returns the Gateway of ours that ref names, or nil.
-func (t *translator) parentGateway(r *route, ref gatewayv1.ParentReference) *gateway {
-	if (ref.Group != nil && *ref.Group != gatewayv1.GroupName) || (ref.Kind != nil && *ref.Kind != "Gateway") {
-		return nil
-	}
-	namespace := r.meta.Namespace
-	if ref.Namespace != nil {
-		namespace = string(*ref.Namespace)
-	}
+// gatewayRef is a parentRef of a route that names a Gateway.
+type gatewayRef struct {
+	index   int // in spec.parentRefs
+	gateway types.NamespacedName
+	section *gatewayv1.SectionName
+	port    *gatewayv1.PortNumber
+}
+
+// gateway returns the Gateway of ours called key, or nil.
+func (t *translator) gateway(key types.NamespacedName) *gateway {
 	// Every parentRef of every route asks: among a few Gateways, comparing
 	// names is quicker than hashing them.
 	if len(t.gatewayList) <= fewGateways {
 		for _, g := range t.gatewayList {
-			if g.obj.Name == string(ref.Name) && g.obj.Namespace == namespace {
+			if g.obj.Name == key.Name && g.obj.Namespace == key.Namespace {
 				return g
 			}
 		}
 		return nil
 	}
-	return t.gateways[types.NamespacedName{Namespace: namespace, Name: string(ref.Name)}]
+	return t.gateways[key]
 }
 
-// fewGateways is up to how many Gateways parentGateway compares names.
+// fewGateways is up to how many Gateways gateway compares names.
 const fewGateways = 8
 
 // attachToGateway attaches r to the listeners of g that ref selects, that
 // allow it and whose hostnames intersect its own, and counts it on every
 // listener that allows it.
-func (t *translator) attachToGateway(r *route, g *gateway, ref gatewayv1.ParentReference) problem {
+func (t *translator) attachToGateway(r *route, g *gateway, ref *gatewayRef) problem {
 	var selected, allowed int
 	var matched bool
 	for _, l := range g.listeners {
-		if (ref.SectionName != nil && *ref.SectionName != l.spec.Name) || (ref.Port != nil && *ref.Port != l.spec.Port) {
+		if (ref.section != nil && *ref.section != l.spec.Name) || (ref.port != nil && *ref.port != l.spec.Port) {
 			continue
 		}
 		selected++
-		if !slices.Contains(l.kinds, r.id.Kind) || !l.namespaces(r.meta.Namespace) {
+		if !slices.Contains(l.kinds, r.id.Kind) || !l.namespaces(r.id.Namespace) {
 			continue
 		}
 		allowed++
@@ -211,15 +235,15 @@ func (t *translator) attachToGateway(r *route, g *gateway, ref gatewayv1.ParentR
 			continue
 		}
 		for _, s := range l.sockets {
-			t.place(s, router.Route{ID: r.id, Created: r.meta.CreationTimestamp.Time, Hostnames: hostnames, Listener: l.hostname, Rules: r.rules})
+			t.place(s, router.Route{ID: r.id, Created: r.created, Hostnames: hostnames, Listener: l.hostname, Rules: r.rules})
 		}
 	}
 	var p problem
 	switch {
 	case selected == 0:
-		p.first(string(gatewayv1.RouteReasonNoMatchingParent), fmt.Sprintf("Gateway %s/%s has no listener %s", g.obj.Namespace, g.obj.Name, describeParentRef(ref)))
+		p.first(string(gatewayv1.RouteReasonNoMatchingParent), fmt.Sprintf("Gateway %s/%s has no listener %s", g.obj.Namespace, g.obj.Name, describeParentRef(r.common.ParentRefs[ref.index])))
 	case allowed == 0:
-		p.first(string(gatewayv1.RouteReasonNotAllowedByListeners), fmt.Sprintf("no listener of Gateway %s/%s allows %s routes from namespace %s", g.obj.Namespace, g.obj.Name, r.id.Kind, r.meta.Namespace))
+		p.first(string(gatewayv1.RouteReasonNotAllowedByListeners), fmt.Sprintf("no listener of Gateway %s/%s allows %s routes from namespace %s", g.obj.Namespace, g.obj.Name, r.id.Kind, r.id.Namespace))
 	case !matched:
 		p.first(string(gatewayv1.RouteReasonNoMatchingListenerHostname), fmt.Sprintf("no listener hostname of Gateway %s/%s matches spec.hostnames", g.obj.Namespace, g.obj.Name))
 	}
