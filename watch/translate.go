@@ -96,6 +96,8 @@ type translator struct {
 	// of a translation with 10,000 routes.
 	attachedTo []*listener
 	placed     []placement
+	// outcomes is attachRoute's scratch space.
+	outcomes []parentOutcome
 }
 
 // placement is where a route went on a socket through the listeners of

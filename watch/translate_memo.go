@@ -211,13 +211,14 @@ func (t *translator) memoEndpointSet(svc *corev1.Service, port *corev1.ServicePo
 
 // memoParents returns build's status entries for r, or the previous ones
 // when r is the same translated route and its Gateways decided the same.
+// outcomes may be scratch space: what is kept is a copy.
 func (t *translator) memoParents(r *route, outcomes []parentOutcome, build func() []gatewayv1.RouteParentStatus) []gatewayv1.RouteParentStatus {
 	if t.next == nil {
 		return build()
 	}
 	e, ok := t.prev.parents[r]
 	if !ok || !slices.Equal(e.outcomes, outcomes) {
-		e = parentsEntry{outcomes: outcomes, parents: build()}
+		e = parentsEntry{outcomes: slices.Clone(outcomes), parents: build()}
 	}
 	t.next.parents[r] = e
 	return e.parents
