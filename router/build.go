@@ -10,12 +10,15 @@ import (
 // Laying out a listener's host tables.
 //
 // Compile first collects entries in tries of pointers, which are cheap to
-// grow, then build copies every host into two arrays that all hosts of a
-// listener share: its trie nodes in breadth-first order, so that the
-// children of a node are adjacent, and its entries node by node. A lookup
-// then reads a few neighbouring cache lines per host instead of one object
-// per node, child list and entry list, which is what its cost was made of
-// once the tables outgrew the caches.
+// grow, then build copies every host into two arrays that the hosts of an
+// index share: its trie nodes in breadth-first order, so that the children
+// of a node are adjacent, and its entries node by node. A lookup then reads
+// a few neighbouring cache lines per host instead of one object per node,
+// child list and entry list, which is what its cost was made of once the
+// tables outgrew the caches. A listener's exact hosts are spread over
+// shards of about hostsPerShard, each an index of its own, so that a change
+// lays out again a shard, not every host of the listener; its wildcard
+// and catch-all hosts share one more index.
 
 // indexBuilder collects the host tables of one listener hostname.
 type indexBuilder struct {
