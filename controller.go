@@ -58,18 +58,14 @@ func newController(srv *proxy.Server, current *atomic.Pointer[generation], log *
 func (c *controller) publish(snap *watch.Snapshot, problems []string) {
 	// Only the endpoint sets that changed go to the proxy: with 10,000 of
 	// them, converting and comparing them all was a good part of a change.
-	var changed map[string][]watch.Endpoint
-	var removed []string
-	if c.last == nil {
-		changed = snap.Endpoints
-	} else {
-		changed, removed = endpointChanges(c.last.Endpoints, snap.Endpoints)
+	var lastEndpoints map[string][]watch.Endpoint
+	if c.last != nil {
+		lastEndpoints = c.last.Endpoints
 	}
+	changed, removed := endpointChanges(lastEndpoints, snap.Endpoints)
 	endpointsChanged := len(changed) > 0 || len(removed) > 0
 	updateEndpoints := func() {
-		if c.last == nil {
-			c.srv.UpdateEndpoints(proxyEndpoints(changed))
-		} else if endpointsChanged {
+		if endpointsChanged {
 			c.srv.ChangeEndpoints(proxyEndpoints(changed), removed)
 		}
 	}

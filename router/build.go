@@ -118,22 +118,12 @@ func (b *indexBuilder) build(sc *scope, kept *keptHosts) {
 		}
 	}
 	var prev *scope
+	var keptRest []keptTable
+	hosts := len(exactBuilt) // at most, after the change
 	if kept != nil {
 		prev = kept.from
-	}
-	keptOf := func(x *hostIndex, each func(*hostIndex, func(*hostTable)), into []keptTable) []keptTable {
-		each(x, func(h *hostTable) {
-			if kept.keep(h) {
-				into = append(into, keptTable{x, h})
-			}
-		})
-		return into
-	}
-	var keptRest []keptTable
-	hosts := len(exactBuilt)
-	if prev != nil {
 		sc.seed = prev.seed
-		keptRest = keptOf(&prev.rest, (*hostIndex).forEachHost, nil)
+		keptRest = kept.tables(&prev.rest)
 		for i := range prev.shards {
 			hosts += prev.shards[i].exact.n
 		}
@@ -157,38 +147,36 @@ func (b *indexBuilder) build(sc *scope, kept *keptHosts) {
 		s := sc.shardOf(maphash.String(sc.seed, hb.name))
 		built[s] = append(built[s], hb)
 	}
-	if prev != nil && prev.shift == sc.shift {
-		dirty := make([]bool, len(sc.shards))
+	keptBy := make([][]keptTable, len(sc.shards))
+	sameShards := prev != nil && prev.shift == sc.shift
+	var dirty []bool
+	switch {
+	case sameShards:
+		dirty = make([]bool, len(sc.shards))
 		for _, host := range kept.rebuilt {
 			if isExactHost(host) {
 				dirty[sc.shardOf(maphash.String(sc.seed, host))] = true
 			}
 		}
-		for s := range sc.shards {
-			if !dirty[s] && len(built[s]) == 0 {
-				sc.shards[s] = prev.shards[s]
-				continue
-			}
-			sc.shards[s] = layOutIndex(keptOf(&prev.shards[s], exactHosts, nil), built[s], sc.seed)
-		}
-		return
-	}
-	keptBy := make([][]keptTable, len(sc.shards))
-	if prev != nil {
+	case prev != nil:
 		for i := range prev.shards {
-			for _, k := range keptOf(&prev.shards[i], exactHosts, nil) {
+			for _, k := range kept.tables(&prev.shards[i]) {
 				s := sc.shardOf(maphash.String(sc.seed, k.name))
 				keptBy[s] = append(keptBy[s], k)
 			}
 		}
 	}
 	for s := range sc.shards {
+		if sameShards {
+			if !dirty[s] && len(built[s]) == 0 {
+				sc.shards[s] = prev.shards[s]
+				continue
+			}
+			keptBy[s] = kept.tables(&prev.shards[s])
+		}
 		sc.shards[s] = layOutIndex(keptBy[s], built[s], sc.seed)
 	}
 }
-
-// exactHosts calls f with each exact host table of x.
-func exactHosts(x *hostIndex, f func(*hostTable)) { x.exact.each(f) }
 
 // isExactHost reports whether a hostname of routes is neither a wildcard
 // nor "" (every host).

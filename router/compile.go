@@ -68,16 +68,15 @@ func compile(reuse *reuse, routes []Route, listenerHostnames []string) (*Table, 
 	}
 	var errs []error
 	for i := range routes {
-		var r *Route
-		if reuse != nil && reuse.kept[i] != nil {
-			// The previous Table's copy, which the entries of its tables,
-			// copied as they are, point to.
-			r = reuse.kept[i]
-		} else {
+		// An unchanged route is the previous Table's copy, which the
+		// entries of its tables, copied as they are, point to.
+		r := reuse.keptAt(i)
+		kept := r != nil
+		if !kept {
 			r = new(Route)
 			*r = routes[i]
 		}
-		if reuse != nil && reuse.kept[i] != nil && !reuse.touches(r) {
+		if kept && !reuse.touches(r) {
 			// Its tables are copied: nothing of it to compile.
 			c.table.scope(r.Listener)
 		} else {

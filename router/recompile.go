@@ -98,6 +98,14 @@ func newReuse(prev *Table, routes []Route, listenerHostnames []string) *reuse {
 	return u
 }
 
+// keptAt returns prev's copy of routes[i] when it is unchanged, else nil.
+func (u *reuse) keptAt(i int) *Route {
+	if u == nil {
+		return nil
+	}
+	return u.kept[i]
+}
+
 // pair keeps prev's route k for routes[i] and reports whether the two are
 // the same.
 func (u *reuse) pair(routes []Route, i, k int, paired []bool) bool {
@@ -151,6 +159,18 @@ type keptHosts struct {
 	keep func(*hostTable) bool
 	// rebuilt are the hostnames of the listener whose tables are rebuilt.
 	rebuilt []string
+}
+
+// tables returns the tables of x, an index of k.from, that are not
+// rebuilt.
+func (k *keptHosts) tables(x *hostIndex) []keptTable {
+	var out []keptTable
+	x.forEachHost(func(h *hostTable) {
+		if k.keep(h) {
+			out = append(out, keptTable{x, h})
+		}
+	})
+	return out
 }
 
 // keptHosts returns the tables of prev's scope for listener that are not

@@ -129,7 +129,6 @@ func (t *translator) gatewaysOfOurClasses() {
 			gws = append(gws, g)
 		}
 	}
-	t.gatewayList = gws
 	t.assignAddresses(gws)
 	for _, g := range gws {
 		for i := range g.obj.Spec.Listeners {

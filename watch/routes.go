@@ -136,7 +136,7 @@ func (t *translator) attachRoute(r *route) (parents []gatewayv1.RouteParentStatu
 	t.attachedTo, t.placed = t.attachedTo[:0], t.placed[:0]
 	for i := range r.gatewayRefs {
 		ref := &r.gatewayRefs[i]
-		g := t.gateway(ref.gateway)
+		g := t.gateways[ref.gateway]
 		if g == nil {
 			continue
 		}
@@ -189,24 +189,6 @@ type gatewayRef struct {
 	section *gatewayv1.SectionName
 	port    *gatewayv1.PortNumber
 }
-
-// gateway returns the Gateway of ours called key, or nil.
-func (t *translator) gateway(key types.NamespacedName) *gateway {
-	// Every parentRef of every route asks: among a few Gateways, comparing
-	// names is quicker than hashing them.
-	if len(t.gatewayList) <= fewGateways {
-		for _, g := range t.gatewayList {
-			if g.obj.Name == key.Name && g.obj.Namespace == key.Namespace {
-				return g
-			}
-		}
-		return nil
-	}
-	return t.gateways[key]
-}
-
-// fewGateways is up to how many Gateways gateway compares names.
-const fewGateways = 8
 
 // attachToGateway attaches r to the listeners of g that ref selects, that
 // allow it and whose hostnames intersect its own, and counts it on every

@@ -164,10 +164,10 @@ func (m *membership[T]) len() int { return len(m.seen) }
 // was, when two objects have the same key: their order is then the one of
 // list.
 //
-// The last order had no ties (strict), so only the keys of the objects that came
-// and went are read, and the places of those are found by binary search:
-// reading every object's key to merge one change into 10,000 took longer
-// than the rest of sorting.
+// The last order had no ties (strict), so only the keys of the objects
+// that came and went are read, and their places are found by binary
+// search: reading every object's key to merge one change into 10,000 took
+// longer than the rest of sorting.
 func (o *order[T]) merge(list, added, removed []T) bool {
 	sortObjects(added)
 	keys := make([]sortKey, len(added))
@@ -181,11 +181,9 @@ func (o *order[T]) merge(list, added, removed []T) bool {
 	}
 	gone := make(map[int]bool, len(removed)) // places in o.sorted
 	for _, obj := range removed {
+		// No other object of o.sorted has its key.
 		i := o.place(keyOf(obj))
-		for i < len(o.sorted) && o.sorted[i] != obj {
-			i++ // past others of its key, which the tie checks below refuse
-		}
-		if i == len(o.sorted) {
+		if i == len(o.sorted) || o.sorted[i] != obj {
 			return false
 		}
 		gone[i] = true

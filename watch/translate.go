@@ -75,12 +75,10 @@ type translator struct {
 	opts Options
 	objs *objects
 	*lookups
-	// gateways are the Gateways of our accepted classes; gatewayList has
-	// them in order.
-	gateways    map[types.NamespacedName]*gateway
-	gatewayList []*gateway
-	sockets     map[string]*socket
-	endpoints   map[string][]Endpoint
+	// gateways are the Gateways of our accepted classes.
+	gateways  map[types.NamespacedName]*gateway
+	sockets   map[string]*socket
+	endpoints map[string][]Endpoint
 	// nodeAddresses are what status publishes for the node addresses.
 	nodeAddresses []string
 	reports       Reports

@@ -300,8 +300,6 @@ type probe struct {
 	want string
 }
 
-// httpRouteChange creates a route with a new hostname (even changes) or
-// moves the path of the route created by the change before (odd ones).
 // httpRoutesWithoutStatus counts the HTTPRoutes that no status was
 // written on yet.
 func (c *cluster) httpRoutesWithoutStatus(ctx context.Context) (int, error) {
@@ -322,6 +320,8 @@ func (c *cluster) httpRoutesWithoutStatus(ctx context.Context) (int, error) {
 	}
 }
 
+// httpRouteChange creates a route with a new hostname (even changes) or
+// moves the path of the route created by the change before (odd ones).
 func (c *cluster) httpRouteChange(ctx context.Context) (probe, error) {
 	return c.routeChange(ctx, c.gatewayPort,
 		func(ns, name, host, prefix string) error {
