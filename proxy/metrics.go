@@ -210,24 +210,31 @@ func (lm *listenerMetrics) route(id router.RouteID) *routeMetrics {
 // prune deletes the series of routes that routes no longer has. A request
 // still on the previous table may recreate one; the next prune removes it.
 func (lm *listenerMetrics) prune(routes *router.Table) {
+	// Runs at every configuration change. Only routes that served a request
+	// have series, usually far fewer than the table's 10,000 routes: a set
+	// of every route in the table was a fifth of the garbage a route change
+	// made, so the set holds the series' routes and the table is walked.
 	lm.mu.Lock()
-	empty := len(lm.routes) == 0
+	gone := make(map[router.RouteID]bool, len(lm.routes))
+	for id := range lm.routes {
+		gone[id] = true
+	}
 	lm.mu.Unlock()
-	if empty {
+	if len(gone) == 0 {
 		return
 	}
-	// Runs at every configuration change: with 10,000 routes, describing
-	// the table here cost more than compiling it.
-	live := map[router.RouteID]bool{}
 	if routes != nil {
 		for id := range routes.RouteIDs() {
-			live[id] = true
+			delete(gone, id)
+			if len(gone) == 0 {
+				return
+			}
 		}
 	}
 	lm.mu.Lock()
 	defer lm.mu.Unlock()
-	for id, rm := range lm.routes {
-		if !live[id] {
+	for id := range gone {
+		if rm := lm.routes[id]; rm != nil {
 			delete(lm.routes, id)
 			rm.delete()
 		}

@@ -57,7 +57,7 @@ func Compile(routes []Route, listenerHostnames ...string) (*Table, []error) {
 
 func compile(reuse *reuse, routes []Route, listenerHostnames []string) (*Table, []error) {
 	c := compiler{
-		table:   &Table{exactScopes: map[string]*scope{}, listenerHostnames: slices.Clone(listenerHostnames)},
+		table:   &Table{exactScopes: map[string]*scope{}, listenerHostnames: slices.Clone(listenerHostnames), routes: make([]*Route, 0, len(routes))},
 		indexes: map[*scope]*indexBuilder{},
 		regexps: map[string]*regexp.Regexp{},
 		strings: map[string]string{},

@@ -83,6 +83,10 @@ type Writer struct {
 	// settled holds, for each object that the last pass found with the
 	// status it wants (or wrote), that wanted status. Only lead uses it.
 	settled map[any]any
+	// spare is the emptied map of the pass before last, which the next
+	// pass fills: a new map of 10,000 routes on every pass was a good part
+	// of the garbage a route change made.
+	spare map[any]any
 }
 
 // New returns a Writer for the cluster behind cfg.
@@ -178,7 +182,7 @@ func (w *Writer) lead(ctx context.Context) {
 	w.log.Info("status writer leading", "identity", w.opts.Identity, "lease", w.opts.LeaseNamespace+"/"+w.opts.LeaseName)
 	ticker := time.NewTicker(resync)
 	defer ticker.Stop()
-	w.settled = nil
+	w.settled, w.spare = nil, nil
 	classReady := w.opts.GatewayClassName == ""
 	for {
 		if !classReady {
@@ -246,8 +250,16 @@ func (w *Writer) write(ctx context.Context, r *watch.Reports) {
 	// pass need no copy and comparison: informers keep an object until it
 	// changes and translation reuses the status entries of unchanged
 	// routes, so with 10,000 routes most of a pass is skipped.
-	settled := make(map[any]any, len(w.settled))
-	defer func() { w.settled = settled }()
+	settled := w.spare
+	if settled == nil {
+		settled = make(map[any]any, len(w.settled))
+	}
+	defer func() {
+		// Emptied now, so that it holds no replaced objects until the
+		// next pass.
+		clear(w.settled)
+		w.settled, w.spare = settled, w.settled
+	}()
 	unchanged := func(obj, wanted any, same func(a, b any) bool) bool {
 		last, ok := w.settled[obj]
 		if !ok || !same(last, wanted) {

@@ -18,20 +18,20 @@ import (
 // hostname, two rules and a Service with ten endpoints.
 func benchObjects(n int) *objects {
 	objs := &objects{crdBundleVersion: "v1.6.3"}
-	objs.add(&gatewayv1.GatewayClass{ObjectMeta: metav1.ObjectMeta{Name: "c"}, Spec: gatewayv1.GatewayClassSpec{ControllerName: DefaultGatewayController}})
+	objs.add(&gatewayv1.GatewayClass{ObjectMeta: metav1.ObjectMeta{Name: "c"}, Spec: gatewayv1.GatewayClassSpec{ControllerName: DefaultGatewayController}}, 0)
 	objs.add(&gatewayv1.Gateway{
 		ObjectMeta: metav1.ObjectMeta{Name: "g", Namespace: "default"},
 		Spec: gatewayv1.GatewaySpec{GatewayClassName: "c", Listeners: []gatewayv1.Listener{{
 			Name: "http", Port: 80, Protocol: gatewayv1.HTTPProtocolType,
 			AllowedRoutes: &gatewayv1.AllowedRoutes{Namespaces: &gatewayv1.RouteNamespaces{From: new(gatewayv1.NamespacesFromAll)}},
 		}}},
-	})
+	}, 0)
 	for i := range n {
 		ns, name := fmt.Sprintf("ns%d", i%50), fmt.Sprintf("r%d", i)
 		objs.add(&corev1.Service{
 			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
 			Spec:       corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromInt32(8080)}}},
-		})
+		}, 0)
 		slice := &discoveryv1.EndpointSlice{
 			ObjectMeta:  metav1.ObjectMeta{Name: name, Namespace: ns, Labels: map[string]string{discoveryv1.LabelServiceName: name}},
 			AddressType: discoveryv1.AddressTypeIPv4,
@@ -40,7 +40,7 @@ func benchObjects(n int) *objects {
 		for j := range 10 {
 			slice.Endpoints = append(slice.Endpoints, discoveryv1.Endpoint{Addresses: []string{fmt.Sprintf("10.%d.%d.%d", i/250, i%250, j)}})
 		}
-		objs.add(slice)
+		objs.add(slice, 0)
 		backend := []gatewayv1.HTTPBackendRef{{BackendRef: gatewayv1.BackendRef{BackendObjectReference: gatewayv1.BackendObjectReference{Name: gatewayv1.ObjectName(name), Port: new(gatewayv1.PortNumber(80))}}}}
 		objs.add(&gatewayv1.HTTPRoute{
 			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
@@ -52,7 +52,7 @@ func benchObjects(n int) *objects {
 					{BackendRefs: backend},
 				},
 			},
-		})
+		}, 0)
 	}
 	return objs
 }

@@ -150,8 +150,9 @@ func (c *clusterStore) current() *objects {
 	defer c.mu.Unlock()
 	objs := &objects{crdBundleVersion: c.bundleVersion}
 	for _, inf := range c.synced {
-		for _, o := range inf.GetStore().List() {
-			objs.add(o)
+		list := inf.GetStore().List()
+		for _, o := range list {
+			objs.add(o, len(list))
 		}
 	}
 	return objs

@@ -128,7 +128,7 @@ func decodeDocument(doc []byte, objs *objects) error {
 	if s, ok := obj.(*corev1.Secret); ok {
 		mergeStringData(s)
 	}
-	objs.add(obj)
+	objs.add(obj, 0)
 	return nil
 }
 

@@ -34,37 +34,46 @@ type objects struct {
 }
 
 // add stores obj under its kind and reports whether the kind is one the
-// store keeps.
-func (o *objects) add(obj any) bool {
+// store keeps. When obj is the first of its kind, room is made for hint
+// objects: a cache lists thousands of one kind, and growing the list one
+// object at a time made as much garbage as the rest of the listing.
+func (o *objects) add(obj any, hint int) bool {
 	switch v := obj.(type) {
 	case *networkingv1.IngressClass:
-		o.ingressClasses = append(o.ingressClasses, v)
+		o.ingressClasses = appendTo(o.ingressClasses, v, hint)
 	case *networkingv1.Ingress:
-		o.ingresses = append(o.ingresses, v)
+		o.ingresses = appendTo(o.ingresses, v, hint)
 	case *gatewayv1.GatewayClass:
-		o.gatewayClasses = append(o.gatewayClasses, v)
+		o.gatewayClasses = appendTo(o.gatewayClasses, v, hint)
 	case *gatewayv1.Gateway:
-		o.gateways = append(o.gateways, v)
+		o.gateways = appendTo(o.gateways, v, hint)
 	case *gatewayv1.HTTPRoute:
-		o.httpRoutes = append(o.httpRoutes, v)
+		o.httpRoutes = appendTo(o.httpRoutes, v, hint)
 	case *gatewayv1.GRPCRoute:
-		o.grpcRoutes = append(o.grpcRoutes, v)
+		o.grpcRoutes = appendTo(o.grpcRoutes, v, hint)
 	case *gatewayv1.ReferenceGrant:
-		o.referenceGrants = append(o.referenceGrants, v)
+		o.referenceGrants = appendTo(o.referenceGrants, v, hint)
 	case *corev1.Service:
-		o.services = append(o.services, v)
+		o.services = appendTo(o.services, v, hint)
 	case *discoveryv1.EndpointSlice:
-		o.endpointSlices = append(o.endpointSlices, v)
+		o.endpointSlices = appendTo(o.endpointSlices, v, hint)
 	case *corev1.Secret:
-		o.secrets = append(o.secrets, v)
+		o.secrets = appendTo(o.secrets, v, hint)
 	case *corev1.Namespace:
-		o.namespaces = append(o.namespaces, v)
+		o.namespaces = appendTo(o.namespaces, v, hint)
 	case *corev1.Node:
-		o.nodes = append(o.nodes, v)
+		o.nodes = appendTo(o.nodes, v, hint)
 	default:
 		return false
 	}
 	return true
+}
+
+func appendTo[T any](list []T, v T, hint int) []T {
+	if list == nil {
+		list = make([]T, 0, max(hint, 1))
+	}
+	return append(list, v)
 }
 
 // sort puts the kinds whose order translation follows in precedence

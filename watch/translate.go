@@ -76,9 +76,13 @@ type translator struct {
 	objs *objects
 	*lookups
 	// gateways are the Gateways of our accepted classes.
-	gateways  map[types.NamespacedName]*gateway
-	sockets   map[string]*socket
+	gateways map[types.NamespacedName]*gateway
+	sockets  map[string]*socket
+	// endpoints are the endpoint sets registered without a memo.
 	endpoints map[string][]Endpoint
+	// endpointsRebuilt is set once a set registered with a memo is not
+	// the previous translation's.
+	endpointsRebuilt bool
 	// nodeAddresses are what status publishes for the node addresses.
 	nodeAddresses []string
 	reports       Reports
@@ -118,14 +122,16 @@ func translate(objs *objects, opts Options) (*Snapshot, *Reports) {
 func translateWith(objs *objects, opts Options, groups *lookups, prev, next *results) (*Snapshot, *Reports) {
 	groups.update(objs)
 	t := &translator{
-		prev:      prev,
-		next:      next,
-		opts:      opts.withDefaults(),
-		objs:      objs,
-		lookups:   groups,
-		gateways:  map[types.NamespacedName]*gateway{},
-		sockets:   map[string]*socket{},
-		endpoints: make(map[string][]Endpoint, len(objs.services)),
+		prev:     prev,
+		next:     next,
+		opts:     opts.withDefaults(),
+		objs:     objs,
+		lookups:  groups,
+		gateways: map[types.NamespacedName]*gateway{},
+		sockets:  map[string]*socket{},
+	}
+	if next == nil {
+		t.endpoints = make(map[string][]Endpoint, len(objs.services))
 	}
 	t.nodeAddresses = t.opts.StatusAddresses
 	if len(t.nodeAddresses) == 0 {
@@ -200,8 +206,10 @@ func (t *translator) bind(address string, port int, protocol Protocol, hostname 
 	name := socketName(address, port)
 	s := t.sockets[name]
 	if s == nil {
+		// Room for a few more routes than last time: a created route
+		// would otherwise double the list, on every creation.
 		hint := t.routesHint(name)
-		s = &socket{address: address, port: port, protocol: protocol, routes: make([]router.Route, 0, hint)}
+		s = &socket{address: address, port: port, protocol: protocol, routes: make([]router.Route, 0, hint+hint/64+8)}
 		t.sockets[name] = s
 	}
 	if s.protocol != protocol {
@@ -245,7 +253,7 @@ func (t *translator) place(s *socket, route router.Route) {
 }
 
 func (t *translator) snapshot() *Snapshot {
-	snap := &Snapshot{Endpoints: t.endpoints}
+	snap := &Snapshot{Endpoints: t.endpointMap()}
 	for name, s := range t.sockets {
 		if t.next != nil {
 			t.next.routesAt[name] = len(s.routes)

@@ -2,6 +2,7 @@ package watch
 
 import (
 	"fmt"
+	"maps"
 	"path/filepath"
 	"reflect"
 	"testing"
@@ -68,7 +69,7 @@ func (o *objects) all() []any {
 func store(like *objects, list []any) *objects {
 	o := &objects{crdBundleVersion: like.crdBundleVersion}
 	for _, obj := range list {
-		o.add(obj)
+		o.add(obj, 0)
 	}
 	return o
 }
@@ -76,4 +77,44 @@ func store(like *objects, list []any) *objects {
 func describeObject(obj any) string {
 	m := obj.(metav1.Object)
 	return fmt.Sprintf("%T %s/%s", obj, m.GetNamespace(), m.GetName())
+}
+
+// TestEndpointMapHandedOn changes a route, then an EndpointSlice, then
+// removes a route: the Snapshot of the route change shares the endpoint
+// map of the one before (nothing in it changed), the others get maps of
+// their own, and no translation changes the map of an earlier Snapshot.
+func TestEndpointMapHandedOn(t *testing.T) {
+	objs := benchObjects(10)
+	m := newMemo()
+	first, _ := m.translate(objs, Options{})
+	if len(first.Endpoints) != 10 {
+		t.Fatalf("first translation: %d endpoint sets, want 10", len(first.Endpoints))
+	}
+	firstCopy := maps.Clone(first.Endpoints)
+
+	changed := objs.httpRoutes[3].DeepCopy()
+	changed.Spec.Rules[0].Matches[0].Path.Value = new("/changed")
+	objs.httpRoutes[3] = changed
+	routeChange, _ := m.translate(objs, Options{})
+	if reflect.ValueOf(routeChange.Endpoints).UnsafePointer() != reflect.ValueOf(first.Endpoints).UnsafePointer() {
+		t.Error("a route change made a new endpoint map though no set changed")
+	}
+
+	slice := objs.endpointSlices[5].DeepCopy()
+	slice.Endpoints = slice.Endpoints[:1]
+	objs.endpointSlices[5] = slice
+	name := slice.Namespace + "/" + slice.Name + ":80"
+	sliceChange, _ := m.translate(objs, Options{})
+	if got := len(sliceChange.Endpoints[name]); got != 1 {
+		t.Errorf("after the EndpointSlice change %s has %d endpoints, want 1", name, got)
+	}
+	if !reflect.DeepEqual(first.Endpoints, firstCopy) {
+		t.Error("the EndpointSlice change changed the endpoint map of an earlier Snapshot")
+	}
+
+	objs.httpRoutes = objs.httpRoutes[1:]
+	removal, _ := m.translate(objs, Options{})
+	if len(removal.Endpoints) != 9 || len(sliceChange.Endpoints) != 10 {
+		t.Errorf("after a route's removal: %d endpoint sets, the Snapshot before %d; want 9 and 10", len(removal.Endpoints), len(sliceChange.Endpoints))
+	}
 }

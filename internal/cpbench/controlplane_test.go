@@ -48,9 +48,10 @@ const (
 	// changeTimeout is how long one change may take to be served before
 	// the benchmark fails.
 	changeTimeout = 60 * time.Second
-	// cpuProfileSeconds is how long CPBENCH_CPU_PROFILE profiles each kind
-	// of change from its first: enough for 100 changes at 100 ms.
-	cpuProfileSeconds = 15
+	// profileSeconds is how long CPBENCH_CPU_PROFILE and
+	// CPBENCH_ALLOC_PROFILE profile each kind of change from its first:
+	// enough for 100 changes at 100 ms.
+	profileSeconds = 15
 )
 
 // changes is how many route (and EndpointSlice) changes each scenario
@@ -440,7 +441,7 @@ func (c *cluster) startHostgate(b *testing.B, lastHost string) *hostgate {
 		"--lease-namespace", "default", "--identity", "cpbench", "--gateway-class", "",
 		// Thousands of 404s while polling would only measure logging.
 		"--access-log=false",
-		// For CPBENCH_HEAP_PROFILE and CPBENCH_CPU_PROFILE.
+		// For the CPBENCH_*_PROFILE variables.
 		"--profiling",
 		"--shutdown-delay", "0s", "--shutdown-grace", "1s")
 	cmd.Stdout, cmd.Stderr = logFile, logFile
@@ -633,16 +634,21 @@ func (h *hostgate) reportChanges(b *testing.B, name string, n int, change func(c
 	latencies := make([]time.Duration, 0, n)
 	writes := make([]time.Duration, 0, n)
 	afterWrites := make([]time.Duration, 0, n)
-	if path := os.Getenv("CPBENCH_CPU_PROFILE"); path != "" {
-		// Where hostgate's CPU goes during the changes: the profile counts
-		// CPU time only, so the idle seconds after them add nothing.
+	// Where hostgate's CPU goes during the changes, and what it allocates:
+	// both profiles count only what happens, so the idle seconds after the
+	// changes add nothing.
+	for _, p := range []struct{ env, query string }{{"CPBENCH_CPU_PROFILE", "profile"}, {"CPBENCH_ALLOC_PROFILE", "allocs"}} {
+		path := os.Getenv(p.env)
+		if path == "" {
+			continue
+		}
 		profiled := make(chan struct{})
 		go func() {
 			defer close(profiled)
-			h.saveProfile(b, fmt.Sprintf("profile?seconds=%d", cpuProfileSeconds), path, name)
+			h.saveProfile(b, fmt.Sprintf("%s?seconds=%d", p.query, profileSeconds), path, name)
 		}()
 		defer func() {
-			b.Logf("%s: waiting for the CPU profile of %ds", name, cpuProfileSeconds)
+			b.Logf("%s: waiting for the %s profile of %ds", name, p.query, profileSeconds)
 			<-profiled
 		}()
 	}
