@@ -78,11 +78,10 @@ type translator struct {
 	// gateways are the Gateways of our accepted classes.
 	gateways map[types.NamespacedName]*gateway
 	sockets  map[string]*socket
-	// endpoints are the endpoint sets registered without a memo.
+	// endpoints are the endpoint sets registered without a memo, eps
+	// those registered with one.
 	endpoints map[string][]Endpoint
-	// endpointsRebuilt is set once a set registered with a memo is not
-	// the previous translation's.
-	endpointsRebuilt bool
+	eps       *endpointRegistry
 	// nodeAddresses are what status publishes for the node addresses.
 	nodeAddresses []string
 	reports       Reports
@@ -113,13 +112,13 @@ type placement struct {
 // translate is the pure function at the heart of hostgate: same store and
 // options in, same Snapshot and Reports out.
 func translate(objs *objects, opts Options) (*Snapshot, *Reports) {
-	return translateWith(objs, opts, newLookups(), nil, nil)
+	return translateWith(objs, opts, newLookups(), nil, nil, nil)
 }
 
 // translateWith is translate looking objects up in groups carried over
 // from the previous translation, reusing results of prev and storing its
-// own in next (see memo).
-func translateWith(objs *objects, opts Options, groups *lookups, prev, next *results) (*Snapshot, *Reports) {
+// own in next, and registering endpoint sets in eps (see memo).
+func translateWith(objs *objects, opts Options, groups *lookups, prev, next *results, eps *endpointRegistry) (*Snapshot, *Reports) {
 	groups.update(objs)
 	t := &translator{
 		prev:     prev,
@@ -129,9 +128,12 @@ func translateWith(objs *objects, opts Options, groups *lookups, prev, next *res
 		lookups:  groups,
 		gateways: map[types.NamespacedName]*gateway{},
 		sockets:  map[string]*socket{},
+		eps:      eps,
 	}
 	if next == nil {
 		t.endpoints = make(map[string][]Endpoint, len(objs.services))
+	} else {
+		eps.start()
 	}
 	t.nodeAddresses = t.opts.StatusAddresses
 	if len(t.nodeAddresses) == 0 {

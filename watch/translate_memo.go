@@ -46,45 +46,40 @@ type memo struct {
 	// groups are the lookups of the last translation, brought up to date
 	// by the next.
 	groups *lookups
+	// endpoints are the endpoint sets of the last translation.
+	endpoints endpointRegistry
 }
 
 // results are what one translation leaves for the next.
 type results struct {
 	objects map[any]memoEntry
 	parents map[*route]parentsEntry
-	// endpoints are the endpoint sets registered, by name.
-	endpoints map[string]endpointEntry
-	certs     map[*corev1.Secret]certEntry
-	// published is the Snapshot's map of endpoints: the next translation
-	// hands it on when it registers the same sets.
-	published map[string][]Endpoint
+	certs   map[*corev1.Secret]certEntry
 	// routesAt is how many routes each socket had, so that the next
 	// translation allocates for as many at once.
 	routesAt map[string]int
 }
 
-func newMemo() *memo { return &memo{groups: newLookups()} }
+func newMemo() *memo {
+	return &memo{groups: newLookups(), endpoints: endpointRegistry{byName: map[string]*endpointEntry{}}}
+}
 
 // newResults returns empty results with room for as many entries as like
 // has: a translation usually keeps about as many as the one before.
 func newResults(like *results) results {
 	return results{
-		objects:   make(map[any]memoEntry, len(like.objects)),
-		parents:   make(map[*route]parentsEntry, len(like.parents)),
-		endpoints: make(map[string]endpointEntry, len(like.endpoints)),
-		certs:     make(map[*corev1.Secret]certEntry, len(like.certs)),
-		routesAt:  make(map[string]int, len(like.routesAt)),
+		objects:  make(map[any]memoEntry, len(like.objects)),
+		parents:  make(map[*route]parentsEntry, len(like.parents)),
+		certs:    make(map[*corev1.Secret]certEntry, len(like.certs)),
+		routesAt: make(map[string]int, len(like.routesAt)),
 	}
 }
 
 func (r *results) clear() {
 	clear(r.objects)
 	clear(r.parents)
-	clear(r.endpoints)
 	clear(r.certs)
 	clear(r.routesAt)
-	// A Snapshot has it: dropped, never emptied.
-	r.published = nil
 }
 
 // translate is translate with the results of m's previous translation,
@@ -94,7 +89,7 @@ func (m *memo) translate(objs *objects, opts Options) (*Snapshot, *Reports) {
 		m.spare = newResults(&m.results)
 	}
 	next := m.spare
-	snap, reports := translateWith(objs, opts, m.groups, &m.results, &next)
+	snap, reports := translateWith(objs, opts, m.groups, &m.results, &next, &m.endpoints)
 	m.results, m.spare = next, m.results
 	// Emptied now rather than when the next translation starts: the
 	// results of the one before hold the objects replaced since, every
@@ -120,9 +115,10 @@ type deps struct {
 }
 
 type portDep struct {
-	name string
-	svc  *corev1.Service
-	port *corev1.ServicePort
+	name  string
+	svc   *corev1.Service
+	port  *corev1.ServicePort
+	entry *endpointEntry
 }
 
 type parentsEntry struct {
@@ -130,11 +126,40 @@ type parentsEntry struct {
 	parents  []gatewayv1.RouteParentStatus
 }
 
+// endpointEntry is the endpoint set registered under name. Entries are
+// kept from one translation to the next, and the memoized results that
+// registered one point to it, so that the 10,000 routes of a translation
+// that changed nothing else register their sets without looking them up
+// by name: those lookups were a fifth of a translation.
 type endpointEntry struct {
-	// port is the Service port the set is of: a port belongs to one
-	// Service object, so the pointer names both.
+	name string
+	key  types.NamespacedName
+	// port is the Service port of the set: a port belongs to one Service
+	// object, so the pointer names both.
 	port *corev1.ServicePort
 	set  []Endpoint
+	// translation is the number of the last translation that registered
+	// the entry.
+	translation uint64
+}
+
+// endpointRegistry holds the endpoint sets of the last translation, which
+// the next one reuses where the Service and EndpointSlices are the same.
+type endpointRegistry struct {
+	translation uint64
+	// byName holds the entries that the last translation registered, and
+	// those the current one has registered so far.
+	byName map[string]*endpointEntry
+	// registered are the current translation's entries, in order.
+	registered []*endpointEntry
+	// rebuilt is set once an entry of the current translation is new or
+	// has a new set.
+	rebuilt bool
+	// published is the last Snapshot's map of endpoints, made from
+	// lastCount entries: the next translation hands it on when it
+	// registers the same ones, unchanged.
+	published map[string][]Endpoint
+	lastCount int
 }
 
 type certEntry struct {
@@ -150,7 +175,7 @@ func memoized[T any](t *translator, obj any, build func() T) T {
 	}
 	if e, ok := t.prev.objects[obj]; ok && t.unchanged(&e.deps) {
 		for _, p := range e.deps.ports {
-			t.registerEndpoints(p.name, p.svc, p.port)
+			t.register(p.entry, p.port)
 		}
 		t.next.objects[obj] = e
 		return e.value.(T)
@@ -194,30 +219,47 @@ func (t *translator) dependOnGrants(namespace string) {
 // registerEndpoints makes the endpoint set of a Service port part of the
 // Snapshot under name.
 func (t *translator) registerEndpoints(name string, svc *corev1.Service, port *corev1.ServicePort) {
-	if t.deps != nil {
-		t.deps.ports = append(t.deps.ports, portDep{name, svc, port})
-	}
+	key := types.NamespacedName{Namespace: svc.Namespace, Name: svc.Name}
 	if t.next == nil {
 		if _, done := t.endpoints[name]; !done {
-			t.endpoints[name] = t.endpointSet(t.slices.byKey[types.NamespacedName{Namespace: svc.Namespace, Name: svc.Name}], port)
+			t.endpoints[name] = t.endpointSet(t.slices.byKey[key], port)
 		}
 		return
 	}
-	if _, done := t.next.endpoints[name]; !done {
-		t.memoEndpointSet(name, svc, port)
+	e := t.eps.byName[name]
+	if e == nil {
+		e = &endpointEntry{name: name, key: key}
+		t.eps.byName[name] = e
+	}
+	t.register(e, port)
+	if t.deps != nil {
+		t.deps.ports = append(t.deps.ports, portDep{name, svc, port, e})
 	}
 }
 
-// memoEndpointSet registers endpointSet under name, reused while the
-// Service and its EndpointSlices are the same objects.
-func (t *translator) memoEndpointSet(name string, svc *corev1.Service, port *corev1.ServicePort) {
-	key := types.NamespacedName{Namespace: svc.Namespace, Name: svc.Name}
-	e, ok := t.prev.endpoints[name]
-	if !ok || e.port != port || t.slices.changedKey(key) {
-		e = endpointEntry{port: port, set: t.endpointSet(t.slices.byKey[key], port)}
-		t.endpointsRebuilt = true
+// register makes e, registered by the last translation or new, part of
+// this one with the endpoint set of port. The first port registered under
+// a name in a translation is the one served.
+func (t *translator) register(e *endpointEntry, port *corev1.ServicePort) {
+	if e.translation == t.eps.translation {
+		return
 	}
-	t.next.endpoints[name] = e
+	e.translation = t.eps.translation
+	// The set is right for the last translation, as each translation
+	// drops the entries it did not register.
+	if e.port != port || t.slices.changedKey(e.key) {
+		e.port = port
+		e.set = t.endpointSet(t.slices.byKey[e.key], port)
+		t.eps.rebuilt = true
+	}
+	t.eps.registered = append(t.eps.registered, e)
+}
+
+// start begins the registration of a translation's endpoint sets.
+func (r *endpointRegistry) start() {
+	r.translation++
+	r.registered = r.registered[:0]
+	r.rebuilt = false
 }
 
 // endpointMap is the Snapshot's map of endpoint sets. When every set
@@ -228,18 +270,24 @@ func (t *translator) endpointMap() map[string][]Endpoint {
 	if t.next == nil {
 		return t.endpoints
 	}
-	// Each name registered was reused from prev, so prev had every one of
-	// them; as many names means the same names.
-	if !t.endpointsRebuilt && t.prev.published != nil && len(t.next.endpoints) == len(t.prev.endpoints) {
-		t.next.published = t.prev.published
-		return t.next.published
+	r := t.eps
+	if len(r.byName) > len(r.registered) {
+		for name, e := range r.byName {
+			if e.translation != r.translation {
+				delete(r.byName, name)
+			}
+		}
 	}
-	m := make(map[string][]Endpoint, len(t.next.endpoints))
-	for name, e := range t.next.endpoints {
-		m[name] = e.set
+	// Each entry registered was the last translation's, unchanged: as
+	// many of them means the same ones.
+	if r.rebuilt || r.published == nil || len(r.registered) != r.lastCount {
+		r.published = make(map[string][]Endpoint, len(r.registered))
+		for _, e := range r.registered {
+			r.published[e.name] = e.set
+		}
 	}
-	t.next.published = m
-	return m
+	r.lastCount = len(r.registered)
+	return r.published
 }
 
 // memoParents returns build's status entries for r, or the previous ones

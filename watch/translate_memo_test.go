@@ -39,7 +39,7 @@ func TestMemoMatchesFreshTranslation(t *testing.T) {
 			}
 			check("first translation", all)
 			check("nothing changed", all)
-			kept += len(m.objects) + len(m.endpoints) + len(m.certs)
+			kept += len(m.objects) + len(m.endpoints.byName) + len(m.certs)
 			for i, obj := range all {
 				without := append(append([]any{}, all[:i]...), all[i+1:]...)
 				check(describeObject(obj)+" removed", without)
