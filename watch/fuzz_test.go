@@ -115,5 +115,22 @@ func FuzzTranslate(f *testing.F) {
 		if second := describeSnapshot(again); second != first {
 			t.Fatalf("translation is not deterministic:\n%s\n---\n%s", first, second)
 		}
+		// With a memo, as in cluster mode: each object goes and comes back,
+		// and every result must be the one a fresh translation makes.
+		objs := load()
+		all := objs.all()
+		m := newMemo()
+		check := func(what string, list []any) {
+			memoSnap, _ := m.translate(store(objs, list), opts)
+			freshSnap, _ := translate(store(objs, list), opts)
+			if got, want := describeSnapshot(memoSnap), describeSnapshot(freshSnap); got != want {
+				t.Fatalf("translation with memo differs (%s):\n%s\n--- without memo\n%s", what, got, want)
+			}
+		}
+		check("first", all)
+		for i, obj := range all {
+			check(describeObject(obj)+" removed", append(append([]any{}, all[:i]...), all[i+1:]...))
+			check(describeObject(obj)+" back", all)
+		}
 	})
 }
