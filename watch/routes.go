@@ -34,6 +34,9 @@ type route struct {
 	// Accepted=False with reason UnsupportedValue on every parent.
 	resolvedRefs problem
 	invalid      problem
+	// lastParents are the status entries of the last translation with a
+	// memo (see memoParents).
+	lastParents parentsEntry
 }
 
 func (t *translator) newRoute(kind router.Kind, meta *metav1.ObjectMeta, common *gatewayv1.CommonRouteSpec, hostnames []gatewayv1.Hostname, status []gatewayv1.RouteParentStatus) *route {

@@ -20,9 +20,12 @@ package watch
 // objects are regrouped only where they changed (groups.go). Reused status
 // entries also let the status writer tell an object whose wanted status
 // did not change at a glance.
-// Stored results are never changed, so Snapshots may share them. Each
-// translation keeps only the entries it used, so the memo holds no more
-// than the store does. File mode parses fresh objects on every change and
+// What Snapshots and Reports get (rules, endpoint sets, status entries) is
+// never changed afterwards, so they may share it; the memo's entries that
+// hold them are, in place: an endpoint entry gets the new set of its
+// Service, a translated route the status entries of its last translation.
+// Each translation keeps only the entries it used, so the memo holds no
+// more than the store does. File mode parses fresh objects on every change and
 // so never hits.
 
 import (
@@ -53,7 +56,6 @@ type memo struct {
 // results are what one translation leaves for the next.
 type results struct {
 	objects map[any]memoEntry
-	parents map[*route]parentsEntry
 	certs   map[*corev1.Secret]certEntry
 	// routesAt is how many routes each socket had, so that the next
 	// translation allocates for as many at once.
@@ -69,7 +71,6 @@ func newMemo() *memo {
 func newResults(like *results) results {
 	return results{
 		objects:  make(map[any]memoEntry, len(like.objects)),
-		parents:  make(map[*route]parentsEntry, len(like.parents)),
 		certs:    make(map[*corev1.Secret]certEntry, len(like.certs)),
 		routesAt: make(map[string]int, len(like.routesAt)),
 	}
@@ -77,7 +78,6 @@ func newResults(like *results) results {
 
 func (r *results) clear() {
 	clear(r.objects)
-	clear(r.parents)
 	clear(r.certs)
 	clear(r.routesAt)
 }
@@ -121,7 +121,10 @@ type portDep struct {
 	entry *endpointEntry
 }
 
+// parentsEntry are a route's status entries and the outcomes they were
+// made for.
 type parentsEntry struct {
+	made     bool
 	outcomes []parentOutcome
 	parents  []gatewayv1.RouteParentStatus
 }
@@ -297,12 +300,12 @@ func (t *translator) memoParents(r *route, outcomes []parentOutcome, build func(
 	if t.next == nil {
 		return build()
 	}
-	e, ok := t.prev.parents[r]
-	if !ok || !slices.Equal(e.outcomes, outcomes) {
-		e = parentsEntry{outcomes: slices.Clone(outcomes), parents: build()}
+	// Kept in the route, which a translation reuses only when the last one
+	// used it: a map of the routes' entries took a tenth of a translation.
+	if !r.lastParents.made || !slices.Equal(r.lastParents.outcomes, outcomes) {
+		r.lastParents = parentsEntry{made: true, outcomes: slices.Clone(outcomes), parents: build()}
 	}
-	t.next.parents[r] = e
-	return e.parents
+	return r.lastParents.parents
 }
 
 // routesHint is how many routes the socket called name had last time.
