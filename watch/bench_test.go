@@ -59,7 +59,8 @@ func benchObjects(n int) *objects {
 
 // BenchmarkTranslate translates the whole store: cold is a first
 // translation (or one without memo, as in file mode), one-change a
-// translation after one HTTPRoute changed, as in cluster mode.
+// translation after one HTTPRoute changed, as in cluster mode, and
+// endpoints-change one after an EndpointSlice changed.
 func BenchmarkTranslate(b *testing.B) {
 	for _, n := range []int{100, 1000, 10000} {
 		b.Run(fmt.Sprintf("routes=%d/cold", n), func(b *testing.B) {
@@ -71,22 +72,31 @@ func BenchmarkTranslate(b *testing.B) {
 				checkBenchSnapshot(b, n)(translate(objs, Options{}))
 			}
 		})
-		b.Run(fmt.Sprintf("routes=%d/one-change", n), func(b *testing.B) {
-			objs := benchObjects(n)
-			m := newMemo()
-			m.translate(objs, Options{})
-			b.ReportAllocs()
-			defer reportCPU(b)()
-			i := 0
-			for b.Loop() {
-				// An informer replaces a changed object with a new one.
-				j := i % n
-				objs.httpRoutes[j] = objs.httpRoutes[j].DeepCopy()
-				i++
-				shuffle(objs)
-				checkBenchSnapshot(b, n)(m.translate(objs, Options{}))
-			}
-		})
+		// An informer replaces a changed object with a new one.
+		b.Run(fmt.Sprintf("routes=%d/one-change", n), benchChanges(n, func(objs *objects, i int) {
+			objs.httpRoutes[i%n] = objs.httpRoutes[i%n].DeepCopy()
+		}))
+		b.Run(fmt.Sprintf("routes=%d/endpoints-change", n), benchChanges(n, func(objs *objects, i int) {
+			slice := objs.endpointSlices[i%n].DeepCopy()
+			slice.Endpoints[0].Addresses = []string{fmt.Sprintf("10.255.%d.%d", i/250%250, i%250)}
+			objs.endpointSlices[i%n] = slice
+		}))
+	}
+}
+
+// benchChanges translates n routes with a memo after each change(objs, i).
+func benchChanges(n int, change func(objs *objects, i int)) func(*testing.B) {
+	return func(b *testing.B) {
+		objs := benchObjects(n)
+		m := newMemo()
+		m.translate(objs, Options{})
+		b.ReportAllocs()
+		defer reportCPU(b)()
+		for i := 0; b.Loop(); i++ {
+			change(objs, i)
+			shuffle(objs)
+			checkBenchSnapshot(b, n)(m.translate(objs, Options{}))
+		}
 	}
 }
 

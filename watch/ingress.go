@@ -92,7 +92,9 @@ func (t *translator) ingresses() {
 			if s.protocol == ProtocolHTTPS {
 				s.certs = append(s.certs, certs...)
 			}
-			s.routes = append(s.routes, routes...)
+			for _, r := range routes {
+				s.add(r)
+			}
 		}
 		t.reports.Ingresses = append(t.reports.Ingresses, report)
 	}

@@ -195,7 +195,14 @@ type socket struct {
 	anyHost   bool
 	hostnames []string
 	routes    []router.Route
-	certs     []Cert
+	// last are the socket's routes in the last translation. While every
+	// route placed is the one at its index there, routes stays empty and
+	// sharing counts them: when they are all of last, the Snapshot gets
+	// last again. Translations that change no route (an EndpointSlice's,
+	// a status write's) then make no new list of 10,000 routes.
+	last    []router.Route
+	sharing int
+	certs   []Cert
 }
 
 func socketName(address string, port int) string {
@@ -208,10 +215,10 @@ func (t *translator) bind(address string, port int, protocol Protocol, hostname 
 	name := socketName(address, port)
 	s := t.sockets[name]
 	if s == nil {
-		// Room for a few more routes than last time: a created route
-		// would otherwise double the list, on every creation.
-		hint := t.routesHint(name)
-		s = &socket{address: address, port: port, protocol: protocol, routes: make([]router.Route, 0, hint+hint/64+8)}
+		s = &socket{address: address, port: port, protocol: protocol, last: t.lastRoutes(name), sharing: 0}
+		if s.last == nil {
+			s.sharing = -1
+		}
 		t.sockets[name] = s
 	}
 	if s.protocol != protocol {
@@ -232,10 +239,11 @@ func (t *translator) bind(address string, port int, protocol Protocol, hostname 
 func (t *translator) place(s *socket, route router.Route) {
 	i := slices.IndexFunc(t.placed, func(p placement) bool { return p.socket == s && p.listener == route.Listener })
 	if i < 0 {
-		t.placed = append(t.placed, placement{s, route.Listener, len(s.routes)})
-		s.routes = append(s.routes, route)
+		t.placed = append(t.placed, placement{s, route.Listener, s.len()})
+		s.add(route)
 		return
 	}
+	s.own()
 	have := &s.routes[t.placed[i].index]
 	if len(have.Hostnames) == 0 {
 		return
@@ -254,11 +262,56 @@ func (t *translator) place(s *socket, route router.Route) {
 	}
 }
 
+// len is how many routes s has.
+func (s *socket) len() int {
+	if s.sharing >= 0 {
+		return s.sharing
+	}
+	return len(s.routes)
+}
+
+// add appends route to the routes of s.
+func (s *socket) add(route router.Route) {
+	if s.sharing >= 0 && s.sharing < len(s.last) && sameRoute(&s.last[s.sharing], &route) {
+		s.sharing++
+		return
+	}
+	s.own()
+	s.routes = append(s.routes, route)
+}
+
+// own makes routes hold every route of s, to be added to or changed.
+func (s *socket) own() {
+	if s.sharing < 0 {
+		return
+	}
+	// Room for a few more routes than last time: a created route would
+	// otherwise double the list, on every creation.
+	s.routes = make([]router.Route, s.sharing, len(s.last)+len(s.last)/64+8)
+	copy(s.routes, s.last)
+	s.sharing = -1
+}
+
+// sameRoute reports whether a and b are the same route: the rules of an
+// unchanged route are the very rules of the last translation.
+func sameRoute(a, b *router.Route) bool {
+	return a.ID == b.ID && a.Created == b.Created && a.Listener == b.Listener && slices.Equal(a.Hostnames, b.Hostnames) &&
+		len(a.Rules) == len(b.Rules) && (len(a.Rules) == 0 || &a.Rules[0] == &b.Rules[0])
+}
+
 func (t *translator) snapshot() *Snapshot {
 	snap := &Snapshot{Endpoints: t.endpointMap()}
 	for name, s := range t.sockets {
+		switch {
+		case s.sharing == len(s.last):
+			s.routes = s.last
+		case s.len() == 0:
+			s.routes = nil
+		default:
+			s.own()
+		}
 		if t.next != nil {
-			t.next.routesAt[name] = len(s.routes)
+			t.next.routes[name] = s.routes
 		}
 		l := Listener{
 			Name:     name,

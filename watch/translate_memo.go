@@ -34,6 +34,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"github.com/hostgate/hostgate/router"
 )
 
 // memo carries the results of one translation into the next. It is not
@@ -57,9 +59,9 @@ type memo struct {
 type results struct {
 	objects map[any]memoEntry
 	certs   map[*corev1.Secret]certEntry
-	// routesAt is how many routes each socket had, so that the next
-	// translation allocates for as many at once.
-	routesAt map[string]int
+	// routes are each socket's routes, which the next translation hands
+	// on if it places the same ones.
+	routes map[string][]router.Route
 }
 
 func newMemo() *memo {
@@ -70,16 +72,16 @@ func newMemo() *memo {
 // has: a translation usually keeps about as many as the one before.
 func newResults(like *results) results {
 	return results{
-		objects:  make(map[any]memoEntry, len(like.objects)),
-		certs:    make(map[*corev1.Secret]certEntry, len(like.certs)),
-		routesAt: make(map[string]int, len(like.routesAt)),
+		objects: make(map[any]memoEntry, len(like.objects)),
+		certs:   make(map[*corev1.Secret]certEntry, len(like.certs)),
+		routes:  make(map[string][]router.Route, len(like.routes)),
 	}
 }
 
 func (r *results) clear() {
 	clear(r.objects)
 	clear(r.certs)
-	clear(r.routesAt)
+	clear(r.routes)
 }
 
 // translate is translate with the results of m's previous translation,
@@ -308,12 +310,13 @@ func (t *translator) memoParents(r *route, outcomes []parentOutcome, build func(
 	return r.lastParents.parents
 }
 
-// routesHint is how many routes the socket called name had last time.
-func (t *translator) routesHint(name string) int {
+// lastRoutes are the routes of the socket called name in the last
+// translation.
+func (t *translator) lastRoutes(name string) []router.Route {
 	if t.next == nil {
-		return 0
+		return nil
 	}
-	return t.prev.routesAt[name]
+	return t.prev.routes[name]
 }
 
 // memoKeyPair is checkKeyPair, reused while the Secret is the same object.

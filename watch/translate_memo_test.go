@@ -5,6 +5,7 @@ import (
 	"maps"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -79,11 +80,12 @@ func describeObject(obj any) string {
 	return fmt.Sprintf("%T %s/%s", obj, m.GetNamespace(), m.GetName())
 }
 
-// TestEndpointMapHandedOn changes a route, then an EndpointSlice, then
+// TestUnchangedHandedOn changes a route, then an EndpointSlice, then
 // removes a route: the Snapshot of the route change shares the endpoint
-// map of the one before (nothing in it changed), the others get maps of
-// their own, and no translation changes the map of an earlier Snapshot.
-func TestEndpointMapHandedOn(t *testing.T) {
+// map of the one before (nothing in it changed), that of the EndpointSlice
+// change its list of routes, the others get their own, and no translation
+// changes what an earlier Snapshot holds.
+func TestUnchangedHandedOn(t *testing.T) {
 	objs := benchObjects(10)
 	m := newMemo()
 	first, _ := m.translate(objs, Options{})
@@ -91,14 +93,19 @@ func TestEndpointMapHandedOn(t *testing.T) {
 		t.Fatalf("first translation: %d endpoint sets, want 10", len(first.Endpoints))
 	}
 	firstCopy := maps.Clone(first.Endpoints)
+	same := func(a, b any) bool { return reflect.ValueOf(a).UnsafePointer() == reflect.ValueOf(b).UnsafePointer() }
 
 	changed := objs.httpRoutes[3].DeepCopy()
 	changed.Spec.Rules[0].Matches[0].Path.Value = new("/changed")
 	objs.httpRoutes[3] = changed
 	routeChange, _ := m.translate(objs, Options{})
-	if reflect.ValueOf(routeChange.Endpoints).UnsafePointer() != reflect.ValueOf(first.Endpoints).UnsafePointer() {
+	if !same(routeChange.Endpoints, first.Endpoints) {
 		t.Error("a route change made a new endpoint map though no set changed")
 	}
+	if same(routeChange.Listeners[0].Routes, first.Listeners[0].Routes) {
+		t.Error("a route change shares the list of routes of the Snapshot before")
+	}
+	routesBefore := slices.Clone(routeChange.Listeners[0].Routes)
 
 	slice := objs.endpointSlices[5].DeepCopy()
 	slice.Endpoints = slice.Endpoints[:1]
@@ -111,10 +118,16 @@ func TestEndpointMapHandedOn(t *testing.T) {
 	if !reflect.DeepEqual(first.Endpoints, firstCopy) {
 		t.Error("the EndpointSlice change changed the endpoint map of an earlier Snapshot")
 	}
+	if !same(sliceChange.Listeners[0].Routes, routeChange.Listeners[0].Routes) {
+		t.Error("an EndpointSlice change made a new list of routes though no route changed")
+	}
 
 	objs.httpRoutes = objs.httpRoutes[1:]
 	removal, _ := m.translate(objs, Options{})
 	if len(removal.Endpoints) != 9 || len(sliceChange.Endpoints) != 10 {
 		t.Errorf("after a route's removal: %d endpoint sets, the Snapshot before %d; want 9 and 10", len(removal.Endpoints), len(sliceChange.Endpoints))
+	}
+	if len(removal.Listeners[0].Routes) != 9 || !reflect.DeepEqual(sliceChange.Listeners[0].Routes, routesBefore) {
+		t.Errorf("after a route's removal: %d routes, and the Snapshot before changed: %v", len(removal.Listeners[0].Routes), !reflect.DeepEqual(sliceChange.Listeners[0].Routes, routesBefore))
 	}
 }
