@@ -70,6 +70,17 @@ func TestEndpointChurnDoesNotRecompile(t *testing.T) {
 	if gen := current.Load(); gen == first || gen.Number != 2 {
 		t.Errorf("a route change did not make generation 2 (got %d)", gen.Number)
 	}
+	// The problems /debug/routes shows follow every snapshot, whether it
+	// compiles a generation or only changes endpoints.
+	problems := func(list ...string) func() []string { return func() []string { return list } }
+	ctrl.publish(&watch.Snapshot{Listeners: listener("/api"), Endpoints: endpoints("10.0.0.3:8080")}, problems("HTTPRoute default/web: Accepted=False"))
+	if got := current.Load().Problems; !reflect.DeepEqual(got, []string{"HTTPRoute default/web: Accepted=False"}) || current.Load().Number != 2 {
+		t.Errorf("after an endpoint change with a problem: generation %d, problems %q", current.Load().Number, got)
+	}
+	ctrl.publish(&watch.Snapshot{Listeners: listener("/"), Endpoints: endpoints("10.0.0.3:8080")}, problems("Ingress default/old: no rules"))
+	if got := current.Load().Problems; !reflect.DeepEqual(got, []string{"Ingress default/old: no rules"}) || current.Load().Number != 3 {
+		t.Errorf("after a route change with another problem: generation %d, problems %q", current.Load().Number, got)
+	}
 	srv.Shutdown(t.Context())
 }
 

@@ -27,10 +27,10 @@ type source struct {
 	restored bool
 }
 
-func newSource(c *config, log *slog.Logger, publish func(*watch.Snapshot, []string)) (*source, error) {
+func newSource(c *config, log *slog.Logger, publish func(*watch.Snapshot, func() []string)) (*source, error) {
 	if c.configPath != "" {
 		s, err := watch.NewFile(c.configPath, c.watch, func(snap *watch.Snapshot, reports *watch.Reports) {
-			publish(snap, reports.Problems())
+			publish(snap, reports.Problems)
 		}, log)
 		if err != nil {
 			return nil, fmt.Errorf("--config %s: %w", c.configPath, err)
@@ -57,7 +57,7 @@ func newSource(c *config, log *slog.Logger, publish func(*watch.Snapshot, []stri
 	// Only live translations reach the status writer and the state file:
 	// status is never derived from what the file held.
 	src.Source, err = watch.NewCluster(cfg, c.watch, func(snap *watch.Snapshot, reports *watch.Reports) {
-		publish(snap, reports.Problems())
+		publish(snap, reports.Problems)
 		writer.Update(reports)
 		if src.state == nil {
 			return
@@ -79,7 +79,7 @@ func newSource(c *config, log *slog.Logger, publish func(*watch.Snapshot, []stri
 // node starting while the API server is unreachable serves what it served
 // before instead of nothing. A file that cannot be used is skipped with
 // the reason: the node then waits for the API server, as without one.
-func (s *source) restore(publish func(*watch.Snapshot, []string), log *slog.Logger) {
+func (s *source) restore(publish func(*watch.Snapshot, func() []string), log *slog.Logger) {
 	snap, written, err := s.state.Load()
 	switch {
 	case errors.Is(err, fs.ErrNotExist):

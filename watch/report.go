@@ -1,6 +1,8 @@
 package watch
 
 import (
+	"sync"
+
 	networkingv1 "k8s.io/api/networking/v1"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 )
@@ -17,6 +19,12 @@ type Reports struct {
 	HTTPRoutes []RouteReport[*gatewayv1.HTTPRoute]
 	GRPCRoutes []RouteReport[*gatewayv1.GRPCRoute]
 	Ingresses  []IngressReport
+
+	// problems is what Problems returns, found once: the source logs them
+	// and /debug/routes shows them, and with 10,000 routes each walk over
+	// the reports takes milliseconds.
+	problemsOnce sync.Once
+	problems     []string
 }
 
 // GatewayClassReport is the wanted status of a GatewayClass of ours.

@@ -174,6 +174,11 @@ func (s *Source) logProblems(r *Reports) {
 // False conditions (True for Conflicted) and Ingress problems of r, one
 // line each, naming the object. /debug/routes shows them.
 func (r *Reports) Problems() []string {
+	r.problemsOnce.Do(func() { r.problems = r.findProblems() })
+	return r.problems
+}
+
+func (r *Reports) findProblems() []string {
 	var out []string
 	// The object's name is made only for a problem: with 10,000 routes,
 	// making one for every route took longer than compiling the change.
