@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"fmt"
 	"io"
 	"net/http"
 	"syscall"
@@ -122,4 +123,30 @@ func BenchmarkRequestMetrics(b *testing.B) {
 			rm.duration.Observe(0.001)
 		}
 	})
+}
+
+// BenchmarkPruneMetrics is what a configuration change costs the route
+// metrics of a listener with 10,000 routes, 100 of which served requests.
+func BenchmarkPruneMetrics(b *testing.B) {
+	m, err := newMetrics(nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	lm := m.listener("bench")
+	routes := make([]router.Route, 10000)
+	for i := range routes {
+		host := fmt.Sprintf("r%d.example.com", i)
+		routes[i] = route(fmt.Sprintf("r%d", i), []string{host}, router.Rule{Matches: prefix("/"), Backends: backends("web")})
+		if i%100 == 0 {
+			lm.route(routes[i].ID)
+		}
+	}
+	tbl := compile(b, routes...)
+	b.ReportAllocs()
+	for b.Loop() {
+		lm.prune(tbl)
+	}
+	if len(lm.routes) != 100 {
+		b.Fatalf("%d routes with series after pruning, want 100", len(lm.routes))
+	}
 }

@@ -224,7 +224,16 @@ func (lm *listenerMetrics) prune(routes *router.Table) {
 		return
 	}
 	if routes != nil {
+		// Hashing a name is a third of hashing an ID, and most of the
+		// table's routes share no name with a route that has series.
+		names := make(map[string]bool, len(gone))
+		for id := range gone {
+			names[id.Name] = true
+		}
 		for id := range routes.RouteIDs() {
+			if !names[id.Name] {
+				continue
+			}
 			delete(gone, id)
 			if len(gone) == 0 {
 				return
