@@ -10,7 +10,10 @@
 // behind an atomic pointer and the serving path reads it without locks.
 package router
 
-import "time"
+import (
+	"slices"
+	"time"
+)
 
 // Kind names the API object a route was translated from. It decides how
 // wildcard hostnames match (Ingress: exactly one label) and which precedence
@@ -49,6 +52,16 @@ type Route struct {
 	// host, and only that listener's routes can serve it.
 	Listener string
 	Rules    []Rule
+}
+
+// SameRoute reports whether a and b are the same route: equal, with the
+// very same rules. Translators hand out the rules of an unchanged route
+// again, so this is cheap where comparing every rule of 10,000 routes
+// took milliseconds; rules that are equal but not the same make a route
+// changed, so that a Table's Targets point to the rules it was given.
+func SameRoute(a, b *Route) bool {
+	return a.ID == b.ID && a.Created.Equal(b.Created) && a.Listener == b.Listener && slices.Equal(a.Hostnames, b.Hostnames) &&
+		len(a.Rules) == len(b.Rules) && (len(a.Rules) == 0 || &a.Rules[0] == &b.Rules[0])
 }
 
 // Rule is a set of alternative matches sharing filters and backends.

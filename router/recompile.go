@@ -80,12 +80,17 @@ func newReuse(prev *Table, routes []Route, listenerHostnames []string) *reuse {
 			}
 		}
 		for _, i := range missed {
-			for _, k := range unpaired[routes[i].ID] {
+			candidates := unpaired[routes[i].ID]
+			for _, k := range candidates {
 				if !paired[k] && u.pair(routes, i, k, paired) {
 					break
 				}
 			}
-			if u.kept[i] == nil {
+			// Routes of one ID can be equal in everything that orders
+			// them, and then the first listed wins. Paired out of order,
+			// they would keep the previous table's winner: their hosts
+			// are laid out again.
+			if u.kept[i] == nil || len(candidates) > 1 {
 				u.rebuild(&routes[i])
 			}
 		}
@@ -109,16 +114,11 @@ func (u *reuse) keptAt(i int) *Route {
 // pair keeps prev's route k for routes[i] and reports whether the two are
 // the same.
 func (u *reuse) pair(routes []Route, i, k int, paired []bool) bool {
-	if !unchanged(u.prev.routes[k], &routes[i]) {
+	if !SameRoute(u.prev.routes[k], &routes[i]) {
 		return false
 	}
 	u.kept[i], paired[k] = u.prev.routes[k], true
 	return true
-}
-
-func unchanged(old, r *Route) bool {
-	return old.Created.Equal(r.Created) && old.Listener == r.Listener && slices.Equal(old.Hostnames, r.Hostnames) &&
-		len(old.Rules) == len(r.Rules) && (len(r.Rules) == 0 || &old.Rules[0] == &r.Rules[0])
 }
 
 func (u *reuse) rebuild(r *Route) {

@@ -2,6 +2,7 @@ package watch
 
 import (
 	"bytes"
+	"reflect"
 	"testing"
 )
 
@@ -121,10 +122,13 @@ func FuzzTranslate(f *testing.F) {
 		all := objs.all()
 		m := newMemo()
 		check := func(what string, list []any) {
-			memoSnap, _ := m.translate(store(objs, list), opts)
-			freshSnap, _ := translate(store(objs, list), opts)
-			if got, want := describeSnapshot(memoSnap), describeSnapshot(freshSnap); got != want {
-				t.Fatalf("translation with memo differs (%s):\n%s\n--- without memo\n%s", what, got, want)
+			memoSnap, memoReports := m.translate(store(objs, list), opts)
+			freshSnap, freshReports := translate(store(objs, list), opts)
+			if !reflect.DeepEqual(memoSnap, freshSnap) {
+				t.Fatalf("snapshot with memo differs (%s):\n%s\n--- without memo\n%s", what, describeSnapshot(memoSnap), describeSnapshot(freshSnap))
+			}
+			if !reflect.DeepEqual(memoReports, freshReports) {
+				t.Fatalf("reports with memo differ (%s):\n%s\n--- without memo\n%s", what, describeReports(t, memoReports), describeReports(t, freshReports))
 			}
 		}
 		check("first", all)

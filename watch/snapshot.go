@@ -6,8 +6,10 @@ import (
 	"github.com/hostgate/hostgate/router"
 )
 
-// Snapshot is everything the data plane serves, as plain data. It is built
-// whole by one translation and never changed afterwards.
+// Snapshot is everything the data plane serves, as plain data. No part of
+// it is changed once it is published, so the next Snapshot may share the
+// parts that did not change (the endpoint map, a socket's list of routes)
+// and receivers can tell those by their identity.
 type Snapshot struct {
 	// Listeners are the sockets to serve, one per address, port and
 	// protocol, sorted by port, then address.

@@ -11,9 +11,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// Publish receives every translation. The Snapshot and Reports are new
-// values each time and are not changed afterwards; Reports point at the
-// store's objects, which the receiver must copy before changing.
+// Publish receives every translation. Neither the Snapshot nor the Reports
+// may be changed, by anyone, afterwards: the next Snapshot may share parts
+// of this one, and Reports point at the store's objects, which the
+// receiver must copy before changing.
 type Publish func(*Snapshot, *Reports)
 
 // Source watches a configuration (files or a cluster) and publishes a new

@@ -198,8 +198,9 @@ type socket struct {
 	// last are the socket's routes in the last translation. While every
 	// route placed is the one at its index there, routes stays empty and
 	// sharing counts them: when they are all of last, the Snapshot gets
-	// last again. Translations that change no route (an EndpointSlice's,
-	// a status write's) then make no new list of 10,000 routes.
+	// last again. Translations that change no route (an EndpointSlice's, a
+	// Gateway's status) then make no new list of 10,000 routes. sharing is
+	// -1 once routes holds them all.
 	last    []router.Route
 	sharing int
 	certs   []Cert
@@ -215,7 +216,7 @@ func (t *translator) bind(address string, port int, protocol Protocol, hostname 
 	name := socketName(address, port)
 	s := t.sockets[name]
 	if s == nil {
-		s = &socket{address: address, port: port, protocol: protocol, last: t.lastRoutes(name), sharing: 0}
+		s = &socket{address: address, port: port, protocol: protocol, last: t.lastRoutes(name)}
 		if s.last == nil {
 			s.sharing = -1
 		}
@@ -243,26 +244,43 @@ func (t *translator) place(s *socket, route router.Route) {
 		s.add(route)
 		return
 	}
-	s.own()
-	have := &s.routes[t.placed[i].index]
+	index := t.placed[i].index
+	have := s.at(index)
 	if len(have.Hostnames) == 0 {
 		return
 	}
 	if len(route.Hostnames) == 0 {
-		have.Hostnames = nil
+		s.own()
+		s.routes[index].Hostnames = nil
 		return
 	}
-	// The hostnames may be those of a translated route, which later
-	// translations reuse: append to a copy.
-	have.Hostnames = slices.Clip(have.Hostnames)
+	// Only a union that adds a hostname changes the route, and so ends the
+	// sharing of last: a route placed twice that way on every translation
+	// would otherwise copy the whole list every time.
+	var missing []string
 	for _, h := range route.Hostnames {
-		if !slices.Contains(have.Hostnames, h) {
-			have.Hostnames = append(have.Hostnames, h)
+		if !slices.Contains(have.Hostnames, h) && !slices.Contains(missing, h) {
+			missing = append(missing, h)
 		}
 	}
+	if len(missing) == 0 {
+		return
+	}
+	s.own()
+	have = &s.routes[index]
+	// The hostnames may be those of a translated route, which later
+	// translations reuse: append to a copy.
+	have.Hostnames = append(slices.Clip(have.Hostnames), missing...)
 }
 
-// len is how many routes s has.
+// at is the route of s at index, not to be changed: it may be last's.
+func (s *socket) at(index int) *router.Route {
+	if s.sharing >= 0 {
+		return &s.last[index]
+	}
+	return &s.routes[index]
+}
+
 func (s *socket) len() int {
 	if s.sharing >= 0 {
 		return s.sharing
@@ -270,9 +288,8 @@ func (s *socket) len() int {
 	return len(s.routes)
 }
 
-// add appends route to the routes of s.
 func (s *socket) add(route router.Route) {
-	if s.sharing >= 0 && s.sharing < len(s.last) && sameRoute(&s.last[s.sharing], &route) {
+	if s.sharing >= 0 && s.sharing < len(s.last) && router.SameRoute(&s.last[s.sharing], &route) {
 		s.sharing++
 		return
 	}
@@ -290,13 +307,6 @@ func (s *socket) own() {
 	s.routes = make([]router.Route, s.sharing, len(s.last)+len(s.last)/64+8)
 	copy(s.routes, s.last)
 	s.sharing = -1
-}
-
-// sameRoute reports whether a and b are the same route: the rules of an
-// unchanged route are the very rules of the last translation.
-func sameRoute(a, b *router.Route) bool {
-	return a.ID == b.ID && a.Created == b.Created && a.Listener == b.Listener && slices.Equal(a.Hostnames, b.Hostnames) &&
-		len(a.Rules) == len(b.Rules) && (len(a.Rules) == 0 || &a.Rules[0] == &b.Rules[0])
 }
 
 func (t *translator) snapshot() *Snapshot {

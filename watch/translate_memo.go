@@ -19,14 +19,17 @@ package watch
 // each TLS Secret's key pair; the lookups translation makes of those
 // objects are regrouped only where they changed (groups.go). Reused status
 // entries also let the status writer tell an object whose wanted status
-// did not change at a glance.
+// did not change at a glance. Whole parts of the last Snapshot are handed
+// on when everything in them is the same: the map of endpoint sets, and a
+// socket's list of routes.
+//
 // What Snapshots and Reports get (rules, endpoint sets, status entries) is
 // never changed afterwards, so they may share it; the memo's entries that
 // hold them are, in place: an endpoint entry gets the new set of its
 // Service, a translated route the status entries of its last translation.
 // Each translation keeps only the entries it used, so the memo holds no
-// more than the store does. File mode parses fresh objects on every change and
-// so never hits.
+// more than the store does. File mode parses fresh objects on every change
+// and so never hits.
 
 import (
 	"slices"
@@ -117,8 +120,6 @@ type deps struct {
 }
 
 type portDep struct {
-	name  string
-	svc   *corev1.Service
 	port  *corev1.ServicePort
 	entry *endpointEntry
 }
@@ -238,7 +239,7 @@ func (t *translator) registerEndpoints(name string, svc *corev1.Service, port *c
 	}
 	t.register(e, port)
 	if t.deps != nil {
-		t.deps.ports = append(t.deps.ports, portDep{name, svc, port, e})
+		t.deps.ports = append(t.deps.ports, portDep{port, e})
 	}
 }
 

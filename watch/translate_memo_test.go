@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 )
 
 // TestMemoMatchesFreshTranslation translates every golden case with a
@@ -87,6 +88,11 @@ func describeObject(obj any) string {
 // changes what an earlier Snapshot holds.
 func TestUnchangedHandedOn(t *testing.T) {
 	objs := benchObjects(10)
+	// Placed twice on the socket through the same listener: the second
+	// placement changes nothing, and must not end the sharing.
+	twice := &objs.httpRoutes[0].Spec.ParentRefs
+	*twice = append(*twice, (*twice)[0])
+	(*twice)[1].SectionName = new(gatewayv1.SectionName("http"))
 	m := newMemo()
 	first, _ := m.translate(objs, Options{})
 	if len(first.Endpoints) != 10 {
