@@ -2,7 +2,6 @@ package watch
 
 import (
 	"bytes"
-	"reflect"
 	"testing"
 )
 
@@ -118,23 +117,6 @@ func FuzzTranslate(f *testing.F) {
 		}
 		// With a memo, as in cluster mode: each object goes and comes back,
 		// and every result must be the one a fresh translation makes.
-		objs := load()
-		all := objs.all()
-		m := newMemo()
-		check := func(what string, list []any) {
-			memoSnap, memoReports := m.translate(store(objs, list), opts)
-			freshSnap, freshReports := translate(store(objs, list), opts)
-			if !reflect.DeepEqual(memoSnap, freshSnap) {
-				t.Fatalf("snapshot with memo differs (%s):\n%s\n--- without memo\n%s", what, describeSnapshot(memoSnap), describeSnapshot(freshSnap))
-			}
-			if !reflect.DeepEqual(memoReports, freshReports) {
-				t.Fatalf("reports with memo differ (%s):\n%s\n--- without memo\n%s", what, describeReports(t, memoReports), describeReports(t, freshReports))
-			}
-		}
-		check("first", all)
-		for i, obj := range all {
-			check(describeObject(obj)+" removed", append(append([]any{}, all[:i]...), all[i+1:]...))
-			check(describeObject(obj)+" back", all)
-		}
+		checkMemo(t, load(), opts, t.Fatalf)
 	})
 }

@@ -26,32 +26,40 @@ func TestMemoMatchesFreshTranslation(t *testing.T) {
 	for _, dir := range dirs {
 		t.Run(filepath.Base(dir), func(t *testing.T) {
 			objs, opts := loadCase(t, dir)
-			all := objs.all()
-			m := newMemo()
-			check := func(what string, list []any) {
-				t.Helper()
-				gotSnap, gotReports := m.translate(store(objs, list), opts)
-				wantSnap, wantReports := translate(store(objs, list), opts)
-				if !reflect.DeepEqual(gotSnap, wantSnap) {
-					t.Errorf("%s: snapshot with memo differs:\n--- with memo\n%s\n--- without\n%s", what, describeSnapshot(gotSnap), describeSnapshot(wantSnap))
-				}
-				if !reflect.DeepEqual(gotReports, wantReports) {
-					t.Errorf("%s: reports with memo differ:\n--- with memo\n%s\n--- without\n%s", what, describeReports(t, gotReports), describeReports(t, wantReports))
-				}
-			}
-			check("first translation", all)
-			check("nothing changed", all)
+			m := checkMemo(t, objs, opts, t.Errorf)
 			kept += len(m.objects) + len(m.endpoints.byName) + len(m.certs)
-			for i, obj := range all {
-				without := append(append([]any{}, all[:i]...), all[i+1:]...)
-				check(describeObject(obj)+" removed", without)
-				check(describeObject(obj)+" back", all)
-			}
 		})
 	}
 	if kept == 0 {
 		t.Error("the memo kept nothing: the test checked nothing")
 	}
+}
+
+// checkMemo translates objs with a memo twice, then while each object goes
+// and comes back, and calls fail for every Snapshot or Reports that differ
+// from a translation without memo. It returns the memo.
+func checkMemo(t testing.TB, objs *objects, opts Options, fail func(format string, args ...any)) *memo {
+	t.Helper()
+	all := objs.all()
+	m := newMemo()
+	check := func(what string, list []any) {
+		t.Helper()
+		gotSnap, gotReports := m.translate(store(objs, list), opts)
+		wantSnap, wantReports := translate(store(objs, list), opts)
+		if !reflect.DeepEqual(gotSnap, wantSnap) {
+			fail("%s: snapshot with memo differs:\n--- with memo\n%s\n--- without\n%s", what, describeSnapshot(gotSnap), describeSnapshot(wantSnap))
+		}
+		if !reflect.DeepEqual(gotReports, wantReports) {
+			fail("%s: reports with memo differ:\n--- with memo\n%s\n--- without\n%s", what, describeReports(t, gotReports), describeReports(t, wantReports))
+		}
+	}
+	check("first translation", all)
+	check("nothing changed", all)
+	for i, obj := range all {
+		check(describeObject(obj)+" removed", append(append([]any{}, all[:i]...), all[i+1:]...))
+		check(describeObject(obj)+" back", all)
+	}
+	return m
 }
 
 // all lists every object of o.
