@@ -16,8 +16,10 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/netip"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -84,12 +86,14 @@ func parseFlags(args []string, output io.Writer) (*config, error) {
 	fs.StringVar(&c.watch.GatewayController, "gateway-controller", watch.DefaultGatewayController, "GatewayClass controllerName to serve")
 	fs.StringVar(&c.gatewayClassName, "gateway-class", "hostgate", "GatewayClass (of --gateway-controller) to create when missing; empty creates none")
 	fs.Func("address-pool", "comma-separated IP addresses given one per Gateway without spec.addresses (default: Gateways share the node's addresses)", func(s string) error {
-		c.watch.AddressPool = splitList(s)
-		return nil
+		var err error
+		c.watch.AddressPool, err = ipList(s)
+		return err
 	})
 	fs.Func("status-addresses", "comma-separated addresses to publish in Ingress and Gateway status instead of the node addresses", func(s string) error {
-		c.watch.StatusAddresses = splitList(s)
-		return nil
+		var err error
+		c.watch.StatusAddresses, err = ipList(s)
+		return err
 	})
 	fs.BoolVar(&c.proxy.TrustForwardedHeaders, "trust-forwarded-headers", false, "keep X-Forwarded-* headers sent by clients (only behind a trusted load balancer)")
 	fs.Func("load-balancing", "round-robin or least-request (default round-robin)", oneOf(&c.proxy.LoadBalancing, proxy.RoundRobin, proxy.LeastRequest))
@@ -165,6 +169,24 @@ func splitList(s string) []string {
 		}
 	}
 	return out
+}
+
+// ipList parses a comma-separated list of IP addresses, each written as
+// status and Gateways' spec.addresses will show it (2001:db8::1, not
+// 2001:DB8::1): the pool is compared with those as text.
+func ipList(s string) ([]string, error) {
+	var out []string
+	for _, item := range splitList(s) {
+		addr, err := netip.ParseAddr(item)
+		if err != nil {
+			return nil, fmt.Errorf("%q is not an IP address", item)
+		}
+		if slices.Contains(out, addr.String()) {
+			return nil, fmt.Errorf("%s is listed twice", addr)
+		}
+		out = append(out, addr.String())
+	}
+	return out, nil
 }
 
 func newLogger(c *config, w io.Writer) *slog.Logger {

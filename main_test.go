@@ -233,9 +233,15 @@ func TestBadFlagsAreRejected(t *testing.T) {
 			t.Errorf("run %q succeeded, want an error", args)
 		}
 	}
+	// The same pool address twice, once in another spelling: refused,
+	// with the flag named.
+	err := run(context.Background(), []string{"--address-pool", "2001:db8::1,2001:DB8::1", "--config", "examples/quickstart"}, io.Discard, nil)
+	if err == nil || !strings.Contains(err.Error(), "-address-pool") || !strings.Contains(err.Error(), "listed twice") {
+		t.Errorf("--address-pool with a repeated address: %v, want an error naming the flag", err)
+	}
 	// A bound of 0 would keep no backend connection alive: refused
 	// before anything starts, with the flag named.
-	err := run(context.Background(), []string{"--max-idle-per-endpoint", "0", "--config", "examples/quickstart"}, io.Discard, nil)
+	err = run(context.Background(), []string{"--max-idle-per-endpoint", "0", "--config", "examples/quickstart"}, io.Discard, nil)
 	if err == nil || !strings.Contains(err.Error(), "-max-idle-per-endpoint") {
 		t.Errorf("--max-idle-per-endpoint 0: %v, want an error naming the flag", err)
 	}

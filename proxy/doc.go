@@ -4,7 +4,8 @@
 //
 // It is driven by data only. The control loop publishes a Config (listeners,
 // each with a compiled router.Table and a tlsstore.Store) with Apply and the
-// backends' endpoint sets with UpdateEndpoints; the serving path reads both
+// backends' endpoint sets with ChangeEndpoints (or UpdateEndpoints, all at
+// once); the serving path reads both
 // through atomic pointers and takes no lock. Nothing here knows Kubernetes.
 //
 // A request goes through a pipeline that does not depend on the HTTP engine

@@ -215,14 +215,15 @@ func (lm *listenerMetrics) prune(routes *router.Table) {
 	// of every route in the table was a fifth of the garbage a route change
 	// made, so the set holds the series' routes and the table is walked.
 	lm.mu.Lock()
+	if len(lm.routes) == 0 {
+		lm.mu.Unlock()
+		return
+	}
 	gone := make(map[router.RouteID]bool, len(lm.routes))
 	for id := range lm.routes {
 		gone[id] = true
 	}
 	lm.mu.Unlock()
-	if len(gone) == 0 {
-		return
-	}
 	if routes != nil {
 		// Hashing a name is a third of hashing an ID, and most of the
 		// table's routes share no name with a route that has series.

@@ -13,7 +13,8 @@ import (
 )
 
 // Server runs the listeners of the current Config. It is safe for
-// concurrent use; Apply and UpdateEndpoints are meant for one control loop.
+// concurrent use; Apply, ChangeEndpoints and UpdateEndpoints are meant for
+// one control loop.
 type Server struct {
 	opts Options
 	log  *slog.Logger
@@ -122,7 +123,8 @@ func (s *Server) Apply(cfg Config) error {
 }
 
 // UpdateEndpoints replaces every endpoint set, keyed by
-// router.BackendRef.Name. Routes need not be recompiled; endpoints keep
+// router.BackendRef.Name: all at once, where ChangeEndpoints takes only
+// what changed. Routes need not be recompiled; endpoints keep
 // their health and connection pools across calls.
 func (s *Server) UpdateEndpoints(endpoints map[string][]Endpoint) {
 	sets := s.registry.Sets(endpoints)

@@ -118,7 +118,7 @@ func (b *indexBuilder) build(sc *scope, kept *keptHosts) {
 		}
 	}
 	var prev *scope
-	var keptRest []keptTable
+	var keptRest []indexedTable
 	hosts := len(exactBuilt) // at most, after the change
 	if kept != nil {
 		prev = kept.from
@@ -134,8 +134,9 @@ func (b *indexBuilder) build(sc *scope, kept *keptHosts) {
 
 	bits := shardBits(hosts)
 	if prev != nil {
-		// Every host moves when the number of shards changes: not for a
-		// few hosts more or fewer.
+		// Every host moves when the number of shards changes: the count
+		// stays while the hosts no more than halve or double, so a shard
+		// holds up to about four times hostsPerShard.
 		if prevBits := 64 - int(prev.shift); bits >= prevBits-1 && bits <= prevBits+1 {
 			bits = prevBits
 		}
@@ -147,7 +148,7 @@ func (b *indexBuilder) build(sc *scope, kept *keptHosts) {
 		s := sc.shardOf(maphash.String(sc.seed, hb.name))
 		built[s] = append(built[s], hb)
 	}
-	keptBy := make([][]keptTable, len(sc.shards))
+	keptBy := make([][]indexedTable, len(sc.shards))
 	sameShards := prev != nil && prev.shift == sc.shift
 	var dirty []bool
 	switch {
@@ -190,16 +191,17 @@ const hostsPerShard = 64
 // of n exact hosts.
 func shardBits(n int) int { return min(bits.Len(uint(n/hostsPerShard)), 16) }
 
-// keptTable is a host table of a previous Table, in the index from, that a
-// build copies.
-type keptTable struct {
+// indexedTable is a host table and the index that holds its nodes and
+// entries: one of a previous Table that a build copies, or one Describe
+// lists.
+type indexedTable struct {
 	from *hostIndex
 	*hostTable
 }
 
 // layOutIndex lays out the tables of kept and built in one index, whose
 // host maps hash with seed.
-func layOutIndex(kept []keptTable, built []*hostBuilder, seed maphash.Seed) hostIndex {
+func layOutIndex(kept []indexedTable, built []*hostBuilder, seed maphash.Seed) hostIndex {
 	var nodes, entries int
 	for _, k := range kept {
 		nodes += int(k.nodes.len())

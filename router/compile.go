@@ -44,7 +44,7 @@ func (e *RouteError) Unwrap() error { return e.Err }
 
 // Compile builds a Table from routes. A route that fails validation is left
 // out and reported with a *RouteError; the others are compiled. The Table
-// keeps a copy of each Route, whose Targets point to, but shares what the
+// keeps a copy of each Route, which its Targets point to, but shares what the
 // Route refers to (its Rules, Hostnames): the caller must not change those
 // afterwards.
 //

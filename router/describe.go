@@ -53,13 +53,9 @@ func (t *Table) RouteIDs() iter.Seq[RouteID] {
 func (t *Table) Describe() []HostDescription {
 	var out []HostDescription
 	for _, sc := range t.scopes {
-		type indexed struct {
-			x *hostIndex
-			*hostTable
-		}
-		var hosts []indexed
-		sc.forEachHost(func(x *hostIndex, h *hostTable) { hosts = append(hosts, indexed{x, h}) })
-		slices.SortFunc(hosts, func(a, b indexed) int {
+		var hosts []indexedTable
+		sc.forEachHost(func(x *hostIndex, h *hostTable) { hosts = append(hosts, indexedTable{x, h}) })
+		slices.SortFunc(hosts, func(a, b indexedTable) int {
 			if c := cmp.Compare(hostOrder(a.name), hostOrder(b.name)); c != 0 {
 				return c
 			}
@@ -70,7 +66,7 @@ func (t *Table) Describe() []HostDescription {
 		})
 		for _, h := range hosts {
 			hd := HostDescription{Listener: sc.listener, Host: h.name}
-			for _, e := range h.x.entriesOf(h.hostTable) {
+			for _, e := range h.from.entriesOf(h.hostTable) {
 				hd.Matches = append(hd.Matches, describeEntry(e))
 			}
 			out = append(out, hd)

@@ -73,24 +73,48 @@ func newReuse(prev *Table, routes []Route, listenerHostnames []string) *reuse {
 		}
 	}
 	if len(missed) > 0 {
-		unpaired := map[RouteID][]int{}
+		// Routes of one ID can be equal in everything that orders them,
+		// and then the first listed wins. A missed route paired here may
+		// have moved past its twin, paired here or by the walk: the hosts
+		// of a route whose ID the previous table had more than once are
+		// laid out again. The names of the missed routes pick the previous
+		// routes to count, so that most are passed over at the cost of
+		// hashing a name.
+		names := make(map[string]bool, len(missed))
+		for _, i := range missed {
+			names[routes[i].ID.Name] = true
+		}
+		type previous struct {
+			count    int
+			unpaired []int
+		}
+		byID := map[RouteID]*previous{}
 		for k, old := range prev.routes {
+			if !names[old.ID.Name] {
+				continue
+			}
+			p := byID[old.ID]
+			if p == nil {
+				p = &previous{}
+				byID[old.ID] = p
+			}
+			p.count++
 			if !paired[k] {
-				unpaired[old.ID] = append(unpaired[old.ID], k)
+				p.unpaired = append(p.unpaired, k)
 			}
 		}
 		for _, i := range missed {
-			candidates := unpaired[routes[i].ID]
-			for _, k := range candidates {
+			p := byID[routes[i].ID]
+			if p == nil {
+				u.rebuild(&routes[i])
+				continue
+			}
+			for _, k := range p.unpaired {
 				if !paired[k] && u.pair(routes, i, k, paired) {
 					break
 				}
 			}
-			// Routes of one ID can be equal in everything that orders
-			// them, and then the first listed wins. Paired out of order,
-			// they would keep the previous table's winner: their hosts
-			// are laid out again.
-			if u.kept[i] == nil || len(candidates) > 1 {
+			if u.kept[i] == nil || p.count > 1 {
 				u.rebuild(&routes[i])
 			}
 		}
@@ -163,11 +187,11 @@ type keptHosts struct {
 
 // tables returns the tables of x, an index of k.from, that are not
 // rebuilt.
-func (k *keptHosts) tables(x *hostIndex) []keptTable {
-	var out []keptTable
+func (k *keptHosts) tables(x *hostIndex) []indexedTable {
+	var out []indexedTable
 	x.forEachHost(func(h *hostTable) {
 		if k.keep(h) {
-			out = append(out, keptTable{x, h})
+			out = append(out, indexedTable{x, h})
 		}
 	})
 	return out

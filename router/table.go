@@ -45,9 +45,10 @@ type scope struct {
 
 func (sc *scope) shardOf(hash uint64) int { return int(hash >> sc.shift) }
 
-// hostIndex finds the host tables for a request host: exact hosts, then
-// wildcards from the most specific, then the catch-all. The tables of all
-// its hosts share the arrays nodes, tags and entries (see build.go).
+// hostIndex holds host tables: a shard of a scope's exact hosts, or the
+// scope's wildcards and catch-all (scope.lookup tries them in that order).
+// The tables of all its hosts share the arrays nodes, tags and entries
+// (see build.go).
 type hostIndex struct {
 	exact hostMap
 	// wild holds wildcard hosts by their suffix after "*."; minWild and
@@ -376,9 +377,18 @@ func (t *Table) lookup(host []byte, req *Request) *Target {
 
 func (sc *scope) lookup(host []byte, req *Request) *Target {
 	if len(host) > 0 {
-		hash := maphash.Bytes(sc.seed, host)
-		x := &sc.shards[sc.shardOf(hash)]
-		if h := x.exact.getHashed(hash, host); h != nil {
+		// One shard: get hashes the host only if there are exact hosts
+		// (a scope of wildcards or a catch-all has none).
+		x := &sc.shards[0]
+		var h *hostTable
+		if len(sc.shards) == 1 {
+			h = x.exact.get(host)
+		} else {
+			hash := maphash.Bytes(sc.seed, host)
+			x = &sc.shards[sc.shardOf(hash)]
+			h = x.exact.getHashed(hash, host)
+		}
+		if h != nil {
 			if tg := x.lookupIn(h, req, 0); tg != nil {
 				return tg
 			}

@@ -484,3 +484,30 @@ func TestRecompileShards(t *testing.T) {
 		}
 	}
 }
+
+// TestRecompileTwinsReordered: two routes of one ID, equal in everything
+// that orders them, swap places while other routes keep theirs; the first
+// listed wins, as in a fresh Compile, whether the walk over both lists or
+// the lookup of missed routes pairs them.
+func TestRecompileTwinsReordered(t *testing.T) {
+	twin := func(backend string) Route {
+		return Route{ID: RouteID{Kind: KindHTTPRoute, Namespace: "a", Name: "twin"}, Hostnames: []string{"a.example.com"},
+			Rules: []Rule{{Backends: []BackendRef{{Name: backend, Weight: 1}}}}}
+	}
+	other := func(name string) Route {
+		return Route{ID: RouteID{Kind: KindHTTPRoute, Namespace: "a", Name: name}, Hostnames: []string{name + ".example.com"},
+			Rules: []Rule{{Backends: []BackendRef{{Name: name, Weight: 1}}}}}
+	}
+	first, second, b, c := twin("first"), twin("second"), other("b"), other("c")
+	for _, order := range [][2][]Route{
+		{{first, second}, {second, first}},
+		{{b, c, first, second}, {second, b, c, first}},
+	} {
+		prev, _ := Compile(order[0])
+		recompiled, _ := Recompile(prev, order[1])
+		got := recompiled.Lookup(Request{Host: "a.example.com", Path: "/", Method: "GET"})
+		if got == nil || got.Rule.Backends[0].Name != "second" {
+			t.Errorf("%d routes reordered: %s; want the route listed first, to backend second", len(order[1]), describeTarget(got))
+		}
+	}
+}

@@ -157,10 +157,10 @@ func (t *translator) gatewaysOfOurClasses() {
 // while that is free, and otherwise takes the first free address from a
 // place in the pool fixed by its namespace and name. The informer's copy
 // of the status lags the status just written; a Gateway whose status has
-// not caught up still lands on the address it was given, whatever
-// Gateways were created or deleted meanwhile. (Handing out the lowest
-// free address moved it whenever another Gateway came or went in that
-// window.)
+// not caught up still lands on the address it was given, unless a
+// Gateway whose place collides with its own came or went meanwhile.
+// (Handing out the lowest free address moved it whenever any Gateway came
+// or went in that window.)
 func (t *translator) assignAddresses(gws []*gateway) {
 	taken := map[string]bool{}
 	var fromPool []*gateway

@@ -151,7 +151,7 @@ func (t *translator) attachRoute(r *route) (parents []gatewayv1.RouteParentStatu
 		outcomes = append(outcomes, parentOutcome{ref.index, accepted})
 	}
 	t.outcomes = outcomes
-	return t.memoParents(r, outcomes, func() []gatewayv1.RouteParentStatus { return r.parentStatuses(controller, outcomes) }), ours
+	return t.memoParents(r, controller, outcomes), ours
 }
 
 // parentOutcome is whether a route was accepted by the Gateway of one of
@@ -258,6 +258,10 @@ func intersectHostnames(listenerHost string, routeHosts []string) (hostnames []s
 		return routeHosts, true
 	case len(routeHosts) == 0:
 		return []string{listenerHost}, true
+	case len(routeHosts) == 1 && intersectHostname(listenerHost, routeHosts[0]) == routeHosts[0]:
+		// The usual route, one hostname within the listener's: its own
+		// list, rather than a new one for every translation.
+		return routeHosts, true
 	}
 	for _, h := range routeHosts {
 		if m := intersectHostname(listenerHost, h); m != "" && !slices.Contains(hostnames, m) {

@@ -101,12 +101,10 @@ type translator struct {
 	outcomes []parentOutcome
 }
 
-// placement is where a route went on a socket through the listeners of
-// one hostname: index in the socket's routes.
+// placement is a socket and listener hostname a route went to.
 type placement struct {
 	socket   *socket
 	listener string
-	index    int
 }
 
 // translate is the pure function at the heart of hostgate: same store and
@@ -233,52 +231,17 @@ func (t *translator) bind(address string, port int, protocol Protocol, hostname 
 	return s
 }
 
-// place adds route, the one being attached, to s with the given hostnames
-// (nil: any). When it is already there through another listener of the
-// same hostname, it gets the union of hostnames; listeners of different
-// hostnames keep separate copies, which the router isolates.
+// place adds route, the one being attached, to s. Listeners of different
+// hostnames keep separate copies, which the router isolates. Another
+// listener of the same hostname on s (of another Gateway on the same
+// address, or selected by another parentRef) narrows the route's hostnames
+// the same way, so the copy already placed is the same route.
 func (t *translator) place(s *socket, route router.Route) {
-	i := slices.IndexFunc(t.placed, func(p placement) bool { return p.socket == s && p.listener == route.Listener })
-	if i < 0 {
-		t.placed = append(t.placed, placement{s, route.Listener, s.len()})
-		s.add(route)
+	if slices.Contains(t.placed, placement{s, route.Listener}) {
 		return
 	}
-	index := t.placed[i].index
-	have := s.at(index)
-	if len(have.Hostnames) == 0 {
-		return
-	}
-	if len(route.Hostnames) == 0 {
-		s.own()
-		s.routes[index].Hostnames = nil
-		return
-	}
-	// Only a union that adds a hostname changes the route, and so ends the
-	// sharing of last: a route placed twice that way on every translation
-	// would otherwise copy the whole list every time.
-	var missing []string
-	for _, h := range route.Hostnames {
-		if !slices.Contains(have.Hostnames, h) && !slices.Contains(missing, h) {
-			missing = append(missing, h)
-		}
-	}
-	if len(missing) == 0 {
-		return
-	}
-	s.own()
-	have = &s.routes[index]
-	// The hostnames may be those of a translated route, which later
-	// translations reuse: append to a copy.
-	have.Hostnames = append(slices.Clip(have.Hostnames), missing...)
-}
-
-// at is the route of s at index, not to be changed: it may be last's.
-func (s *socket) at(index int) *router.Route {
-	if s.sharing >= 0 {
-		return &s.last[index]
-	}
-	return &s.routes[index]
+	t.placed = append(t.placed, placement{s, route.Listener})
+	s.add(route)
 }
 
 func (s *socket) len() int {

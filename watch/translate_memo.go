@@ -161,11 +161,10 @@ type endpointRegistry struct {
 	// rebuilt is set once an entry of the current translation is new or
 	// has a new set.
 	rebuilt bool
-	// published is the last Snapshot's map of endpoints, made from
-	// lastCount entries: the next translation hands it on when it
+	// published is the last Snapshot's map of endpoints, one set for each
+	// entry registered: the next translation hands it on when it
 	// registers the same ones, unchanged.
 	published map[string][]Endpoint
-	lastCount int
 }
 
 type certEntry struct {
@@ -286,27 +285,26 @@ func (t *translator) endpointMap() map[string][]Endpoint {
 	}
 	// Each entry registered was the last translation's, unchanged: as
 	// many of them means the same ones.
-	if r.rebuilt || r.published == nil || len(r.registered) != r.lastCount {
+	if r.rebuilt || r.published == nil || len(r.registered) != len(r.published) {
 		r.published = make(map[string][]Endpoint, len(r.registered))
 		for _, e := range r.registered {
 			r.published[e.name] = e.set
 		}
 	}
-	r.lastCount = len(r.registered)
 	return r.published
 }
 
-// memoParents returns build's status entries for r, or the previous ones
-// when r is the same translated route and its Gateways decided the same.
-// outcomes may be scratch space: what is kept is a copy.
-func (t *translator) memoParents(r *route, outcomes []parentOutcome, build func() []gatewayv1.RouteParentStatus) []gatewayv1.RouteParentStatus {
+// memoParents returns r's status entries for outcomes, or the previous
+// ones when r is the same translated route and its Gateways decided the
+// same. outcomes may be scratch space: what is kept is a copy.
+func (t *translator) memoParents(r *route, controller gatewayv1.GatewayController, outcomes []parentOutcome) []gatewayv1.RouteParentStatus {
 	if t.next == nil {
-		return build()
+		return r.parentStatuses(controller, outcomes)
 	}
 	// Kept in the route, which a translation reuses only when the last one
 	// used it: a map of the routes' entries took a tenth of a translation.
 	if !r.lastParents.made || !slices.Equal(r.lastParents.outcomes, outcomes) {
-		r.lastParents = parentsEntry{made: true, outcomes: slices.Clone(outcomes), parents: build()}
+		r.lastParents = parentsEntry{made: true, outcomes: slices.Clone(outcomes), parents: r.parentStatuses(controller, outcomes)}
 	}
 	return r.lastParents.parents
 }

@@ -539,7 +539,8 @@ func (h *hostgate) saveProfile(b *testing.B, query, path, part string) {
 	}
 	// A CPU profile takes the seconds it was asked for: longer than
 	// h.client's timeout.
-	resp, err := http.Get("http://" + h.admin + "/debug/pprof/" + query)
+	client := http.Client{Timeout: profileSeconds*time.Second + time.Minute}
+	resp, err := client.Get("http://" + h.admin + "/debug/pprof/" + query)
 	if err != nil {
 		b.Error(err)
 		return

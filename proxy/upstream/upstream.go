@@ -52,9 +52,9 @@ type Registry struct {
 
 	mu    sync.Mutex
 	hosts map[string]*Host
-	// sets are those of the last call to Sets, which keeps the ones whose
-	// endpoints did not change: an EndpointSlice change at 10,000 services
-	// rebuilds one Set, not 10,000.
+	// sets are those of the last call to Sets or Change, which keep the
+	// ones whose endpoints did not change: an EndpointSlice change at
+	// 10,000 services rebuilds one Set, not 10,000.
 	sets map[string]*Set
 }
 
