@@ -12,6 +12,7 @@
 #   bench/run.sh                              # ROUNDS=3 DURATION=10s
 #   ROUNDS=1 DURATION=3s OUT=/tmp/b.md bench/run.sh
 #   PROXIES="nginx hostgate" SCENARIOS="h1-small h2-tls" bench/run.sh
+#   HOSTGATE_FLAGS=--profiling bench/run.sh     # extra flags for hostgate, e.g. to profile it
 #
 # Not part of hack/test.sh: a full run takes about 15 minutes.
 set -euo pipefail
@@ -304,7 +305,7 @@ declare -A COMMAND=(
 	[nginx]="nginx -e stderr -p $work/nginx -c $work/nginx/nginx.conf"
 	[haproxy]="haproxy -db -f $work/haproxy.cfg"
 	[caddy]="env GOMAXPROCS=1 $caddy run --config $work/Caddyfile --adapter caddyfile"
-	[hostgate]="env GOMAXPROCS=1 $work/bin/hostgate --config $work/hostgate --admin-addr 127.0.0.1:18409 --http-addr= --https-addr= --access-log=false --gateway-class= --shutdown-delay=0s --shutdown-grace=1s"
+	[hostgate]="env GOMAXPROCS=1 $work/bin/hostgate --config $work/hostgate --admin-addr 127.0.0.1:18409 --http-addr= --https-addr= --access-log=false --gateway-class= --shutdown-delay=0s --shutdown-grace=1s ${HOSTGATE_FLAGS:-}"
 )
 wait_port "$UP_HTTP" upstream
 wait_port "$UP_GRPC" grpc-upstream

@@ -1,9 +1,13 @@
 package proxy
 
 import (
+	"bytes"
 	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -40,35 +44,51 @@ func BenchmarkDecide(b *testing.B) {
 }
 
 // BenchmarkProxyHTTP1 is a proxied keep-alive HTTP/1.1 request end to end
-// on loopback, for each engine: client, proxy and backend all run in this
-// process, so BenchmarkDirectHTTP1 (the same without the proxy) is the
-// baseline to subtract.
+// on loopback, for each engine and a small and a 16 KiB response: client,
+// proxy and backend all run in this process, so BenchmarkDirectHTTP1 (the
+// same without the proxy) is the baseline to subtract. writes/op counts
+// the write system calls of all three.
 func BenchmarkProxyHTTP1(b *testing.B) {
-	backend := startBackend(b, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "hello") }))
-	for _, engine := range []Engine{EngineNative, EngineStdlib} {
-		b.Run("engine="+string(engine), func(b *testing.B) {
-			opts := testOptions()
-			opts.HTTP1Engine = engine
-			s, err := New(opts)
-			if err != nil {
-				b.Fatal(err)
-			}
-			b.Cleanup(func() { s.Shutdown(b.Context()) })
-			s.UpdateEndpoints(map[string][]Endpoint{"web": {{Address: backend}}})
-			if err := s.Apply(Config{Listeners: []Listener{{Address: "127.0.0.1:0", Routes: benchRoutes(b)}}}); err != nil {
-				b.Fatal(err)
-			}
-			benchGet(b, "http://"+s.listeners["127.0.0.1:0"].tcp.Addr().String()+"/api/users", "a.example.com")
-		})
+	for _, size := range benchBodySizes {
+		backend := startBackend(b, bodyOfSize(size))
+		for _, engine := range []Engine{EngineNative, EngineStdlib} {
+			b.Run(fmt.Sprintf("body=%d/engine=%s", size, engine), func(b *testing.B) {
+				opts := testOptions()
+				opts.HTTP1Engine = engine
+				s, err := New(opts)
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.Cleanup(func() { s.Shutdown(b.Context()) })
+				s.UpdateEndpoints(map[string][]Endpoint{"web": {{Address: backend}}})
+				if err := s.Apply(Config{Listeners: []Listener{{Address: "127.0.0.1:0", Routes: benchRoutes(b)}}}); err != nil {
+					b.Fatal(err)
+				}
+				benchGet(b, "http://"+s.listeners["127.0.0.1:0"].tcp.Addr().String()+"/api/users", "a.example.com", size)
+			})
+		}
 	}
 }
 
 func BenchmarkDirectHTTP1(b *testing.B) {
-	backend := startBackend(b, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "hello") }))
-	benchGet(b, "http://"+backend+"/api/users", "a.example.com")
+	for _, size := range benchBodySizes {
+		backend := startBackend(b, bodyOfSize(size))
+		b.Run(fmt.Sprintf("body=%d", size), func(b *testing.B) {
+			benchGet(b, "http://"+backend+"/api/users", "a.example.com", size)
+		})
+	}
 }
 
-func benchGet(b *testing.B, url, host string) {
+// benchBodySizes are the response bodies of bench/run.sh's h1-small and
+// h1-16k.
+var benchBodySizes = []int{5, 16 << 10}
+
+func bodyOfSize(size int) http.Handler {
+	body := bytes.Repeat([]byte("x"), size)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write(body) })
+}
+
+func benchGet(b *testing.B, url, host string, size int) {
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 1}}
 	req, err := http.NewRequest(http.MethodGet, url, nil)
 	if err != nil {
@@ -76,23 +96,44 @@ func benchGet(b *testing.B, url, host string) {
 	}
 	req.Host = host
 	b.ReportAllocs()
-	start := cpuTime(b)
+	start, writes := cpuTime(b), writeCalls(b)
 	for b.Loop() {
 		resp, err := client.Do(req)
 		if err != nil {
 			b.Fatal(err)
 		}
-		if _, err := io.Copy(io.Discard, resp.Body); err != nil {
+		n, err := io.Copy(io.Discard, resp.Body)
+		if err != nil {
 			b.Fatal(err)
 		}
 		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			b.Fatal(resp.Status)
+		if resp.StatusCode != http.StatusOK || n != int64(size) {
+			b.Fatalf("%s with %d bytes, want 200 OK with %d", resp.Status, n, size)
 		}
 	}
 	// CPU time, of the client and backend too, varies less than the wall
 	// clock on a shared machine.
 	b.ReportMetric(float64(cpuTime(b)-start)/float64(b.N), "cpu-ns/op")
+	b.ReportMetric(float64(writeCalls(b)-writes)/float64(b.N), "writes/op")
+}
+
+// writeCalls is the number of write system calls the process made so far.
+func writeCalls(b testing.TB) int {
+	data, err := os.ReadFile("/proc/self/io")
+	if err != nil {
+		b.Skipf("no write count: %v", err)
+	}
+	for line := range strings.Lines(string(data)) {
+		if v, ok := strings.CutPrefix(line, "syscw: "); ok {
+			n, err := strconv.Atoi(strings.TrimSpace(v))
+			if err != nil {
+				b.Fatal(err)
+			}
+			return n
+		}
+	}
+	b.Skip("no syscw in /proc/self/io")
+	return 0
 }
 
 // cpuTime is the CPU time the process used so far, user and system.
