@@ -96,7 +96,7 @@ func benchGet(b *testing.B, url, host string, size int) {
 	}
 	req.Host = host
 	b.ReportAllocs()
-	start, writes := cpuTime(b), writeCalls(b)
+	defer reportCosts(b)()
 	for b.Loop() {
 		resp, err := client.Do(req)
 		if err != nil {
@@ -111,10 +111,55 @@ func benchGet(b *testing.B, url, host string, size int) {
 			b.Fatalf("%s with %d bytes, want 200 OK with %d", resp.Status, n, size)
 		}
 	}
-	// CPU time, of the client and backend too, varies less than the wall
-	// clock on a shared machine.
-	b.ReportMetric(float64(cpuTime(b)-start)/float64(b.N), "cpu-ns/op")
-	b.ReportMetric(float64(writeCalls(b)-writes)/float64(b.N), "writes/op")
+}
+
+// BenchmarkProxyHTTP2 is proxied HTTP/2 over TLS as bench/run.sh's h2-tls
+// sends it: many streams at once on one connection. The proxy's share of
+// writes/op falls as it sends more frames per write.
+func BenchmarkProxyHTTP2(b *testing.B) {
+	f := newTLSFixture(b)
+	backend := startBackend(b, bodyOfSize(5))
+	s, err := New(testOptions())
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { s.Shutdown(b.Context()) })
+	s.UpdateEndpoints(map[string][]Endpoint{"web": {{Address: backend}}})
+	if err := s.Apply(Config{Listeners: []Listener{{Address: "127.0.0.1:0", Protocol: HTTPS, TLS: f.store(b, "a.example.com"), Routes: benchRoutes(b)}}}); err != nil {
+		b.Fatal(err)
+	}
+	client := f.client(s.listeners["127.0.0.1:0"].tcp.Addr().String(), true)
+	// 32 streams per core, fewer than MaxConcurrentStreams: one connection.
+	b.SetParallelism(32)
+	b.ReportAllocs()
+	defer reportCosts(b)()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			resp, err := client.Get("https://a.example.com/api/users")
+			if err != nil {
+				b.Error(err)
+				return
+			}
+			body, err := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if err != nil || resp.StatusCode != http.StatusOK || resp.ProtoMajor != 2 || len(body) != 5 {
+				b.Errorf("%s %s with %d bytes (%v), want 200 over HTTP/2 with 5", resp.Proto, resp.Status, len(body), err)
+				return
+			}
+		}
+	})
+}
+
+// reportCosts reports, when the function it returns is called, the CPU
+// time and the write system calls per op since it was called. CPU time,
+// of the client and backend too, varies less than the wall clock on a
+// shared machine.
+func reportCosts(b *testing.B) func() {
+	start, writes := cpuTime(b), writeCalls(b)
+	return func() {
+		b.ReportMetric(float64(cpuTime(b)-start)/float64(b.N), "cpu-ns/op")
+		b.ReportMetric(float64(writeCalls(b)-writes)/float64(b.N), "writes/op")
+	}
 }
 
 // writeCalls is the number of write system calls the process made so far.

@@ -199,12 +199,12 @@ type tlsFixture struct {
 	caFile string
 }
 
-func newTLSFixture(t *testing.T) *tlsFixture {
+func newTLSFixture(t testing.TB) *tlsFixture {
 	ca := tlstest.NewCA(t)
 	return &tlsFixture{ca: ca, caFile: writeCAFile(t, ca)}
 }
 
-func writeCAFile(t *testing.T, ca *tlstest.CA) string {
+func writeCAFile(t testing.TB, ca *tlstest.CA) string {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "ca.pem")
 	if err := os.WriteFile(path, ca.PEM, 0o600); err != nil {
@@ -215,7 +215,7 @@ func writeCAFile(t *testing.T, ca *tlstest.CA) string {
 
 // store builds a Store: each entry is "name" (a certificate for that host)
 // or "name!" (the same, also the default).
-func (f *tlsFixture) store(t *testing.T, names ...string) *tlsstore.Store {
+func (f *tlsFixture) store(t testing.TB, names ...string) *tlsstore.Store {
 	t.Helper()
 	var certs []tlsstore.Certificate
 	for _, n := range names {
