@@ -112,10 +112,22 @@ func patientDial(ctx context.Context, network, address string) (net.Conn, error)
 }
 
 // trimObject drops what hostgate never reads before an object enters the
-// cache: managed fields on everything, the image list on Nodes.
+// cache: managed fields on everything, the image list on Nodes, and the
+// annotations of every kind but Ingress and IngressClass. `kubectl apply`
+// without --server-side keeps a copy of the whole object in an
+// annotation, which doubled the cache of such objects. Status writes
+// start from the cached copies: the API server takes nothing but the
+// status from those of custom resources, but an Ingress's metadata as
+// sent, so its annotations stay, as translation reads two of them
+// (TestStatusWritesKeepAnnotations).
 func trimObject(obj any) (any, error) {
 	if m, ok := obj.(metav1.Object); ok {
 		m.SetManagedFields(nil)
+		switch obj.(type) {
+		case *networkingv1.Ingress, *networkingv1.IngressClass:
+		default:
+			m.SetAnnotations(nil)
+		}
 	}
 	if n, ok := obj.(*corev1.Node); ok {
 		n.Status.Images = nil
