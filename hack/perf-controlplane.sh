@@ -11,6 +11,7 @@
 #   hack/perf-controlplane.sh -bench 'ControlPlane/httproutes=10000'   # one scenario
 #   CPBENCH_HEAP_PROFILE=/tmp/heap.pb.gz hack/perf-controlplane.sh    # hostgate's heap once settled, per scenario
 #   CPBENCH_CPU_PROFILE=/tmp/cpu.pb.gz hack/perf-controlplane.sh      # hostgate's CPU during each kind of change
+#   CPBENCH_LOG_DIR=/tmp GODEBUG=gctrace=1 hack/perf-controlplane.sh    # keep hostgate's log (here with the GC's lines)
 #   CPBENCH_ALLOC_PROFILE=/tmp/allocs.pb.gz hack/perf-controlplane.sh # what hostgate allocates during each kind of change
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)

@@ -4,16 +4,22 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"net/http"
 	"os"
+	"runtime"
 	"slices"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
+	"weak"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 	gatewayclient "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
 
@@ -278,3 +284,81 @@ func TestRestoresStatusChangedBySomeoneElse(t *testing.T) {
 	check(t, err)
 	eventually(t, "the cleared status written again", accepted)
 }
+
+// TestPassForgetsWrittenObjects checks that a pass of status writes lets
+// go of each object once it has written its status. The informers replace
+// a written object with the one the write made, and a pass over 10,000
+// routes takes over a minute: a pass that held its objects to the end held
+// two copies of every route meanwhile.
+func TestPassForgetsWrittenObjects(t *testing.T) {
+	env := kubetest.Shared(t)
+	ctx := context.Background()
+	kube := kubernetes.NewForConfigOrDie(env.Config)
+	gw := gatewayclient.NewForConfigOrDie(env.Config)
+	const ns = "status-forgets"
+	_, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
+	check(t, err)
+
+	// The second status write waits while the test looks for the first
+	// route.
+	var writes atomic.Int32
+	secondWrite, resume := make(chan struct{}), make(chan struct{})
+	cfg := rest.CopyConfig(env.Config)
+	cfg.WrapTransport = func(next http.RoundTripper) http.RoundTripper {
+		return roundTripFunc(func(req *http.Request) (*http.Response, error) {
+			if req.Method == http.MethodPut && strings.HasSuffix(req.URL.Path, "/status") && writes.Add(1) == 2 {
+				close(secondWrite)
+				<-resume
+			}
+			return next.RoundTrip(req)
+		})
+	}
+	w, err := New(cfg, Options{LeaseNamespace: ns, Identity: "hostgate"}, quiet)
+	check(t, err)
+
+	names := []string{"first", "second"}
+	reports := &watch.Reports{}
+	var first weak.Pointer[gatewayv1.HTTPRoute]
+	for _, name := range names {
+		route, err := gw.GatewayV1().HTTPRoutes(ns).Create(ctx, &gatewayv1.HTTPRoute{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
+		check(t, err)
+		if name == "first" {
+			first = weak.Make(route)
+		}
+		reports.HTTPRoutes = append(reports.HTTPRoutes, watch.RouteReport[*gatewayv1.HTTPRoute]{Object: route, Parents: []gatewayv1.RouteParentStatus{{
+			ParentRef:      gatewayv1.ParentReference{Name: "gw"},
+			ControllerName: watch.DefaultGatewayController,
+			Conditions:     []metav1.Condition{{Type: "Accepted", Status: metav1.ConditionTrue, Reason: "Accepted", Message: "accepted"}},
+		}}})
+	}
+	passDone := make(chan struct{})
+	go func(r *watch.Reports) {
+		defer close(passDone)
+		w.write(ctx, r)
+	}(reports)
+	reports = nil
+
+	select {
+	case <-secondWrite:
+	case <-time.After(60 * time.Second):
+		t.Fatal("waited 60s for the second status write")
+	}
+	runtime.GC()
+	firstAlive := first.Value() != nil
+	close(resume)
+	<-passDone
+	if firstAlive {
+		t.Error("while it wrote the second route's status, the pass still held the first route, whose status it had written")
+	}
+	for _, name := range names {
+		route, err := gw.GatewayV1().HTTPRoutes(ns).Get(ctx, name, metav1.GetOptions{})
+		check(t, err)
+		if len(route.Status.Parents) != 1 || !isTrue(route.Status.Parents[0].Conditions, "Accepted") {
+			t.Errorf("HTTPRoute %s/%s: status %+v, want one parent Accepted", ns, name, route.Status)
+		}
+	}
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }

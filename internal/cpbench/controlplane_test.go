@@ -428,6 +428,10 @@ type hostgate struct {
 func (c *cluster) startHostgate(b *testing.B, lastHost string) *hostgate {
 	b.Helper()
 	logPath := filepath.Join(b.TempDir(), "hostgate.log")
+	if dir := os.Getenv("CPBENCH_LOG_DIR"); dir != "" {
+		// Kept after the run, e.g. to read GODEBUG=gctrace=1's lines.
+		logPath = filepath.Join(dir, fileName(b)+".log")
+	}
 	logFile, err := os.Create(logPath)
 	if err != nil {
 		b.Fatal(err)
@@ -530,7 +534,7 @@ func (h *hostgate) reportStartup(b *testing.B, unwritten func(context.Context) (
 func (h *hostgate) saveProfile(b *testing.B, query, path, part string) {
 	dir, file := filepath.Split(path)
 	stem, exts, dotted := strings.Cut(file, ".")
-	path = dir + stem + "-" + strings.NewReplacer("/", "-", "=", "-", ",", "-").Replace(b.Name())
+	path = dir + stem + "-" + fileName(b)
 	if part != "" {
 		path += "-" + part
 	}
@@ -556,6 +560,11 @@ func (h *hostgate) saveProfile(b *testing.B, query, path, part string) {
 		return
 	}
 	b.Logf("profile %s in %s", query, path)
+}
+
+// fileName is the scenario's name as part of a file name.
+func fileName(b *testing.B) string {
+	return strings.NewReplacer("/", "-", "=", "-", ",", "-").Replace(b.Name())
 }
 
 // memory returns the resident set and its peak, in MiB.
