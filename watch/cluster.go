@@ -65,7 +65,8 @@ func NewCluster(cfg *rest.Config, opts Options, publish Publish, log *slog.Logge
 	if err != nil {
 		return nil, fmt.Errorf("metadata client: %w", err)
 	}
-	transform := informers.WithTransform(trimObject)
+	trim := newInterner().trimObject
+	transform := informers.WithTransform(trim)
 	c := &clusterStore{
 		log:           s.log,
 		statusChanged: s.statusChanged,
@@ -74,7 +75,7 @@ func NewCluster(cfg *rest.Config, opts Options, publish Publish, log *slog.Logge
 		core:          informers.NewSharedInformerFactoryWithOptions(kube, 0, transform),
 		secrets: informers.NewSharedInformerFactoryWithOptions(kube, 0, transform,
 			informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.FieldSelector = "type=" + string(corev1.SecretTypeTLS) })),
-		gateway: gatewayinformers.NewSharedInformerFactoryWithOptions(gw, 0, gatewayinformers.WithTransform(trimObject)),
+		gateway: gatewayinformers.NewSharedInformerFactoryWithOptions(gw, 0, gatewayinformers.WithTransform(trim)),
 		started: map[string]bool{},
 	}
 	s.run, s.list = c.run, c.current
@@ -112,15 +113,16 @@ func patientDial(ctx context.Context, network, address string) (net.Conn, error)
 }
 
 // trimObject drops what hostgate never reads before an object enters the
-// cache: managed fields on everything, the image list on Nodes, and the
-// annotations of every kind but Ingress and IngressClass. `kubectl apply`
+// cache, and interns the rest: managed fields on everything, the image
+// list on Nodes, and the annotations of every kind but Ingress and
+// IngressClass. `kubectl apply`
 // without --server-side keeps a copy of the whole object in an
 // annotation, which doubled the cache of such objects. Status writes
 // start from the cached copies: the API server takes nothing but the
 // status from those of custom resources, but an Ingress's metadata as
 // sent, so its annotations stay, as translation reads two of them
 // (TestStatusWritesKeepAnnotations).
-func trimObject(obj any) (any, error) {
+func (in *interner) trimObject(obj any) (any, error) {
 	if m, ok := obj.(metav1.Object); ok {
 		m.SetManagedFields(nil)
 		switch obj.(type) {
@@ -132,6 +134,7 @@ func trimObject(obj any) (any, error) {
 	if n, ok := obj.(*corev1.Node); ok {
 		n.Status.Images = nil
 	}
+	in.intern(obj)
 	return obj, nil
 }
 

@@ -1,0 +1,159 @@
+package watch
+
+import (
+	"reflect"
+	"sync"
+)
+
+// An interner makes the objects of the informers' caches share their equal
+// strings and the equal values their pointer fields point to. Objects are
+// decoded one by one, so each holds its own copy of the namespace, of
+// "gateway.networking.k8s.io", of every condition's type, reason and
+// message, and its own *Kind pointing to "Service": with 10,000 routes
+// these copies were a large part of the caches (BenchmarkCachedObjects).
+// Cached objects are never changed (client-go's rule for informers, which
+// the status writer keeps by writing from deep copies), so sharing is safe.
+//
+// Strings unique to one object (names, UIDs, resource versions) would
+// fill a plain map for good as objects come and go. The interner keeps two
+// generations instead: a value found in the older one moves to the newer,
+// and when the newer holds internLimit values it becomes the older and the
+// older is dropped. Values that many objects hold are met in every
+// generation and stay; the others leave after two. Strings already handed
+// out stay valid, being ordinary strings.
+type interner struct {
+	mu                  sync.Mutex
+	strings, oldStrings map[string]string
+	// pointers maps a pointed-to value to the pointer handed out for it.
+	pointers, oldPointers map[pointerKey]reflect.Value
+	// fields are the exported fields of each struct type met: looking
+	// them up again for every value took a third of interning.
+	fields map[reflect.Type][]int
+}
+
+// pointerKey is a pointed-to string, bool or integer; its type tells
+// Kind("x") from Group("x").
+type pointerKey struct {
+	t reflect.Type
+	s string
+	n int64
+}
+
+// internLimit is the number of values of a generation: well above the
+// values many objects share (namespaces, kinds, condition reasons and
+// messages), small enough not to matter beside 10,000 objects.
+const internLimit = 4096
+
+func newInterner() *interner {
+	return &interner{strings: map[string]string{}, pointers: map[pointerKey]reflect.Value{}, fields: map[reflect.Type][]int{}}
+}
+
+// intern makes obj, which must be a pointer to a newly decoded object that
+// nothing else holds yet, share what it can with objects interned before.
+func (in *interner) intern(obj any) {
+	v := reflect.ValueOf(obj)
+	if v.Kind() != reflect.Pointer || v.IsNil() {
+		return
+	}
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	in.walk(v.Elem())
+}
+
+func (in *interner) walk(v reflect.Value) {
+	switch v.Kind() {
+	case reflect.String:
+		if v.Len() > 0 {
+			v.SetString(in.string(v.String()))
+		}
+	case reflect.Pointer:
+		if v.IsNil() {
+			return
+		}
+		switch v.Elem().Kind() {
+		case reflect.String, reflect.Bool, reflect.Int, reflect.Int32, reflect.Int64:
+			v.Set(in.pointer(v))
+		default:
+			in.walk(v.Elem())
+		}
+	case reflect.Struct:
+		for _, i := range in.exportedFields(v.Type()) {
+			in.walk(v.Field(i))
+		}
+	case reflect.Slice, reflect.Array:
+		if holdsNothingShared(v.Type().Elem().Kind()) {
+			return
+		}
+		for i := range v.Len() {
+			in.walk(v.Index(i))
+		}
+	}
+	// Maps (labels, annotations) are few and small, and their keys cannot
+	// be replaced in place; interfaces hold nothing of the kinds cached.
+}
+
+// exportedFields returns the indexes of t's exported fields. Unexported
+// ones (time.Time's, say) cannot be set, and hold nothing of the object's.
+func (in *interner) exportedFields(t reflect.Type) []int {
+	fields, ok := in.fields[t]
+	if !ok {
+		for i := range t.NumField() {
+			if t.Field(i).IsExported() {
+				fields = append(fields, i)
+			}
+		}
+		in.fields[t] = fields
+	}
+	return fields
+}
+
+// holdsNothingShared reports whether values of kind k hold no string or
+// pointer: a slice of them (a Secret's bytes) is not walked.
+func holdsNothingShared(k reflect.Kind) bool {
+	return k >= reflect.Bool && k <= reflect.Complex128
+}
+
+func (in *interner) string(s string) string {
+	if shared, ok := in.strings[s]; ok {
+		return shared
+	}
+	shared, ok := in.oldStrings[s]
+	if !ok {
+		shared = s
+	}
+	if len(in.strings) >= internLimit {
+		in.oldStrings, in.strings = in.strings, make(map[string]string, internLimit)
+	}
+	in.strings[shared] = shared
+	return shared
+}
+
+// pointer returns the pointer to hand out for the value p points to: p
+// itself the first time.
+func (in *interner) pointer(p reflect.Value) reflect.Value {
+	elem := p.Elem()
+	key := pointerKey{t: elem.Type()}
+	switch elem.Kind() {
+	case reflect.String:
+		key.s = in.string(elem.String())
+		elem.SetString(key.s)
+	case reflect.Bool:
+		if elem.Bool() {
+			key.n = 1
+		}
+	default:
+		key.n = elem.Int()
+	}
+	if shared, ok := in.pointers[key]; ok {
+		return shared
+	}
+	shared, ok := in.oldPointers[key]
+	if !ok {
+		shared = p
+	}
+	if len(in.pointers) >= internLimit {
+		in.oldPointers, in.pointers = in.pointers, make(map[pointerKey]reflect.Value, internLimit)
+	}
+	in.pointers[key] = shared
+	return shared
+}

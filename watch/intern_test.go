@@ -1,0 +1,83 @@
+package watch
+
+import (
+	"fmt"
+	"reflect"
+	"testing"
+	"time"
+	"unsafe"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
+)
+
+func internedRoute(name string) *gatewayv1.HTTPRoute {
+	created := metav1.NewTime(time.Date(2026, 11, 24, 3, 0, 0, 0, time.UTC))
+	// Each string built anew, as a decoder makes it.
+	fresh := func(s string) string { return string([]byte(s)) }
+	r := benchCachedRoute(metav1.ObjectMeta{Name: fresh(name), Namespace: fresh("shop"), CreationTimestamp: created}, created)
+	r.Status.Parents[0].Conditions[0].Message = fresh("Route is accepted")
+	return r
+}
+
+func sameString(a, b string) bool { return unsafe.StringData(a) == unsafe.StringData(b) }
+
+// TestInternSharesWhatObjectsHoldAlike checks that objects trimmed for the
+// caches share equal strings and pointed-to values, and that interning
+// changes no value.
+func TestInternSharesWhatObjectsHoldAlike(t *testing.T) {
+	in := newInterner()
+	a, b := internedRoute("a"), internedRoute("b")
+	wantB := b.DeepCopy()
+	for _, obj := range []*gatewayv1.HTTPRoute{a, b} {
+		if _, err := in.trimObject(obj); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !reflect.DeepEqual(b, wantB) {
+		t.Fatalf("interning changed the object:\n got %+v\nwant %+v", b, wantB)
+	}
+	if !sameString(a.Namespace, b.Namespace) {
+		t.Error("the namespaces of two routes are two copies")
+	}
+	if !sameString(a.Status.Parents[0].Conditions[0].Message, b.Status.Parents[0].Conditions[0].Message) {
+		t.Error("the condition messages of two routes are two copies")
+	}
+	if a.Spec.Rules[0].BackendRefs[0].Kind != b.Spec.Rules[0].BackendRefs[0].Kind {
+		t.Error("the backendRefs' kinds of two routes are two pointers")
+	}
+	// Equal values of different types are not one pointer.
+	group, kind := a.Spec.ParentRefs[0].Group, a.Spec.ParentRefs[0].Kind
+	if *group != gatewayv1.GroupName || *kind != "Gateway" {
+		t.Errorf("parentRef group %q, kind %q", *group, *kind)
+	}
+	if sameString(a.Name, b.Name) {
+		t.Error("different names share storage")
+	}
+}
+
+// TestInternForgetsWhatOneObjectHolds checks that strings held by one
+// object each do not pile up in the interner, while those held by every
+// object stay shared across its generations.
+func TestInternForgetsWhatOneObjectHolds(t *testing.T) {
+	in := newInterner()
+	first := internedRoute("route-0")
+	if _, err := in.trimObject(first); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 5 * internLimit {
+		r := internedRoute(fmt.Sprintf("route-%d", i+1))
+		if _, err := in.trimObject(r); err != nil {
+			t.Fatal(err)
+		}
+		if !sameString(r.Namespace, first.Namespace) {
+			t.Fatalf("route %d: its namespace is no longer the first route's", i+1)
+		}
+	}
+	if n := len(in.strings) + len(in.oldStrings); n > 2*internLimit {
+		t.Errorf("the interner holds %d strings, more than two generations of %d", n, internLimit)
+	}
+	if n := len(in.pointers) + len(in.oldPointers); n > 2*internLimit {
+		t.Errorf("the interner holds %d pointers, more than two generations of %d", n, internLimit)
+	}
+}
