@@ -14,6 +14,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -113,15 +114,18 @@ func patientDial(ctx context.Context, network, address string) (net.Conn, error)
 }
 
 // trimObject drops what hostgate never reads before an object enters the
-// cache, and interns the rest: managed fields on everything, the image
-// list on Nodes, and the annotations of every kind but Ingress and
-// IngressClass. `kubectl apply`
-// without --server-side keeps a copy of the whole object in an
-// annotation, which doubled the cache of such objects. Status writes
-// start from the cached copies: the API server takes nothing but the
-// status from those of custom resources, but an Ingress's metadata as
-// sent, so its annotations stay, as translation reads two of them
-// (TestStatusWritesKeepAnnotations).
+// cache, and interns the rest (see interner). Dropped: managed fields on
+// everything; the annotations of every kind but Ingress and IngressClass;
+// of a Service all but its type and ports; of an EndpointSlice's
+// endpoints, where they run (targetRef, nodeName, zone, hints); the image
+// list on Nodes. `kubectl apply` without --server-side keeps a copy of the
+// whole object in an annotation, which doubled the cache of such objects,
+// and each endpoint's targetRef took more than its address and
+// conditions. Status writes start from the cached copies: the API server
+// takes nothing but the status from those of custom resources, but an
+// Ingress's metadata as sent, so its annotations stay, as translation
+// reads two of them (TestStatusWritesKeepAnnotations). Services and
+// EndpointSlices are never written.
 func (in *interner) trimObject(obj any) (any, error) {
 	if m, ok := obj.(metav1.Object); ok {
 		m.SetManagedFields(nil)
@@ -131,8 +135,18 @@ func (in *interner) trimObject(obj any) (any, error) {
 			m.SetAnnotations(nil)
 		}
 	}
-	if n, ok := obj.(*corev1.Node); ok {
-		n.Status.Images = nil
+	switch o := obj.(type) {
+	case *corev1.Service:
+		o.Labels = nil
+		o.Spec = corev1.ServiceSpec{Type: o.Spec.Type, Ports: o.Spec.Ports}
+		o.Status = corev1.ServiceStatus{}
+	case *discoveryv1.EndpointSlice:
+		for i := range o.Endpoints {
+			e := &o.Endpoints[i]
+			e.TargetRef, e.NodeName, e.Zone, e.Hints, e.DeprecatedTopology, e.Hostname = nil, nil, nil, nil, nil, nil
+		}
+	case *corev1.Node:
+		o.Status.Images = nil
 	}
 	in.intern(obj)
 	return obj, nil

@@ -2,12 +2,14 @@ package watch
 
 import (
 	"fmt"
+	"path/filepath"
 	"reflect"
 	"testing"
 	"time"
 	"unsafe"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 )
 
@@ -79,5 +81,38 @@ func TestInternForgetsWhatOneObjectHolds(t *testing.T) {
 	}
 	if n := len(in.pointers) + len(in.oldPointers); n > 2*internLimit {
 		t.Errorf("the interner holds %d pointers, more than two generations of %d", n, internLimit)
+	}
+}
+
+// TestTrimmedObjectsTranslateAlike translates every golden case from
+// objects trimmed and interned as the informers' caches hold them, and
+// checks the result against the one from the objects as they were:
+// trimming must drop nothing translation reads.
+func TestTrimmedObjectsTranslateAlike(t *testing.T) {
+	dirs, err := filepath.Glob("testdata/*")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, dir := range dirs {
+		t.Run(filepath.Base(dir), func(t *testing.T) {
+			objs, opts := loadCase(t, dir)
+			in := newInterner()
+			var trimmed []any
+			for _, obj := range objs.all() {
+				cached, err := in.trimObject(obj.(runtime.Object).DeepCopyObject())
+				if err != nil {
+					t.Fatal(err)
+				}
+				trimmed = append(trimmed, cached)
+			}
+			wantSnap, wantReports := translate(objs, opts)
+			gotSnap, gotReports := translate(store(objs, trimmed), opts)
+			if got, want := describeSnapshot(gotSnap), describeSnapshot(wantSnap); got != want {
+				t.Errorf("snapshot from trimmed objects:\n%s\nwant:\n%s", got, want)
+			}
+			if got, want := describeReports(t, gotReports), describeReports(t, wantReports); got != want {
+				t.Errorf("reports from trimmed objects:\n%s\nwant:\n%s", got, want)
+			}
+		})
 	}
 }
