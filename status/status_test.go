@@ -63,6 +63,17 @@ func eventually(t *testing.T, what string, cond func() bool) {
 	}
 }
 
+// inNamespace returns the shared test cluster and its clients, with the
+// namespace ns created for the test.
+func inNamespace(t *testing.T, ns string) (*kubetest.Env, kubernetes.Interface, gatewayclient.Interface) {
+	t.Helper()
+	env := kubetest.Shared(t)
+	kube := kubernetes.NewForConfigOrDie(env.Config)
+	_, err := kube.CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
+	check(t, err)
+	return env, kube, gatewayclient.NewForConfigOrDie(env.Config)
+}
+
 func check(t *testing.T, err error) {
 	t.Helper()
 	if err != nil {
@@ -79,13 +90,9 @@ func isTrue(conds []metav1.Condition, typ string) bool {
 // status writer each) and checks that status is written once, by the Lease
 // holder, only on our objects, and that the other instance takes over.
 func TestTwoWritersOneLeader(t *testing.T) {
-	env := kubetest.Shared(t)
-	ctx := context.Background()
-	kube := kubernetes.NewForConfigOrDie(env.Config)
-	gw := gatewayclient.NewForConfigOrDie(env.Config)
 	const ns = "status-writers"
-	_, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
-	check(t, err)
+	env, kube, gw := inNamespace(t, ns)
+	ctx := context.Background()
 
 	writers := map[string]context.CancelFunc{}
 	for _, id := range []string{"hostgate-a", "hostgate-b"} {
@@ -98,7 +105,7 @@ func TestTwoWritersOneLeader(t *testing.T) {
 		writers[id] = run(t, w.Start)
 	}
 
-	_, err = gw.GatewayV1().GatewayClasses().Create(ctx, &gatewayv1.GatewayClass{
+	_, err := gw.GatewayV1().GatewayClasses().Create(ctx, &gatewayv1.GatewayClass{
 		ObjectMeta: metav1.ObjectMeta{Name: "status-writers"},
 		Spec:       gatewayv1.GatewayClassSpec{ControllerName: watch.DefaultGatewayController},
 	}, metav1.CreateOptions{})
@@ -203,14 +210,10 @@ func leaseHolder(l *coordinationv1.Lease) string {
 // TestCreatesMissingGatewayClass: the leader creates the configured
 // GatewayClass when it is missing, and never touches one that exists.
 func TestCreatesMissingGatewayClass(t *testing.T) {
-	env := kubetest.Shared(t)
-	ctx := context.Background()
-	gw := gatewayclient.NewForConfigOrDie(env.Config)
-	kube := kubernetes.NewForConfigOrDie(env.Config)
 	const ns = "class-maker"
-	_, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
-	check(t, err)
-	_, err = gw.GatewayV1().GatewayClasses().Create(ctx, &gatewayv1.GatewayClass{
+	env, _, gw := inNamespace(t, ns)
+	ctx := context.Background()
+	_, err := gw.GatewayV1().GatewayClasses().Create(ctx, &gatewayv1.GatewayClass{
 		ObjectMeta: metav1.ObjectMeta{Name: "taken"},
 		Spec:       gatewayv1.GatewayClassSpec{ControllerName: "example.com/other"},
 	}, metav1.CreateOptions{})
@@ -239,13 +242,9 @@ func TestCreatesMissingGatewayClass(t *testing.T) {
 // status it already brought to what it wants, but not once someone else
 // changed that status.
 func TestRestoresStatusChangedBySomeoneElse(t *testing.T) {
-	env := kubetest.Shared(t)
-	ctx := context.Background()
-	kube := kubernetes.NewForConfigOrDie(env.Config)
-	gw := gatewayclient.NewForConfigOrDie(env.Config)
 	const ns = "status-restored"
-	_, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
-	check(t, err)
+	env, _, gw := inNamespace(t, ns)
+	ctx := context.Background()
 	w, err := New(env.Config, Options{LeaseNamespace: ns, Identity: "hostgate"}, quiet)
 	check(t, err)
 	src, err := watch.NewCluster(env.Config, watch.Options{}, func(_ *watch.Snapshot, r *watch.Reports) { w.Update(r) }, quiet)
@@ -291,13 +290,9 @@ func TestRestoresStatusChangedBySomeoneElse(t *testing.T) {
 // routes takes over a minute: a pass that held its objects to the end held
 // two copies of every route meanwhile.
 func TestPassForgetsWrittenObjects(t *testing.T) {
-	env := kubetest.Shared(t)
-	ctx := context.Background()
-	kube := kubernetes.NewForConfigOrDie(env.Config)
-	gw := gatewayclient.NewForConfigOrDie(env.Config)
 	const ns = "status-forgets"
-	_, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
-	check(t, err)
+	env, _, gw := inNamespace(t, ns)
+	ctx := context.Background()
 
 	// The second status write waits while the test looks for the first
 	// route.

@@ -27,6 +27,15 @@ var goldenOptions = Options{IngressHTTPAddr: ":80", IngressHTTPSAddr: ":443"}
 // Options and CRDBundleVersion) and compares the served routes with snapshot.golden and the
 // conditions with reports.golden. Run with -update to rewrite them.
 func TestGolden(t *testing.T) {
+	eachCase(t, func(t *testing.T, dir string, objs *objects, opts Options) {
+		snap, reports := translate(objs, opts)
+		checkGolden(t, filepath.Join(dir, "snapshot.golden"), describeSnapshot(snap))
+		checkGolden(t, filepath.Join(dir, "reports.golden"), describeReports(t, reports))
+	})
+}
+
+// eachCase runs check on every golden case, each in a subtest.
+func eachCase(t *testing.T, check func(t *testing.T, dir string, objs *objects, opts Options)) {
 	dirs, err := filepath.Glob("testdata/*")
 	if err != nil {
 		t.Fatal(err)
@@ -34,9 +43,7 @@ func TestGolden(t *testing.T) {
 	for _, dir := range dirs {
 		t.Run(filepath.Base(dir), func(t *testing.T) {
 			objs, opts := loadCase(t, dir)
-			snap, reports := translate(objs, opts)
-			checkGolden(t, filepath.Join(dir, "snapshot.golden"), describeSnapshot(snap))
-			checkGolden(t, filepath.Join(dir, "reports.golden"), describeReports(t, reports))
+			check(t, dir, objs, opts)
 		})
 	}
 }

@@ -22,10 +22,10 @@ import (
 // generation and stay; the others leave after two. Strings already handed
 // out stay valid, being ordinary strings.
 type interner struct {
-	mu                  sync.Mutex
-	strings, oldStrings map[string]string
+	mu      sync.Mutex
+	strings generations[string, string]
 	// pointers maps a pointed-to value to the pointer handed out for it.
-	pointers, oldPointers map[pointerKey]reflect.Value
+	pointers generations[pointerKey, reflect.Value]
 	// fields are the exported fields of each struct type met: looking
 	// them up again for every value took a third of interning.
 	fields map[reflect.Type][]int
@@ -45,7 +45,7 @@ type pointerKey struct {
 const internLimit = 4096
 
 func newInterner() *interner {
-	return &interner{strings: map[string]string{}, pointers: map[pointerKey]reflect.Value{}, fields: map[reflect.Type][]int{}}
+	return &interner{fields: map[reflect.Type][]int{}}
 }
 
 // intern makes obj, which must be a pointer to a newly decoded object that
@@ -114,18 +114,7 @@ func holdsNothingShared(k reflect.Kind) bool {
 }
 
 func (in *interner) string(s string) string {
-	if shared, ok := in.strings[s]; ok {
-		return shared
-	}
-	shared, ok := in.oldStrings[s]
-	if !ok {
-		shared = s
-	}
-	if len(in.strings) >= internLimit {
-		in.oldStrings, in.strings = in.strings, make(map[string]string, internLimit)
-	}
-	in.strings[shared] = shared
-	return shared
+	return in.strings.share(s, s)
 }
 
 // pointer returns the pointer to hand out for the value p points to: p
@@ -144,16 +133,28 @@ func (in *interner) pointer(p reflect.Value) reflect.Value {
 	default:
 		key.n = elem.Int()
 	}
-	if shared, ok := in.pointers[key]; ok {
+	return in.pointers.share(key, p)
+}
+
+// generations maps keys to the values shared for them, in two
+// generations of at most internLimit keys each.
+type generations[K comparable, V any] struct {
+	current, old map[K]V
+}
+
+// share returns the value shared for k, which is v if there is none yet.
+func (g *generations[K, V]) share(k K, v V) V {
+	if shared, ok := g.current[k]; ok {
 		return shared
 	}
-	shared, ok := in.oldPointers[key]
-	if !ok {
-		shared = p
+	if shared, ok := g.old[k]; ok {
+		v = shared
 	}
-	if len(in.pointers) >= internLimit {
-		in.oldPointers, in.pointers = in.pointers, make(map[pointerKey]reflect.Value, internLimit)
+	if g.current == nil || len(g.current) >= internLimit {
+		g.old, g.current = g.current, make(map[K]V, internLimit)
 	}
-	in.pointers[key] = shared
-	return shared
+	g.current[k] = v
+	return v
 }
+
+func (g *generations[K, V]) len() int { return len(g.current) + len(g.old) }

@@ -2,7 +2,6 @@ package watch
 
 import (
 	"fmt"
-	"path/filepath"
 	"reflect"
 	"testing"
 	"time"
@@ -76,10 +75,10 @@ func TestInternForgetsWhatOneObjectHolds(t *testing.T) {
 			t.Fatalf("route %d: its namespace is no longer the first route's", i+1)
 		}
 	}
-	if n := len(in.strings) + len(in.oldStrings); n > 2*internLimit {
+	if n := in.strings.len(); n > 2*internLimit {
 		t.Errorf("the interner holds %d strings, more than two generations of %d", n, internLimit)
 	}
-	if n := len(in.pointers) + len(in.oldPointers); n > 2*internLimit {
+	if n := in.pointers.len(); n > 2*internLimit {
 		t.Errorf("the interner holds %d pointers, more than two generations of %d", n, internLimit)
 	}
 }
@@ -89,30 +88,23 @@ func TestInternForgetsWhatOneObjectHolds(t *testing.T) {
 // checks the result against the one from the objects as they were:
 // trimming must drop nothing translation reads.
 func TestTrimmedObjectsTranslateAlike(t *testing.T) {
-	dirs, err := filepath.Glob("testdata/*")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, dir := range dirs {
-		t.Run(filepath.Base(dir), func(t *testing.T) {
-			objs, opts := loadCase(t, dir)
-			in := newInterner()
-			var trimmed []any
-			for _, obj := range objs.all() {
-				cached, err := in.trimObject(obj.(runtime.Object).DeepCopyObject())
-				if err != nil {
-					t.Fatal(err)
-				}
-				trimmed = append(trimmed, cached)
+	eachCase(t, func(t *testing.T, _ string, objs *objects, opts Options) {
+		in := newInterner()
+		var trimmed []any
+		for _, obj := range objs.all() {
+			cached, err := in.trimObject(obj.(runtime.Object).DeepCopyObject())
+			if err != nil {
+				t.Fatal(err)
 			}
-			wantSnap, wantReports := translate(objs, opts)
-			gotSnap, gotReports := translate(store(objs, trimmed), opts)
-			if got, want := describeSnapshot(gotSnap), describeSnapshot(wantSnap); got != want {
-				t.Errorf("snapshot from trimmed objects:\n%s\nwant:\n%s", got, want)
-			}
-			if got, want := describeReports(t, gotReports), describeReports(t, wantReports); got != want {
-				t.Errorf("reports from trimmed objects:\n%s\nwant:\n%s", got, want)
-			}
-		})
-	}
+			trimmed = append(trimmed, cached)
+		}
+		wantSnap, wantReports := translate(objs, opts)
+		gotSnap, gotReports := translate(store(objs, trimmed), opts)
+		if got, want := describeSnapshot(gotSnap), describeSnapshot(wantSnap); got != want {
+			t.Errorf("snapshot from trimmed objects:\n%s\nwant:\n%s", got, want)
+		}
+		if got, want := describeReports(t, gotReports), describeReports(t, wantReports); got != want {
+			t.Errorf("reports from trimmed objects:\n%s\nwant:\n%s", got, want)
+		}
+	})
 }

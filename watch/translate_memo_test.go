@@ -3,7 +3,6 @@ package watch
 import (
 	"fmt"
 	"maps"
-	"path/filepath"
 	"reflect"
 	"slices"
 	"testing"
@@ -18,18 +17,11 @@ import (
 // result whose Service, EndpointSlices, ReferenceGrants or Secret changed
 // would show up as a difference.
 func TestMemoMatchesFreshTranslation(t *testing.T) {
-	dirs, err := filepath.Glob("testdata/*")
-	if err != nil {
-		t.Fatal(err)
-	}
 	kept := 0
-	for _, dir := range dirs {
-		t.Run(filepath.Base(dir), func(t *testing.T) {
-			objs, opts := loadCase(t, dir)
-			m := checkMemo(t, objs, opts, t.Errorf)
-			kept += len(m.objects) + len(m.endpoints.byName) + len(m.certs)
-		})
-	}
+	eachCase(t, func(t *testing.T, _ string, objs *objects, opts Options) {
+		m := checkMemo(t, objs, opts, t.Errorf)
+		kept += len(m.objects) + len(m.endpoints.byName) + len(m.certs)
+	})
 	if kept == 0 {
 		t.Error("the memo kept nothing: the test checked nothing")
 	}
