@@ -17,6 +17,7 @@ import (
 	"log/slog"
 	"sync"
 	"time"
+	"weak"
 
 	"github.com/prometheus/client_golang/prometheus"
 	networkingv1 "k8s.io/api/networking/v1"
@@ -81,7 +82,8 @@ type Writer struct {
 	changed chan struct{}
 
 	// settled holds, for each object that the last pass found with the
-	// status it wants (or wrote), that wanted status. Only lead uses it.
+	// status it wants, or weak pointer to an object it wrote, that wanted
+	// status. Only lead uses it.
 	settled map[any]any
 	// spare is the emptied map of the pass before last, which the next
 	// pass fills: a new map of 10,000 routes on every pass was a good part
@@ -265,21 +267,28 @@ func (w *Writer) write(ctx context.Context, r *watch.Reports) {
 		clear(w.settled)
 		w.settled, w.spare = settled, w.settled
 	}()
-	unchanged := func(obj, wanted any, same func(a, b any) bool) bool {
-		last, ok := w.settled[obj]
+	// key is an object, or a weak pointer to one this Writer wrote.
+	unchanged := func(key, wanted any, same func(a, b any) bool) bool {
+		last, ok := w.settled[key]
 		if !ok || !same(last, wanted) {
 			return false
 		}
-		settled[obj] = wanted
+		settled[key] = wanted
 		skipped++
 		return true
 	}
 	// An object written is replaced in the informers' caches by the one
-	// the write made, so only one found with its wanted status is settled:
-	// keeping the replaced one would keep a second copy of it alive.
-	settle := func(obj, wanted any) func(bool, error) {
+	// the write made, but a pass may meet it before that: it is settled
+	// under a weak pointer, which does not keep the replaced object alive
+	// for as long as the pass lasts (a minute for 10,000 routes), and
+	// finds it if it is still there.
+	settle := func(obj, written, wanted any) func(bool, error) {
 		return func(wrote bool, err error) {
-			if err == nil && !wrote {
+			switch {
+			case err != nil:
+			case wrote:
+				settled[written] = wanted
+			default:
 				settled[obj] = wanted
 			}
 			count(wrote, err)
@@ -309,8 +318,12 @@ func (w *Writer) write(ctx context.Context, r *watch.Reports) {
 		if unchanged(rr.Object, rr.Parents, sameParents) {
 			return
 		}
+		written := weak.Make(rr.Object)
+		if unchanged(written, rr.Parents, sameParents) {
+			return
+		}
 		client := w.gw.GatewayV1().HTTPRoutes(rr.Object.Namespace)
-		settle(rr.Object, rr.Parents)(update(ctx, "HTTPRoute", rr.Object, client.Get, client.UpdateStatus, func(o *gatewayv1.HTTPRoute) bool {
+		settle(rr.Object, written, rr.Parents)(update(ctx, "HTTPRoute", rr.Object, client.Get, client.UpdateStatus, func(o *gatewayv1.HTTPRoute) bool {
 			var changed bool
 			o.Status.RouteStatus, changed = routeStatus(o.Status.RouteStatus, controller, rr.Parents, now)
 			return changed
@@ -320,8 +333,12 @@ func (w *Writer) write(ctx context.Context, r *watch.Reports) {
 		if unchanged(rr.Object, rr.Parents, sameParents) {
 			return
 		}
+		written := weak.Make(rr.Object)
+		if unchanged(written, rr.Parents, sameParents) {
+			return
+		}
 		client := w.gw.GatewayV1().GRPCRoutes(rr.Object.Namespace)
-		settle(rr.Object, rr.Parents)(update(ctx, "GRPCRoute", rr.Object, client.Get, client.UpdateStatus, func(o *gatewayv1.GRPCRoute) bool {
+		settle(rr.Object, written, rr.Parents)(update(ctx, "GRPCRoute", rr.Object, client.Get, client.UpdateStatus, func(o *gatewayv1.GRPCRoute) bool {
 			var changed bool
 			o.Status.RouteStatus, changed = routeStatus(o.Status.RouteStatus, controller, rr.Parents, now)
 			return changed
@@ -331,8 +348,12 @@ func (w *Writer) write(ctx context.Context, r *watch.Reports) {
 		if unchanged(i.Object, i.LoadBalancer, equality.Semantic.DeepEqual) {
 			return
 		}
+		written := weak.Make(i.Object)
+		if unchanged(written, i.LoadBalancer, equality.Semantic.DeepEqual) {
+			return
+		}
 		client := w.kube.NetworkingV1().Ingresses(i.Object.Namespace)
-		settle(i.Object, i.LoadBalancer)(update(ctx, "Ingress", i.Object, client.Get, client.UpdateStatus, func(o *networkingv1.Ingress) bool {
+		settle(i.Object, written, i.LoadBalancer)(update(ctx, "Ingress", i.Object, client.Get, client.UpdateStatus, func(o *networkingv1.Ingress) bool {
 			var changed bool
 			o.Status, changed = ingressStatus(o.Status, i.LoadBalancer)
 			return changed

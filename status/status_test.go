@@ -296,18 +296,13 @@ func TestPassForgetsWrittenObjects(t *testing.T) {
 
 	// The second status write waits while the test looks for the first
 	// route.
-	var writes atomic.Int32
 	secondWrite, resume := make(chan struct{}), make(chan struct{})
-	cfg := rest.CopyConfig(env.Config)
-	cfg.WrapTransport = func(next http.RoundTripper) http.RoundTripper {
-		return roundTripFunc(func(req *http.Request) (*http.Response, error) {
-			if req.Method == http.MethodPut && strings.HasSuffix(req.URL.Path, "/status") && writes.Add(1) == 2 {
-				close(secondWrite)
-				<-resume
-			}
-			return next.RoundTrip(req)
-		})
-	}
+	cfg := onStatusWrite(env.Config, func(n int32) {
+		if n == 2 {
+			close(secondWrite)
+			<-resume
+		}
+	})
 	w, err := New(cfg, Options{LeaseNamespace: ns, Identity: "hostgate"}, quiet)
 	check(t, err)
 
@@ -320,11 +315,7 @@ func TestPassForgetsWrittenObjects(t *testing.T) {
 		if name == "first" {
 			first = weak.Make(route)
 		}
-		reports.HTTPRoutes = append(reports.HTTPRoutes, watch.RouteReport[*gatewayv1.HTTPRoute]{Object: route, Parents: []gatewayv1.RouteParentStatus{{
-			ParentRef:      gatewayv1.ParentReference{Name: "gw"},
-			ControllerName: watch.DefaultGatewayController,
-			Conditions:     []metav1.Condition{{Type: "Accepted", Status: metav1.ConditionTrue, Reason: "Accepted", Message: "accepted"}},
-		}}})
+		reports.HTTPRoutes = append(reports.HTTPRoutes, watch.RouteReport[*gatewayv1.HTTPRoute]{Object: route, Parents: acceptedBy("gw")})
 	}
 	passDone := make(chan struct{})
 	go func(r *watch.Reports) {
@@ -352,6 +343,54 @@ func TestPassForgetsWrittenObjects(t *testing.T) {
 			t.Errorf("HTTPRoute %s/%s: status %+v, want one parent Accepted", ns, name, route.Status)
 		}
 	}
+}
+
+// TestPassDoesNotRewriteWhatItWrote runs a pass again on the object it
+// wrote, as a pass started before the informers replace it does: the
+// status is not written again.
+func TestPassDoesNotRewriteWhatItWrote(t *testing.T) {
+	const ns = "status-rewrites"
+	env, _, gw := inNamespace(t, ns)
+	var writes atomic.Int32
+	cfg := onStatusWrite(env.Config, writes.Store)
+	w, err := New(cfg, Options{LeaseNamespace: ns, Identity: "hostgate"}, quiet)
+	check(t, err)
+	route, err := gw.GatewayV1().HTTPRoutes(ns).Create(context.Background(), &gatewayv1.HTTPRoute{ObjectMeta: metav1.ObjectMeta{Name: "web"}}, metav1.CreateOptions{})
+	check(t, err)
+	reports := &watch.Reports{HTTPRoutes: []watch.RouteReport[*gatewayv1.HTTPRoute]{{Object: route, Parents: acceptedBy("gw")}}}
+	for pass := range 3 {
+		w.write(context.Background(), reports)
+		if got := writes.Load(); got != 1 {
+			t.Fatalf("after pass %d: %d status writes, want 1", pass+1, got)
+		}
+	}
+}
+
+// acceptedBy is the wanted status of a route accepted by the Gateway
+// called gateway.
+func acceptedBy(gateway gatewayv1.ObjectName) []gatewayv1.RouteParentStatus {
+	return []gatewayv1.RouteParentStatus{{
+		ParentRef:      gatewayv1.ParentReference{Name: gateway},
+		ControllerName: watch.DefaultGatewayController,
+		Conditions:     []metav1.Condition{{Type: "Accepted", Status: metav1.ConditionTrue, Reason: "Accepted", Message: "accepted"}},
+	}}
+}
+
+// onStatusWrite returns a copy of cfg whose clients, before they send a
+// status write, call f with the number of status writes sent so far and
+// this one.
+func onStatusWrite(cfg *rest.Config, f func(n int32)) *rest.Config {
+	var writes atomic.Int32
+	cfg = rest.CopyConfig(cfg)
+	cfg.WrapTransport = func(next http.RoundTripper) http.RoundTripper {
+		return roundTripFunc(func(req *http.Request) (*http.Response, error) {
+			if req.Method == http.MethodPut && strings.HasSuffix(req.URL.Path, "/status") {
+				f(writes.Add(1))
+			}
+			return next.RoundTrip(req)
+		})
+	}
+	return cfg
 }
 
 type roundTripFunc func(*http.Request) (*http.Response, error)

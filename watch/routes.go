@@ -163,26 +163,61 @@ type parentOutcome struct {
 
 // parentStatuses are the status entries of r for the parentRefs that name
 // our Gateways.
-func (r *route) parentStatuses(controller gatewayv1.GatewayController, outcomes []parentOutcome) []gatewayv1.RouteParentStatus {
+func (t *translator) parentStatuses(r *route, controller gatewayv1.GatewayController, outcomes []parentOutcome) []gatewayv1.RouteParentStatus {
 	var parents []gatewayv1.RouteParentStatus
 	gen := r.meta.Generation
 	for _, o := range outcomes {
 		i, ref, accepted := o.ref, r.common.ParentRefs[o.ref], o.accepted
-		st := gatewayv1.RouteParentStatus{ParentRef: ref, ControllerName: controller, Conditions: make([]metav1.Condition, 0, 2)}
+		st := gatewayv1.RouteParentStatus{ParentRef: ref, ControllerName: controller}
+		if accepted.ok() && r.resolvedRefs.ok() {
+			st.Conditions = t.goodConditions(gen)
+			parents = append(parents, st)
+			continue
+		}
+		st.Conditions = make([]metav1.Condition, 0, 2)
 		if accepted.ok() {
-			setCondition(&st.Conditions, condition(gatewayv1.RouteConditionAccepted, true, gatewayv1.RouteReasonAccepted, gen, "accepted"))
+			setCondition(&st.Conditions, acceptedCondition(gen))
 		} else {
 			setCondition(&st.Conditions, condition(gatewayv1.RouteConditionAccepted, false, accepted.reason, gen,
 				fmt.Sprintf("spec.parentRefs[%d]: %s", i, accepted.message)))
 		}
 		if r.resolvedRefs.ok() {
-			setCondition(&st.Conditions, condition(gatewayv1.RouteConditionResolvedRefs, true, gatewayv1.RouteReasonResolvedRefs, gen, "all references resolved"))
+			setCondition(&st.Conditions, resolvedCondition(gen))
 		} else {
 			setCondition(&st.Conditions, condition(gatewayv1.RouteConditionResolvedRefs, false, r.resolvedRefs.reason, gen, r.resolvedRefs.message))
 		}
 		parents = append(parents, st)
 	}
 	return parents
+}
+
+// goodConditions are the conditions of a route that a parent accepted and
+// whose references all resolve, at generation. Most routes have these, at
+// the same generation: with a memo one slice, never changed, serves them
+// all, where a copy for each was 2 MB of 10,000 routes' status entries.
+func (t *translator) goodConditions(generation int64) []metav1.Condition {
+	if t.next != nil {
+		if shared, ok := t.next.conditions[generation]; ok {
+			return shared
+		}
+		if shared, ok := t.prev.conditions[generation]; ok {
+			t.next.conditions[generation] = shared
+			return shared
+		}
+	}
+	conditions := []metav1.Condition{acceptedCondition(generation), resolvedCondition(generation)}
+	if t.next != nil {
+		t.next.conditions[generation] = conditions
+	}
+	return conditions
+}
+
+func acceptedCondition(generation int64) metav1.Condition {
+	return condition(gatewayv1.RouteConditionAccepted, true, gatewayv1.RouteReasonAccepted, generation, "accepted")
+}
+
+func resolvedCondition(generation int64) metav1.Condition {
+	return condition(gatewayv1.RouteConditionResolvedRefs, true, gatewayv1.RouteReasonResolvedRefs, generation, "all references resolved")
 }
 
 // gatewayRef is a parentRef of a route that names a Gateway.

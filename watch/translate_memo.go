@@ -35,6 +35,7 @@ import (
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
@@ -65,6 +66,9 @@ type results struct {
 	// routes are each socket's routes, which the next translation hands
 	// on if it places the same ones.
 	routes map[string][]router.Route
+	// conditions are the conditions of good routes by generation (see
+	// goodConditions).
+	conditions map[int64][]metav1.Condition
 }
 
 func newMemo() *memo {
@@ -75,9 +79,10 @@ func newMemo() *memo {
 // has: a translation usually keeps about as many as the one before.
 func newResults(like *results) results {
 	return results{
-		objects: make(map[any]memoEntry, len(like.objects)),
-		certs:   make(map[*corev1.Secret]certEntry, len(like.certs)),
-		routes:  make(map[string][]router.Route, len(like.routes)),
+		objects:    make(map[any]memoEntry, len(like.objects)),
+		certs:      make(map[*corev1.Secret]certEntry, len(like.certs)),
+		routes:     make(map[string][]router.Route, len(like.routes)),
+		conditions: make(map[int64][]metav1.Condition, len(like.conditions)),
 	}
 }
 
@@ -85,6 +90,7 @@ func (r *results) clear() {
 	clear(r.objects)
 	clear(r.certs)
 	clear(r.routes)
+	clear(r.conditions)
 }
 
 // translate is translate with the results of m's previous translation,
@@ -299,12 +305,12 @@ func (t *translator) endpointMap() map[string][]Endpoint {
 // same. outcomes may be scratch space: what is kept is a copy.
 func (t *translator) memoParents(r *route, controller gatewayv1.GatewayController, outcomes []parentOutcome) []gatewayv1.RouteParentStatus {
 	if t.next == nil {
-		return r.parentStatuses(controller, outcomes)
+		return t.parentStatuses(r, controller, outcomes)
 	}
 	// Kept in the route, which a translation reuses only when the last one
 	// used it: a map of the routes' entries took a tenth of a translation.
 	if !r.lastParents.made || !slices.Equal(r.lastParents.outcomes, outcomes) {
-		r.lastParents = parentsEntry{made: true, outcomes: slices.Clone(outcomes), parents: r.parentStatuses(controller, outcomes)}
+		r.lastParents = parentsEntry{made: true, outcomes: slices.Clone(outcomes), parents: t.parentStatuses(r, controller, outcomes)}
 	}
 	return r.lastParents.parents
 }

@@ -137,3 +137,34 @@ func TestUnchangedHandedOn(t *testing.T) {
 		t.Errorf("after a route's removal: %d routes, and the Snapshot before changed: %v", len(removal.Listeners[0].Routes), !reflect.DeepEqual(sliceChange.Listeners[0].Routes, routesBefore))
 	}
 }
+
+// TestGoodRoutesShareConditions checks that, with a memo, routes accepted
+// with every reference resolved at one generation share one slice of
+// conditions, also with a route translated again in a later translation,
+// and that a route with a problem keeps conditions of its own.
+func TestGoodRoutesShareConditions(t *testing.T) {
+	objs := benchObjects(3)
+	objs.httpRoutes[2].Spec.Rules[0].BackendRefs[0].Name = "missing"
+	m := newMemo()
+	_, first := m.translate(objs, Options{})
+	conditions := func(r *Reports, i int) []metav1.Condition {
+		t.Helper()
+		if len(r.HTTPRoutes) != 3 || len(r.HTTPRoutes[i].Parents) != 1 {
+			t.Fatalf("reports %+v: want 3 HTTPRoutes with a parent each", r.HTTPRoutes)
+		}
+		return r.HTTPRoutes[i].Parents[0].Conditions
+	}
+	shared := func(a, b []metav1.Condition) bool { return &a[0] == &b[0] }
+	if !shared(conditions(first, 0), conditions(first, 1)) {
+		t.Error("two good routes have a copy of the same conditions each")
+	}
+	if shared(conditions(first, 0), conditions(first, 2)) || conditionTrue(conditions(first, 2), "ResolvedRefs") {
+		t.Errorf("a route with a missing backend shares the good routes' conditions: %+v", conditions(first, 2))
+	}
+
+	objs.httpRoutes[1] = objs.httpRoutes[1].DeepCopy()
+	_, again := m.translate(objs, Options{})
+	if !shared(conditions(again, 1), conditions(first, 0)) {
+		t.Error("a good route translated again does not share the conditions of the routes translated before")
+	}
+}
