@@ -322,6 +322,14 @@ func (w *Writer) write(ctx context.Context, r *watch.Reports) {
 		if unchanged(written, rr.Parents, sameParents) {
 			return
 		}
+		// Compared before update copies it: the pass after the first
+		// over 10,000 routes meets every route replaced by its write,
+		// and copying each made 20 MB of garbage within one collection,
+		// which counted it as live and set the heap's highest goal.
+		if _, changed := routeStatus(rr.Object.Status.RouteStatus, controller, rr.Parents, now); !changed {
+			settle(rr.Object, written, rr.Parents)(false, nil)
+			return
+		}
 		client := w.gw.GatewayV1().HTTPRoutes(rr.Object.Namespace)
 		settle(rr.Object, written, rr.Parents)(update(ctx, "HTTPRoute", rr.Object, client.Get, client.UpdateStatus, func(o *gatewayv1.HTTPRoute) bool {
 			var changed bool
@@ -337,6 +345,10 @@ func (w *Writer) write(ctx context.Context, r *watch.Reports) {
 		if unchanged(written, rr.Parents, sameParents) {
 			return
 		}
+		if _, changed := routeStatus(rr.Object.Status.RouteStatus, controller, rr.Parents, now); !changed {
+			settle(rr.Object, written, rr.Parents)(false, nil)
+			return
+		}
 		client := w.gw.GatewayV1().GRPCRoutes(rr.Object.Namespace)
 		settle(rr.Object, written, rr.Parents)(update(ctx, "GRPCRoute", rr.Object, client.Get, client.UpdateStatus, func(o *gatewayv1.GRPCRoute) bool {
 			var changed bool
@@ -350,6 +362,10 @@ func (w *Writer) write(ctx context.Context, r *watch.Reports) {
 		}
 		written := weak.Make(i.Object)
 		if unchanged(written, i.LoadBalancer, equality.Semantic.DeepEqual) {
+			return
+		}
+		if _, changed := ingressStatus(i.Object.Status, i.LoadBalancer); !changed {
+			settle(i.Object, written, i.LoadBalancer)(false, nil)
 			return
 		}
 		client := w.kube.NetworkingV1().Ingresses(i.Object.Namespace)
