@@ -57,15 +57,21 @@ func newSource(c *config, log *slog.Logger, publish func(*watch.Snapshot, func()
 	// Only live translations reach the status writer and the state file:
 	// status is never derived from what the file held.
 	src.Source, err = watch.NewCluster(cfg, c.watch, func(snap *watch.Snapshot, reports *watch.Reports) {
+		synced := src.state != nil && src.restored
+		if synced {
+			// Set before the live configuration is served, so that
+			// whoever sees it served reads 0: set after, a loaded machine
+			// let TestColdStartFromStateFile read 1.
+			src.restored = false
+			src.state.Serving(false)
+		}
 		publish(snap, reports.Problems)
 		writer.Update(reports)
 		if src.state == nil {
 			return
 		}
 		src.state.Save(snap)
-		if src.restored {
-			src.restored = false
-			src.state.Serving(false)
+		if synced {
 			log.Info("the API server synced: serving its configuration instead of the state file", "path", src.state.Path(), "routes", snap.RouteCount())
 		}
 	}, log)

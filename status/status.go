@@ -294,6 +294,23 @@ func (w *Writer) write(ctx context.Context, r *watch.Reports) {
 			count(wrote, err)
 		}
 	}
+	// routeAtWanted reports whether a route that the last pass did not
+	// settle needs no write, and settles it if so: the last pass wrote it
+	// (written is a weak pointer to obj), or it has its wanted status.
+	// That is compared before update copies the route: the pass after the
+	// first over 10,000 routes meets every route replaced by its write,
+	// and copying each made 20 MB of garbage within one collection, which
+	// counted it as live and set the heap's highest goal.
+	routeAtWanted := func(obj, written any, current gatewayv1.RouteStatus, wanted []gatewayv1.RouteParentStatus) bool {
+		if unchanged(written, wanted, sameParents) {
+			return true
+		}
+		if _, changed := routeStatus(current, controller, wanted, now); changed {
+			return false
+		}
+		settle(obj, written, wanted)(false, nil)
+		return true
+	}
 	// Copied before the first write, so that the pass holds no more of r
 	// than it has still to write.
 	w.httpRoutes = append(w.httpRoutes[:0], r.HTTPRoutes...)
@@ -319,15 +336,7 @@ func (w *Writer) write(ctx context.Context, r *watch.Reports) {
 			return
 		}
 		written := weak.Make(rr.Object)
-		if unchanged(written, rr.Parents, sameParents) {
-			return
-		}
-		// Compared before update copies it: the pass after the first
-		// over 10,000 routes meets every route replaced by its write,
-		// and copying each made 20 MB of garbage within one collection,
-		// which counted it as live and set the heap's highest goal.
-		if _, changed := routeStatus(rr.Object.Status.RouteStatus, controller, rr.Parents, now); !changed {
-			settle(rr.Object, written, rr.Parents)(false, nil)
+		if routeAtWanted(rr.Object, written, rr.Object.Status.RouteStatus, rr.Parents) {
 			return
 		}
 		client := w.gw.GatewayV1().HTTPRoutes(rr.Object.Namespace)
@@ -342,11 +351,7 @@ func (w *Writer) write(ctx context.Context, r *watch.Reports) {
 			return
 		}
 		written := weak.Make(rr.Object)
-		if unchanged(written, rr.Parents, sameParents) {
-			return
-		}
-		if _, changed := routeStatus(rr.Object.Status.RouteStatus, controller, rr.Parents, now); !changed {
-			settle(rr.Object, written, rr.Parents)(false, nil)
+		if routeAtWanted(rr.Object, written, rr.Object.Status.RouteStatus, rr.Parents) {
 			return
 		}
 		client := w.gw.GatewayV1().GRPCRoutes(rr.Object.Namespace)
