@@ -294,22 +294,10 @@ func (w *Writer) write(ctx context.Context, r *watch.Reports) {
 			count(wrote, err)
 		}
 	}
-	// routeAtWanted reports whether a route that the last pass did not
-	// settle needs no write, and settles it if so: the last pass wrote it
-	// (written is a weak pointer to obj), or it has its wanted status.
-	// That is compared before update copies the route: the pass after the
-	// first over 10,000 routes meets every route replaced by its write,
-	// and copying each made 20 MB of garbage within one collection, which
-	// counted it as live and set the heap's highest goal.
-	routeAtWanted := func(obj, written any, current gatewayv1.RouteStatus, wanted []gatewayv1.RouteParentStatus) bool {
-		if unchanged(written, wanted, sameParents) {
-			return true
+	wantedRoute := func(parents []gatewayv1.RouteParentStatus) func(gatewayv1.RouteStatus) (gatewayv1.RouteStatus, bool) {
+		return func(current gatewayv1.RouteStatus) (gatewayv1.RouteStatus, bool) {
+			return routeStatus(current, controller, parents, now)
 		}
-		if _, changed := routeStatus(current, controller, wanted, now); changed {
-			return false
-		}
-		settle(obj, written, wanted)(false, nil)
-		return true
 	}
 	// Copied before the first write, so that the pass holds no more of r
 	// than it has still to write.
@@ -317,49 +305,45 @@ func (w *Writer) write(ctx context.Context, r *watch.Reports) {
 	w.grpcRoutes = append(w.grpcRoutes[:0], r.GRPCRoutes...)
 	w.ingresses = append(w.ingresses[:0], r.Ingresses...)
 	for _, c := range r.GatewayClasses {
-		count(update(ctx, "GatewayClass", c.Object, classes.Get, classes.UpdateStatus, func(o *gatewayv1.GatewayClass) bool {
-			var changed bool
-			o.Status, changed = gatewayClassStatus(o.Status, c.Status, now)
-			return changed
-		}))
+		count(update(ctx, "GatewayClass", c.Object, classes.Get, classes.UpdateStatus,
+			func(o *gatewayv1.GatewayClass) *gatewayv1.GatewayClassStatus { return &o.Status },
+			func(current gatewayv1.GatewayClassStatus) (gatewayv1.GatewayClassStatus, bool) {
+				return gatewayClassStatus(current, c.Status, now)
+			}))
 	}
 	for _, g := range r.Gateways {
 		client := w.gw.GatewayV1().Gateways(g.Object.Namespace)
-		count(update(ctx, "Gateway", g.Object, client.Get, client.UpdateStatus, func(o *gatewayv1.Gateway) bool {
-			var changed bool
-			o.Status, changed = gatewayStatus(o.Status, g.Status, now)
-			return changed
-		}))
+		count(update(ctx, "Gateway", g.Object, client.Get, client.UpdateStatus,
+			func(o *gatewayv1.Gateway) *gatewayv1.GatewayStatus { return &o.Status },
+			func(current gatewayv1.GatewayStatus) (gatewayv1.GatewayStatus, bool) {
+				return gatewayStatus(current, g.Status, now)
+			}))
 	}
 	drain(w.httpRoutes, func(rr *watch.RouteReport[*gatewayv1.HTTPRoute]) {
 		if unchanged(rr.Object, rr.Parents, sameParents) {
 			return
 		}
 		written := weak.Make(rr.Object)
-		if routeAtWanted(rr.Object, written, rr.Object.Status.RouteStatus, rr.Parents) {
+		if unchanged(written, rr.Parents, sameParents) {
 			return
 		}
 		client := w.gw.GatewayV1().HTTPRoutes(rr.Object.Namespace)
-		settle(rr.Object, written, rr.Parents)(update(ctx, "HTTPRoute", rr.Object, client.Get, client.UpdateStatus, func(o *gatewayv1.HTTPRoute) bool {
-			var changed bool
-			o.Status.RouteStatus, changed = routeStatus(o.Status.RouteStatus, controller, rr.Parents, now)
-			return changed
-		}))
+		settle(rr.Object, written, rr.Parents)(update(ctx, "HTTPRoute", rr.Object, client.Get, client.UpdateStatus,
+			func(o *gatewayv1.HTTPRoute) *gatewayv1.RouteStatus { return &o.Status.RouteStatus },
+			wantedRoute(rr.Parents)))
 	})
 	drain(w.grpcRoutes, func(rr *watch.RouteReport[*gatewayv1.GRPCRoute]) {
 		if unchanged(rr.Object, rr.Parents, sameParents) {
 			return
 		}
 		written := weak.Make(rr.Object)
-		if routeAtWanted(rr.Object, written, rr.Object.Status.RouteStatus, rr.Parents) {
+		if unchanged(written, rr.Parents, sameParents) {
 			return
 		}
 		client := w.gw.GatewayV1().GRPCRoutes(rr.Object.Namespace)
-		settle(rr.Object, written, rr.Parents)(update(ctx, "GRPCRoute", rr.Object, client.Get, client.UpdateStatus, func(o *gatewayv1.GRPCRoute) bool {
-			var changed bool
-			o.Status.RouteStatus, changed = routeStatus(o.Status.RouteStatus, controller, rr.Parents, now)
-			return changed
-		}))
+		settle(rr.Object, written, rr.Parents)(update(ctx, "GRPCRoute", rr.Object, client.Get, client.UpdateStatus,
+			func(o *gatewayv1.GRPCRoute) *gatewayv1.RouteStatus { return &o.Status.RouteStatus },
+			wantedRoute(rr.Parents)))
 	})
 	drain(w.ingresses, func(i *watch.IngressReport) {
 		if unchanged(i.Object, i.LoadBalancer, equality.Semantic.DeepEqual) {
@@ -369,16 +353,12 @@ func (w *Writer) write(ctx context.Context, r *watch.Reports) {
 		if unchanged(written, i.LoadBalancer, equality.Semantic.DeepEqual) {
 			return
 		}
-		if _, changed := ingressStatus(i.Object.Status, i.LoadBalancer); !changed {
-			settle(i.Object, written, i.LoadBalancer)(false, nil)
-			return
-		}
 		client := w.kube.NetworkingV1().Ingresses(i.Object.Namespace)
-		settle(i.Object, written, i.LoadBalancer)(update(ctx, "Ingress", i.Object, client.Get, client.UpdateStatus, func(o *networkingv1.Ingress) bool {
-			var changed bool
-			o.Status, changed = ingressStatus(o.Status, i.LoadBalancer)
-			return changed
-		}))
+		settle(i.Object, written, i.LoadBalancer)(update(ctx, "Ingress", i.Object, client.Get, client.UpdateStatus,
+			func(o *networkingv1.Ingress) *networkingv1.IngressStatus { return &o.Status },
+			func(current networkingv1.IngressStatus) (networkingv1.IngressStatus, bool) {
+				return ingressStatus(current, i.LoadBalancer)
+			}))
 	})
 	if written > 0 || failed > 0 {
 		w.log.Info("wrote status", "objects", written, "failed", failed, "unchanged_skipped", skipped, "seconds", time.Since(start).Seconds())
@@ -411,19 +391,26 @@ type object[T any] interface {
 	DeepCopy() T
 }
 
-// update applies change to a copy of current and writes its status when
-// change reports a difference. On a conflict it starts again from a fresh
-// copy; an object deleted meanwhile is not an error.
-func update[T object[T]](ctx context.Context, kind string, current T,
+// update writes the status that wanted makes of current's (the field
+// status points to) when it differs. Only then is current copied: the
+// pass after the first over 10,000 routes meets every route replaced by
+// its write, and copying each before comparing made 20 MB of garbage
+// within one collection, which counted it as live and set the heap's
+// highest goal. On a conflict it starts again from a fresh copy; an
+// object deleted meanwhile is not an error.
+func update[T object[T], S any](ctx context.Context, kind string, current T,
 	get func(context.Context, string, metav1.GetOptions) (T, error),
 	updateStatus func(context.Context, T, metav1.UpdateOptions) (T, error),
-	change func(T) bool,
+	status func(T) *S,
+	wanted func(current S) (S, bool),
 ) (wrote bool, err error) {
 	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		next := current.DeepCopy()
-		if !change(next) {
+		want, changed := wanted(*status(current))
+		if !changed {
 			return nil
 		}
+		next := current.DeepCopy()
+		*status(next) = want
 		_, err := updateStatus(ctx, next, metav1.UpdateOptions{})
 		if apierrors.IsConflict(err) {
 			fresh, getErr := get(ctx, current.GetName(), metav1.GetOptions{})

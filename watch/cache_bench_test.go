@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer/json"
 	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
 	"k8s.io/apimachinery/pkg/types"
@@ -17,8 +18,6 @@ import (
 	kubescheme "k8s.io/client-go/kubernetes/scheme"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 	gatewayscheme "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned/scheme"
-
-	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 )
 
 // BenchmarkCachedObjects decodes objects as the API server sends them
@@ -39,17 +38,19 @@ func BenchmarkCachedObjects(b *testing.B) {
 				FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:spec":{"f:ports":{}}}`)}}},
 		}
 	}
-	json := json.NewSerializerWithOptions(json.DefaultMetaFactory, gatewayscheme.Scheme, gatewayscheme.Scheme, json.SerializerOptions{})
-	proto := protobuf.NewSerializer(kubescheme.Scheme, kubescheme.Scheme)
+	// The codecs of client-go's clients: CRDs speak JSON, built-in kinds
+	// protobuf.
+	jsonCodec := json.NewSerializerWithOptions(json.DefaultMetaFactory, gatewayscheme.Scheme, gatewayscheme.Scheme, json.SerializerOptions{})
+	protoCodec := protobuf.NewSerializer(kubescheme.Scheme, kubescheme.Scheme)
 	kinds := []struct {
 		name  string
 		codec k8sruntime.Serializer
 		make  func(i int, namespace string) k8sruntime.Object
 	}{
-		{"HTTPRoute", json, func(i int, namespace string) k8sruntime.Object {
+		{"HTTPRoute", jsonCodec, func(i int, namespace string) k8sruntime.Object {
 			return benchCachedRoute(meta(i, namespace), created)
 		}},
-		{"Service", proto, func(i int, namespace string) k8sruntime.Object {
+		{"Service", protoCodec, func(i int, namespace string) k8sruntime.Object {
 			return &corev1.Service{
 				TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
 				ObjectMeta: meta(i, namespace),
@@ -62,7 +63,7 @@ func BenchmarkCachedObjects(b *testing.B) {
 				},
 			}
 		}},
-		{"EndpointSlice", proto, func(i int, namespace string) k8sruntime.Object {
+		{"EndpointSlice", protoCodec, func(i int, namespace string) k8sruntime.Object {
 			m := meta(i, namespace)
 			m.Labels = map[string]string{discoveryv1.LabelServiceName: m.Name, discoveryv1.LabelManagedBy: "endpointslice-controller.k8s.io"}
 			return &discoveryv1.EndpointSlice{
