@@ -448,11 +448,8 @@ func (c *h1conn) endHead(keep, hasDate bool) {
 	c.bw.WriteString("\r\n")
 }
 
-// forward relays the request to an endpoint of the plan's set and its
-// response back, as forwarder does for net/http: a reused connection found
-// closed is replaced for a request that can be sent again, a failure moves
-// to another endpoint where tryAnother allows, and failures are answered
-// 502, or 504 past the deadline.
+// forward relays the request to an endpoint of the plan's set (sendH1) and
+// its response back; failures are answered 502, or 504 past the deadline.
 func (c *h1conn) forward(ex *exchange, keep bool) (status int, sent int64, keepOpen bool) {
 	s := c.l.srv
 	req := &c.req
@@ -475,28 +472,50 @@ func (c *h1conn) forward(ex *exchange, keep bool) (status int, sent int64, keepO
 	// a fresh connection after a reused one turned out closed, as
 	// net/http's Transport does.
 	replayable := c.body.done && repeatable(req.method, req.get("Idempotency-Key"))
+	uc, status, err := s.sendH1(ex, deadline, replayable, func(uc *upConn) (bool, error) { return c.roundTrip(uc, ex, deadline) })
+	if uc == nil {
+		if status == 0 {
+			// No one to answer; the request counts as aborted.
+			return 0, 0, false
+		}
+		// After the client's fault, or past the deadline (the client's
+		// read deadline with it), the connection ends.
+		_, clientErr := errors.AsType[clientBodyError](err)
+		keep = keep && !clientErr && (deadline.IsZero() || time.Now().Before(deadline))
+		return c.writeError(status, keep)
+	}
+	defer ex.host.End()
+	return c.relayResponse(uc, ex, keep)
+}
+
+// sendH1 sends a request to an endpoint of the plan's set over the
+// engine's pool, as forwarder does for net/http: send writes the request
+// on uc and reads the response head; a reused connection found closed is
+// replaced for a request that can be sent again, and a failure moves to
+// another endpoint where tryAnother allows. It returns the connection the
+// response head came on, ex.host then holding an in-flight count for the
+// caller to end, or the status to answer with (0 when the client is gone)
+// and the error.
+func (s *Server) sendH1(ex *exchange, deadline time.Time, replayable bool, send func(uc *upConn) (answered bool, err error)) (*upConn, int, error) {
 	var tried [maxConnectAttempts]*upstream.Host
 	fresh := false
-	var uc *upConn
-	var sentAt time.Time
 	for n := 0; ; {
 		h := ex.plan.set.Pick(tried[:n])
 		ex.host = h
 		h.Begin()
-		var reused bool
-		var err error
-		uc, reused, err = s.h1.get(h.Address(), deadline, fresh)
+		uc, reused, err := s.h1.get(h.Address(), deadline, fresh)
 		if err == nil && reused && !replayable && uc.stale() {
 			uc.Close()
 			uc, reused, err = s.h1.get(h.Address(), deadline, true)
 		}
 		var answered bool
 		if err == nil {
-			sentAt = time.Now()
-			answered, err = c.roundTrip(uc, ex, deadline)
-		}
-		if err == nil {
-			break
+			sentAt := time.Now()
+			if answered, err = send(uc); err == nil {
+				ex.stats.upstream.Observe(time.Since(sentAt).Seconds())
+				h.Succeeded()
+				return uc, 0, nil
+			}
 		}
 		h.End()
 		if uc != nil {
@@ -508,16 +527,13 @@ func (c *h1conn) forward(ex *exchange, keep bool) (status int, sent int64, keepO
 			fresh = true
 			continue
 		case errors.Is(err, errClientGone):
-			// No one to answer; the request counts as aborted.
-			return 0, 0, false
+			return nil, 0, err
 		case clientErr:
 			// The client's fault, not the endpoint's.
-			status, sent, _ = c.writeError(http.StatusBadGateway, false)
-			return status, sent, false
+			return nil, http.StatusBadGateway, err
 		case !deadline.IsZero() && !time.Now().Before(deadline):
 			s.metrics.upstreamErrors[errTimeout].Inc()
-			status, sent, _ = c.writeError(http.StatusGatewayTimeout, false)
-			return status, sent, false
+			return nil, http.StatusGatewayTimeout, err
 		}
 		s.metrics.upstreamError(err)
 		if h.Failed() {
@@ -530,18 +546,11 @@ func (c *h1conn) forward(ex *exchange, keep bool) (status int, sent int64, keepO
 			fresh = false
 			continue
 		}
-		status = http.StatusBadGateway
 		if isTimeout(err) {
-			status = http.StatusGatewayTimeout
+			return nil, http.StatusGatewayTimeout, err
 		}
-		status, sent, keep = c.writeError(status, keep)
-		return status, sent, keep
+		return nil, http.StatusBadGateway, err
 	}
-	h := ex.host
-	defer h.End()
-	ex.stats.upstream.Observe(time.Since(sentAt).Seconds())
-	h.Succeeded()
-	return c.relayResponse(uc, ex, keep)
 }
 
 // clientBodyError is a failure to read the request body from the client.
@@ -568,27 +577,7 @@ func (c *h1conn) roundTrip(uc *upConn, ex *exchange, deadline time.Time) (answer
 	}
 	req := &c.req
 	bw := uc.bw
-	bw.WriteString(req.method)
-	bw.WriteByte(' ')
-	if ex.plan.path != "" {
-		bw.WriteString(ex.plan.path)
-	} else {
-		bw.WriteString(req.path)
-	}
-	if req.query != "" {
-		bw.WriteByte('?')
-		bw.WriteString(req.query)
-	}
-	bw.WriteString(" HTTP/1.1\r\nHost: ")
-	switch {
-	case ex.plan.host != "":
-		bw.WriteString(ex.plan.host)
-	case req.host != "":
-		bw.WriteString(req.host)
-	default:
-		bw.WriteString(ex.host.Address())
-	}
-	bw.WriteString("\r\n")
+	writeRequestLine(bw, ex, req.method, req.path, req.query, req.host)
 	for i := range req.fields {
 		f := &req.fields[i]
 		// Fields a modifier may have set that the framing owns, as
@@ -601,18 +590,7 @@ func (c *h1conn) roundTrip(uc *upConn, ex *exchange, deadline time.Time) (answer
 		bw.WriteString(f.value)
 		bw.WriteString("\r\n")
 	}
-	if req.teTrailers {
-		bw.WriteString("Te: trailers\r\n")
-	}
-	switch {
-	case req.chunked:
-		bw.WriteString("Transfer-Encoding: chunked\r\n")
-	case req.contentLength > 0 || req.method == http.MethodPost || req.method == http.MethodPut || req.method == http.MethodPatch:
-		bw.WriteString("Content-Length: ")
-		bw.Write(strconv.AppendInt(c.scratch[:0], max(req.contentLength, 0), 10))
-		bw.WriteString("\r\n")
-	}
-	bw.WriteString("\r\n")
+	endRequestHead(bw, req.method, req.contentLength, req.chunked, req.teTrailers)
 
 	if !c.body.done && req.expect100 && !req.http10 {
 		if err := bw.Flush(); err != nil {
@@ -639,37 +617,92 @@ func (c *h1conn) roundTrip(uc *upConn, ex *exchange, deadline time.Time) (answer
 			return false, clientBodyError{err}
 		}
 	}
+	var body io.Reader
 	if !c.body.done {
-		buf := h1Buffers.Get().(*[]byte)
-		_, readErr, writeErr := relay(bw, &c.body, *buf, c.req.chunked, c.req.chunked)
-		h1Buffers.Put(buf)
-		if readErr == nil && writeErr == nil {
-			writeErr = bw.Flush()
+		body = &c.body
+	}
+	if early, err := sendBody(uc, body, c.req.chunked); err != nil {
+		// The backend may have answered before reading it all.
+		if early && c.readResponse(uc) == nil {
+			return true, nil
 		}
-		if readErr != nil {
-			return false, clientBodyError{readErr}
-		}
-		if writeErr != nil {
-			// The backend may have answered before reading it all.
-			if c.readResponse(uc) == nil {
-				return true, nil
-			}
-			return false, writeErr
-		}
-	} else if err := bw.Flush(); err != nil {
 		return false, err
 	}
-	if err := c.awaitResponse(uc, deadline); err != nil {
+	if err := awaitResponse(uc, deadline, c.clientGone); err != nil {
 		return false, err
 	}
 	return true, c.readResponse(uc)
+}
+
+// writeRequestLine writes the request line and Host field of a request to
+// the endpoint ex.host: the plan's path and host where it rewrites them.
+func writeRequestLine(bw *bufio.Writer, ex *exchange, method, path, query, host string) {
+	bw.WriteString(method)
+	bw.WriteByte(' ')
+	if ex.plan.path != "" {
+		bw.WriteString(ex.plan.path)
+	} else {
+		bw.WriteString(path)
+	}
+	if query != "" {
+		bw.WriteByte('?')
+		bw.WriteString(query)
+	}
+	bw.WriteString(" HTTP/1.1\r\nHost: ")
+	switch {
+	case ex.plan.host != "":
+		bw.WriteString(ex.plan.host)
+	case host != "":
+		bw.WriteString(host)
+	default:
+		bw.WriteString(ex.host.Address())
+	}
+	bw.WriteString("\r\n")
+}
+
+// endRequestHead writes the fields the engine owns, the framing of the
+// body among them, and ends the head.
+func endRequestHead(bw *bufio.Writer, method string, contentLength int64, chunked, teTrailers bool) {
+	if teTrailers {
+		bw.WriteString("Te: trailers\r\n")
+	}
+	switch {
+	case chunked:
+		bw.WriteString("Transfer-Encoding: chunked\r\n")
+	case contentLength > 0 || method == http.MethodPost || method == http.MethodPut || method == http.MethodPatch:
+		var digits [20]byte
+		bw.WriteString("Content-Length: ")
+		bw.Write(strconv.AppendInt(digits[:0], max(contentLength, 0), 10))
+		bw.WriteString("\r\n")
+	}
+	bw.WriteString("\r\n")
+}
+
+// sendBody relays the request body, if any, to the backend and sends the
+// request. early says the body could not all be written, where the
+// backend may have answered before reading it; a failure to read the body
+// is a clientBodyError.
+func sendBody(uc *upConn, body io.Reader, chunked bool) (early bool, err error) {
+	if body == nil {
+		return false, uc.bw.Flush()
+	}
+	buf := h1Buffers.Get().(*[]byte)
+	_, readErr, writeErr := relay(uc.bw, body, *buf, chunked, chunked)
+	h1Buffers.Put(buf)
+	if readErr == nil && writeErr == nil {
+		writeErr = uc.bw.Flush()
+	}
+	if readErr != nil {
+		return false, clientBodyError{readErr}
+	}
+	return writeErr != nil, writeErr
 }
 
 // awaitResponse waits for the backend's response to begin. Every
 // clientCheckInterval of waiting it looks whether the client hung up, as
 // net/http's server does at once with a goroutine per connection: a
 // request whose client is gone is abandoned.
-func (c *h1conn) awaitResponse(uc *upConn, deadline time.Time) error {
+func awaitResponse(uc *upConn, deadline time.Time, clientGone func() bool) error {
 	for {
 		if err := uc.SetReadDeadline(earliest(time.Now().Add(clientCheckInterval), deadline)); err != nil {
 			return err
@@ -682,10 +715,15 @@ func (c *h1conn) awaitResponse(uc *upConn, deadline time.Time) error {
 		if !ok || !ne.Timeout() || !deadline.IsZero() && !time.Now().Before(deadline) {
 			return err
 		}
-		if socketState(c.clientSocket()) == socketClosed {
+		if clientGone() {
 			return errClientGone
 		}
 	}
+}
+
+// clientGone reports whether the client hung up.
+func (c *h1conn) clientGone() bool {
+	return socketState(c.clientSocket()) == socketClosed
 }
 
 // clientSocket is the TCP connection beneath TLS and the trackers.
@@ -711,31 +749,50 @@ func earliest(a, b time.Time) time.Time {
 // informational ones before it (103 Early Hints) to the client; a 100
 // Continue is the engine's to send, and comes before the body.
 func (c *h1conn) readResponse(uc *upConn) error {
+	informational := c.relayInformational
+	if c.req.http10 {
+		informational = nil
+	}
+	return readFinalResponse(uc.br, &c.resp, c.body.done, informational)
+}
+
+func (c *h1conn) relayInformational(resp *h1head) error {
+	c.statusLine(resp.status)
+	c.writeFields(resp.fields, false)
+	c.bw.WriteString("\r\n")
+	if err := c.bw.Flush(); err != nil {
+		return clientBodyError{err}
+	}
+	return nil
+}
+
+// readFinalResponse reads a final response head into resp, or a 100
+// Continue while the request body is still to be sent (bodySent unset).
+// The informational responses before it (103 Early Hints) go to
+// informational, if set, and are dropped otherwise.
+func readFinalResponse(br *bufio.Reader, resp *h1head, bodySent bool, informational func(*h1head) error) error {
 	for {
-		raw, err := readResponseHead(uc.br)
+		raw, err := readResponseHead(br)
 		if err != nil {
 			return err
 		}
-		if !parseResponse(raw, &c.resp) {
+		if !parseResponse(raw, resp) {
 			return errBadResponse
 		}
-		switch code := c.resp.status; {
+		switch code := resp.status; {
 		case code == http.StatusSwitchingProtocols:
 			return errUpgradeAnswer
 		case code == http.StatusContinue:
-			if c.body.done {
+			if bodySent {
 				continue
 			}
 			return nil
 		case code < 200:
-			if c.req.http10 {
+			if informational == nil {
 				continue
 			}
-			c.statusLine(code)
-			c.writeFields(c.resp.fields, false)
-			c.bw.WriteString("\r\n")
-			if err := c.bw.Flush(); err != nil {
-				return clientBodyError{err}
+			if err := informational(resp); err != nil {
+				return err
 			}
 		default:
 			return nil

@@ -147,11 +147,12 @@ func (b *bodyReader) line() ([]byte, error) {
 }
 
 // relay copies a body from src to dst through buf, writing it chunked when
-// chunked is set (the last chunk and trailer included) and flushing after
+// chunked is set (the last chunk included, and the trailer section of a
+// body read off a connection) and flushing after
 // each piece when flush is set, for streams such as server-sent events.
 // The end stays in dst's buffer for the caller to flush. It tells a failed
 // read from a failed write, as they are answered differently.
-func relay(dst *bufio.Writer, src *bodyReader, buf []byte, chunked, flush bool) (written int64, readErr, writeErr error) {
+func relay(dst *bufio.Writer, src io.Reader, buf []byte, chunked, flush bool) (written int64, readErr, writeErr error) {
 	for {
 		n, err := src.Read(buf)
 		if n > 0 {
@@ -180,7 +181,9 @@ func relay(dst *bufio.Writer, src *bodyReader, buf []byte, chunked, flush bool) 
 	}
 	if chunked {
 		dst.WriteString("0\r\n")
-		dst.Write(src.trailer)
+		if b, ok := src.(*bodyReader); ok {
+			dst.Write(b.trailer)
+		}
 		dst.WriteString("\r\n")
 	}
 	return written, nil, nil
