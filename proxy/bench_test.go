@@ -114,40 +114,48 @@ func benchGet(b *testing.B, url, host string, size int) {
 }
 
 // BenchmarkProxyHTTP2 is proxied HTTP/2 over TLS as bench/run.sh's h2-tls
-// sends it: many streams at once on one connection. The proxy's share of
-// writes/op falls as it sends more frames per write.
+// sends it: many streams at once on one connection, forwarded by the
+// bridge (engine=native) or by ReverseProxy (engine=stdlib). The proxy's
+// share of writes/op falls as it sends more frames per write.
 func BenchmarkProxyHTTP2(b *testing.B) {
 	f := newTLSFixture(b)
 	backend := startBackend(b, bodyOfSize(5))
-	s, err := New(testOptions())
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { s.Shutdown(b.Context()) })
-	s.UpdateEndpoints(map[string][]Endpoint{"web": {{Address: backend}}})
-	if err := s.Apply(Config{Listeners: []Listener{{Address: "127.0.0.1:0", Protocol: HTTPS, TLS: f.store(b, "a.example.com"), Routes: benchRoutes(b)}}}); err != nil {
-		b.Fatal(err)
-	}
-	client := f.client(s.listeners["127.0.0.1:0"].tcp.Addr().String(), true)
-	// 32 streams per core, fewer than MaxConcurrentStreams: one connection.
-	b.SetParallelism(32)
-	b.ReportAllocs()
-	defer reportCosts(b)()
-	b.RunParallel(func(pb *testing.PB) {
-		for pb.Next() {
-			resp, err := client.Get("https://a.example.com/api/users")
+	for _, engine := range []Engine{EngineNative, EngineStdlib} {
+		b.Run("engine="+string(engine), func(b *testing.B) {
+			opts := testOptions()
+			opts.HTTP1Engine = engine
+			s, err := New(opts)
 			if err != nil {
-				b.Error(err)
-				return
+				b.Fatal(err)
 			}
-			body, err := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			if err != nil || resp.StatusCode != http.StatusOK || resp.ProtoMajor != 2 || len(body) != 5 {
-				b.Errorf("%s %s with %d bytes (%v), want 200 over HTTP/2 with 5", resp.Proto, resp.Status, len(body), err)
-				return
+			b.Cleanup(func() { s.Shutdown(b.Context()) })
+			s.UpdateEndpoints(map[string][]Endpoint{"web": {{Address: backend}}})
+			if err := s.Apply(Config{Listeners: []Listener{{Address: "127.0.0.1:0", Protocol: HTTPS, TLS: f.store(b, "a.example.com"), Routes: benchRoutes(b)}}}); err != nil {
+				b.Fatal(err)
 			}
-		}
-	})
+			client := f.client(s.listeners["127.0.0.1:0"].tcp.Addr().String(), true)
+			// 32 streams per core, fewer than MaxConcurrentStreams: one
+			// connection.
+			b.SetParallelism(32)
+			b.ReportAllocs()
+			defer reportCosts(b)()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					resp, err := client.Get("https://a.example.com/api/users")
+					if err != nil {
+						b.Error(err)
+						return
+					}
+					body, err := io.ReadAll(resp.Body)
+					resp.Body.Close()
+					if err != nil || resp.StatusCode != http.StatusOK || resp.ProtoMajor != 2 || len(body) != 5 {
+						b.Errorf("%s %s with %d bytes (%v), want 200 over HTTP/2 with 5", resp.Proto, resp.Status, len(body), err)
+						return
+					}
+				}
+			})
+		})
+	}
 }
 
 // reportCosts reports, when the function it returns is called, the CPU

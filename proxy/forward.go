@@ -207,19 +207,23 @@ func upstreamScheme(protocol string) string {
 
 func (f *forwarder) forward(w http.ResponseWriter, r *http.Request, ex *exchange) {
 	ex.protocol = upstreamProtocol(&ex.plan, r.Header)
+	// Deferred, as ReverseProxy and the bridge panic with
+	// http.ErrAbortHandler when a response breaks off midway.
+	defer func() {
+		if ex.open {
+			ex.host.End()
+		}
+	}()
+	if f.bridges(r, ex) {
+		f.bridge(w, r, ex)
+		return
+	}
 	ctx := context.WithValue(r.Context(), exchangeKey{}, ex)
 	if d := timeout(ex.plan.target.Rule.Timeouts, r.Header); d > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, d)
 		defer cancel()
 	}
-	// Deferred, as ReverseProxy panics with http.ErrAbortHandler when a
-	// response breaks off midway.
-	defer func() {
-		if ex.open {
-			ex.host.End()
-		}
-	}()
 	f.rp.ServeHTTP(w, r.WithContext(ctx))
 }
 

@@ -364,7 +364,7 @@ func (c *h1conn) exchange(n int) (keep, handOff bool) {
 
 // engineForwards reports whether the engine forwards what p plans itself:
 // to an HTTP/1.1 backend, without a mirror, to a path it can send as is.
-func engineForwards(p *plan, req *h1head) bool {
+func engineForwards(p *plan, req router.Headers) bool {
 	if upstreamProtocol(p, req) != "" || p.path != "" && !validPath(p.path) {
 		return false
 	}
@@ -879,6 +879,14 @@ func (c *h1conn) relayResponse(uc *upConn, ex *exchange, keep bool) (status int,
 		c.bw.WriteString("Transfer-Encoding: chunked\r\n")
 	}
 	c.endHead(keep, resp.fields.has("Date"))
+	if unknown && uc.br.Buffered() == 0 {
+		// The head goes out at once when nothing of the body is here: a
+		// stream's first piece may be long in coming.
+		if c.bw.Flush() != nil {
+			uc.Close()
+			return status, 0, false
+		}
+	}
 
 	c.rbody.start(uc.br, mode, max(resp.contentLength, 0))
 	c.rbody.keepTrailer = chunked

@@ -1,0 +1,268 @@
+package proxy
+
+// The bridge: requests that net/http's HTTP/2 server and the HTTP/3 server
+// take, forwarded to HTTP/1.1 backends over the engine's pool (h1pool.go)
+// rather than through httputil.ReverseProxy and net/http's Transport. On
+// bench/run.sh's h2-tls, a third of hostgate's core went to the Transport
+// beyond its reads and writes: two goroutines per backend connection
+// handing each exchange over channels, and the request and response
+// copied field by field.
+//
+// It takes what the engine forwards itself (engineForwards), from requests
+// whose body length is known, without Expect: the rest (streamed bodies of
+// unknown length, 100-continue, extended CONNECT) goes on through
+// ReverseProxy.
+
+import (
+	"bufio"
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"net/textproto"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hostgate/hostgate/router"
+)
+
+// bridgeState is the bridge's per-request state, pooled so that a request
+// allocates little beyond what the server gave it.
+type bridgeState struct {
+	resp  h1head
+	rbody bodyReader
+}
+
+var bridgeStates = sync.Pool{New: func() any { return new(bridgeState) }}
+
+// bridges reports whether the bridge forwards r as ex plans.
+func (f *forwarder) bridges(r *http.Request, ex *exchange) bool {
+	return r.ProtoMajor >= 2 && f.s.opts.HTTP1Engine == EngineNative &&
+		r.ContentLength >= 0 && len(r.Header["Expect"]) == 0 && r.Method != http.MethodConnect &&
+		engineForwards(&ex.plan, r.Header) &&
+		(ex.plan.path != "" || validPath(r.URL.EscapedPath())) && validQuery(r.URL.RawQuery) &&
+		(r.Host == "" || validHost(r.Host))
+}
+
+// bridge forwards r as the engine would (h1conn.forward): failures are
+// answered 502, or 504 past the deadline, and a response cut short resets
+// the client's stream.
+func (f *forwarder) bridge(w http.ResponseWriter, r *http.Request, ex *exchange) {
+	s := f.s
+	var deadline time.Time
+	if d := timeout(ex.plan.target.Rule.Timeouts, r.Header); d > 0 {
+		deadline = ex.start.Add(d)
+		// The request body is read under the request's deadline.
+		_ = http.NewResponseController(w).SetReadDeadline(deadline)
+	}
+	client, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		client = r.RemoteAddr
+	}
+	// The server made the header for this request alone, and nothing
+	// reads it after the backend's answer: it is edited in place.
+	h := r.Header
+	xff, proto, fhost := forwarded(client, r.Host, ex.scheme, h, s.opts.TrustForwardedHeaders)
+	h["X-Forwarded-For"] = []string{xff}
+	h["X-Forwarded-Proto"] = []string{proto}
+	h["X-Forwarded-Host"] = []string{fhost}
+	eachFilter(&ex.plan, router.FilterRequestHeaderModifier, func(flt *router.Filter) { modifyHeader(h, flt.RequestHeaders) })
+
+	b := bridgeStates.Get().(*bridgeState)
+	defer func() {
+		b.resp.reset("")
+		b.rbody.start(nil, bodyNone, 0)
+		bridgeStates.Put(b)
+	}()
+	informational := func(resp *h1head) error { relayInformational(w, resp); return nil }
+	unsent := false
+	replayable := r.ContentLength == 0 && repeatable(r.Method, h.Get("Idempotency-Key"))
+	uc, status, err := s.sendH1(ex, deadline, replayable, func(uc *upConn) (bool, error) {
+		if err := uc.SetDeadline(deadline); err != nil {
+			return false, err
+		}
+		writeRequestLine(uc.bw, ex, r.Method, r.URL.EscapedPath(), r.URL.RawQuery, r.Host)
+		teTrailers := writeRequestFields(uc.bw, h)
+		endRequestHead(uc.bw, r.Method, r.ContentLength, false, teTrailers)
+		// A body is sent once, after the connect: only a failed connect
+		// goes to another endpoint with it.
+		var body io.Reader
+		if r.ContentLength > 0 {
+			body = r.Body
+		}
+		if early, err := sendBody(uc, body, false); err != nil {
+			if early && readFinalResponse(uc.br, &b.resp, true, informational) == nil {
+				// The rest of the request is not on the connection.
+				unsent = true
+				return true, nil
+			}
+			return false, err
+		}
+		if err := awaitResponse(uc, deadline, func() bool { return r.Context().Err() != nil }); err != nil {
+			return false, err
+		}
+		return true, readFinalResponse(uc.br, &b.resp, true, informational)
+	})
+	if uc == nil {
+		if status != 0 {
+			writeError(w, r, status)
+		}
+		return
+	}
+	ex.open = true
+	f.relayResponse(w, r, uc, ex, b, !unsent)
+}
+
+// writeRequestFields writes the fields of h that go on to the backend,
+// and reports whether the client accepts trailers.
+func writeRequestFields(bw *bufio.Writer, h http.Header) (teTrailers bool) {
+	for name, values := range h {
+		switch name {
+		case "Te":
+			teTrailers = hasToken(values, "trailers")
+			continue
+		case "Host", "Content-Length", "Transfer-Encoding", "Connection":
+			// Owned by the framing, or not a field of HTTP/2 and 3.
+			continue
+		case "Cookie":
+			// HTTP/2 and 3 may split it; HTTP/1.1 has one (RFC 9113
+			// section 8.2.3).
+			values = []string{strings.Join(values, "; ")}
+		}
+		if isHopByHop(name) {
+			continue
+		}
+		for _, v := range values {
+			bw.WriteString(name)
+			bw.WriteString(": ")
+			bw.WriteString(v)
+			bw.WriteString("\r\n")
+		}
+	}
+	return teTrailers
+}
+
+// relayInformational relays a 1xx response (103 Early Hints): its fields
+// go out with it and are taken off the header again.
+func relayInformational(w http.ResponseWriter, resp *h1head) {
+	h := w.Header()
+	copied := copyFields(h, resp.fields)
+	w.WriteHeader(resp.status)
+	for _, name := range copied {
+		delete(h, name)
+	}
+}
+
+// copyFields adds the fields that are not hop-by-hop to h, and returns
+// the names it added that h did not have.
+func copyFields(h http.Header, fields h1fields) (added []string) {
+	for i := range fields {
+		f := &fields[i]
+		if f.hop {
+			continue
+		}
+		name := textproto.CanonicalMIMEHeaderKey(f.name)
+		if _, ok := h[name]; !ok {
+			added = append(added, name)
+		}
+		h[name] = append(h[name], f.value)
+	}
+	return added
+}
+
+// relayResponse writes the response whose head is in b, streaming its
+// body, and returns uc to the pool when it was read whole.
+func (f *forwarder) relayResponse(w http.ResponseWriter, r *http.Request, uc *upConn, ex *exchange, b *bridgeState, requestSent bool) {
+	resp := &b.resp
+	mode := bodyUntilClose
+	switch {
+	case r.Method == http.MethodHead || resp.status == http.StatusNoContent || resp.status == http.StatusNotModified:
+		mode = bodyNone
+	case resp.chunked:
+		mode = bodyChunked
+	case resp.contentLength >= 0:
+		mode = bodyLength
+	}
+	reusable := mode != bodyUntilClose && !resp.close && (!resp.http10 || resp.keepAlive) && requestSent
+
+	eachFilter(&ex.plan, router.FilterResponseHeaderModifier, func(flt *router.Filter) { modifyHeader(&resp.fields, flt.ResponseHeaders) })
+	h := w.Header()
+	copyFields(h, resp.fields)
+	if resp.contentLength >= 0 && mode != bodyChunked {
+		h["Content-Length"] = []string{strconv.FormatInt(resp.contentLength, 10)}
+	}
+	w.WriteHeader(resp.status)
+	stream := mode == bodyChunked || mode == bodyUntilClose
+	if stream && uc.br.Buffered() == 0 {
+		// The head goes out at once when nothing of the body is here: a
+		// stream's first piece may be long in coming.
+		_ = http.NewResponseController(w).Flush()
+	}
+
+	b.rbody.start(uc.br, mode, max(resp.contentLength, 0))
+	b.rbody.keepTrailer = true
+	var readErr, writeErr error
+	if mode != bodyNone {
+		var stop func() bool
+		if mode != bodyLength || int64(uc.br.Buffered()) < resp.contentLength {
+			// A client that resets its stream while the backend is slow
+			// to send the rest ends the read, as it ends the wait for the
+			// head (awaitResponse).
+			stop = context.AfterFunc(r.Context(), func() { _ = uc.SetReadDeadline(time.Unix(1, 0)) })
+		}
+		buf := h1Buffers.Get().(*[]byte)
+		// Bodies of unknown length are often streams (server-sent
+		// events): each piece goes out as it comes.
+		readErr, writeErr = copyToClient(w, &b.rbody, *buf, stream)
+		h1Buffers.Put(buf)
+		if stop != nil && !stop() {
+			reusable = false // its deadline is spoiled
+		}
+	}
+	if readErr != nil || writeErr != nil || !reusable {
+		uc.Close()
+	} else {
+		f.s.h1.put(ex.host.Address(), uc)
+	}
+	if readErr != nil && writeErr == nil {
+		// As ReverseProxy does: the client's stream is reset, so that
+		// the body cut short is not taken for the whole.
+		panic(http.ErrAbortHandler)
+	}
+	if len(b.rbody.trailer) == 0 {
+		return
+	}
+	for line := range strings.SplitSeq(string(b.rbody.trailer), "\r\n") {
+		if name, value, ok := strings.Cut(line, ":"); ok && isToken(name) {
+			name = http.TrailerPrefix + textproto.CanonicalMIMEHeaderKey(name)
+			h[name] = append(h[name], strings.Trim(value, " \t"))
+		}
+	}
+}
+
+// copyToClient copies a response body to w through buf, flushing each
+// piece when flush is set.
+func copyToClient(w http.ResponseWriter, src *bodyReader, buf []byte, flush bool) (readErr, writeErr error) {
+	rc := http.NewResponseController(w)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 {
+			if _, werr := w.Write(buf[:n]); werr != nil {
+				return nil, werr
+			}
+			if flush {
+				if werr := rc.Flush(); werr != nil {
+					return nil, werr
+				}
+			}
+		}
+		if err != nil {
+			if err == io.EOF {
+				return nil, nil
+			}
+			return err, nil
+		}
+	}
+}

@@ -1,0 +1,188 @@
+package proxy
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptrace"
+	"net/textproto"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/hostgate/hostgate/router"
+)
+
+// TestBridge sends HTTP/2 requests of every kind the bridge takes to an
+// HTTP/1.1 backend: bodies, HEAD, a streamed response with a trailer,
+// Early Hints, split cookies, a response cut short, a timeout and a client
+// that leaves mid-stream. The backend's connection serves them in turn.
+func TestBridge(t *testing.T) {
+	var conns atomic.Int64
+	left := make(chan struct{}, 1)
+	mux := http.NewServeMux()
+	mux.Handle("/echo", echo("b"))
+	mux.HandleFunc("/stream", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Trailer", "X-Sum")
+		io.WriteString(w, "one,")
+		w.(http.Flusher).Flush()
+		io.WriteString(w, "two")
+		w.Header().Set("X-Sum", "2")
+	})
+	mux.HandleFunc("/head", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Length", "7")
+		if r.Method != http.MethodHead {
+			io.WriteString(w, "content")
+		}
+	})
+	mux.HandleFunc("/cookie", func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, strings.Join(r.Header.Values("Cookie"), "|"))
+	})
+	mux.HandleFunc("/hints", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Link", "</style.css>; rel=preload")
+		w.WriteHeader(http.StatusEarlyHints)
+		w.Header().Del("Link")
+		io.WriteString(w, "done")
+	})
+	mux.HandleFunc("/cut", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Length", "10")
+		io.WriteString(w, "12345") // and the server closes the connection
+	})
+	mux.HandleFunc("/slow", func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-time.After(5 * time.Second):
+		case <-r.Context().Done():
+		}
+	})
+	mux.HandleFunc("/events", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.(http.Flusher).Flush()
+		<-r.Context().Done()
+		left <- struct{}{}
+	})
+	srv := &http.Server{Handler: mux, ConnState: countConns(&conns)}
+	backend := startBackendServer(t, srv)
+
+	opts := testOptions()
+	opts.HTTP1Engine = EngineNative
+	s := startServer(t, opts)
+	s.UpdateEndpoints(map[string][]Endpoint{"web": {{Address: backend}}})
+	addr := apply(t, s, Listener{Address: "127.0.0.1:0", Routes: compile(t,
+		route("all", nil, router.Rule{Matches: prefix("/"), Backends: backends("web")}),
+		route("slow", nil, router.Rule{Matches: prefix("/slow"), Backends: backends("web"), Timeouts: router.Timeouts{Request: 200 * time.Millisecond}}),
+	)})[0]
+	tr := &http.Transport{Protocols: new(http.Protocols)}
+	tr.Protocols.SetUnencryptedHTTP2(true)
+	client := &http.Client{Transport: tr, Timeout: 10 * time.Second}
+	t.Cleanup(tr.CloseIdleConnections)
+	base := "http://" + addr
+
+	// do fails only where the exchange breaks off: a failure of a
+	// response cut short may come before its head or in its body.
+	do := func(method, path, body string, header ...string) (*http.Response, string, error) {
+		t.Helper()
+		req, err := http.NewRequest(method, base+path, strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if body == "" {
+			req.Body = http.NoBody
+		}
+		req.Host = "a.test"
+		for i := 0; i+1 < len(header); i += 2 {
+			req.Header.Add(header[i], header[i+1])
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			return &http.Response{}, "", err
+		}
+		defer resp.Body.Close()
+		got, err := io.ReadAll(resp.Body)
+		if resp.ProtoMajor != 2 {
+			t.Errorf("%s %s: answered over %s", method, path, resp.Proto)
+		}
+		return resp, string(got), err
+	}
+
+	resp, body, _ := do("POST", "/echo?q=1", "hello", "X-Test", "kept")
+	for _, want := range []string{"proto=HTTP/1.1 method=POST host=a.test path=/echo query=q=1 body=hello\n", "X-Forwarded-For=127.0.0.1\n", "X-Forwarded-Proto=http\n", "X-Forwarded-Host=a.test\n", "X-Test=kept\n"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("POST: backend saw no %q:\n%s", want, body)
+		}
+	}
+	if resp.Header.Get("X-Backend") != "b" || resp.Header.Get("X-Hop") != "" {
+		t.Errorf("POST: response fields %v, want X-Backend and no field the backend's Connection names", resp.Header)
+	}
+	resp, body, _ = do("GET", "/stream", "")
+	if body != "one,two" || resp.Trailer.Get("X-Sum") != "2" {
+		t.Errorf("stream: %q, trailer %v; want one,two and X-Sum: 2", body, resp.Trailer)
+	}
+	resp, body, _ = do("HEAD", "/head", "")
+	if resp.StatusCode != 200 || resp.ContentLength != 7 || body != "" {
+		t.Errorf("HEAD: %d, length %d, body %q", resp.StatusCode, resp.ContentLength, body)
+	}
+	if _, body, _ = do("GET", "/head", ""); body != "content" {
+		t.Errorf("GET after HEAD: %q", body)
+	}
+	if _, body, _ = do("GET", "/cookie", "", "Cookie", "a=1", "Cookie", "b=2"); body != "a=1; b=2" {
+		t.Errorf("cookies reached the backend as %q, want one field a=1; b=2", body)
+	}
+
+	var hints []string
+	trace := &httptrace.ClientTrace{Got1xxResponse: func(code int, h textproto.MIMEHeader) error {
+		hints = append(hints, fmt.Sprintf("%d %s", code, h.Get("Link")))
+		return nil
+	}}
+	req, _ := http.NewRequestWithContext(httptrace.WithClientTrace(context.Background(), trace), "GET", base+"/hints", nil)
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	final, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if len(hints) != 1 || hints[0] != "103 </style.css>; rel=preload" || string(final) != "done" || resp.Header.Get("Link") != "" {
+		t.Errorf("Early Hints: %q, then %q with Link %q; want one 103 with its Link, then done without", hints, final, resp.Header.Get("Link"))
+	}
+	if n := conns.Load(); n != 1 {
+		t.Errorf("the backend saw %d connections for requests one after another, want 1 kept alive", n)
+	}
+	if n := idleInPool(s, backend); n != 1 {
+		t.Errorf("the engine's pool holds %d connections to the backend, want the one the bridge used (net/http's Transport would hold it otherwise)", n)
+	}
+
+	if _, body, err = do("GET", "/cut", ""); err == nil {
+		t.Errorf("a response the backend cut short read whole: %q", body)
+	}
+	start := time.Now()
+	if resp, _, _ = do("GET", "/slow", ""); resp.StatusCode != http.StatusGatewayTimeout || time.Since(start) > 3*time.Second {
+		t.Errorf("past the rule's timeout: %d after %v, want 504 after 200ms", resp.StatusCode, time.Since(start))
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	req, _ = http.NewRequestWithContext(ctx, "GET", base+"/events", nil)
+	resp, err = client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	resp.Body.Close()
+	select {
+	case <-left:
+	case <-time.After(5 * time.Second):
+		t.Error("the backend still streams to a client that left 5s ago")
+	}
+}
+
+// idleInPool counts the idle connections to addr in the engine's pool.
+func idleInPool(s *Server, addr string) int {
+	st, ok := s.h1.idle.Load(addr)
+	if !ok {
+		return 0
+	}
+	stack := st.(*idleStack)
+	stack.mu.Lock()
+	defer stack.mu.Unlock()
+	return len(stack.conns)
+}
