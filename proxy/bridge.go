@@ -9,12 +9,14 @@ package proxy
 // copied field by field.
 //
 // It takes what the engine forwards itself (engineForwards), from requests
-// whose body length is known, without Expect: the rest (streamed bodies of
-// unknown length, 100-continue, extended CONNECT) goes on through
-// ReverseProxy.
+// whose body length is known: the rest (bodies of unknown length, which
+// HTTP/3 GETs are as quic-go reads them, Expect on HTTP/3, extended
+// CONNECT) goes on through ReverseProxy. HTTP/2's server answers Expect:
+// 100-continue itself and takes the field off.
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"io"
 	"net"
@@ -23,6 +25,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hostgate/hostgate/router"
@@ -39,8 +42,10 @@ var bridgeStates = sync.Pool{New: func() any { return new(bridgeState) }}
 
 // bridges reports whether the bridge forwards r as ex plans.
 func (f *forwarder) bridges(r *http.Request, ex *exchange) bool {
+	// net/http's HTTP/2 server takes any :method without a line break,
+	// which written as is could make another request line.
 	return r.ProtoMajor >= 2 && f.s.opts.HTTP1Engine == EngineNative &&
-		r.ContentLength >= 0 && len(r.Header["Expect"]) == 0 && r.Method != http.MethodConnect &&
+		r.ContentLength >= 0 && len(r.Header["Expect"]) == 0 && r.Method != http.MethodConnect && isToken(r.Method) &&
 		engineForwards(&ex.plan, r.Header) &&
 		(ex.plan.path != "" || validPath(r.URL.EscapedPath())) && validQuery(r.URL.RawQuery) &&
 		(r.Host == "" || validHost(r.Host))
@@ -77,11 +82,24 @@ func (f *forwarder) bridge(w http.ResponseWriter, r *http.Request, ex *exchange)
 		bridgeStates.Put(b)
 	}()
 	informational := func(resp *h1head) error { relayInformational(w, resp); return nil }
+	// A client that leaves (resets its stream) ends the exchange with the
+	// backend at once, wherever it waits: on a slow upload, for the head
+	// or for the rest of the body.
+	var current atomic.Pointer[upConn]
+	stop := context.AfterFunc(r.Context(), func() {
+		if uc := current.Load(); uc != nil {
+			_ = uc.SetDeadline(time.Unix(1, 0))
+		}
+	})
+	defer stop()
 	unsent := false
 	replayable := r.ContentLength == 0 && repeatable(r.Method, h.Get("Idempotency-Key"))
-	uc, status, err := s.sendH1(ex, deadline, replayable, func(uc *upConn) (bool, error) {
-		if err := uc.SetDeadline(deadline); err != nil {
-			return false, err
+	send := func(uc *upConn) (bool, error) {
+		current.Store(uc)
+		if err := uc.SetDeadline(deadline); err != nil || r.Context().Err() != nil {
+			// A stream reset before its request went out (a flood of
+			// them is what the guard's budget stops) is not sent.
+			return false, cmp.Or(err, errClientGone)
 		}
 		writeRequestLine(uc.bw, ex, r.Method, r.URL.EscapedPath(), r.URL.RawQuery, r.Host)
 		teTrailers := writeRequestFields(uc.bw, h)
@@ -104,15 +122,26 @@ func (f *forwarder) bridge(w http.ResponseWriter, r *http.Request, ex *exchange)
 			return false, err
 		}
 		return true, readFinalResponse(uc.br, &b.resp, true, informational)
+	}
+	uc, status, _ := s.sendH1(ex, deadline, replayable, func(uc *upConn) (bool, error) {
+		answered, err := send(uc)
+		if err != nil && r.Context().Err() != nil {
+			// Whatever broke, the client left first: the endpoint is not
+			// to blame, and no other is tried.
+			return answered, errClientGone
+		}
+		return answered, err
 	})
 	if uc == nil {
-		if status != 0 {
+		// A client that left gets no answer, and the request counts as
+		// aborted, not as the backend's failure.
+		if status != 0 && r.Context().Err() == nil {
 			writeError(w, r, status)
 		}
 		return
 	}
 	ex.open = true
-	f.relayResponse(w, r, uc, ex, b, !unsent)
+	f.relayResponse(w, r, uc, ex, b, !unsent, stop)
 }
 
 // writeRequestFields writes the fields of h that go on to the backend,
@@ -125,6 +154,11 @@ func writeRequestFields(bw *bufio.Writer, h http.Header) (teTrailers bool) {
 			continue
 		case "Host", "Content-Length", "Transfer-Encoding", "Connection":
 			// Owned by the framing, or not a field of HTTP/2 and 3.
+			continue
+		case "Forwarded":
+			// Dropped as ReverseProxy drops it: the client's word on
+			// where it came from is the X-Forwarded-* fields', trusted
+			// or replaced.
 			continue
 		case "Cookie":
 			// HTTP/2 and 3 may split it; HTTP/1.1 has one (RFC 9113
@@ -174,7 +208,9 @@ func copyFields(h http.Header, fields h1fields) (added []string) {
 
 // relayResponse writes the response whose head is in b, streaming its
 // body, and returns uc to the pool when it was read whole.
-func (f *forwarder) relayResponse(w http.ResponseWriter, r *http.Request, uc *upConn, ex *exchange, b *bridgeState, requestSent bool) {
+// stop ends the watch on the client; a connection it may have spoiled is
+// not kept.
+func (f *forwarder) relayResponse(w http.ResponseWriter, r *http.Request, uc *upConn, ex *exchange, b *bridgeState, requestSent bool, stop func() bool) {
 	resp := &b.resp
 	mode := bodyUntilClose
 	switch {
@@ -205,21 +241,14 @@ func (f *forwarder) relayResponse(w http.ResponseWriter, r *http.Request, uc *up
 	b.rbody.keepTrailer = true
 	var readErr, writeErr error
 	if mode != bodyNone {
-		var stop func() bool
-		if mode != bodyLength || int64(uc.br.Buffered()) < resp.contentLength {
-			// A client that resets its stream while the backend is slow
-			// to send the rest ends the read, as it ends the wait for the
-			// head (awaitResponse).
-			stop = context.AfterFunc(r.Context(), func() { _ = uc.SetReadDeadline(time.Unix(1, 0)) })
-		}
 		buf := h1Buffers.Get().(*[]byte)
 		// Bodies of unknown length are often streams (server-sent
 		// events): each piece goes out as it comes.
 		readErr, writeErr = copyToClient(w, &b.rbody, *buf, stream)
 		h1Buffers.Put(buf)
-		if stop != nil && !stop() {
-			reusable = false // its deadline is spoiled
-		}
+	}
+	if !stop() {
+		reusable = false // the client left, and the deadline is spoiled
 	}
 	if readErr != nil || writeErr != nil || !reusable {
 		uc.Close()

@@ -1,9 +1,11 @@
 package proxy
 
 import (
+	"bufio"
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptrace"
 	"net/textproto"
@@ -11,6 +13,9 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
 
 	"github.com/hostgate/hostgate/router"
 )
@@ -68,9 +73,33 @@ func TestBridge(t *testing.T) {
 	opts := testOptions()
 	opts.HTTP1Engine = EngineNative
 	s := startServer(t, opts)
-	s.UpdateEndpoints(map[string][]Endpoint{"web": {{Address: backend}}})
+	// sink reads nothing of an upload for a second, and never answers: it
+	// tells when the proxy closes the connection. (net/http's server
+	// would not notice while its handler leaves the body unread.)
+	sink := rawBackend(t, func(c net.Conn) {
+		br := bufio.NewReader(c)
+		if _, err := http.ReadRequest(br); err != nil {
+			return
+		}
+		time.Sleep(time.Second)
+		c.SetReadDeadline(time.Now().Add(4 * time.Second))
+		if _, err := io.Copy(io.Discard, br); !isTimeout(err) {
+			left <- struct{}{}
+		}
+	})
+	// lines tells the request lines it gets, as a lenient backend would
+	// take them.
+	lines := make(chan string, 1)
+	lineBackend := rawBackend(t, func(c net.Conn) {
+		line, _ := bufio.NewReader(c).ReadString('\n')
+		lines <- line
+		io.WriteString(c, "HTTP/1.1 204 No Content\r\n\r\n")
+	})
+	s.UpdateEndpoints(map[string][]Endpoint{"web": {{Address: backend}}, "sink": {{Address: sink}}, "lines": {{Address: lineBackend}}})
 	addr := apply(t, s, Listener{Address: "127.0.0.1:0", Routes: compile(t,
 		route("all", nil, router.Rule{Matches: prefix("/"), Backends: backends("web")}),
+		route("lines", nil, router.Rule{Matches: prefix("/lines"), Backends: backends("lines")}),
+		route("sink", nil, router.Rule{Matches: prefix("/sink"), Backends: backends("sink")}),
 		route("slow", nil, router.Rule{Matches: prefix("/slow"), Backends: backends("web"), Timeouts: router.Timeouts{Request: 200 * time.Millisecond}}),
 	)})[0]
 	tr := &http.Transport{Protocols: new(http.Protocols)}
@@ -106,8 +135,8 @@ func TestBridge(t *testing.T) {
 		return resp, string(got), err
 	}
 
-	resp, body, _ := do("POST", "/echo?q=1", "hello", "X-Test", "kept")
-	for _, want := range []string{"proto=HTTP/1.1 method=POST host=a.test path=/echo query=q=1 body=hello\n", "X-Forwarded-For=127.0.0.1\n", "X-Forwarded-Proto=http\n", "X-Forwarded-Host=a.test\n", "X-Test=kept\n"} {
+	resp, body, _ := do("POST", "/echo?q=1", "hello", "X-Test", "kept", "Forwarded", "for=10.0.0.1")
+	for _, want := range []string{"proto=HTTP/1.1 method=POST host=a.test path=/echo query=q=1 body=hello\n", "X-Forwarded-For=127.0.0.1\n", "X-Forwarded-Proto=http\n", "X-Forwarded-Host=a.test\n", "X-Test=kept\n", "Forwarded=\n"} {
 		if !strings.Contains(body, want) {
 			t.Errorf("POST: backend saw no %q:\n%s", want, body)
 		}
@@ -172,6 +201,47 @@ func TestBridge(t *testing.T) {
 	case <-left:
 	case <-time.After(5 * time.Second):
 		t.Error("the backend still streams to a client that left 5s ago")
+	}
+
+	// A client that gives up on an upload the backend does not read.
+	upload, feed := io.Pipe()
+	ctx, cancel = context.WithCancel(context.Background())
+	req, _ = http.NewRequestWithContext(ctx, "POST", base+"/sink", upload)
+	req.ContentLength = 1 << 20
+	go feed.Write(make([]byte, 256<<10))
+	time.AfterFunc(300*time.Millisecond, cancel)
+	client.Do(req)
+	feed.Close()
+	select {
+	case <-left:
+	case <-time.After(5 * time.Second):
+		t.Error("the backend still waits on an upload whose client left 5s ago")
+	}
+
+	// A method net/http's HTTP/2 server lets through, which is no token:
+	// written as it came it would be a request line of its own.
+	c := dialH2(t, func(t *testing.T, _ string) net.Conn {
+		conn, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { conn.Close() })
+		return conn
+	})
+	c.hbuf.Reset()
+	for _, f := range [][2]string{{":method", "GET /admin HTTP/1.1\tx"}, {":scheme", "http"}, {":authority", "a.test"}, {":path", "/lines"}} {
+		c.enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]})
+	}
+	if err := c.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: c.hbuf.Bytes(), EndStream: true, EndHeaders: true}); err != nil {
+		t.Fatal(err)
+	}
+	c.bw.Flush()
+	c.conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+	c.response(t, 1)
+	select {
+	case line := <-lines:
+		t.Errorf("a method with a space and a tab in it reached the backend as the request line %q", line)
+	default:
 	}
 }
 

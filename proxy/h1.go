@@ -523,17 +523,18 @@ func (s *Server) sendH1(ex *exchange, deadline time.Time, replayable bool, send 
 		}
 		_, clientErr := errors.AsType[clientBodyError](err)
 		switch {
+		case errors.Is(err, errClientGone):
+			return nil, 0, err
 		case reused && replayable && !answered && !fresh:
 			fresh = true
 			continue
-		case errors.Is(err, errClientGone):
-			return nil, 0, err
+		case !deadline.IsZero() && !time.Now().Before(deadline):
+			// A slow upload too: the request timed out.
+			s.metrics.upstreamErrors[errTimeout].Inc()
+			return nil, http.StatusGatewayTimeout, err
 		case clientErr:
 			// The client's fault, not the endpoint's.
 			return nil, http.StatusBadGateway, err
-		case !deadline.IsZero() && !time.Now().Before(deadline):
-			s.metrics.upstreamErrors[errTimeout].Inc()
-			return nil, http.StatusGatewayTimeout, err
 		}
 		s.metrics.upstreamError(err)
 		if h.Failed() {

@@ -27,14 +27,14 @@ func TestCleartextProtocols(t *testing.T) {
 		proto string
 	}{
 		{"net/http HTTP/1.1", func(t *testing.T) string {
-			resp, body := get(t, http.DefaultClient, url, "Host", "app.example.com", "Connection", "X-Hop", "X-Hop", "client")
+			resp, body := get(t, http.DefaultClient, url, "Host", "app.example.com", "Connection", "X-Hop", "X-Hop", "client", "Forwarded", "for=10.0.0.1")
 			if resp.Header.Get("X-Hop") != "" {
 				t.Error("hop-by-hop response header X-Hop reached the client")
 			}
 			return body
 		}, "HTTP/1.1"},
 		{"net/http h2c", func(t *testing.T) string {
-			resp, body := get(t, h2c, url, "Host", "app.example.com")
+			resp, body := get(t, h2c, url, "Host", "app.example.com", "Forwarded", "for=10.0.0.1")
 			if resp.ProtoMajor != 2 {
 				t.Errorf("client spoke %s", resp.Proto)
 			}
@@ -64,6 +64,9 @@ func TestCleartextProtocols(t *testing.T) {
 			for _, want := range []string{
 				"backend=web", "proto=" + tt.proto, "host=app.example.com", "path=/a/b", "query=x=1",
 				"X-Forwarded-For=127.0.0.1\n", "X-Forwarded-Proto=http\n", "X-Forwarded-Host=app.example.com\n", "X-Hop=\n",
+				// A client's own Forwarded is dropped, as ReverseProxy
+				// drops it.
+				"Forwarded=\n",
 			} {
 				if !strings.Contains(body, want) {
 					t.Errorf("response lacks %q:\n%s", want, body)

@@ -513,19 +513,19 @@ func (h *hostgate) get(url, host string) (int, string) {
 func (h *hostgate) reportStartup(b *testing.B, unwritten func(context.Context) (int, error)) {
 	b.ReportMetric(0, "ns/op")
 	b.ReportMetric(h.ready.Seconds(), "startup_s")
-	rss, _ := h.memory(b)
-	b.ReportMetric(rss, "ready_rss_MiB")
+	b.ReportMetric(h.memory(b).rss, "ready_rss_MiB")
 	settled := h.settle(b, unwritten)
 	b.ReportMetric(settled.Seconds(), "settle_s")
-	rss, peak := h.memory(b)
+	m := h.memory(b)
 	if path := os.Getenv("CPBENCH_HEAP_PROFILE"); path != "" {
 		// What the live heap holds once every status is written (go tool
 		// pprof -sample_index=inuse_space).
 		h.saveProfile(b, "heap?gc=1", path, "")
 	}
-	b.ReportMetric(rss, "rss_MiB")
-	b.ReportMetric(peak, "peak_rss_MiB")
-	b.Logf("serving after %v; status written and idle %v later; RSS %.0f MiB (peak %.0f MiB)", h.ready.Round(time.Millisecond), settled.Round(time.Second), rss, peak)
+	b.ReportMetric(m.rss, "rss_MiB")
+	b.ReportMetric(m.peak, "peak_rss_MiB")
+	b.Logf("serving after %v; status written and idle %v later; RSS %.0f MiB (peak %.0f MiB; anonymous %.0f MiB, of files such as the binary %.0f MiB)",
+		h.ready.Round(time.Millisecond), settled.Round(time.Second), m.rss, m.peak, m.anon, m.file)
 }
 
 // saveProfile writes hostgate's /debug/pprof/<query> to path, with the
@@ -567,8 +567,11 @@ func fileName(b *testing.B) string {
 	return strings.NewReplacer("/", "-", "=", "-", ",", "-").Replace(b.Name())
 }
 
-// memory returns the resident set and its peak, in MiB.
-func (h *hostgate) memory(b *testing.B) (rss, peak float64) {
+// memoryUse is hostgate's resident set, in MiB: the whole, its peak, and
+// its anonymous (heap, stacks) and file-backed (the binary's pages) parts.
+type memoryUse struct{ rss, peak, anon, file float64 }
+
+func (h *hostgate) memory(b *testing.B) memoryUse {
 	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", h.cmd.Process.Pid))
 	if err != nil {
 		b.Fatal(err)
@@ -583,7 +586,7 @@ func (h *hostgate) memory(b *testing.B) (rss, peak float64) {
 		b.Fatalf("no %s in /proc/%d/status", name, h.cmd.Process.Pid)
 		return 0
 	}
-	return field("VmRSS"), field("VmHWM")
+	return memoryUse{rss: field("VmRSS"), peak: field("VmHWM"), anon: field("RssAnon"), file: field("RssFile")}
 }
 
 // settle waits until the status of every object is written and hostgate
