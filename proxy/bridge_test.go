@@ -27,21 +27,7 @@ import (
 func TestBridge(t *testing.T) {
 	var conns atomic.Int64
 	left := make(chan struct{}, 1)
-	mux := http.NewServeMux()
-	mux.Handle("/echo", echo("b"))
-	mux.HandleFunc("/stream", func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Trailer", "X-Sum")
-		io.WriteString(w, "one,")
-		w.(http.Flusher).Flush()
-		io.WriteString(w, "two")
-		w.Header().Set("X-Sum", "2")
-	})
-	mux.HandleFunc("/head", func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Length", "7")
-		if r.Method != http.MethodHead {
-			io.WriteString(w, "content")
-		}
-	})
+	mux := framingMux()
 	mux.HandleFunc("/cookie", func(w http.ResponseWriter, r *http.Request) {
 		io.WriteString(w, strings.Join(r.Header.Values("Cookie"), "|"))
 	})

@@ -17,7 +17,8 @@
 // requests) to net/http for the rest of the connection. net/http serves
 // those, every connection with Options.HTTP1Engine = EngineStdlib, and
 // HTTP/3 (quic-go's server), forwarding through httputil.ReverseProxy
-// (forward.go).
+// (forward.go), except that with the native engine HTTP/2 and HTTP/3
+// requests for HTTP/1.1 backends go over the engine's pool (bridge.go).
 //
 // Every TCP connection is read through a guard (guard.go) before net/http
 // sees it: it refuses ambiguous HTTP/1.1 framing (request smuggling) and

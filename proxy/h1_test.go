@@ -64,16 +64,10 @@ func countConns(n *atomic.Int64) func(net.Conn, http.ConnState) {
 	}
 }
 
-// TestH1Framing sends requests of every framing through the engine over
-// one connection, pipelined, and reads the answers in order: bodies of
-// known length and chunked both ways, HEAD, a streamed response, and
-// Connection-listed fields that must not pass.
-func TestH1Framing(t *testing.T) {
-	var conns atomic.Int64
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
+// framingMux serves echo("b") at /echo, a streamed response with the
+// trailer X-Sum: 2 at /stream, and a declared length of 7 at /head, whose
+// body GET gets and HEAD does not.
+func framingMux() *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.Handle("/echo", echo("b"))
 	mux.HandleFunc("/stream", func(w http.ResponseWriter, r *http.Request) {
@@ -89,6 +83,20 @@ func TestH1Framing(t *testing.T) {
 			io.WriteString(w, "content")
 		}
 	})
+	return mux
+}
+
+// TestH1Framing sends requests of every framing through the engine over
+// one connection, pipelined, and reads the answers in order: bodies of
+// known length and chunked both ways, HEAD, a streamed response, and
+// Connection-listed fields that must not pass.
+func TestH1Framing(t *testing.T) {
+	var conns atomic.Int64
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := framingMux()
 	srv := &http.Server{Handler: mux, ConnState: countConns(&conns)}
 	go srv.Serve(ln)
 	t.Cleanup(func() { srv.Close() })
