@@ -9,13 +9,14 @@ package proxy
 // copied field by field.
 //
 // It takes what the engine forwards itself (engineForwards), from requests
-// whose body length is known: the rest (bodies of unknown length, which
-// HTTP/3 GETs are as quic-go reads them, Expect on HTTP/3, extended
-// CONNECT) goes on through ReverseProxy. HTTP/2's server answers Expect:
-// 100-continue itself and takes the field off.
+// whose body length is known, or found to be 0 (lengthKnown): the rest
+// (bodies of unknown length, Expect on HTTP/3, extended CONNECT) goes on
+// through ReverseProxy. HTTP/2's server answers Expect: 100-continue itself
+// and takes the field off.
 
 import (
 	"bufio"
+	"bytes"
 	"cmp"
 	"context"
 	"io"
@@ -45,22 +46,57 @@ func (f *forwarder) bridges(r *http.Request, ex *exchange) bool {
 	// net/http's HTTP/2 server takes any :method without a line break,
 	// which written as is could make another request line.
 	return r.ProtoMajor >= 2 && f.s.opts.HTTP1Engine == EngineNative &&
-		r.ContentLength >= 0 && len(r.Header["Expect"]) == 0 && r.Method != http.MethodConnect && isToken(r.Method) &&
+		(r.ContentLength >= 0 || usuallyBodiless(r.Method)) && len(r.Header["Expect"]) == 0 && r.Method != http.MethodConnect && isToken(r.Method) &&
 		engineForwards(&ex.plan, r.Header) &&
 		(ex.plan.path != "" || validPath(r.URL.EscapedPath())) && validQuery(r.URL.RawQuery) &&
 		(r.Host == "" || validHost(r.Host))
 }
 
+// usuallyBodiless lists the methods whose body net/http's Transport probes
+// for when its length is unknown.
+func usuallyBodiless(method string) bool {
+	switch method {
+	case http.MethodGet, http.MethodHead, http.MethodDelete, http.MethodOptions:
+		return true
+	}
+	return false
+}
+
+// lengthKnown settles the length of a body the client did not declare:
+// quic-go gives an HTTP/3 GET without Content-Length a length of -1, so the
+// body of such a method is read for its end, as net/http's Transport
+// probes it. A body found after all is put back whole, for ReverseProxy.
+func lengthKnown(r *http.Request) bool {
+	if r.ContentLength >= 0 {
+		return true
+	}
+	probe := make([]byte, 1)
+	n, err := r.Body.Read(probe)
+	if n == 0 && err == io.EOF {
+		r.ContentLength = 0
+		return true
+	}
+	r.Body = struct {
+		io.Reader
+		io.Closer
+	}{io.MultiReader(bytes.NewReader(probe[:n]), r.Body), r.Body}
+	return false
+}
+
 // bridge forwards r as the engine would (h1conn.forward): failures are
 // answered 502, or 504 past the deadline, and a response cut short resets
-// the client's stream.
-func (f *forwarder) bridge(w http.ResponseWriter, r *http.Request, ex *exchange) {
+// the client's stream. It reports false, having sent nothing, for a body
+// that turned out to be there and of unknown length.
+func (f *forwarder) bridge(w http.ResponseWriter, r *http.Request, ex *exchange) bool {
 	s := f.s
 	var deadline time.Time
 	if d := timeout(ex.plan.target.Rule.Timeouts, r.Header); d > 0 {
 		deadline = ex.start.Add(d)
 		// The request body is read under the request's deadline.
 		_ = http.NewResponseController(w).SetReadDeadline(deadline)
+	}
+	if !lengthKnown(r) {
+		return false
 	}
 	client, _, err := net.SplitHostPort(r.RemoteAddr)
 	if err != nil {
@@ -138,10 +174,11 @@ func (f *forwarder) bridge(w http.ResponseWriter, r *http.Request, ex *exchange)
 		if status != 0 && r.Context().Err() == nil {
 			writeError(w, r, status)
 		}
-		return
+		return true
 	}
 	ex.open = true
 	f.relayResponse(w, r, uc, ex, b, !unsent, stop)
+	return true
 }
 
 // writeRequestFields writes the fields of h that go on to the backend,

@@ -214,8 +214,7 @@ func (f *forwarder) forward(w http.ResponseWriter, r *http.Request, ex *exchange
 			ex.host.End()
 		}
 	}()
-	if f.bridges(r, ex) {
-		f.bridge(w, r, ex)
+	if f.bridges(r, ex) && f.bridge(w, r, ex) {
 		return
 	}
 	ctx := context.WithValue(r.Context(), exchangeKey{}, ex)
