@@ -20,6 +20,7 @@ import (
 	"cmp"
 	"context"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"net/textproto"
@@ -106,9 +107,10 @@ func (f *forwarder) bridge(w http.ResponseWriter, r *http.Request, ex *exchange)
 	// reads it after the backend's answer: it is edited in place.
 	h := r.Header
 	xff, proto, fhost := forwarded(client, r.Host, ex.scheme, h, s.opts.TrustForwardedHeaders)
-	h["X-Forwarded-For"] = []string{xff}
-	h["X-Forwarded-Proto"] = []string{proto}
-	h["X-Forwarded-Host"] = []string{fhost}
+	// One allocation for the three; each value's capacity ends with it,
+	// so that a modifier adding to one copies it.
+	fwd := []string{xff, proto, fhost}
+	h["X-Forwarded-For"], h["X-Forwarded-Proto"], h["X-Forwarded-Host"] = fwd[0:1:1], fwd[1:2:2], fwd[2:3:3]
 	eachFilter(&ex.plan, router.FilterRequestHeaderModifier, func(flt *router.Filter) { modifyHeader(h, flt.RequestHeaders) })
 
 	b := bridgeStates.Get().(*bridgeState)
@@ -216,31 +218,34 @@ func writeRequestFields(bw *bufio.Writer, h http.Header) (teTrailers bool) {
 }
 
 // relayInformational relays a 1xx response (103 Early Hints): its fields
-// go out with it and are taken off the header again.
+// go out with it, and the header is as it was after.
 func relayInformational(w http.ResponseWriter, resp *h1head) {
 	h := w.Header()
-	copied := copyFields(h, resp.fields)
+	before := h.Clone()
+	copyFields(h, resp.fields)
 	w.WriteHeader(resp.status)
-	for _, name := range copied {
-		delete(h, name)
-	}
+	clear(h)
+	maps.Copy(h, before)
 }
 
-// copyFields adds the fields that are not hop-by-hop to h, and returns
-// the names it added that h did not have.
-func copyFields(h http.Header, fields h1fields) (added []string) {
+// copyFields adds the fields that are not hop-by-hop to h. The values of
+// fields new to h share one allocation, each slice's capacity ending with
+// it, so that adding to one copies it.
+func copyFields(h http.Header, fields h1fields) {
+	values := make([]string, len(fields))
 	for i := range fields {
 		f := &fields[i]
 		if f.hop {
 			continue
 		}
 		name := textproto.CanonicalMIMEHeaderKey(f.name)
-		if _, ok := h[name]; !ok {
-			added = append(added, name)
+		if prior, ok := h[name]; ok {
+			h[name] = append(prior, f.value)
+			continue
 		}
-		h[name] = append(h[name], f.value)
+		values[i] = f.value
+		h[name] = values[i : i+1 : i+1]
 	}
-	return added
 }
 
 // relayResponse writes the response whose head is in b, streaming its
