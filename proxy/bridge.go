@@ -17,7 +17,6 @@ package proxy
 import (
 	"bufio"
 	"bytes"
-	"cmp"
 	"context"
 	"io"
 	"maps"
@@ -134,10 +133,18 @@ func (f *forwarder) bridge(w http.ResponseWriter, r *http.Request, ex *exchange)
 	replayable := r.ContentLength == 0 && repeatable(r.Method, h.Get("Idempotency-Key"))
 	send := func(uc *upConn) (bool, error) {
 		current.Store(uc)
-		if err := uc.SetDeadline(deadline); err != nil || r.Context().Err() != nil {
+		// Pooled and new connections have none, and each deadline set is
+		// a timer changed.
+		if !deadline.IsZero() {
+			if err := uc.SetDeadline(deadline); err != nil {
+				return false, err
+			}
+		}
+		// After the deadline is set, which must not undo the watch's.
+		if r.Context().Err() != nil {
 			// A stream reset before its request went out (a flood of
 			// them is what the guard's budget stops) is not sent.
-			return false, cmp.Or(err, errClientGone)
+			return false, errClientGone
 		}
 		writeRequestLine(uc.bw, ex, r.Method, r.URL.EscapedPath(), r.URL.RawQuery, r.Host)
 		teTrailers := writeRequestFields(uc.bw, h)
@@ -156,7 +163,10 @@ func (f *forwarder) bridge(w http.ResponseWriter, r *http.Request, ex *exchange)
 			}
 			return false, err
 		}
-		if err := awaitResponse(uc, deadline, func() bool { return r.Context().Err() != nil }); err != nil {
+		// The watch on the client ends this wait if the client leaves,
+		// where the engine looks every clientCheckInterval
+		// (awaitResponse).
+		if _, err := uc.br.Peek(1); err != nil {
 			return false, err
 		}
 		return true, readFinalResponse(uc.br, &b.resp, true, informational)
