@@ -165,25 +165,17 @@ func (f *forwarder) bridge(w http.ResponseWriter, r *http.Request, ex *exchange)
 		}
 		// The watch on the client ends this wait if the client leaves,
 		// where the engine looks every clientCheckInterval
-		// (awaitResponse).
+		// (h1conn.awaitResponse).
 		if _, err := uc.br.Peek(1); err != nil {
 			return false, err
 		}
 		return true, readFinalResponse(uc.br, &b.resp, true, informational)
 	}
-	uc, status, _ := s.sendH1(ex, deadline, replayable, func(uc *upConn) (bool, error) {
-		answered, err := send(uc)
-		if err != nil && r.Context().Err() != nil {
-			// Whatever broke, the client left first: the endpoint is not
-			// to blame, and no other is tried.
-			return answered, errClientGone
-		}
-		return answered, err
-	})
+	uc, status, _ := s.sendH1(ex, deadline, replayable, func() bool { return r.Context().Err() != nil }, send)
 	if uc == nil {
-		// A client that left gets no answer, and the request counts as
-		// aborted, not as the backend's failure.
-		if status != 0 && r.Context().Err() == nil {
+		// A client that left gets no answer (status 0), and the request
+		// counts as aborted.
+		if status != 0 {
 			writeError(w, r, status)
 		}
 		return true
@@ -264,16 +256,8 @@ func copyFields(h http.Header, fields h1fields) {
 // not kept.
 func (f *forwarder) relayResponse(w http.ResponseWriter, r *http.Request, uc *upConn, ex *exchange, b *bridgeState, requestSent bool, stop func() bool) {
 	resp := &b.resp
-	mode := bodyUntilClose
-	switch {
-	case r.Method == http.MethodHead || resp.status == http.StatusNoContent || resp.status == http.StatusNotModified:
-		mode = bodyNone
-	case resp.chunked:
-		mode = bodyChunked
-	case resp.contentLength >= 0:
-		mode = bodyLength
-	}
-	reusable := mode != bodyUntilClose && !resp.close && (!resp.http10 || resp.keepAlive) && requestSent
+	mode := resp.bodyMode(r.Method)
+	reusable := resp.reusable(mode) && requestSent
 
 	eachFilter(&ex.plan, router.FilterResponseHeaderModifier, func(flt *router.Filter) { modifyHeader(&resp.fields, flt.ResponseHeaders) })
 	h := w.Header()
@@ -282,11 +266,15 @@ func (f *forwarder) relayResponse(w http.ResponseWriter, r *http.Request, uc *up
 		h["Content-Length"] = []string{strconv.FormatInt(resp.contentLength, 10)}
 	}
 	w.WriteHeader(resp.status)
-	stream := mode == bodyChunked || mode == bodyUntilClose
-	if stream && uc.br.Buffered() == 0 {
-		// The head goes out at once when nothing of the body is here: a
-		// stream's first piece may be long in coming.
-		_ = http.NewResponseController(w).Flush()
+	// Bodies of unknown length are often streams (server-sent events):
+	// the head goes out at once when nothing of the body is here, as the
+	// first piece may be long in coming, and each piece as it comes.
+	var flusher *http.ResponseController
+	if mode == bodyChunked || mode == bodyUntilClose {
+		flusher = http.NewResponseController(w)
+		if uc.br.Buffered() == 0 {
+			_ = flusher.Flush()
+		}
 	}
 
 	b.rbody.start(uc.br, mode, max(resp.contentLength, 0))
@@ -294,9 +282,7 @@ func (f *forwarder) relayResponse(w http.ResponseWriter, r *http.Request, uc *up
 	var readErr, writeErr error
 	if mode != bodyNone {
 		buf := h1Buffers.Get().(*[]byte)
-		// Bodies of unknown length are often streams (server-sent
-		// events): each piece goes out as it comes.
-		readErr, writeErr = copyToClient(w, &b.rbody, *buf, stream)
+		readErr, writeErr = copyToClient(w, &b.rbody, *buf, flusher)
 		h1Buffers.Put(buf)
 	}
 	if !stop() {
@@ -315,26 +301,29 @@ func (f *forwarder) relayResponse(w http.ResponseWriter, r *http.Request, uc *up
 	if len(b.rbody.trailer) == 0 {
 		return
 	}
+	// A trailer field that does not parse is dropped, as net/http's
+	// Transport drops a malformed trailer section.
 	for line := range strings.SplitSeq(string(b.rbody.trailer), "\r\n") {
-		if name, value, ok := strings.Cut(line, ":"); ok && isToken(name) {
+		name, value, ok := strings.Cut(line, ":")
+		value = strings.Trim(value, " \t")
+		if ok && isToken(name) && validValue(value) {
 			name = http.TrailerPrefix + textproto.CanonicalMIMEHeaderKey(name)
-			h[name] = append(h[name], strings.Trim(value, " \t"))
+			h[name] = append(h[name], value)
 		}
 	}
 }
 
 // copyToClient copies a response body to w through buf, flushing each
-// piece when flush is set.
-func copyToClient(w http.ResponseWriter, src *bodyReader, buf []byte, flush bool) (readErr, writeErr error) {
-	rc := http.NewResponseController(w)
+// piece through flusher, if set.
+func copyToClient(w http.ResponseWriter, src *bodyReader, buf []byte, flusher *http.ResponseController) (readErr, writeErr error) {
 	for {
 		n, err := src.Read(buf)
 		if n > 0 {
 			if _, werr := w.Write(buf[:n]); werr != nil {
 				return nil, werr
 			}
-			if flush {
-				if werr := rc.Flush(); werr != nil {
+			if flusher != nil {
+				if werr := flusher.Flush(); werr != nil {
 					return nil, werr
 				}
 			}

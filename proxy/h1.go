@@ -472,7 +472,7 @@ func (c *h1conn) forward(ex *exchange, keep bool) (status int, sent int64, keepO
 	// a fresh connection after a reused one turned out closed, as
 	// net/http's Transport does.
 	replayable := c.body.done && repeatable(req.method, req.get("Idempotency-Key"))
-	uc, status, err := s.sendH1(ex, deadline, replayable, func(uc *upConn) (bool, error) { return c.roundTrip(uc, ex, deadline) })
+	uc, status, err := s.sendH1(ex, deadline, replayable, c.clientGone, func(uc *upConn) (bool, error) { return c.roundTrip(uc, ex, deadline) })
 	if uc == nil {
 		if status == 0 {
 			// No one to answer; the request counts as aborted.
@@ -492,11 +492,12 @@ func (c *h1conn) forward(ex *exchange, keep bool) (status int, sent int64, keepO
 // engine's pool, as forwarder does for net/http: send writes the request
 // on uc and reads the response head; a reused connection found closed is
 // replaced for a request that can be sent again, and a failure moves to
-// another endpoint where tryAnother allows. It returns the connection the
-// response head came on, ex.host then holding an in-flight count for the
-// caller to end, or the status to answer with (0 when the client is gone)
-// and the error.
-func (s *Server) sendH1(ex *exchange, deadline time.Time, replayable bool, send func(uc *upConn) (answered bool, err error)) (*upConn, int, error) {
+// another endpoint where tryAnother allows. A failure after the client
+// left (clientGone) is not the endpoint's, and nothing more is tried. It
+// returns the connection the response head came on, ex.host then holding
+// an in-flight count for the caller to end, or the status to answer with
+// (0 when the client is gone) and the error.
+func (s *Server) sendH1(ex *exchange, deadline time.Time, replayable bool, clientGone func() bool, send func(uc *upConn) (answered bool, err error)) (*upConn, int, error) {
 	var tried [maxConnectAttempts]*upstream.Host
 	fresh := false
 	for n := 0; ; {
@@ -525,13 +526,17 @@ func (s *Server) sendH1(ex *exchange, deadline time.Time, replayable bool, send 
 		switch {
 		case errors.Is(err, errClientGone):
 			return nil, 0, err
-		case reused && replayable && !answered && !fresh:
-			fresh = true
-			continue
 		case !deadline.IsZero() && !time.Now().Before(deadline):
 			// A slow upload too: the request timed out.
 			s.metrics.upstreamErrors[errTimeout].Inc()
 			return nil, http.StatusGatewayTimeout, err
+		case clientGone():
+			// Asked once the deadline is known not to have passed: the
+			// engine's client socket carries the same deadline.
+			return nil, 0, errClientGone
+		case reused && replayable && !answered && !fresh:
+			fresh = true
+			continue
 		case clientErr:
 			// The client's fault, not the endpoint's.
 			return nil, http.StatusBadGateway, err
@@ -629,7 +634,7 @@ func (c *h1conn) roundTrip(uc *upConn, ex *exchange, deadline time.Time) (answer
 		}
 		return false, err
 	}
-	if err := awaitResponse(uc, deadline, c.clientGone); err != nil {
+	if err := c.awaitResponse(uc, deadline); err != nil {
 		return false, err
 	}
 	return true, c.readResponse(uc)
@@ -703,7 +708,7 @@ func sendBody(uc *upConn, body io.Reader, chunked bool) (early bool, err error) 
 // clientCheckInterval of waiting it looks whether the client hung up, as
 // net/http's server does at once with a goroutine per connection: a
 // request whose client is gone is abandoned.
-func awaitResponse(uc *upConn, deadline time.Time, clientGone func() bool) error {
+func (c *h1conn) awaitResponse(uc *upConn, deadline time.Time) error {
 	for {
 		if err := uc.SetReadDeadline(earliest(time.Now().Add(clientCheckInterval), deadline)); err != nil {
 			return err
@@ -716,7 +721,7 @@ func awaitResponse(uc *upConn, deadline time.Time, clientGone func() bool) error
 		if !ok || !ne.Timeout() || !deadline.IsZero() && !time.Now().Before(deadline) {
 			return err
 		}
-		if clientGone() {
+		if c.clientGone() {
 			return errClientGone
 		}
 	}
@@ -850,15 +855,7 @@ func readResponseHead(br *bufio.Reader) (string, error) {
 func (c *h1conn) relayResponse(uc *upConn, ex *exchange, keep bool) (status int, sent int64, keepOpen bool) {
 	req, resp := &c.req, &c.resp
 	status = resp.status
-	mode := bodyUntilClose
-	switch {
-	case req.method == http.MethodHead || status == http.StatusNoContent || status == http.StatusNotModified:
-		mode = bodyNone
-	case resp.chunked:
-		mode = bodyChunked
-	case resp.contentLength >= 0:
-		mode = bodyLength
-	}
+	mode := resp.bodyMode(req.method)
 	// A body of unknown length goes to HTTP/1.1 clients chunked, and ends
 	// the connection of an HTTP/1.0 one.
 	unknown := mode == bodyChunked || mode == bodyUntilClose
@@ -866,7 +863,7 @@ func (c *h1conn) relayResponse(uc *upConn, ex *exchange, keep bool) (status int,
 	keep = keep && !(unknown && req.http10)
 	// The request body is unread when the backend answered early.
 	keep = keep && c.body.done
-	reusable := mode != bodyUntilClose && !resp.close && (!resp.http10 || resp.keepAlive) && c.body.done
+	reusable := resp.reusable(mode) && c.body.done
 
 	eachFilter(&ex.plan, router.FilterResponseHeaderModifier, func(f *router.Filter) { modifyHeader(&resp.fields, f.ResponseHeaders) })
 	c.statusLine(status)
