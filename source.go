@@ -57,7 +57,8 @@ func newSource(c *config, log *slog.Logger, publish func(*watch.Snapshot, func()
 	// Only live translations reach the status writer and the state file:
 	// status is never derived from what the file held.
 	src.Source, err = watch.NewCluster(cfg, c.watch, func(snap *watch.Snapshot, reports *watch.Reports) {
-		synced := src.state != nil && src.restored
+		// Only a state file sets restored (restore).
+		synced := src.restored
 		if synced {
 			// Set before the live configuration is served, so that
 			// whoever sees it served reads 0: set after, a loaded machine

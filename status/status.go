@@ -397,7 +397,9 @@ type object[T any] interface {
 // its write, and copying each before comparing made 20 MB of garbage
 // within one collection, which counted it as live and set the heap's
 // highest goal. On a conflict it starts again from a fresh copy; an
-// object deleted meanwhile is not an error.
+// object deleted meanwhile is not an error. wanted gets the cached
+// object's status, which the informers share (interned, too): it must make
+// its result without changing that status's slices or what they point to.
 func update[T object[T], S any](ctx context.Context, kind string, current T,
 	get func(context.Context, string, metav1.GetOptions) (T, error),
 	updateStatus func(context.Context, T, metav1.UpdateOptions) (T, error),

@@ -135,6 +135,9 @@ func (in *interner) trimObject(obj any) (any, error) {
 			m.SetAnnotations(nil)
 		}
 	}
+	// What is kept is what translation reads (backends.go: a Service's
+	// type and ports; groups.go: an EndpointSlice's labels); a field read
+	// later must be kept here too (TestTrimmedObjectsTranslateAlike).
 	switch o := obj.(type) {
 	case *corev1.Service:
 		o.Labels = nil

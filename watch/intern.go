@@ -150,8 +150,19 @@ func (g *generations[K, V]) share(k K, v V) V {
 	if shared, ok := g.old[k]; ok {
 		v = shared
 	}
-	if g.current == nil || len(g.current) >= internLimit {
-		g.old, g.current = g.current, make(map[K]V, internLimit)
+	switch {
+	case g.current == nil:
+		g.current = make(map[K]V, internLimit)
+	case len(g.current) >= internLimit:
+		// The older generation's map, emptied, takes the new one's
+		// values: a start-up with 10,000 routes turns over dozens of
+		// generations, each a map of hundreds of kilobytes made anew.
+		g.old, g.current = g.current, g.old
+		if g.current == nil {
+			g.current = make(map[K]V, internLimit)
+		} else {
+			clear(g.current)
+		}
 	}
 	g.current[k] = v
 	return v

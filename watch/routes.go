@@ -196,20 +196,17 @@ func (t *translator) parentStatuses(r *route, controller gatewayv1.GatewayContro
 // the same generation: with a memo one slice, never changed, serves them
 // all, where a copy for each was 2 MB of 10,000 routes' status entries.
 func (t *translator) goodConditions(generation int64) []metav1.Condition {
-	if t.next != nil {
-		if shared, ok := t.next.conditions[generation]; ok {
-			return shared
-		}
-		if shared, ok := t.prev.conditions[generation]; ok {
-			t.next.conditions[generation] = shared
-			return shared
-		}
+	if t.next == nil {
+		return []metav1.Condition{acceptedCondition(generation), resolvedCondition(generation)}
 	}
-	conditions := []metav1.Condition{acceptedCondition(generation), resolvedCondition(generation)}
-	if t.next != nil {
-		t.next.conditions[generation] = conditions
+	shared, ok := t.next.conditions[generation]
+	if !ok {
+		if shared, ok = t.prev.conditions[generation]; !ok {
+			shared = []metav1.Condition{acceptedCondition(generation), resolvedCondition(generation)}
+		}
+		t.next.conditions[generation] = shared
 	}
-	return conditions
+	return shared
 }
 
 func acceptedCondition(generation int64) metav1.Condition {
