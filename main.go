@@ -42,7 +42,7 @@ var version = "dev"
 // lets the heap grow to twice that between collections, where the RSS
 // stays: 200 MiB. 75 kept it at 183 MiB with the route-change p99 as it
 // was (64 ms over 100 changes); the collections it adds cost requests
-// about a third more collecting, 1% of a core under HTTP/2 load
+// about a third more collecting, 1.5% of the core under HTTP/2 load
 // (docs/benchmarks.md, "Eighth round").
 const gcPercent = 75
 
