@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"io"
 	"net/http"
@@ -12,6 +13,10 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/hostgate/hostgate/internal/streamtest"
 	"github.com/hostgate/hostgate/router"
 )
 
@@ -156,6 +161,45 @@ func BenchmarkProxyHTTP2(b *testing.B) {
 			})
 		})
 	}
+}
+
+// BenchmarkProxyGRPC is unary gRPC calls over h2c to an h2c backend, each
+// with a deadline as gRPC clients usually set one: the grpc-timeout field
+// differs on every call, which is what the header compression towards the
+// backend has to cope with.
+func BenchmarkProxyGRPC(b *testing.B) {
+	s := startServer(b, testOptions())
+	s.UpdateEndpoints(map[string][]Endpoint{"grpc": {{Address: streamtest.StartGRPC(b, "127.0.0.1:0")}}})
+	routes := compile(b, router.Route{
+		ID:        router.RouteID{Kind: router.KindGRPCRoute, Namespace: "ns", Name: "echo"},
+		Hostnames: []string{"grpc.test"},
+		Rules:     []router.Rule{{Matches: []router.Match{{GRPC: &router.GRPCMatch{Service: "test.Echo"}}}, Backends: backends("grpc")}},
+	})
+	addrs := apply(b, s, Listener{Address: "127.0.0.1:0", Protocol: HTTP, Routes: routes})
+	conn, err := grpc.NewClient("passthrough:///"+addrs[0],
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithAuthority("grpc.test"),
+		grpc.WithDefaultCallOptions(grpc.ForceCodec(streamtest.RawCodec{})))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer conn.Close()
+	b.SetParallelism(8)
+	b.ReportAllocs()
+	defer reportCosts(b)()
+	b.RunParallel(func(pb *testing.PB) {
+		in := []byte("hi")
+		for pb.Next() {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			var out []byte
+			err := conn.Invoke(ctx, "/test.Echo/Say", &in, &out)
+			cancel()
+			if err != nil || string(out) != "said hi" {
+				b.Errorf("got %q, %v; want \"said hi\"", out, err)
+				return
+			}
+		}
+	})
 }
 
 // reportCosts reports, when the function it returns is called, the CPU

@@ -34,7 +34,7 @@ func testOptions() Options {
 }
 
 // startServer returns a Server that is shut down when the test ends.
-func startServer(t *testing.T, opts Options) *Server {
+func startServer(t testing.TB, opts Options) *Server {
 	t.Helper()
 	s, err := New(opts)
 	if err != nil {
@@ -50,7 +50,7 @@ func startServer(t *testing.T, opts Options) *Server {
 
 // apply applies listeners and returns the bound TCP address of each, in
 // order.
-func apply(t *testing.T, s *Server, listeners ...Listener) []string {
+func apply(t testing.TB, s *Server, listeners ...Listener) []string {
 	t.Helper()
 	if err := s.Apply(Config{Listeners: listeners}); err != nil {
 		t.Fatal(err)
