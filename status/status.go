@@ -240,60 +240,16 @@ func (w *Writer) write(ctx context.Context, r *watch.Reports) {
 	now := nowTime()
 	controller := gatewayv1.GatewayController(w.opts.GatewayController)
 	classes := w.gw.GatewayV1().GatewayClasses()
-	var written, failed, skipped int
-	count := func(wrote bool, err error) {
-		switch {
-		case err != nil && ctx.Err() == nil:
-			failed++
-			w.log.Warn("writing status", "error", err)
-			if w.opts.WriteErrors != nil {
-				w.opts.WriteErrors.Inc()
-			}
-		case wrote:
-			written++
-		}
-	}
-	// An object and its wanted status that are the very values of the last
-	// pass need no copy and comparison: informers keep an object until it
-	// changes and translation reuses the status entries of unchanged
-	// routes, so with 10,000 routes most of a pass is skipped.
-	settled := w.spare
-	if settled == nil {
-		settled = make(map[any]any, len(w.settled))
+	p := &pass{w: w, ctx: ctx, settled: w.spare}
+	if p.settled == nil {
+		p.settled = make(map[any]any, len(w.settled))
 	}
 	defer func() {
 		// Emptied now, so that it holds no replaced objects until the
 		// next pass.
 		clear(w.settled)
-		w.settled, w.spare = settled, w.settled
+		w.settled, w.spare = p.settled, w.settled
 	}()
-	// key is an object, or a weak pointer to one this Writer wrote.
-	unchanged := func(key, wanted any, same func(a, b any) bool) bool {
-		last, ok := w.settled[key]
-		if !ok || !same(last, wanted) {
-			return false
-		}
-		settled[key] = wanted
-		skipped++
-		return true
-	}
-	// An object written is replaced in the informers' caches by the one
-	// the write made, but a pass may meet it before that: it is settled
-	// under a weak pointer, which does not keep the replaced object alive
-	// for as long as the pass lasts (a minute for 10,000 routes), and
-	// finds it if it is still there.
-	settle := func(obj, written, wanted any) func(bool, error) {
-		return func(wrote bool, err error) {
-			switch {
-			case err != nil:
-			case wrote:
-				settled[written] = wanted
-			default:
-				settled[obj] = wanted
-			}
-			count(wrote, err)
-		}
-	}
 	wantedRoute := func(parents []gatewayv1.RouteParentStatus) func(gatewayv1.RouteStatus) (gatewayv1.RouteStatus, bool) {
 		return func(current gatewayv1.RouteStatus) (gatewayv1.RouteStatus, bool) {
 			return routeStatus(current, controller, parents, now)
@@ -305,7 +261,7 @@ func (w *Writer) write(ctx context.Context, r *watch.Reports) {
 	w.grpcRoutes = append(w.grpcRoutes[:0], r.GRPCRoutes...)
 	w.ingresses = append(w.ingresses[:0], r.Ingresses...)
 	for _, c := range r.GatewayClasses {
-		count(update(ctx, "GatewayClass", c.Object, classes.Get, classes.UpdateStatus,
+		p.count(update(ctx, "GatewayClass", c.Object, classes.Get, classes.UpdateStatus,
 			func(o *gatewayv1.GatewayClass) *gatewayv1.GatewayClassStatus { return &o.Status },
 			func(current gatewayv1.GatewayClassStatus) (gatewayv1.GatewayClassStatus, bool) {
 				return gatewayClassStatus(current, c.Status, now)
@@ -313,56 +269,105 @@ func (w *Writer) write(ctx context.Context, r *watch.Reports) {
 	}
 	for _, g := range r.Gateways {
 		client := w.gw.GatewayV1().Gateways(g.Object.Namespace)
-		count(update(ctx, "Gateway", g.Object, client.Get, client.UpdateStatus,
+		p.count(update(ctx, "Gateway", g.Object, client.Get, client.UpdateStatus,
 			func(o *gatewayv1.Gateway) *gatewayv1.GatewayStatus { return &o.Status },
 			func(current gatewayv1.GatewayStatus) (gatewayv1.GatewayStatus, bool) {
 				return gatewayStatus(current, g.Status, now)
 			}))
 	}
 	drain(w.httpRoutes, func(rr *watch.RouteReport[*gatewayv1.HTTPRoute]) {
-		if unchanged(rr.Object, rr.Parents, sameParents) {
-			return
-		}
-		written := weak.Make(rr.Object)
-		if unchanged(written, rr.Parents, sameParents) {
-			return
-		}
-		client := w.gw.GatewayV1().HTTPRoutes(rr.Object.Namespace)
-		settle(rr.Object, written, rr.Parents)(update(ctx, "HTTPRoute", rr.Object, client.Get, client.UpdateStatus,
-			func(o *gatewayv1.HTTPRoute) *gatewayv1.RouteStatus { return &o.Status.RouteStatus },
-			wantedRoute(rr.Parents)))
+		writeUnsettled(p, rr.Object, rr.Parents, sameParents, func() (bool, error) {
+			client := w.gw.GatewayV1().HTTPRoutes(rr.Object.Namespace)
+			return update(ctx, "HTTPRoute", rr.Object, client.Get, client.UpdateStatus,
+				func(o *gatewayv1.HTTPRoute) *gatewayv1.RouteStatus { return &o.Status.RouteStatus },
+				wantedRoute(rr.Parents))
+		})
 	})
 	drain(w.grpcRoutes, func(rr *watch.RouteReport[*gatewayv1.GRPCRoute]) {
-		if unchanged(rr.Object, rr.Parents, sameParents) {
-			return
-		}
-		written := weak.Make(rr.Object)
-		if unchanged(written, rr.Parents, sameParents) {
-			return
-		}
-		client := w.gw.GatewayV1().GRPCRoutes(rr.Object.Namespace)
-		settle(rr.Object, written, rr.Parents)(update(ctx, "GRPCRoute", rr.Object, client.Get, client.UpdateStatus,
-			func(o *gatewayv1.GRPCRoute) *gatewayv1.RouteStatus { return &o.Status.RouteStatus },
-			wantedRoute(rr.Parents)))
+		writeUnsettled(p, rr.Object, rr.Parents, sameParents, func() (bool, error) {
+			client := w.gw.GatewayV1().GRPCRoutes(rr.Object.Namespace)
+			return update(ctx, "GRPCRoute", rr.Object, client.Get, client.UpdateStatus,
+				func(o *gatewayv1.GRPCRoute) *gatewayv1.RouteStatus { return &o.Status.RouteStatus },
+				wantedRoute(rr.Parents))
+		})
 	})
 	drain(w.ingresses, func(i *watch.IngressReport) {
-		if unchanged(i.Object, i.LoadBalancer, equality.Semantic.DeepEqual) {
-			return
-		}
-		written := weak.Make(i.Object)
-		if unchanged(written, i.LoadBalancer, equality.Semantic.DeepEqual) {
-			return
-		}
-		client := w.kube.NetworkingV1().Ingresses(i.Object.Namespace)
-		settle(i.Object, written, i.LoadBalancer)(update(ctx, "Ingress", i.Object, client.Get, client.UpdateStatus,
-			func(o *networkingv1.Ingress) *networkingv1.IngressStatus { return &o.Status },
-			func(current networkingv1.IngressStatus) (networkingv1.IngressStatus, bool) {
-				return ingressStatus(current, i.LoadBalancer)
-			}))
+		writeUnsettled(p, i.Object, i.LoadBalancer, equality.Semantic.DeepEqual, func() (bool, error) {
+			client := w.kube.NetworkingV1().Ingresses(i.Object.Namespace)
+			return update(ctx, "Ingress", i.Object, client.Get, client.UpdateStatus,
+				func(o *networkingv1.Ingress) *networkingv1.IngressStatus { return &o.Status },
+				func(current networkingv1.IngressStatus) (networkingv1.IngressStatus, bool) {
+					return ingressStatus(current, i.LoadBalancer)
+				})
+		})
 	})
-	if written > 0 || failed > 0 {
-		w.log.Info("wrote status", "objects", written, "failed", failed, "unchanged_skipped", skipped, "seconds", time.Since(start).Seconds())
+	if p.written > 0 || p.failed > 0 {
+		w.log.Info("wrote status", "objects", p.written, "failed", p.failed, "unchanged_skipped", p.skipped, "seconds", time.Since(start).Seconds())
 	}
+}
+
+// pass is what one run of write settles and counts.
+type pass struct {
+	w   *Writer
+	ctx context.Context
+	// settled becomes the Writer's settled map when the pass ends: an
+	// object and its wanted status that are the very values of the last
+	// pass need no copy and comparison, as informers keep an object until
+	// it changes and translation reuses the status entries of unchanged
+	// routes, so with 10,000 routes most of a pass is skipped.
+	settled                  map[any]any
+	written, failed, skipped int
+}
+
+func (p *pass) count(wrote bool, err error) {
+	switch {
+	case err != nil && p.ctx.Err() == nil:
+		p.failed++
+		p.w.log.Warn("writing status", "error", err)
+		if p.w.opts.WriteErrors != nil {
+			p.w.opts.WriteErrors.Inc()
+		}
+	case wrote:
+		p.written++
+	}
+}
+
+// unchanged reports whether the last pass settled key (an object, or a
+// weak pointer to one the Writer wrote) with the same wanted status, and
+// keeps it settled if so.
+func (p *pass) unchanged(key, wanted any, same func(a, b any) bool) bool {
+	last, ok := p.w.settled[key]
+	if !ok || !same(last, wanted) {
+		return false
+	}
+	p.settled[key] = wanted
+	p.skipped++
+	return true
+}
+
+// writeUnsettled brings obj to its wanted status with write, unless obj,
+// or the object it replaced, is settled with that status. An object
+// written is replaced in the informers' caches by the one the write made,
+// but a pass may meet it before that: it is settled under a weak pointer,
+// which does not keep the replaced object alive for as long as the pass
+// lasts (a minute for 10,000 routes), and finds it if it is still there.
+func writeUnsettled[T any](p *pass, obj *T, wanted any, same func(a, b any) bool, write func() (bool, error)) {
+	if p.unchanged(obj, wanted, same) {
+		return
+	}
+	written := weak.Make(obj)
+	if p.unchanged(written, wanted, same) {
+		return
+	}
+	wrote, err := write()
+	switch {
+	case err != nil:
+	case wrote:
+		p.settled[written] = wanted
+	default:
+		p.settled[obj] = wanted
+	}
+	p.count(wrote, err)
 }
 
 // drain calls write for each of pending in turn, and forgets each once
