@@ -64,8 +64,13 @@ func BenchmarkCachedObjects(b *testing.B) {
 			}
 		}},
 		{"EndpointSlice", protoCodec, func(i int, namespace string) k8sruntime.Object {
+			// As the endpointslice controller makes them.
 			m := meta(i, namespace)
-			m.Labels = map[string]string{discoveryv1.LabelServiceName: m.Name, discoveryv1.LabelManagedBy: "endpointslice-controller.k8s.io"}
+			service := m.Name
+			m.Name, m.GenerateName = service+"-x7k2p", service+"-"
+			m.Labels = map[string]string{discoveryv1.LabelServiceName: service, discoveryv1.LabelManagedBy: "endpointslice-controller.k8s.io"}
+			m.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "Service", Name: service,
+				UID: types.UID(fmt.Sprintf("0b6e2c1d-8f3a-4e5b-9c7d-%012d", i)), Controller: new(true), BlockOwnerDeletion: new(true)}}
 			return &discoveryv1.EndpointSlice{
 				TypeMeta:    metav1.TypeMeta{APIVersion: "discovery.k8s.io/v1", Kind: "EndpointSlice"},
 				ObjectMeta:  m,

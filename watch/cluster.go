@@ -116,7 +116,8 @@ func patientDial(ctx context.Context, network, address string) (net.Conn, error)
 // trimObject drops what hostgate never reads before an object enters the
 // cache, and interns the rest (see interner). Dropped: managed fields on
 // everything; the annotations of every kind but Ingress and IngressClass;
-// of a Service all but its type and ports; of an EndpointSlice's
+// of a Service all but its type and ports; of Services and EndpointSlices
+// their UID, generated name, owners and finalizers; of an EndpointSlice's
 // endpoints, where they run (targetRef, nodeName, zone, hints); the image
 // list on Nodes. `kubectl apply` without --server-side keeps a copy of the
 // whole object in an annotation, which doubled the cache of such objects,
@@ -141,9 +142,11 @@ func (in *interner) trimObject(obj any) (any, error) {
 	switch o := obj.(type) {
 	case *corev1.Service:
 		o.Labels = nil
+		unowned(&o.ObjectMeta)
 		o.Spec = corev1.ServiceSpec{Type: o.Spec.Type, Ports: o.Spec.Ports}
 		o.Status = corev1.ServiceStatus{}
 	case *discoveryv1.EndpointSlice:
+		unowned(&o.ObjectMeta)
 		for i := range o.Endpoints {
 			e := &o.Endpoints[i]
 			e.TargetRef, e.NodeName, e.Zone, e.Hints, e.DeprecatedTopology, e.Hostname = nil, nil, nil, nil, nil, nil
@@ -153,6 +156,14 @@ func (in *interner) trimObject(obj any) (any, error) {
 	}
 	in.intern(obj)
 	return obj, nil
+}
+
+// unowned drops who made an object and what it is known by beyond its
+// name, for the kinds hostgate never writes: the endpointslice controller
+// gives each EndpointSlice a generated name and a reference to its Service
+// with the Service's UID, which translation finds by label.
+func unowned(m *metav1.ObjectMeta) {
+	m.UID, m.GenerateName, m.OwnerReferences, m.Finalizers = "", "", nil, nil
 }
 
 type clusterStore struct {
