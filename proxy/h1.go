@@ -223,10 +223,8 @@ func (c *h1conn) serve() bool {
 			if tc, ok := c.gc.Conn.(*tls.Conn); ok && tc.ConnectionState().NegotiatedProtocol == "h2" {
 				return c.handOff()
 			}
-		} else if c.gc.SetReadDeadline(time.Now().Add(o.ReadHeaderTimeout)) != nil {
-			return false
 		}
-		n, err := c.peekHead()
+		n, err := c.peekHead(!first)
 		if err != nil {
 			return false
 		}
@@ -245,8 +243,11 @@ func (c *h1conn) serve() bool {
 }
 
 // peekHead waits for a whole request head in the reader's buffer and
-// returns its length, 0 when it does not fit.
-func (c *h1conn) peekHead() (int, error) {
+// returns its length, 0 when it does not fit. With armHeaderTimeout the
+// rest of a head not yet whole has ReadHeaderTimeout from now, instead
+// of the idle wait that ended with its first bytes; a head that came
+// whole, as most do, changes no deadline.
+func (c *h1conn) peekHead(armHeaderTimeout bool) (int, error) {
 	from := 0
 	for {
 		buf, _ := c.br.Peek(c.br.Buffered())
@@ -255,6 +256,12 @@ func (c *h1conn) peekHead() (int, error) {
 		}
 		if len(buf) == c.br.Size() {
 			return 0, nil
+		}
+		if armHeaderTimeout {
+			if err := c.gc.SetReadDeadline(time.Now().Add(c.l.srv.opts.ReadHeaderTimeout)); err != nil {
+				return 0, err
+			}
+			armHeaderTimeout = false
 		}
 		from = headSearchFrom(len(buf))
 		if _, err := c.br.Peek(len(buf) + 1); err != nil {
@@ -578,8 +585,12 @@ func repeatable(method, idempotencyKey string) bool {
 // c.resp. answered says bytes of a response came, after which the request
 // is not sent again.
 func (c *h1conn) roundTrip(uc *upConn, ex *exchange, deadline time.Time) (answered bool, err error) {
-	if err := uc.SetDeadline(deadline); err != nil {
-		return false, err
+	// Pooled and new connections have none, and each deadline set is a
+	// timer changed.
+	if !deadline.IsZero() {
+		if err := uc.SetDeadline(deadline); err != nil {
+			return false, err
+		}
 	}
 	req := &c.req
 	bw := uc.bw

@@ -363,6 +363,29 @@ func TestH1Limits(t *testing.T) {
 	}
 }
 
+// TestH1SlowNextHead checks that on a kept-alive connection the header
+// timeout, not the longer idle timeout, bounds a request head whose first
+// bytes came and whose rest does not.
+func TestH1SlowNextHead(t *testing.T) {
+	backend := startBackend(t, echo("b"))
+	opts := testOptions()
+	opts.ReadHeaderTimeout = 300 * time.Millisecond
+	opts.IdleTimeout = 10 * time.Second
+	addr := engineServer(t, opts, backend)
+
+	c, br := dialRaw(t, addr)
+	io.WriteString(c, "GET / HTTP/1.1\r\nHost: a\r\n\r\n")
+	readResp(t, br, "GET")
+	io.WriteString(c, "GET / HTTP/1.1\r\nHost: a\r\n")
+	start := time.Now()
+	if _, err := br.ReadByte(); err != io.EOF {
+		t.Errorf("slow second head: %v, want the connection closed", err)
+	}
+	if d := time.Since(start); d > 3*time.Second {
+		t.Errorf("slow second head closed after %v, want about 300ms", d)
+	}
+}
+
 // TestH1HandsOver checks that what the engine leaves to net/http is still
 // served on the same connection after requests the engine answered: an
 // absolute-form target and a request the parser declines.
