@@ -46,7 +46,7 @@ func (f *forwarder) bridges(r *http.Request, ex *exchange) bool {
 	// net/http's HTTP/2 server takes any :method without a line break,
 	// which written as is could make another request line.
 	return r.ProtoMajor >= 2 && f.s.opts.HTTP1Engine == EngineNative &&
-		(r.ContentLength >= 0 || usuallyBodiless(r.Method)) && len(r.Header["Expect"]) == 0 && r.Method != http.MethodConnect && isToken(r.Method) &&
+		(r.ContentLength >= 0 || r.ProtoMajor == 3 && usuallyBodiless(r.Method)) && len(r.Header["Expect"]) == 0 && r.Method != http.MethodConnect && isToken(r.Method) &&
 		engineForwards(&ex.plan, r.Header) &&
 		(ex.plan.path != "" || validPath(r.URL.EscapedPath())) && validQuery(r.URL.RawQuery) &&
 		(r.Host == "" || validHost(r.Host))
@@ -66,6 +66,10 @@ func usuallyBodiless(method string) bool {
 // quic-go gives an HTTP/3 GET without Content-Length a length of -1, so the
 // body of such a method is read for its end, as net/http's Transport
 // probes it. A body found after all is put back whole, for ReverseProxy.
+// net/http's HTTP/2 server gives -1 only to a stream its client left open,
+// which may stay open as long as the client streams: such a request goes
+// to ReverseProxy at once, whose Transport waits for the end no more than
+// 200ms.
 func lengthKnown(r *http.Request) bool {
 	if r.ContentLength >= 0 {
 		return true

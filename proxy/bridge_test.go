@@ -34,6 +34,13 @@ func TestBridge(t *testing.T) {
 	mux.HandleFunc("/cookie", func(w http.ResponseWriter, r *http.Request) {
 		io.WriteString(w, strings.Join(r.Header.Values("Cookie"), "|"))
 	})
+	mux.HandleFunc("/open", func(w http.ResponseWriter, r *http.Request) {
+		// Full duplex: net/http's server would otherwise wait for the
+		// end of a body it was not asked to read before it answers.
+		http.NewResponseController(w).EnableFullDuplex()
+		w.Header().Set("Content-Length", "4")
+		io.WriteString(w, "open")
+	})
 	mux.HandleFunc("/hints", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Link", "</style.css>; rel=preload")
 		w.WriteHeader(http.StatusEarlyHints)
@@ -191,6 +198,26 @@ func TestBridge(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Error("the backend still streams to a client that left 5s ago")
 	}
+
+	// A GET whose client keeps its stream open, as one streaming a body
+	// of unknown length does: the backend has the request at once (or
+	// after the 200ms net/http's Transport waits for a body's end), not
+	// when the client ends the stream.
+	stream, keepOpen := io.Pipe()
+	req, _ = http.NewRequest("GET", base+"/open", stream)
+	req.Host = "a.test"
+	start = time.Now()
+	resp, err = client.Do(req)
+	if err != nil {
+		t.Errorf("GET with its stream left open: %v after %v", err, time.Since(start))
+	} else {
+		got, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if string(got) != "open" || time.Since(start) > 3*time.Second {
+			t.Errorf("GET with its stream left open: %q after %v, want open at once", got, time.Since(start))
+		}
+	}
+	keepOpen.Close()
 
 	// A client that gives up on an upload the backend does not read.
 	upload, feed := io.Pipe()
