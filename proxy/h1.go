@@ -492,7 +492,7 @@ func (c *h1conn) forward(ex *exchange, keep bool) (status int, sent int64, keepO
 		return c.writeError(status, keep)
 	}
 	defer ex.host.End()
-	return c.relayResponse(uc, ex, keep)
+	return c.relayResponse(uc, ex, deadline, keep)
 }
 
 // sendH1 sends a request to an endpoint of the plan's set over the
@@ -715,27 +715,15 @@ func sendBody(uc *upConn, body io.Reader, chunked bool) (early bool, err error) 
 	return writeErr != nil, writeErr
 }
 
-// awaitResponse waits for the backend's response to begin. Every
-// clientCheckInterval of waiting it looks whether the client hung up, as
-// net/http's server does at once with a goroutine per connection: a
-// request whose client is gone is abandoned.
+// awaitResponse waits for the backend's response to begin, and abandons a
+// request whose client hung up meanwhile (upConn.clientGone).
 func (c *h1conn) awaitResponse(uc *upConn, deadline time.Time) error {
-	for {
-		if err := uc.SetReadDeadline(earliest(time.Now().Add(clientCheckInterval), deadline)); err != nil {
-			return err
-		}
-		_, err := uc.br.Peek(1)
-		if err == nil {
-			return uc.SetReadDeadline(deadline)
-		}
-		ne, ok := errors.AsType[net.Error](err)
-		if !ok || !ne.Timeout() || !deadline.IsZero() && !time.Now().Before(deadline) {
-			return err
-		}
-		if c.clientGone() {
-			return errClientGone
-		}
+	uc.watchClient(c.clientGone, deadline)
+	_, err := uc.br.Peek(1)
+	if unwatchErr := uc.watchClient(nil, deadline); err == nil {
+		err = unwatchErr
 	}
+	return err
 }
 
 // clientGone reports whether the client hung up.
@@ -863,7 +851,7 @@ func readResponseHead(br *bufio.Reader) (string, error) {
 
 // relayResponse writes the response in c.resp, streaming its body, and
 // returns uc to the pool when it was read whole.
-func (c *h1conn) relayResponse(uc *upConn, ex *exchange, keep bool) (status int, sent int64, keepOpen bool) {
+func (c *h1conn) relayResponse(uc *upConn, ex *exchange, deadline time.Time, keep bool) (status int, sent int64, keepOpen bool) {
 	req, resp := &c.req, &c.resp
 	status = resp.status
 	mode := resp.bodyMode(req.method)
@@ -903,8 +891,15 @@ func (c *h1conn) relayResponse(uc *upConn, ex *exchange, keep bool) (status int,
 	if mode != bodyNone {
 		buf := h1Buffers.Get().(*[]byte)
 		// Bodies of unknown length are often streams (server-sent
-		// events): each piece goes out as it comes.
+		// events): each piece goes out as it comes, and a client that
+		// leaves during a long wait for the next ends the stream then.
+		if unknown {
+			uc.watchClient(c.clientGone, deadline)
+		}
 		sent, readErr, writeErr = relay(c.bw, &c.rbody, *buf, chunked, unknown)
+		if unknown && uc.watchClient(nil, deadline) != nil {
+			reusable = false
+		}
 		h1Buffers.Put(buf)
 	}
 	if readErr != nil || writeErr != nil || !reusable {

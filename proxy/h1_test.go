@@ -615,14 +615,20 @@ func TestH1BodilessStatuses(t *testing.T) {
 }
 
 // TestH1ClientHangsUp has a client leave while its request waits for a
-// slow backend: the request is abandoned, which the backend sees as its
-// request cancelled, and counts as aborted, as on net/http.
+// slow backend, and another while the stream it reads waits for its next
+// piece: each exchange is abandoned, which the backend sees as its request
+// cancelled, and the first counts as aborted, as on net/http.
 func TestH1ClientHangsUp(t *testing.T) {
-	cancelled := make(chan struct{})
+	cancelled := make(chan struct{}, 1)
 	backend := startBackend(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/events" {
+			w.Header().Set("Content-Type", "text/event-stream")
+			io.WriteString(w, "data: one\n\n")
+			w.(http.Flusher).Flush()
+		}
 		select {
 		case <-r.Context().Done():
-			close(cancelled)
+			cancelled <- struct{}{}
 		case <-time.After(5 * time.Second):
 			io.WriteString(w, "too late")
 		}
@@ -643,4 +649,20 @@ func TestH1ClientHangsUp(t *testing.T) {
 		t.Fatal("the backend still works for a client that left")
 	}
 	eventuallyMetric(t, s, 1, "hostgate_http_requests_total", "route", "HTTPRoute ns/all", "code", "aborted")
+
+	c, br := dialRaw(t, addr)
+	io.WriteString(c, "GET /events HTTP/1.1\r\nHost: a\r\n\r\n")
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if event, err := bufio.NewReader(resp.Body).ReadString('\n'); event != "data: one\n" {
+		t.Fatalf("first event %q, %v", event, err)
+	}
+	c.Close()
+	select {
+	case <-cancelled:
+	case <-time.After(4 * time.Second):
+		t.Fatal("the backend still streams to a client that left 4s ago")
+	}
 }

@@ -13,6 +13,7 @@ package proxy
 
 import (
 	"bufio"
+	"errors"
 	"net"
 	"sync"
 	"time"
@@ -25,6 +26,43 @@ type upConn struct {
 	bw *bufio.Writer
 	// idleSince is when it went back to the pool.
 	idleSince time.Time
+	// While clientGone is set, a read that waits on the backend asks it
+	// every clientCheckInterval whether the client hung up, and ends with
+	// errClientGone if so: net/http's server learns that at once, with a
+	// goroutine per connection reading the client.
+	clientGone func() bool
+	// deadline is the exchange's, which those waits do not pass.
+	deadline time.Time
+}
+
+// Read is what br reads from.
+func (uc *upConn) Read(p []byte) (int, error) {
+	if uc.clientGone == nil {
+		return uc.Conn.Read(p)
+	}
+	for {
+		if err := uc.Conn.SetReadDeadline(earliest(time.Now().Add(clientCheckInterval), uc.deadline)); err != nil {
+			return 0, err
+		}
+		n, err := uc.Conn.Read(p)
+		ne, ok := errors.AsType[net.Error](err)
+		if n > 0 || !ok || !ne.Timeout() || !uc.deadline.IsZero() && !time.Now().Before(uc.deadline) {
+			return n, err
+		}
+		if uc.clientGone() {
+			return 0, errClientGone
+		}
+	}
+}
+
+// watchClient has the reads to come ask clientGone (none for nil) under
+// the exchange's deadline.
+func (uc *upConn) watchClient(clientGone func() bool, deadline time.Time) error {
+	uc.clientGone, uc.deadline = clientGone, deadline
+	if clientGone == nil {
+		return uc.Conn.SetReadDeadline(deadline)
+	}
+	return nil
 }
 
 const upstreamBufferSize = 4 << 10
@@ -69,7 +107,9 @@ func (p *upstreamPool) get(addr string, deadline time.Time, fresh bool) (uc *upC
 	if err != nil {
 		return nil, false, err
 	}
-	return &upConn{Conn: c, br: bufio.NewReaderSize(c, upstreamBufferSize), bw: bufio.NewWriterSize(c, upstreamBufferSize)}, false, nil
+	uc = &upConn{Conn: c, bw: bufio.NewWriterSize(c, upstreamBufferSize)}
+	uc.br = bufio.NewReaderSize(uc, upstreamBufferSize)
+	return uc, false, nil
 }
 
 // idleStack holds the idle connections to one address, the most recently
