@@ -169,7 +169,7 @@ func (f *forwarder) bridge(w http.ResponseWriter, r *http.Request, ex *exchange)
 		}
 		// The watch on the client ends this wait if the client leaves,
 		// where the engine looks every clientCheckInterval
-		// (h1conn.awaitResponse).
+		// (upConn.watchClient).
 		if _, err := uc.br.Peek(1); err != nil {
 			return false, err
 		}

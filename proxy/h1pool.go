@@ -37,20 +37,20 @@ type upConn struct {
 
 // Read is what br reads from.
 func (uc *upConn) Read(p []byte) (int, error) {
-	if uc.clientGone == nil {
-		return uc.Conn.Read(p)
-	}
 	for {
-		if err := uc.Conn.SetReadDeadline(earliest(time.Now().Add(clientCheckInterval), uc.deadline)); err != nil {
-			return 0, err
-		}
 		n, err := uc.Conn.Read(p)
+		if uc.clientGone == nil {
+			return n, err
+		}
 		ne, ok := errors.AsType[net.Error](err)
 		if n > 0 || !ok || !ne.Timeout() || !uc.deadline.IsZero() && !time.Now().Before(uc.deadline) {
 			return n, err
 		}
 		if uc.clientGone() {
 			return 0, errClientGone
+		}
+		if err := uc.armCheck(); err != nil {
+			return 0, err
 		}
 	}
 }
@@ -62,7 +62,13 @@ func (uc *upConn) watchClient(clientGone func() bool, deadline time.Time) error 
 	if clientGone == nil {
 		return uc.Conn.SetReadDeadline(deadline)
 	}
-	return nil
+	return uc.armCheck()
+}
+
+// armCheck has a read time out at the next check, once for all the reads
+// until then: a stream read in many pieces changes no timer per piece.
+func (uc *upConn) armCheck() error {
+	return uc.Conn.SetReadDeadline(earliest(time.Now().Add(clientCheckInterval), uc.deadline))
 }
 
 const upstreamBufferSize = 4 << 10
