@@ -616,53 +616,73 @@ func TestH1BodilessStatuses(t *testing.T) {
 
 // TestH1ClientHangsUp has a client leave while its request waits for a
 // slow backend, and another while the stream it reads waits for its next
-// piece: each exchange is abandoned, which the backend sees as its request
-// cancelled, and the first counts as aborted, as on net/http.
+// piece, over plain TCP and over TLS (whose client sends close_notify
+// before it closes): each exchange is abandoned, which the backend sees as
+// its request cancelled, and the first counts as aborted, as on net/http.
 func TestH1ClientHangsUp(t *testing.T) {
-	cancelled := make(chan struct{}, 1)
-	backend := startBackend(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/events" {
-			w.Header().Set("Content-Type", "text/event-stream")
-			io.WriteString(w, "data: one\n\n")
-			w.(http.Flusher).Flush()
-		}
-		select {
-		case <-r.Context().Done():
-			cancelled <- struct{}{}
-		case <-time.After(5 * time.Second):
-			io.WriteString(w, "too late")
-		}
-	}))
-	opts := testOptions()
-	opts.HTTP1Engine = EngineNative
-	s := startServer(t, opts)
-	s.UpdateEndpoints(map[string][]Endpoint{"web": {{Address: backend}}})
-	addr := apply(t, s, Listener{Address: "127.0.0.1:0", Routes: compile(t, route("all", nil, router.Rule{Backends: backends("web")}))})[0]
+	f := newTLSFixture(t)
+	for _, protocol := range []Protocol{HTTP, HTTPS} {
+		t.Run(protocol.String(), func(t *testing.T) {
+			cancelled := make(chan struct{}, 1)
+			backend := startBackend(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if r.URL.Path == "/events" {
+					w.Header().Set("Content-Type", "text/event-stream")
+					io.WriteString(w, "data: one\n\n")
+					w.(http.Flusher).Flush()
+				}
+				select {
+				case <-r.Context().Done():
+					cancelled <- struct{}{}
+				case <-time.After(5 * time.Second):
+					io.WriteString(w, "too late")
+				}
+			}))
+			opts := testOptions()
+			opts.HTTP1Engine = EngineNative
+			s := startServer(t, opts)
+			s.UpdateEndpoints(map[string][]Endpoint{"web": {{Address: backend}}})
+			ln := Listener{Address: "127.0.0.1:0", Protocol: protocol, Routes: compile(t, route("all", nil, router.Rule{Backends: backends("web")}))}
+			dial := func() (net.Conn, *bufio.Reader) { return dialRaw(t, ln.Address) }
+			if protocol == HTTPS {
+				ln.TLS = f.store(t, "app.example.com")
+				dial = func() (net.Conn, *bufio.Reader) {
+					c, err := tls.Dial("tcp", ln.Address, &tls.Config{RootCAs: f.ca.Pool, ServerName: "app.example.com", NextProtos: []string{"http/1.1"}})
+					if err != nil {
+						t.Fatal(err)
+					}
+					t.Cleanup(func() { c.Close() })
+					c.SetDeadline(time.Now().Add(5 * time.Second))
+					return c, bufio.NewReader(c)
+				}
+			}
+			ln.Address = apply(t, s, ln)[0]
 
-	c, _ := dialRaw(t, addr)
-	io.WriteString(c, "GET / HTTP/1.1\r\nHost: a\r\n\r\n")
-	time.Sleep(100 * time.Millisecond)
-	c.Close()
-	select {
-	case <-cancelled:
-	case <-time.After(3 * time.Second):
-		t.Fatal("the backend still works for a client that left")
-	}
-	eventuallyMetric(t, s, 1, "hostgate_http_requests_total", "route", "HTTPRoute ns/all", "code", "aborted")
+			c, _ := dial()
+			io.WriteString(c, "GET / HTTP/1.1\r\nHost: a\r\n\r\n")
+			time.Sleep(100 * time.Millisecond)
+			c.Close()
+			select {
+			case <-cancelled:
+			case <-time.After(3 * time.Second):
+				t.Fatal("the backend still works for a client that left")
+			}
+			eventuallyMetric(t, s, 1, "hostgate_http_requests_total", "route", "HTTPRoute ns/all", "code", "aborted")
 
-	c, br := dialRaw(t, addr)
-	io.WriteString(c, "GET /events HTTP/1.1\r\nHost: a\r\n\r\n")
-	resp, err := http.ReadResponse(br, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if event, err := bufio.NewReader(resp.Body).ReadString('\n'); event != "data: one\n" {
-		t.Fatalf("first event %q, %v", event, err)
-	}
-	c.Close()
-	select {
-	case <-cancelled:
-	case <-time.After(4 * time.Second):
-		t.Fatal("the backend still streams to a client that left 4s ago")
+			c, br := dial()
+			io.WriteString(c, "GET /events HTTP/1.1\r\nHost: a\r\n\r\n")
+			resp, err := http.ReadResponse(br, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if event, err := bufio.NewReader(resp.Body).ReadString('\n'); event != "data: one\n" {
+				t.Fatalf("first event %q, %v", event, err)
+			}
+			c.Close()
+			select {
+			case <-cancelled:
+			case <-time.After(4 * time.Second):
+				t.Fatal("the backend still streams to a client that left 4s ago")
+			}
+		})
 	}
 }

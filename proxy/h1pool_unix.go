@@ -9,11 +9,11 @@ import (
 )
 
 // socketState peeks at a TCP connection without blocking or taking bytes:
-// idle (open, nothing to read), data waiting, or closed by the peer (or
-// broken). It costs a system call, so the engine uses it only where
-// waiting would cost more: before sending a request that cannot be sent
-// twice on a pooled connection, and while a request waits long for its
-// backend.
+// idle (open, nothing to read), data waiting, or closed by the peer (with
+// or without data unread before the close) or broken. It costs a system
+// call or two, so the engine uses it only where waiting would cost more:
+// before sending a request that cannot be sent twice on a pooled
+// connection, and while a request or a stream waits long for its backend.
 func socketState(c net.Conn) socketStatus {
 	sc, ok := c.(syscall.Conn)
 	if !ok {
@@ -26,8 +26,12 @@ func socketState(c net.Conn) socketStatus {
 	var b [1]byte
 	var n int
 	var peekErr error
+	finished := false
 	if err := raw.Read(func(fd uintptr) bool {
 		n, _, peekErr = syscall.Recvfrom(int(fd), b[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
+		// Bytes the peer sent before it closed, such as a TLS client's
+		// close_notify, hide the close from the peek.
+		finished = n > 0 && peerFinished(int(fd))
 		return true
 	}); err != nil {
 		return socketClosed
@@ -35,7 +39,7 @@ func socketState(c net.Conn) socketStatus {
 	switch {
 	case errors.Is(peekErr, syscall.EAGAIN):
 		return socketIdle
-	case peekErr == nil && n > 0:
+	case peekErr == nil && n > 0 && !finished:
 		return socketData
 	}
 	return socketClosed
