@@ -716,11 +716,11 @@ func sendBody(uc *upConn, body io.Reader, chunked bool) (early bool, err error) 
 }
 
 // awaitResponse waits for the backend's response to begin, and abandons a
-// request whose client hung up meanwhile (upConn.clientGone).
+// request whose client hung up meanwhile (upConn.watchClient).
 func (c *h1conn) awaitResponse(uc *upConn, deadline time.Time) error {
-	uc.watchClient(c.clientGone, deadline)
+	uc.watchClient(c, deadline)
 	_, err := uc.br.Peek(1)
-	if unwatchErr := uc.watchClient(nil, deadline); err == nil {
+	if unwatchErr := uc.unwatchClient(); err == nil {
 		err = unwatchErr
 	}
 	return err
@@ -894,10 +894,10 @@ func (c *h1conn) relayResponse(uc *upConn, ex *exchange, deadline time.Time, kee
 		// events): each piece goes out as it comes, and a client that
 		// leaves during a long wait for the next ends the stream then.
 		if unknown {
-			uc.watchClient(c.clientGone, deadline)
+			uc.watchClient(c, deadline)
 		}
 		sent, readErr, writeErr = relay(c.bw, &c.rbody, *buf, chunked, unknown)
-		if unknown && uc.watchClient(nil, deadline) != nil {
+		if unknown && uc.unwatchClient() != nil {
 			reusable = false
 		}
 		h1Buffers.Put(buf)

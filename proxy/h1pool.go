@@ -13,7 +13,6 @@ package proxy
 
 import (
 	"bufio"
-	"errors"
 	"net"
 	"sync"
 	"time"
@@ -26,27 +25,26 @@ type upConn struct {
 	bw *bufio.Writer
 	// idleSince is when it went back to the pool.
 	idleSince time.Time
-	// While clientGone is set, a read that waits on the backend asks it
-	// every clientCheckInterval whether the client hung up, and ends with
+	// While client is set, a read that waits on the backend asks it every
+	// clientCheckInterval whether the client hung up, and ends with
 	// errClientGone if so: net/http's server learns that at once, with a
 	// goroutine per connection reading the client.
-	clientGone func() bool
+	client clientWatch
 	// deadline is the exchange's, which those waits do not pass.
 	deadline time.Time
 }
+
+// clientWatch is what a watched read asks (h1conn).
+type clientWatch interface{ clientGone() bool }
 
 // Read is what br reads from.
 func (uc *upConn) Read(p []byte) (int, error) {
 	for {
 		n, err := uc.Conn.Read(p)
-		if uc.clientGone == nil {
+		if uc.client == nil || n > 0 || !isTimeout(err) || !uc.deadline.IsZero() && !time.Now().Before(uc.deadline) {
 			return n, err
 		}
-		ne, ok := errors.AsType[net.Error](err)
-		if n > 0 || !ok || !ne.Timeout() || !uc.deadline.IsZero() && !time.Now().Before(uc.deadline) {
-			return n, err
-		}
-		if uc.clientGone() {
+		if uc.client.clientGone() {
 			return 0, errClientGone
 		}
 		if err := uc.armCheck(); err != nil {
@@ -55,14 +53,18 @@ func (uc *upConn) Read(p []byte) (int, error) {
 	}
 }
 
-// watchClient has the reads to come ask clientGone (none for nil) under
-// the exchange's deadline.
-func (uc *upConn) watchClient(clientGone func() bool, deadline time.Time) error {
-	uc.clientGone, uc.deadline = clientGone, deadline
-	if clientGone == nil {
-		return uc.Conn.SetReadDeadline(deadline)
-	}
-	return uc.armCheck()
+// watchClient has the reads to come ask client, under the exchange's
+// deadline, until unwatchClient. Should arming fail, the connection is
+// broken, which the next read says.
+func (uc *upConn) watchClient(client clientWatch, deadline time.Time) {
+	uc.client, uc.deadline = client, deadline
+	_ = uc.armCheck()
+}
+
+// unwatchClient ends watchClient, leaving reads the exchange's deadline.
+func (uc *upConn) unwatchClient() error {
+	uc.client = nil
+	return uc.Conn.SetReadDeadline(uc.deadline)
 }
 
 // armCheck has a read time out at the next check, once for all the reads
