@@ -343,22 +343,14 @@ func TestH1Limits(t *testing.T) {
 
 	c, br := dialRaw(t, addr)
 	io.WriteString(c, "GET / HTTP/1.1\r\n")
-	start := time.Now()
-	if _, err := br.ReadByte(); err != io.EOF {
-		t.Errorf("slow head: %v, want the connection closed", err)
-	}
-	if d := time.Since(start); d > 2*time.Second {
+	if d := closedAfter(t, br, "slow head"); d > 2*time.Second {
 		t.Errorf("slow head closed after %v", d)
 	}
 
 	c, br = dialRaw(t, addr)
 	io.WriteString(c, "GET / HTTP/1.1\r\nHost: a\r\n\r\n")
 	readResp(t, br, "GET")
-	start = time.Now()
-	if _, err := br.ReadByte(); err != io.EOF {
-		t.Errorf("idle: %v, want the connection closed", err)
-	}
-	if d := time.Since(start); d < 200*time.Millisecond || d > 2*time.Second {
+	if d := closedAfter(t, br, "idle"); d < 200*time.Millisecond || d > 2*time.Second {
 		t.Errorf("idle connection closed after %v, want about 300ms", d)
 	}
 }
@@ -377,13 +369,20 @@ func TestH1SlowNextHead(t *testing.T) {
 	io.WriteString(c, "GET / HTTP/1.1\r\nHost: a\r\n\r\n")
 	readResp(t, br, "GET")
 	io.WriteString(c, "GET / HTTP/1.1\r\nHost: a\r\n")
-	start := time.Now()
-	if _, err := br.ReadByte(); err != io.EOF {
-		t.Errorf("slow second head: %v, want the connection closed", err)
-	}
-	if d := time.Since(start); d > 3*time.Second {
+	if d := closedAfter(t, br, "slow second head"); d > 3*time.Second {
 		t.Errorf("slow second head closed after %v, want about 300ms", d)
 	}
+}
+
+// closedAfter waits for the server to close the connection br reads, and
+// returns how long it took.
+func closedAfter(t *testing.T, br *bufio.Reader, what string) time.Duration {
+	t.Helper()
+	start := time.Now()
+	if _, err := br.ReadByte(); err != io.EOF {
+		t.Errorf("%s: %v, want the connection closed", what, err)
+	}
+	return time.Since(start)
 }
 
 // TestH1HandsOver checks that what the engine leaves to net/http is still
