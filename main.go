@@ -19,7 +19,6 @@ import (
 	"net/netip"
 	"os"
 	"os/signal"
-	"runtime/debug"
 	"slices"
 	"strings"
 	"sync"
@@ -36,20 +35,8 @@ import (
 // version is stamped by the build: -ldflags "-X main.version=...".
 var version = "dev"
 
-// gcPercent is hostgate's GOGC unless the environment sets one. With many
-// routes most of the heap lives long (the informers' caches and the
-// translation: about 80 MB at 10,000 HTTPRoutes), and Go's default of 100
-// lets the heap grow to twice that between collections, where the RSS
-// stays: 200 MiB. 75 kept it at 183 MiB with the route-change p99 as it
-// was (64 ms over 100 changes); the collections it adds cost requests
-// about a third more collecting, 1.5% of the core under HTTP/2 load
-// (docs/benchmarks.md, "Eighth round").
-const gcPercent = 75
-
 func main() {
-	if _, set := os.LookupEnv("GOGC"); !set {
-		debug.SetGCPercent(gcPercent)
-	}
+	paceGC()
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
 	if err := run(ctx, os.Args[1:], os.Stderr, nil); err != nil {
