@@ -219,6 +219,19 @@ func (c *h1conn) serve() bool {
 			return false
 		}
 		c.idle.Store(false)
+		if c.l.closing.Load() {
+			// closeIdleH1 may have found the connection idle just
+			// before its request came, and cut the wait short after
+			// this read: the request is served all the same, under
+			// the wait's deadline, once closeIdleH1 is done (it holds
+			// h1mu throughout). Otherwise its body, or the watch on
+			// the client while the backend answers, would fail.
+			c.l.h1mu.Lock()
+			c.l.h1mu.Unlock()
+			if c.gc.SetReadDeadline(time.Now().Add(wait)) != nil {
+				return false
+			}
+		}
 		if first {
 			if tc, ok := c.gc.Conn.(*tls.Conn); ok && tc.ConnectionState().NegotiatedProtocol == "h2" {
 				return c.handOff()
