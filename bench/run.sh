@@ -13,6 +13,7 @@
 #   ROUNDS=1 DURATION=3s OUT=/tmp/b.md bench/run.sh
 #   PROXIES="nginx hostgate" SCENARIOS="h1-small h2-tls" bench/run.sh
 #   HOSTGATE_FLAGS=--profiling bench/run.sh     # extra flags for hostgate, e.g. to profile it
+#   PROFILE_DIR=/tmp/p bench/run.sh             # hostgate's CPU profile of each run, SCENARIO.ROUND.pprof
 #
 # Not part of hack/test.sh: a full run takes about 15 minutes.
 set -euo pipefail
@@ -305,7 +306,7 @@ declare -A COMMAND=(
 	[nginx]="nginx -e stderr -p $work/nginx -c $work/nginx/nginx.conf"
 	[haproxy]="haproxy -db -f $work/haproxy.cfg"
 	[caddy]="env GOMAXPROCS=1 $caddy run --config $work/Caddyfile --adapter caddyfile"
-	[hostgate]="env GOMAXPROCS=1 $work/bin/hostgate --config $work/hostgate --admin-addr 127.0.0.1:18409 --http-addr= --https-addr= --access-log=false --gateway-class= --shutdown-delay=0s --shutdown-grace=1s ${HOSTGATE_FLAGS:-}"
+	[hostgate]="env GOMAXPROCS=1 $work/bin/hostgate --config $work/hostgate --admin-addr 127.0.0.1:18409 --http-addr= --https-addr= --access-log=false --gateway-class= --shutdown-delay=0s --shutdown-grace=1s ${PROFILE_DIR:+--profiling} ${HOSTGATE_FLAGS:-}"
 )
 wait_port "$UP_HTTP" upstream
 wait_port "$UP_GRPC" grpc-upstream
@@ -366,11 +367,20 @@ cpu_ticks() {
 # measure SCENARIO PROXY ROUND DURATION: one measurement, as a results line.
 measure() {
 	local s=$1 p=$2 r=$3 d=$4 out=$work/out/$1.$2.$3 pid t0 t1 c0 c1 line
+	local profile=
 	pid=${PID[$p]}
+	if [[ -n ${PROFILE_DIR:-} && $p == hostgate && $r != 0 ]]; then
+		# Past the load's first second, to its last.
+		(sleep 1 && curl -sSf -o "$PROFILE_DIR/$s.$r.pprof" "http://127.0.0.1:18409/debug/pprof/profile?seconds=$(($(secs "$d") - 2))") &
+		profile=$!
+	fi
 	c0=$(cpu_ticks "$pid") t0=$(date +%s%N)
 	if ! load "$s" "$p" "$d" "$out"; then
 		echo "$s $p n/a the load generator failed: $(tail -1 "$out")"
 		return
+	fi
+	if [[ -n $profile ]] && ! wait "$profile"; then
+		echo "run.sh: no CPU profile of $s through hostgate, round $r" >&2
 	fi
 	t1=$(date +%s%N) c1=$(cpu_ticks "$pid")
 	case $s in
