@@ -19,9 +19,9 @@ import (
 // HTTP/2 load, most of it the requests in flight), and 75 then means a
 // collection for every 9 MB allocated: 20 a second, 6% of the core. The
 // heap may grow to heapFloor before a collection instead, as long as that
-// is no more than maxGCPercent above the live heap: h2-tls served 7-11%
-// more requests/s (docs/benchmarks.md, "Tenth round"). The manifest's
-// GOMEMLIMIT still caps it.
+// is no more than maxGCPercent above the live heap: h2-tls served 3-10%
+// more requests/s, grpc 5-15% (docs/benchmarks.md, "Tenth round"). The
+// manifest's GOMEMLIMIT still caps it.
 const (
 	gcPercent    = 75
 	heapFloor    = 40 << 20
@@ -38,10 +38,10 @@ func gcPercentFor(live uint64) int {
 }
 
 // paceGC sets GOGC, unless the environment does, and then again after each
-// collection from the heap it left live. The percent set after a
-// collection applies from then on, to the heap that collection measured:
-// a heap that grew fourfold in one cycle may overshoot the floor until the
-// next one, by maxGCPercent at most.
+// collection from the heap it left live. That happens in a cleanup, which
+// may run some way into the next cycle: until it does, a heap that grew
+// past the floor has a goal of up to three times (maxGCPercent) what the
+// collection left live, instead of 1.75 times.
 func paceGC() {
 	if _, set := os.LookupEnv("GOGC"); set {
 		return
