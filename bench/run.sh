@@ -371,7 +371,7 @@ measure() {
 	pid=${PID[$p]}
 	if [[ -n ${PROFILE_DIR:-} && $p == hostgate && $r != 0 ]]; then
 		# Past the load's first second, to its last.
-		(sleep 1 && curl -sSf -o "$PROFILE_DIR/$s.$r.pprof" "http://127.0.0.1:18409/debug/pprof/profile?seconds=$(($(secs "$d") - 2))") &
+		(sleep 1 && curl -sSf --create-dirs -o "$PROFILE_DIR/$s.$r.pprof" "http://127.0.0.1:18409/debug/pprof/profile?seconds=$(($(secs "$d") - 2))") &
 		profile=$!
 	fi
 	c0=$(cpu_ticks "$pid") t0=$(date +%s%N)

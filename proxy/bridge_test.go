@@ -25,8 +25,8 @@ import (
 
 // TestBridge sends HTTP/2 requests of every kind the bridge takes to an
 // HTTP/1.1 backend: bodies, HEAD, a streamed response with a trailer,
-// Early Hints, split cookies, a response cut short, a timeout and a client
-// that leaves mid-stream. The backend's connection serves them in turn.
+// Early Hints, split cookies, a response cut short, a timeout, and clients
+// that leave before the response and in mid-stream. The backend's connection serves them in turn.
 func TestBridge(t *testing.T) {
 	var conns atomic.Int64
 	left := make(chan struct{}, 1)
@@ -56,6 +56,10 @@ func TestBridge(t *testing.T) {
 		case <-time.After(5 * time.Second):
 		case <-r.Context().Done():
 		}
+	})
+	mux.HandleFunc("/hold", func(w http.ResponseWriter, r *http.Request) {
+		<-r.Context().Done()
+		left <- struct{}{}
 	})
 	mux.HandleFunc("/events", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/event-stream")
@@ -197,6 +201,19 @@ func TestBridge(t *testing.T) {
 	case <-left:
 	case <-time.After(5 * time.Second):
 		t.Error("the backend still streams to a client that left 5s ago")
+	}
+
+	// A client that leaves while the backend has yet to answer.
+	ctx, cancel = context.WithCancel(context.Background())
+	req, _ = http.NewRequestWithContext(ctx, "GET", base+"/hold", nil)
+	time.AfterFunc(300*time.Millisecond, cancel)
+	if _, err := client.Do(req); err == nil {
+		t.Error("a request canceled before its response got one")
+	}
+	select {
+	case <-left:
+	case <-time.After(5 * time.Second):
+		t.Error("the backend still holds a request whose client left 5s ago")
 	}
 
 	// A GET whose client keeps its stream open, as one streaming a body
