@@ -26,7 +26,8 @@ import (
 // TestBridge sends HTTP/2 requests of every kind the bridge takes to an
 // HTTP/1.1 backend: bodies, HEAD, a streamed response with a trailer,
 // Early Hints, split cookies, a response cut short, a timeout, and clients
-// that leave before the response and in mid-stream. The backend's connection serves them in turn.
+// that leave before the response and in mid-stream. The backend's
+// connection serves them in turn.
 func TestBridge(t *testing.T) {
 	var conns atomic.Int64
 	left := make(chan struct{}, 1)
