@@ -141,7 +141,7 @@ func (f *forwarder) bridge(w http.ResponseWriter, r *http.Request, ex *exchange)
 				return false, err
 			}
 		}
-		if r.Context().Err() != nil {
+		if b.clientGone() {
 			// A stream reset before its request went out (a flood of
 			// them is what the guard's budget stops) is not sent.
 			return false, errClientGone
@@ -187,7 +187,7 @@ func (f *forwarder) bridge(w http.ResponseWriter, r *http.Request, ex *exchange)
 		}
 		return true, readFinalResponse(uc.br, &b.resp, true, informational)
 	}
-	uc, status, _ := s.sendH1(ex, deadline, replayable, func() bool { return r.Context().Err() != nil }, send)
+	uc, status, _ := s.sendH1(ex, deadline, replayable, b.clientGone, send)
 	if uc == nil {
 		// A client that left gets no answer (status 0), and the request
 		// counts as aborted.
@@ -267,8 +267,8 @@ func copyFields(h http.Header, fields h1fields) {
 }
 
 // relayResponse writes the response whose head is in b, streaming its
-// body, and returns uc to the pool when it was read whole. It ends the
-// watch on the client that send set.
+// body, and returns uc to the pool, which ends the watch on the client
+// that send set, when it was read whole.
 func (f *forwarder) relayResponse(w http.ResponseWriter, r *http.Request, uc *upConn, ex *exchange, b *bridgeState, requestSent bool) {
 	resp := &b.resp
 	mode := resp.bodyMode(r.Method)
@@ -299,9 +299,6 @@ func (f *forwarder) relayResponse(w http.ResponseWriter, r *http.Request, uc *up
 		buf := h1Buffers.Get().(*[]byte)
 		readErr, writeErr = copyToClient(w, &b.rbody, *buf, flusher)
 		h1Buffers.Put(buf)
-	}
-	if uc.unwatchClient() != nil {
-		reusable = false
 	}
 	if readErr != nil || writeErr != nil || !reusable {
 		uc.Close()

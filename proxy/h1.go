@@ -910,9 +910,6 @@ func (c *h1conn) relayResponse(uc *upConn, ex *exchange, deadline time.Time, kee
 			uc.watchClient(c, deadline)
 		}
 		sent, readErr, writeErr = relay(c.bw, &c.rbody, *buf, chunked, unknown)
-		if unknown && uc.unwatchClient() != nil {
-			reusable = false
-		}
 		h1Buffers.Put(buf)
 	}
 	if readErr != nil || writeErr != nil || !reusable {

@@ -54,7 +54,8 @@ func (uc *upConn) Read(p []byte) (int, error) {
 }
 
 // watchClient has the reads to come ask client, under the exchange's
-// deadline, until unwatchClient. Should arming fail, the connection is
+// deadline, until unwatchClient or the pool takes the connection back
+// (upstreamPool.put). Should arming fail, the connection is
 // broken, which the next read says.
 func (uc *upConn) watchClient(client clientWatch, deadline time.Time) {
 	uc.client, uc.deadline = client, deadline
@@ -180,8 +181,8 @@ func (st *idleStack) closeIdle(timeout time.Duration) {
 	st.conns = st.conns[:kept]
 }
 
-// put returns a connection whose exchange ended cleanly; after close it
-// is closed instead.
+// put returns a connection whose exchange ended cleanly, its deadlines and
+// any watch on the client over; after close it is closed instead.
 func (p *upstreamPool) put(addr string, uc *upConn) {
 	select {
 	case <-p.stop:
@@ -189,6 +190,7 @@ func (p *upstreamPool) put(addr string, uc *upConn) {
 		return
 	default:
 	}
+	uc.client, uc.deadline = nil, time.Time{}
 	if uc.SetDeadline(time.Time{}) != nil {
 		uc.Close()
 		return
