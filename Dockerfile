@@ -1,7 +1,7 @@
 # Multi-stage build of the hostgate image: a static binary (no cgo) on a
 # distroless base, running as an unprivileged user.
 #   docker build --build-arg VERSION=$(git describe --always --dirty) -t hostgate .
-FROM golang:1.26 AS build
+FROM golang:1.27 AS build
 WORKDIR /src
 COPY go.mod go.sum ./
 RUN go mod download

@@ -9,6 +9,9 @@
 #
 # Needs only bash and the go command.
 set -euo pipefail
+# gateway-api v1.7 needs Go 1.27; machines whose go command is older (or set
+# to GOTOOLCHAIN=local) fetch this toolchain through the module proxy.
+export GOTOOLCHAIN=go1.27.3
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 out=${1:-$here/hostgate.yaml}
 module=sigs.k8s.io/gateway-api

@@ -19,6 +19,9 @@
 # and every namespace and link it made is deleted when it ends, also when
 # interrupted.
 set -euo pipefail
+# gateway-api v1.7 needs Go 1.27; machines whose go command is older (or set
+# to GOTOOLCHAIN=local) fetch this toolchain through the module proxy.
+export GOTOOLCHAIN=go1.27.3
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 log() { echo "conformance: $*" >&2; }
@@ -80,7 +83,8 @@ if [ -z "$hostgate" ]; then
 	(cd "$root" && go build -ldflags "-X main.version=$version" -o "$hostgate" .)
 fi
 log "building the echo server and the suite"
-(cd "$root/conformance" && go build -o "$work/echo-basic" sigs.k8s.io/gateway-api/conformance/echo-basic)
+(cd "$root/conformance/echo" && go build -o "$work/echo-basic" sigs.k8s.io/gateway-api/conformance/echo-basic)
+"$root/hack/conformance-images.sh"
 (cd "$root/conformance" && go test -c -tags conformance -o "$work/conformance.test" .)
 log "built in $((SECONDS - start))s"
 

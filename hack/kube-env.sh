@@ -17,6 +17,9 @@
 # etcd. Progress goes to stderr. The cache is
 # ${HOSTGATE_KUBE_CACHE:-$HOME/.cache/hostgate/kube/v1.36.3}.
 set -euo pipefail
+# gateway-api v1.7 needs Go 1.27; machines whose go command is older (or set
+# to GOTOOLCHAIN=local) fetch this toolchain through the module proxy.
+export GOTOOLCHAIN=go1.27.3
 
 kube_version=v1.36.3
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)

@@ -14,6 +14,9 @@
 #   CPBENCH_LOG_DIR=/tmp GODEBUG=gctrace=1 hack/perf-controlplane.sh    # keep hostgate's log (here with the GC's lines)
 #   CPBENCH_ALLOC_PROFILE=/tmp/allocs.pb.gz hack/perf-controlplane.sh # what hostgate allocates during each kind of change
 set -euo pipefail
+# gateway-api v1.7 needs Go 1.27; machines whose go command is older (or set
+# to GOTOOLCHAIN=local) fetch this toolchain through the module proxy.
+export GOTOOLCHAIN=go1.27.3
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 eval "$("$root/hack/kube-env.sh" --export)"
 cd "$root"

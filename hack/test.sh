@@ -7,6 +7,9 @@
 #
 #   FUZZTIME=10s hack/test.sh     # shorter fuzzing (default 20s per target)
 set -euo pipefail
+# gateway-api v1.7 needs Go 1.27; machines whose go command is older (or set
+# to GOTOOLCHAIN=local) fetch this toolchain through the module proxy.
+export GOTOOLCHAIN=go1.27.3
 cd "$(dirname "$0")/.."
 
 fuzztime=${FUZZTIME:-20s}
@@ -52,6 +55,10 @@ fi
 
 log "go vet"
 go vet ./...
+# The conformance module (the suite's runner and the node agent) is a module
+# of its own, outside ./...; its unit tests need no root.
+hack/conformance-images.sh
+(cd conformance && go vet -tags conformance ./... && go test -race -count=1 ./nodeagent/)
 
 log "go test -race"
 go test -race -count=1 -timeout 30m ./...

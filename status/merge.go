@@ -16,9 +16,39 @@ import (
 // status did not change, so that an unchanged status compares equal and
 // is not written, and return false when nothing would change.
 
+// conditionTypes is a set of condition types: those the Gateway API
+// defines for one kind of status, which hostgate answers for.
+type conditionTypes map[string]bool
+
+func typesOf[T ~string](types ...T) conditionTypes {
+	set := make(conditionTypes, len(types))
+	for _, t := range types {
+		set[string(t)] = true
+	}
+	return set
+}
+
+// The condition types of each status hostgate writes: every type the spec
+// defines there, also those hostgate does not set (yet), since a condition
+// of such a type is the controller's to remove. A condition of any other
+// type was written by someone else (a policy controller, an operator's
+// tool) and is kept as it is.
+var (
+	gatewayClassConditions = typesOf(gatewayv1.GatewayClassConditionStatusAccepted, gatewayv1.GatewayClassConditionStatusSupportedVersion)
+	gatewayConditions      = typesOf(gatewayv1.GatewayConditionAccepted, gatewayv1.GatewayConditionProgrammed,
+		gatewayv1.GatewayConditionResolvedRefs, gatewayv1.GatewayConditionReady, gatewayv1.GatewayConditionScheduled,
+		gatewayv1.GatewayConditionAddressesAssigned, gatewayv1.GatewayConditionInsecureFrontendValidationMode)
+	listenerConditions = typesOf(gatewayv1.ListenerConditionAccepted, gatewayv1.ListenerConditionProgrammed,
+		gatewayv1.ListenerConditionResolvedRefs, gatewayv1.ListenerConditionConflicted, gatewayv1.ListenerConditionDetached,
+		gatewayv1.ListenerConditionOverlappingTLSConfig, gatewayv1.ListenerConditionReady)
+	routeParentConditions = typesOf(gatewayv1.RouteConditionAccepted, gatewayv1.RouteConditionResolvedRefs,
+		gatewayv1.RouteConditionPartiallyInvalid)
+)
+
 // conditions returns wanted with the transition times of current where
-// the status is the same, and now elsewhere.
-func conditions(current, wanted []metav1.Condition, now metav1.Time) []metav1.Condition {
+// the status is the same, and now elsewhere, followed by the conditions of
+// current whose type is not among owned, unchanged and in their order.
+func conditions(current, wanted []metav1.Condition, owned conditionTypes, now metav1.Time) []metav1.Condition {
 	out := make([]metav1.Condition, 0, len(wanted))
 	for _, w := range wanted {
 		w.LastTransitionTime = now
@@ -27,16 +57,21 @@ func conditions(current, wanted []metav1.Condition, now metav1.Time) []metav1.Co
 		}
 		out = append(out, w)
 	}
+	for _, c := range current {
+		if !owned[c.Type] && meta.FindStatusCondition(wanted, c.Type) == nil {
+			out = append(out, c)
+		}
+	}
 	return out
 }
 
 func gatewayClassStatus(current, wanted gatewayv1.GatewayClassStatus, now metav1.Time) (gatewayv1.GatewayClassStatus, bool) {
-	wanted.Conditions = conditions(current.Conditions, wanted.Conditions, now)
+	wanted.Conditions = conditions(current.Conditions, wanted.Conditions, gatewayClassConditions, now)
 	return wanted, !equality.Semantic.DeepEqual(current, wanted)
 }
 
 func gatewayStatus(current, wanted gatewayv1.GatewayStatus, now metav1.Time) (gatewayv1.GatewayStatus, bool) {
-	wanted.Conditions = conditions(current.Conditions, wanted.Conditions, now)
+	wanted.Conditions = conditions(current.Conditions, wanted.Conditions, gatewayConditions, now)
 	listeners := make([]gatewayv1.ListenerStatus, len(wanted.Listeners))
 	for i, l := range wanted.Listeners {
 		var cur []metav1.Condition
@@ -45,7 +80,7 @@ func gatewayStatus(current, wanted gatewayv1.GatewayStatus, now metav1.Time) (ga
 				cur = c.Conditions
 			}
 		}
-		l.Conditions = conditions(cur, l.Conditions, now)
+		l.Conditions = conditions(cur, l.Conditions, listenerConditions, now)
 		listeners[i] = l
 	}
 	wanted.Listeners = listeners
@@ -70,7 +105,7 @@ func routeStatus(current gatewayv1.RouteStatus, controller gatewayv1.GatewayCont
 				cur = p.Conditions
 			}
 		}
-		w.Conditions = conditions(cur, w.Conditions, now)
+		w.Conditions = conditions(cur, w.Conditions, routeParentConditions, now)
 		out.Parents = append(out.Parents, w)
 	}
 	if len(current.Parents) == 0 && len(out.Parents) == 0 {

@@ -42,15 +42,25 @@ func TestConditions(t *testing.T) {
 			want:    []metav1.Condition{cond("Accepted", "False", "NoMatchingParent", 1, now)},
 		},
 		{
-			name:    "conditions no longer wanted go",
-			current: []metav1.Condition{cond("Accepted", "True", "Accepted", 1, before), cond("Old", "True", "Old", 1, before)},
+			name:    "our conditions no longer wanted go",
+			current: []metav1.Condition{cond("Accepted", "True", "Accepted", 1, before), cond("Ready", "True", "Ready", 1, before)},
 			wanted:  []metav1.Condition{cond("Accepted", "True", "Accepted", 1, metav1.Time{})},
 			want:    []metav1.Condition{cond("Accepted", "True", "Accepted", 1, before)},
+		},
+		{
+			// Another writer's condition survives our write whatever its
+			// generation or position (GatewayPreserveForeignConditions).
+			name: "foreign conditions stay as they are",
+			current: []metav1.Condition{cond("example.com/Audited", "True", "Seeded", 1, before),
+				cond("Accepted", "True", "Accepted", 1, before)},
+			wanted: []metav1.Condition{cond("Accepted", "True", "Accepted", 2, metav1.Time{})},
+			want: []metav1.Condition{cond("Accepted", "True", "Accepted", 2, before),
+				cond("example.com/Audited", "True", "Seeded", 1, before)},
 		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := conditions(tt.current, tt.wanted, now)
+			got := conditions(tt.current, tt.wanted, gatewayConditions, now)
 			if len(got) != len(tt.want) {
 				t.Fatalf("got %d conditions, want %d", len(got), len(tt.want))
 			}

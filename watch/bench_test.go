@@ -17,7 +17,7 @@ import (
 // benchObjects is one Gateway with n HTTPRoutes, each with its own
 // hostname, two rules and a Service with ten endpoints.
 func benchObjects(n int) *objects {
-	objs := &objects{crdBundleVersion: "v1.6.3"}
+	objs := &objects{crdBundleVersion: "v1.7.0"}
 	objs.add(&gatewayv1.GatewayClass{ObjectMeta: metav1.ObjectMeta{Name: "c"}, Spec: gatewayv1.GatewayClassSpec{ControllerName: DefaultGatewayController}}, 0)
 	objs.add(&gatewayv1.Gateway{
 		ObjectMeta: metav1.ObjectMeta{Name: "g", Namespace: "default"},

@@ -101,7 +101,7 @@ func FuzzTranslate(f *testing.F) {
 			return
 		}
 		load := func() *objects {
-			objs := &objects{crdBundleVersion: "v1.6.3"}
+			objs := &objects{crdBundleVersion: "v1.7.0"}
 			decodeYAML("fuzz.yaml", bytes.NewReader(data), objs)
 			return objs
 		}

@@ -50,7 +50,7 @@ var supportedFeatures = []gatewayv1.FeatureName{
 }
 
 // supportedBundle is the Gateway API release whose CRDs hostgate reads.
-const supportedBundle = "v1.6"
+const supportedBundle = "v1.7"
 
 func (t *translator) gatewayClasses() {
 	features := make([]gatewayv1.SupportedFeature, len(supportedFeatures))

@@ -53,7 +53,7 @@ func loadCase(t testing.TB, dir string) (*objects, Options) {
 	c := struct {
 		Options
 		CRDBundleVersion string
-	}{goldenOptions, "v1.6.3"}
+	}{goldenOptions, "v1.7.0"}
 	if data, err := os.ReadFile(filepath.Join(dir, "options.yaml")); err == nil {
 		if err := yaml.UnmarshalStrict(data, &c); err != nil {
 			t.Fatalf("options.yaml: %v", err)

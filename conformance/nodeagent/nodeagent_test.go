@@ -17,8 +17,9 @@ import (
 
 func TestIsEchoServer(t *testing.T) {
 	for image, want := range map[string]bool{
-		"registry.k8s.io/gateway-api/echo-basic:v1.5.1":     true,
-		"registry.k8s.io/gateway-api/echo-basic:v1.6.0-dev": true,
+		"registry.k8s.io/gateway-api/echo-basic:v1.5.1":             true,
+		"registry.k8s.io/gateway-api/echo-basic:v1.6.0-dev":         true,
+		"registry.k8s.io/gateway-api/conformance/echo-basic:v0.2.0": true,
 		"echo-basic": true,
 		"registry.k8s.io/coredns/coredns:v1.12.2": false,
 		"example.com/echo-basic-fork:v1":          false,
