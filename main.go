@@ -24,6 +24,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -49,7 +50,10 @@ func main() {
 }
 
 type config struct {
-	configPath       string
+	configPath   string
+	configSettle time.Duration
+	// metrics is where components register theirs.
+	metrics          prometheus.Registerer
 	kubeconfig       string
 	leaseNamespace   string
 	leaseName        string
@@ -75,6 +79,7 @@ func parseFlags(args []string, output io.Writer) (*config, error) {
 	fs := flag.NewFlagSet("hostgate", flag.ContinueOnError)
 	fs.SetOutput(output)
 	fs.StringVar(&c.configPath, "config", "", "serve the Kubernetes objects in this YAML file or folder instead of a cluster's (reloaded on change)")
+	fs.DurationVar(&c.configSettle, "config-settle", watch.DefaultFileSettle, "with -config, how long the files must stay unchanged before a change is read, so that a file caught while written is never served")
 	fs.StringVar(&c.stateFile, "state-file", "", "file that keeps the last configuration from the API server, private keys included, to serve at a start while the API server is unreachable until it syncs; empty: none")
 	fs.StringVar(&c.kubeconfig, "kubeconfig", "", "kubeconfig of the cluster to watch; empty uses the in-cluster config")
 	fs.StringVar(&c.leaseNamespace, "lease-namespace", envOr("POD_NAMESPACE", "hostgate"), "namespace of the Lease that elects the one status writer (default $POD_NAMESPACE)")
@@ -127,6 +132,9 @@ func parseFlags(args []string, output io.Writer) (*config, error) {
 	}
 	if c.configPath != "" && c.kubeconfig != "" {
 		return nil, errors.New("-config and -kubeconfig exclude each other: serve files or a cluster")
+	}
+	if c.configSettle < 0 {
+		return nil, fmt.Errorf("-config-settle %v: must not be negative", c.configSettle)
 	}
 	if c.configPath != "" && c.stateFile != "" {
 		return nil, errors.New("-state-file is for cluster mode: with -config the files are the configuration")
@@ -230,6 +238,7 @@ func run(ctx context.Context, args []string, logOutput io.Writer, h *hooks) erro
 	})
 	reg.MustRegister(translationTime, c.statusWriteErrors)
 	c.watch.TranslationTime = translationTime
+	c.metrics = reg
 	if c.stateFile != "" {
 		c.state = watch.NewStateFile(c.stateFile, log.With("component", "state-file"), reg)
 	}

@@ -29,7 +29,8 @@ type source struct {
 
 func newSource(c *config, log *slog.Logger, publish func(*watch.Snapshot, func() []string)) (*source, error) {
 	if c.configPath != "" {
-		s, err := watch.NewFile(c.configPath, c.watch, func(snap *watch.Snapshot, reports *watch.Reports) {
+		files := watch.FileConfig{Path: c.configPath, Settle: c.configSettle, Metrics: c.metrics}
+		s, err := watch.NewFile(files, c.watch, func(snap *watch.Snapshot, reports *watch.Reports) {
 			publish(snap, reports.Problems)
 		}, log)
 		if err != nil {

@@ -59,10 +59,15 @@ var gatewayVersions = []string{"v1", "v1beta1"}
 // pathological input cannot make a reload unbounded.
 const maxDocuments = 10000
 
+// adder receives decoded objects: the store, or one file's list of them.
+type adder interface {
+	add(obj any, hint int) bool
+}
+
 // decodeYAML adds the objects of a multi-document YAML stream to objs. A
 // document that cannot be decoded is reported and skipped; the others are
 // kept. name is the file name errors start with.
-func decodeYAML(name string, r io.Reader, objs *objects) []error {
+func decodeYAML(name string, r io.Reader, objs adder) []error {
 	reader := utilyaml.NewYAMLReader(bufio.NewReader(r))
 	var errs []error
 	for i := 0; ; i++ {
@@ -82,7 +87,7 @@ func decodeYAML(name string, r io.Reader, objs *objects) []error {
 	}
 }
 
-func decodeDocument(doc []byte, objs *objects) error {
+func decodeDocument(doc []byte, objs adder) error {
 	if len(stripComments(doc)) == 0 {
 		return nil
 	}
@@ -147,7 +152,7 @@ func mergeStringData(s *corev1.Secret) {
 	s.StringData = nil
 }
 
-func decodeList(items []any, objs *objects) error {
+func decodeList(items []any, objs adder) error {
 	var errs []error
 	for i, item := range items {
 		doc, err := yaml.Marshal(item)

@@ -19,6 +19,9 @@ type Reports struct {
 	HTTPRoutes []RouteReport[*gatewayv1.HTTPRoute]
 	GRPCRoutes []RouteReport[*gatewayv1.GRPCRoute]
 	Ingresses  []IngressReport
+	// Read lists what kept the source from reading objects as written (a
+	// config file with a document that does not decode), one line each.
+	Read []string
 
 	// problems is what Problems returns, found once: the source logs them
 	// and /debug/routes shows them, and with 10,000 routes each walk over

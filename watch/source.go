@@ -180,7 +180,7 @@ func (r *Reports) Problems() []string {
 }
 
 func (r *Reports) findProblems() []string {
-	var out []string
+	out := slices.Clone(r.Read)
 	// The object's name is made only for a problem: with 10,000 routes,
 	// making one for every route took longer than compiling the change.
 	add := func(kind, namespace, name, listener string, conds []metav1.Condition) {

@@ -28,6 +28,10 @@ type objects struct {
 	secrets         []*corev1.Secret
 	namespaces      []*corev1.Namespace
 	nodes           []*corev1.Node
+	// readProblems are what kept the source from reading its objects as
+	// written (file mode: files with documents that could not be decoded),
+	// one line each; Reports.Problems starts with them.
+	readProblems []string
 	// crdBundleVersion is the gateway.networking.k8s.io/bundle-version of
 	// the installed Gateway API CRDs; empty when unknown (file mode).
 	crdBundleVersion string

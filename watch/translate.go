@@ -144,6 +144,7 @@ func translateWith(objs *objects, opts Options, groups *lookups, prev, next *res
 	t.ingresses()
 	t.routes()
 	t.finishGateways()
+	t.reports.Read = objs.readProblems
 	return t.snapshot(), &t.reports
 }
 
