@@ -34,6 +34,14 @@ if ! command -v ip >/dev/null; then
 	log "needs the ip command (iproute2)"
 	exit 1
 fi
+# One run at a time on a machine: runs share the pod range, the address
+# pool and the ports of the suite's Gateways. A second run waits its turn.
+lock=${TMPDIR:-/tmp}/hostgate-conformance.lock
+exec 9>>"$lock"
+if ! flock -n 9; then
+	log "waiting for the other run on this machine ($lock)"
+	flock 9
+fi
 if ip -4 addr show | grep -q 'inet 10\.244\.0\.'; then
 	log "10.244.0.0/24 is already in use on this host (another run?)"
 	exit 1

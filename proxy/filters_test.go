@@ -54,6 +54,13 @@ func TestFilters(t *testing.T) {
 		route("rwfull", nil, rule("/rwfull", rewrite(router.Rewrite{Path: &router.PathModifier{Type: router.ReplaceFullPath, Value: "/full"}}))),
 		route("rwprefix", nil, rule("/rwprefix/", rewrite(router.Rewrite{Path: &router.PathModifier{Type: router.ReplacePrefixMatch, Value: "/p"}}))),
 		route("rwstrip", nil, rule("/rwstrip", rewrite(router.Rewrite{Path: &router.PathModifier{Type: router.ReplacePrefixMatch, Value: "/"}}))),
+		// The backend's rewrite applies after the rule's, whose host it
+		// keeps.
+		route("rwbackend", nil, router.Rule{Matches: prefix("/rwbackend"),
+			Filters: []router.Filter{rewrite(router.Rewrite{Hostname: "rule.test"})},
+			Backends: []router.BackendRef{{Name: "web", Weight: 1, Filters: []router.Filter{
+				rewrite(router.Rewrite{Path: &router.PathModifier{Type: router.ReplacePrefixMatch, Value: "/rewritten-prefix"}}),
+			}}}}),
 		route("mirror", nil, rule("/mirror",
 			router.Filter{Type: router.FilterRequestHeaderModifier, RequestHeaders: headerMod},
 			router.Filter{Type: router.FilterRequestMirror, Mirror: &router.Mirror{Backend: router.BackendRef{Name: "mirror", Weight: 1}}})),
@@ -89,6 +96,7 @@ func TestFilters(t *testing.T) {
 		{name: "rewrite prefix of the whole path", path: "/rwprefix", status: 200, body: []string{"path=/p "}},
 		{name: "rewrite prefix to root", path: "/rwstrip/x", status: 200, body: []string{"path=/x "}},
 		{name: "rewrite prefix to root, whole path", path: "/rwstrip", status: 200, body: []string{"path=/ "}},
+		{name: "backend rewrite", path: "/rwbackend/original", status: 200, body: []string{"host=rule.test ", "path=/rewritten-prefix/original "}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

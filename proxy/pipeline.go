@@ -74,10 +74,7 @@ func decide(routes *router.Table, sets map[string]*upstream.Set, v *view) plan {
 			}
 			return p
 		case router.FilterURLRewrite:
-			p.host = f.Rewrite.Hostname
-			if f.Rewrite.Path != nil {
-				p.path = modifyPath(v.Path, matchedPrefix(p.target), f.Rewrite.Path)
-			}
+			p.rewrite(v, f.Rewrite)
 		}
 	}
 	p.backend = chooseBackend(rule.Backends)
@@ -85,6 +82,13 @@ func decide(routes *router.Table, sets map[string]*upstream.Set, v *view) plan {
 	case p.backend == nil || p.backend.Invalid:
 		p.action = actInvalidBackend
 	default:
+		// A backend's own rewrite applies to the requests sent to it,
+		// after the rule's (HTTPRouteBackendURLRewrite).
+		for i := range p.backend.Filters {
+			if f := &p.backend.Filters[i]; f.Type == router.FilterURLRewrite {
+				p.rewrite(v, f.Rewrite)
+			}
+		}
 		p.set = sets[p.backend.Name]
 		if p.set == nil || p.set.Len() == 0 {
 			p.action = actNoEndpoints
@@ -93,6 +97,17 @@ func decide(routes *router.Table, sets map[string]*upstream.Set, v *view) plan {
 		}
 	}
 	return p
+}
+
+// rewrite applies a URLRewrite filter to the forwarded request's host and
+// path.
+func (p *plan) rewrite(v *view, rw *router.Rewrite) {
+	if rw.Hostname != "" {
+		p.host = rw.Hostname
+	}
+	if rw.Path != nil {
+		p.path = modifyPath(v.Path, matchedPrefix(p.target), rw.Path)
+	}
 }
 
 // chooseBackend draws a backend in proportion to the weights. Drawing at

@@ -205,6 +205,11 @@ func TestCompileReportsInvalidRoutesAndKeepsTheRest(t *testing.T) {
 			Matches: []Match{exact("/a")},
 			Filters: []Filter{{Type: FilterURLRewrite, Rewrite: &Rewrite{Path: &PathModifier{Type: ReplacePrefixMatch, Value: "/b"}}}},
 		}}}, "ReplacePrefixMatch needs a PathPrefix match"},
+		{"backend's prefix replacement on an exact match", Route{ID: RouteID{Kind: KindHTTPRoute, Name: "bad"}, Rules: []Rule{{
+			Matches: []Match{exact("/a")},
+			Backends: []BackendRef{{Name: "x", Weight: 1, Filters: []Filter{{Type: FilterURLRewrite, Rewrite: &Rewrite{
+				Path: &PathModifier{Type: ReplacePrefixMatch, Value: "/b"}}}}}},
+		}}}, "ReplacePrefixMatch needs a PathPrefix match"},
 		{"negative weight", Route{ID: RouteID{Kind: KindHTTPRoute, Name: "bad"}, Rules: []Rule{{Backends: []BackendRef{{Name: "x", Weight: -1}}}}}, "backendRefs[0].weight -1"},
 		{"backend timeout above request timeout", Route{ID: RouteID{Kind: KindHTTPRoute, Name: "bad"}, Rules: []Rule{{Timeouts: Timeouts{Request: time.Second, BackendRequest: time.Minute}}}}, "timeouts.backendRequest"},
 	}

@@ -101,6 +101,11 @@ func validateRule(kind Kind, rule *Rule) error {
 		}
 		prefixOnly = prefixOnly || usesPrefixReplacement(&rule.Filters[fi])
 	}
+	for bi := range rule.Backends {
+		for fi := range rule.Backends[bi].Filters {
+			prefixOnly = prefixOnly || usesPrefixReplacement(&rule.Backends[bi].Filters[fi])
+		}
+	}
 	for mi := range rule.Matches {
 		m := &rule.Matches[mi]
 		if err := validateMatch(kind, m); err != nil {

@@ -21,9 +21,13 @@ import (
 // this translator carry; keep it in step with the data plane.
 var supportedFeatures = []gatewayv1.FeatureName{
 	"GRPCRoute",
+	"GRPCRouteNamedRouteRule",
+	"GRPCRouteRequestHeaderModifier",
 	"Gateway",
+	"GatewayAddressEmpty",
 	"GatewayHTTPListenerIsolation",
 	"GatewayPort8080",
+	"GatewayRouteHostnameIntersectionPrecedence",
 	"HTTPRoute",
 	"HTTPRoute303RedirectStatusCode",
 	"HTTPRoute307RedirectStatusCode",
@@ -32,6 +36,8 @@ var supportedFeatures = []gatewayv1.FeatureName{
 	"HTTPRouteBackendProtocolWebSocket",
 	"HTTPRouteBackendRequestHeaderModification",
 	"HTTPRouteBackendTimeout",
+	"HTTPRouteBackendURLRewrite",
+	"HTTPRouteDestinationPortMatching",
 	"HTTPRouteHostRewrite",
 	"HTTPRouteMethodMatching",
 	"HTTPRouteNamedRouteRule",
@@ -165,18 +171,17 @@ func (t *translator) assignAddresses(gws []*gateway) {
 	taken := map[string]bool{}
 	var fromPool []*gateway
 	for _, g := range gws {
-		if len(g.obj.Spec.Addresses) == 0 {
-			if len(t.opts.AddressPool) == 0 {
-				g.addresses = []string{""}
-			} else {
-				fromPool = append(fromPool, g)
-			}
-			continue
-		}
+		// An address without a value asks for one to be assigned
+		// (GatewayAddressEmpty), as no addresses at all do.
+		assign := len(g.obj.Spec.Addresses) == 0
 		for i, a := range g.obj.Spec.Addresses {
 			if a.Type != nil && *a.Type != gatewayv1.IPAddressType {
 				g.accepted.first(string(gatewayv1.GatewayReasonUnsupportedAddress),
 					fmt.Sprintf("spec.addresses[%d].type: %s is not supported, only IPAddress", i, *a.Type))
+				continue
+			}
+			if a.Value == "" {
+				assign = true
 				continue
 			}
 			ip, err := netip.ParseAddr(a.Value)
@@ -188,29 +193,40 @@ func (t *translator) assignAddresses(gws []*gateway) {
 			g.addresses = append(g.addresses, ip.String())
 			taken[ip.String()] = true
 		}
+		switch {
+		case !assign:
+		case len(t.opts.AddressPool) > 0:
+			fromPool = append(fromPool, g)
+		case len(g.addresses) == 0:
+			g.addresses = []string{""}
+		}
 	}
+	// A Gateway keeps the pool address its status shows, so that its
+	// address does not move when others come and go.
 	var unassigned []*gateway
 	for _, g := range fromPool {
+		kept := false
 		for _, a := range g.obj.Status.Addresses {
 			if slices.Contains(t.opts.AddressPool, a.Value) && !taken[a.Value] {
-				g.addresses, taken[a.Value] = []string{a.Value}, true
+				g.addresses, taken[a.Value], kept = append(g.addresses, a.Value), true, true
 				break
 			}
 		}
-		if len(g.addresses) == 0 {
+		if !kept {
 			unassigned = append(unassigned, g)
 		}
 	}
 	pool := t.opts.AddressPool
 	for _, g := range unassigned {
 		start := poolPlace(g.obj.Namespace, g.obj.Name, len(pool))
+		assigned := false
 		for i := range pool {
 			if a := pool[(start+i)%len(pool)]; !taken[a] {
-				g.addresses, taken[a] = []string{a}, true
+				g.addresses, taken[a], assigned = append(g.addresses, a), true, true
 				break
 			}
 		}
-		if len(g.addresses) == 0 {
+		if !assigned {
 			g.programmed.first(string(gatewayv1.GatewayReasonAddressNotAssigned), "the address pool is exhausted")
 		}
 	}

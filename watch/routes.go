@@ -240,7 +240,7 @@ func (t *translator) attachToGateway(r *route, g *gateway, ref *gatewayRef) prob
 			continue
 		}
 		allowed++
-		hostnames, ok := intersectHostnames(l.hostname, r.hostnames)
+		hostnames, ok := hostnamesOn(l.hostname, r.hostnames)
 		if !ok {
 			continue
 		}
@@ -282,25 +282,32 @@ func describeParentRef(ref gatewayv1.ParentReference) string {
 	return strings.Join(parts, " ")
 }
 
-// intersectHostnames narrows a route's hostnames to a listener's: nil
-// means any host, and ok is false when nothing is left.
-func intersectHostnames(listenerHost string, routeHosts []string) (hostnames []string, ok bool) {
-	switch {
-	case listenerHost == "":
-		return routeHosts, true
-	case len(routeHosts) == 0:
-		return []string{listenerHost}, true
-	case len(routeHosts) == 1 && intersectHostname(listenerHost, routeHosts[0]) == routeHosts[0]:
-		// The usual route, one hostname within the listener's: its own
-		// list, rather than a new one for every translation.
+// hostnamesOn returns the hostnames of a route that intersect a listener's
+// hostname, as the route wrote them: nil means any host, and ok is false
+// when none intersects. They are not narrowed to the listener's: the
+// listener's own scope in the table already admits only its hosts, and
+// within it a route's own hostname decides precedence (an exact hostname
+// over a wildcard, a longer wildcard over a shorter, any host last), also
+// when a narrowing would make them equal
+// (GatewayRouteHostnameIntersectionPrecedence).
+func hostnamesOn(listenerHost string, routeHosts []string) (hostnames []string, ok bool) {
+	if listenerHost == "" || len(routeHosts) == 0 {
 		return routeHosts, true
 	}
-	for _, h := range routeHosts {
-		if m := intersectHostname(listenerHost, h); m != "" && !slices.Contains(hostnames, m) {
-			hostnames = append(hostnames, m)
+	for i, h := range routeHosts {
+		if intersectHostname(listenerHost, h) == "" {
+			// Only a route with a hostname outside the listener's
+			// pays for a list of its own.
+			hostnames = slices.Clone(routeHosts[:i])
+			for _, h := range routeHosts[i+1:] {
+				if intersectHostname(listenerHost, h) != "" {
+					hostnames = append(hostnames, h)
+				}
+			}
+			return hostnames, len(hostnames) > 0
 		}
 	}
-	return hostnames, len(hostnames) > 0
+	return routeHosts, true
 }
 
 // intersectHostname returns the more specific of two hostnames when one

@@ -7,7 +7,7 @@ import (
 	"testing"
 )
 
-func TestIntersectHostnames(t *testing.T) {
+func TestHostnamesOn(t *testing.T) {
 	tests := []struct {
 		listener string
 		route    []string
@@ -16,21 +16,25 @@ func TestIntersectHostnames(t *testing.T) {
 	}{
 		{"", nil, nil, true},
 		{"", []string{"a.example.com"}, []string{"a.example.com"}, true},
-		{"a.example.com", nil, []string{"a.example.com"}, true},
+		{"a.example.com", nil, nil, true},
 		{"a.example.com", []string{"a.example.com", "b.example.com"}, []string{"a.example.com"}, true},
+		{"a.example.com", []string{"b.example.com", "a.example.com"}, []string{"a.example.com"}, true},
 		{"*.example.com", []string{"a.b.example.com"}, []string{"a.b.example.com"}, true},
 		{"*.example.com", []string{"example.com"}, nil, false},
-		{"a.example.com", []string{"*.example.com"}, []string{"a.example.com"}, true},
+		// Not narrowed: within listener a.example.com's scope, a route
+		// for a.example.com still wins over this one.
+		{"a.example.com", []string{"*.example.com"}, []string{"*.example.com"}, true},
 		{"*.example.com", []string{"*.a.example.com"}, []string{"*.a.example.com"}, true},
-		{"*.a.example.com", []string{"*.example.com"}, []string{"*.a.example.com"}, true},
+		{"*.a.example.com", []string{"*.example.com"}, []string{"*.example.com"}, true},
+		{"*.example.com", []string{"*.com", "x.example.org"}, []string{"*.com"}, true},
 		{"*.example.com", []string{"*.example.org", "x.example.org"}, nil, false},
 		{"a.example.com", []string{"*.a.example.com"}, nil, false},
 	}
 	for _, tt := range tests {
 		t.Run(fmt.Sprintf("%s/%v", tt.listener, tt.route), func(t *testing.T) {
-			got, ok := intersectHostnames(tt.listener, tt.route)
+			got, ok := hostnamesOn(tt.listener, tt.route)
 			if ok != tt.ok || !slices.Equal(got, tt.want) {
-				t.Errorf("intersectHostnames(%q, %q) = %q, %t; want %q, %t", tt.listener, tt.route, got, ok, tt.want, tt.ok)
+				t.Errorf("hostnamesOn(%q, %q) = %q, %t; want %q, %t", tt.listener, tt.route, got, ok, tt.want, tt.ok)
 			}
 		})
 	}
