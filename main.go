@@ -238,6 +238,7 @@ func run(ctx context.Context, args []string, logOutput io.Writer, h *hooks) erro
 	})
 	reg.MustRegister(translationTime, c.statusWriteErrors)
 	c.watch.TranslationTime = translationTime
+	c.watch.AddressUsable = proxy.Bindable
 	c.metrics = reg
 	if c.stateFile != "" {
 		c.state = watch.NewStateFile(c.stateFile, log.With("component", "state-file"), reg)

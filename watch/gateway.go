@@ -1,6 +1,7 @@
 package watch
 
 import (
+	"errors"
 	"fmt"
 	"hash/fnv"
 	"net/netip"
@@ -28,6 +29,7 @@ var supportedFeatures = []gatewayv1.FeatureName{
 	"GatewayHTTPListenerIsolation",
 	"GatewayPort8080",
 	"GatewayRouteHostnameIntersectionPrecedence",
+	"GatewayStaticAddresses",
 	"HTTPRoute",
 	"HTTPRoute303RedirectStatusCode",
 	"HTTPRoute307RedirectStatusCode",
@@ -185,9 +187,15 @@ func (t *translator) assignAddresses(gws []*gateway) {
 				continue
 			}
 			ip, err := netip.ParseAddr(a.Value)
+			switch {
+			case err != nil:
+				err = errors.New("not an IP address")
+			case t.opts.AddressUsable != nil:
+				err = t.opts.AddressUsable(ip)
+			}
 			if err != nil {
 				g.programmed.first(string(gatewayv1.GatewayReasonAddressNotUsable),
-					fmt.Sprintf("spec.addresses[%d].value %q: not an IP address", i, a.Value))
+					fmt.Sprintf("spec.addresses[%d].value %q: %v", i, a.Value, err))
 				continue
 			}
 			g.addresses = append(g.addresses, ip.String())

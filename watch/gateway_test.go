@@ -1,10 +1,15 @@
 package watch
 
 import (
+	"errors"
 	"fmt"
+	"net/netip"
 	"slices"
 	"strings"
 	"testing"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // TestPoolAddressStaysPut: a Gateway whose status has not caught up yet
@@ -84,5 +89,66 @@ func TestProblemsNameTheObject(t *testing.T) {
 		if strings.HasPrefix(p, "Gateway infra/a-static:") || strings.HasPrefix(p, "Gateway infra/b-pool") {
 			t.Errorf("problem of a Gateway that is fine: %s", p)
 		}
+	}
+}
+
+// TestUnusableAddress: a spec.addresses value the node cannot bind leaves
+// the Gateway accepted but not Programmed (AddressNotUsable, naming the
+// field and why) and not served; without it, the Gateway serves on its
+// other address.
+func TestUnusableAddress(t *testing.T) {
+	input := `apiVersion: gateway.networking.k8s.io/v1
+kind: GatewayClass
+metadata: {name: hostgate}
+spec: {controllerName: hostgate.dev/gateway-controller}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {name: gw, namespace: infra}
+spec:
+  gatewayClassName: hostgate
+  addresses: [{value: 192.0.2.1}, {value: 127.0.0.5}]
+  listeners: [{name: http, port: 8080, protocol: HTTP}]
+`
+	var objs objects
+	if errs := decodeYAML("in.yaml", strings.NewReader(input), &objs); len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	objs.sort(&orders{})
+	usable := func(ip netip.Addr) error {
+		if ip.IsLoopback() {
+			return nil
+		}
+		return errors.New("not an address of this node")
+	}
+	snap, reports := translate(&objs, Options{AddressUsable: usable})
+	if len(reports.Gateways) != 1 {
+		t.Fatalf("reports: %+v", reports.Gateways)
+	}
+	st := reports.Gateways[0].Status
+	accepted := meta.FindStatusCondition(st.Conditions, "Accepted")
+	programmed := meta.FindStatusCondition(st.Conditions, "Programmed")
+	if accepted == nil || accepted.Status != metav1.ConditionTrue {
+		t.Errorf("Accepted = %+v; want True", accepted)
+	}
+	if programmed == nil || programmed.Status != metav1.ConditionFalse || programmed.Reason != "AddressNotUsable" ||
+		!strings.Contains(programmed.Message, `spec.addresses[0].value "192.0.2.1": not an address of this node`) {
+		t.Errorf("Programmed = %+v; want False AddressNotUsable naming spec.addresses[0]", programmed)
+	}
+	if len(snap.Listeners) != 0 {
+		t.Errorf("listeners = %+v; want none while an address is not usable", snap.Listeners)
+	}
+
+	objs.gateways[0].Spec.Addresses = objs.gateways[0].Spec.Addresses[1:]
+	snap, reports = translate(&objs, Options{AddressUsable: usable})
+	if c := meta.FindStatusCondition(reports.Gateways[0].Status.Conditions, "Programmed"); c == nil || c.Status != metav1.ConditionTrue {
+		t.Errorf("with the unusable address removed, Programmed = %+v; want True", c)
+	}
+	var names []string
+	for _, l := range snap.Listeners {
+		names = append(names, l.Name)
+	}
+	if !slices.Equal(names, []string{"127.0.0.5:8080"}) {
+		t.Errorf("with the unusable address removed, listeners = %v; want 127.0.0.5:8080", names)
 	}
 }

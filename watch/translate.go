@@ -14,6 +14,7 @@ package watch
 import (
 	"cmp"
 	"net"
+	"net/netip"
 	"slices"
 	"strconv"
 
@@ -56,6 +57,12 @@ type Options struct {
 	// StatusAddresses replace the node addresses published in the status of
 	// Ingresses and of Gateways bound to the node addresses.
 	StatusAddresses []string
+	// AddressUsable, when set, says why a Gateway's spec.addresses value
+	// cannot be bound on this node (nil error: it can). Such a Gateway is
+	// not Programmed (AddressNotUsable) and not served, as with a value
+	// that is no IP address: serving it on its other addresses only would
+	// hide the mistake.
+	AddressUsable func(netip.Addr) error
 	// TranslationTime, when set, observes how long each translation of the
 	// whole store took, in seconds. It takes no part in translation itself.
 	TranslationTime prometheus.Observer
