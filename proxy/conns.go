@@ -67,6 +67,10 @@ type trackedConn struct {
 	// proto is the connProtocol whose gauge counts the connection; it
 	// starts at protoHTTP1, the zero value.
 	proto atomic.Uint32
+	// serverName is the server name (SNI) the client's TLS handshake
+	// asked for. Written during the handshake, before any request of the
+	// connection is read, and only read after.
+	serverName string
 	// unknownSNI says the TLS handshake failed for want of a certificate,
 	// which was counted as such and must not count as an error again.
 	unknownSNI atomic.Bool
@@ -128,6 +132,19 @@ func (l *listener) noteHTTP2(r *http.Request) {
 	}
 }
 
+// serverNameOf is the server name (SNI) of the TLS connection r came on:
+// HTTP/3's from quic-go, the others' from the connection the guard
+// terminated TLS on.
+func serverNameOf(r *http.Request) string {
+	if r.TLS != nil {
+		return r.TLS.ServerName
+	}
+	if c, ok := r.Context().Value(connKey{}).(*trackedConn); ok {
+		return c.serverName
+	}
+	return ""
+}
+
 // countQUICConn is the http3.Server's ConnContext: it counts a QUIC
 // connection until quic-go cancels the connection's context on close.
 func (m *metrics) countQUICConn(ctx context.Context, c *quic.Conn) context.Context {
@@ -147,9 +164,13 @@ func (m *metrics) countHandshakes(cfg *tls.Config) *tls.Config {
 	getCertificate := cfg.GetCertificate
 	cfg.GetCertificate = func(hello *tls.ClientHelloInfo) (*tls.Certificate, error) {
 		cert, err := getCertificate(hello)
+		c, tracked := hello.Conn.(*trackedConn)
+		if tracked {
+			c.serverName = hello.ServerName
+		}
 		if cert == nil {
 			m.handshakes[handshakeUnknownSNI].Inc()
-			if c, ok := hello.Conn.(*trackedConn); ok {
+			if tracked {
 				c.unknownSNI.Store(true)
 			}
 		}

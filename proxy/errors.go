@@ -18,6 +18,7 @@ import (
 var errorBodies = map[int]string{
 	http.StatusBadRequest:            "bad request\n",
 	http.StatusNotFound:              "no route\n",
+	http.StatusMisdirectedRequest:    "misdirected request: the Host belongs to another listener than this connection's TLS server name\n",
 	http.StatusRequestEntityTooLarge: "request too large\n",
 	http.StatusInternalServerError:   "invalid backend\n",
 	http.StatusBadGateway:            "backend unreachable\n",
@@ -41,7 +42,7 @@ func grpcStatus(status int) string {
 		return grpcUnimplemented
 	case http.StatusGatewayTimeout:
 		return grpcDeadlineExceeded
-	case http.StatusBadGateway, http.StatusServiceUnavailable:
+	case http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusMisdirectedRequest:
 		return grpcUnavailable
 	}
 	return grpcInternal

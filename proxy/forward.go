@@ -32,6 +32,9 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, l *listener, st *
 		scheme:  l.scheme,
 		port:    l.port,
 	}
+	if l.scheme == "https" && st.routes != nil && st.routes.Shared() {
+		v.serverName = serverNameOf(r)
+	}
 	ex.plan = decide(st.routes, ex.sets, &v)
 	ex.stats = l.routeStats(st, ex.plan.target)
 	switch ex.plan.action {
@@ -43,6 +46,8 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, l *listener, st *
 		rec.WriteHeader(redirectStatus(ex.plan.redirect))
 	case actNotFound:
 		writeError(rec, r, http.StatusNotFound)
+	case actMisdirected:
+		writeError(rec, r, http.StatusMisdirectedRequest)
 	case actInvalidBackend:
 		writeError(rec, r, http.StatusInternalServerError)
 	case actNoEndpoints:

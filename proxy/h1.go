@@ -317,6 +317,11 @@ func (c *h1conn) exchange(n int) (keep, handOff bool) {
 		scheme:  l.scheme,
 		port:    l.port,
 	}
+	if tc, ok := c.gc.Conn.(*tls.Conn); ok && st.routes != nil && st.routes.Shared() {
+		if tracked, ok := tc.NetConn().(*trackedConn); ok {
+			v.serverName = tracked.serverName
+		}
+	}
 	ex.plan = decide(st.routes, ex.sets, &v)
 	if ex.plan.action == actForward && !engineForwards(&ex.plan, req) {
 		return false, true
@@ -355,6 +360,8 @@ func (c *h1conn) exchange(n int) (keep, handOff bool) {
 		c.endHead(keep, c.resp.fields.has("Date"))
 	case actNotFound:
 		status, sent, keep = c.writeError(http.StatusNotFound, keep)
+	case actMisdirected:
+		status, sent, keep = c.writeError(http.StatusMisdirectedRequest, keep)
 	case actInvalidBackend:
 		status, sent, keep = c.writeError(http.StatusInternalServerError, keep)
 	case actNoEndpoints:
@@ -447,8 +454,12 @@ func (c *h1conn) writeFields(fields h1fields, keepTrailer bool) {
 	}
 }
 
-// endHead writes the fields every answer carries and ends the head.
+// endHead writes the fields every answer carries and ends the head. An
+// answer given while its listener drains (a Gateway or port removed while
+// the request was in flight) says Connection: close, so that the client
+// does not send its next request to a socket about to close.
 func (c *h1conn) endHead(keep, hasDate bool) {
+	keep = keep && !c.l.closing.Load()
 	for _, v := range c.l.alt {
 		c.bw.WriteString("Alt-Svc: ")
 		c.bw.WriteString(v)

@@ -3,13 +3,18 @@ package proxy
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/quic-go/quic-go"
+	"github.com/quic-go/quic-go/http3"
 
 	"github.com/hostgate/hostgate/internal/streamtest"
 	"github.com/hostgate/hostgate/router"
@@ -306,5 +311,90 @@ func TestGraceExpires(t *testing.T) {
 	}
 	if _, err := streamtest.ReadFrame(wsr); err == nil {
 		t.Error("the WebSocket connection is still open")
+	}
+}
+
+// TestRemovedListenerDrains removes listeners (a Gateway deleted, a port
+// dropped) while requests are in flight on every protocol: each finishes
+// with its answer, none is reset, and the sockets stop accepting at once.
+func TestRemovedListenerDrains(t *testing.T) {
+	f := newTLSFixture(t)
+	s := startServer(t, testOptions())
+	const clients = 5
+	var arrived sync.WaitGroup
+	arrived.Add(clients)
+	release := make(chan struct{})
+	s.UpdateEndpoints(map[string][]Endpoint{"slow": {{Address: startBackend(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		arrived.Done()
+		<-release
+		io.WriteString(w, "finished")
+	}))}}})
+	routes := compile(t, route("slow", nil, router.Rule{Backends: backends("slow")}))
+	plain, secure := freeAddr(t), freeAddr(t)
+	addrs := apply(t, s,
+		Listener{Address: plain, Routes: routes},
+		Listener{Address: secure, Protocol: HTTPS, Routes: routes, TLS: f.store(t, "app.test")})
+
+	h2c := &http.Transport{Protocols: new(http.Protocols)}
+	h2c.Protocols.SetUnencryptedHTTP2(true)
+	h3 := &http3.Transport{
+		TLSClientConfig: &tls.Config{RootCAs: f.ca.Pool, MinVersion: tls.VersionTLS13},
+		Dial: func(ctx context.Context, _ string, tlsCfg *tls.Config, cfg *quic.Config) (*quic.Conn, error) {
+			return quic.DialAddr(ctx, secure, tlsCfg, cfg)
+		},
+	}
+	t.Cleanup(func() { h3.Close() })
+	requests := map[string]func() (*http.Response, error){
+		"HTTP/1.1":  func() (*http.Response, error) { return http.Get("http://" + plain + "/") },
+		"h2c":       func() (*http.Response, error) { return (&http.Client{Transport: h2c}).Get("http://" + plain + "/") },
+		"HTTPS/1.1": func() (*http.Response, error) { return f.client(secure, false).Get("https://app.test/") },
+		"h2":        func() (*http.Response, error) { return f.client(secure, true).Get("https://app.test/") },
+		"HTTP/3":    func() (*http.Response, error) { return (&http.Client{Transport: h3}).Get("https://app.test/") },
+	}
+	if len(requests) != clients {
+		t.Fatalf("%d clients, %d requests", clients, len(requests))
+	}
+	type outcome struct {
+		name, got string
+		closes    bool
+	}
+	outcomes := make(chan outcome, clients)
+	for name, do := range requests {
+		go func() {
+			resp, err := do()
+			if err != nil {
+				outcomes <- outcome{name: name, got: err.Error()}
+				return
+			}
+			defer resp.Body.Close()
+			body, err := io.ReadAll(resp.Body)
+			if err != nil {
+				outcomes <- outcome{name: name, got: err.Error()}
+				return
+			}
+			outcomes <- outcome{name, fmt.Sprint(resp.StatusCode, " ", string(body)), resp.Close}
+		}()
+	}
+	arrived.Wait()
+	apply(t, s) // every listener goes
+	for _, addr := range addrs {
+		if c, err := net.Dial("tcp", addr); err == nil {
+			c.Close()
+			t.Errorf("removed listener %s still accepts", addr)
+		}
+	}
+	close(release)
+	for range clients {
+		select {
+		case o := <-outcomes:
+			if o.got != "200 finished" {
+				t.Errorf("%s request in flight got %q; want 200 finished", o.name, o.got)
+			}
+			if strings.HasSuffix(o.name, "/1.1") && !o.closes {
+				t.Errorf("%s answer kept its connection open on a removed listener; want Connection: close", o.name)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("a request in flight did not finish")
+		}
 	}
 }

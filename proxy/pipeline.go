@@ -27,6 +27,9 @@ type view struct {
 	scheme string
 	// port is the listener's port, which a redirect keeps by default.
 	port int
+	// serverName is the TLS server name (SNI) of the request's
+	// connection, looked up only where the table is Shared.
+	serverName string
 }
 
 // action is what a plan does with the request.
@@ -38,6 +41,7 @@ const (
 	actForward
 	actInvalidBackend
 	actNoEndpoints
+	actMisdirected
 )
 
 // plan is the pipeline's decision.
@@ -57,9 +61,14 @@ type plan struct {
 // decide runs the pipeline up to the choice of an endpoint set.
 func decide(routes *router.Table, sets map[string]*upstream.Set, v *view) plan {
 	var p plan
-	if routes != nil {
-		p.target = routes.Lookup(v.Request)
+	if routes == nil {
+		return p
 	}
+	if routes.Misdirected(v.serverName, v.Host) {
+		p.action = actMisdirected
+		return p
+	}
+	p.target = routes.Lookup(v.Request)
 	if p.target == nil {
 		return p
 	}

@@ -217,3 +217,57 @@ func TestTLSBackends(t *testing.T) {
 		}
 	}
 }
+
+// TestMisdirectedRequest: on a socket that HTTPS listeners of several
+// hostnames share, a request whose Host selects another listener than its
+// connection's server name (SNI) gets 421, on HTTP/1.1, h2 and HTTP/3; the
+// client would otherwise reach a listener whose certificate (and client
+// certificate checks) it never saw.
+func TestMisdirectedRequest(t *testing.T) {
+	f := newTLSFixture(t)
+	s := startServer(t, testOptions())
+	s.UpdateEndpoints(map[string][]Endpoint{
+		"a":   {{Address: startBackend(t, echo("a"))}},
+		"any": {{Address: startBackend(t, echo("any"))}},
+	})
+	onListener := func(r router.Route, listener string) router.Route { r.Listener = listener; return r }
+	addr := apply(t, s, Listener{
+		Address: "127.0.0.1:0", Protocol: HTTPS, TLS: f.store(t, "a.example.com", "*.example.com"),
+		Routes: compile(t,
+			onListener(route("a", []string{"a.example.com"}, router.Rule{Backends: backends("a")}), "a.example.com"),
+			onListener(route("any", nil, router.Rule{Backends: backends("any")}), "")),
+	})[0]
+	_, port, _ := net.SplitHostPort(addr)
+	h3 := &http3.Transport{
+		TLSClientConfig: &tls.Config{RootCAs: f.ca.Pool, MinVersion: tls.VersionTLS13},
+		Dial: func(ctx context.Context, _ string, tlsCfg *tls.Config, cfg *quic.Config) (*quic.Conn, error) {
+			return quic.DialAddr(ctx, addr, tlsCfg, cfg)
+		},
+	}
+	t.Cleanup(func() { h3.Close() })
+	clients := map[string]*http.Client{
+		"HTTP/1.1": f.client(addr, false),
+		"h2":       f.client(addr, true),
+		"HTTP/3":   {Transport: h3, Timeout: 10 * time.Second},
+	}
+	for name, c := range clients {
+		for _, tt := range []struct {
+			sni, host string
+			status    int
+			backend   string
+		}{
+			{"a.example.com", "a.example.com", 200, "a"},
+			{"a.example.com", "b.example.com", 421, ""},
+			{"b.example.com", "b.example.com", 200, "any"},
+			{"b.example.com", "c.example.com", 200, "any"}, // one listener, another host: its own routes decide
+			{"b.example.com", "a.example.com", 421, ""},
+		} {
+			t.Run(fmt.Sprintf("%s/sni %s host %s", name, tt.sni, tt.host), func(t *testing.T) {
+				resp, body := get(t, c, "https://"+tt.sni+":"+port+"/", "Host", tt.host)
+				if resp.StatusCode != tt.status || (tt.backend != "" && !strings.HasPrefix(body, "backend="+tt.backend+" ")) {
+					t.Errorf("status %d, body %q; want %d from backend %q", resp.StatusCode, body, tt.status, tt.backend)
+				}
+			})
+		}
+	}
+}

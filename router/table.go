@@ -367,6 +367,34 @@ func (t *Table) lookupFolded(host string, req *Request) *Target {
 	return t.lookup(buf[:len(host)], req)
 }
 
+// Shared reports whether listeners of more than one hostname share the
+// table, the only case where Misdirected can be true: engines look up a
+// connection's server name only then.
+func (t *Table) Shared() bool { return len(t.scopes) > 1 }
+
+// Misdirected reports whether a request for host came on a TLS
+// connection whose server name (SNI) selects another listener of the
+// table than host does. That connection was set up (its certificate, its
+// client certificate checks) for the other listener, so the request is to
+// be answered 421 Misdirected Request (RFC 9110 section 15.5.20) and the
+// client retries on a connection of its own. A table of one listener
+// hostname has nothing to confuse.
+func (t *Table) Misdirected(serverName, host string) bool {
+	if !t.Shared() || serverName == "" {
+		return false
+	}
+	return t.scopeOf(serverName) != t.scopeOf(host)
+}
+
+// scopeOf is the scope that serves host, given as a client wrote it.
+func (t *Table) scopeOf(host string) *scope {
+	host = trimHost(host)
+	if hasUpper(host) {
+		host = strings.ToLower(host)
+	}
+	return t.selectScope(unsafe.Slice(unsafe.StringData(host), len(host))) // only read
+}
+
 func (t *Table) lookup(host []byte, req *Request) *Target {
 	sc := t.selectScope(host)
 	if sc == nil {

@@ -318,6 +318,41 @@ func TestListenerIsolation(t *testing.T) {
 	}
 }
 
+// TestMisdirected follows the cases of the Gateway API's
+// HTTPRouteHTTPSListenerDetectMisdirectedRequests: the server name and the
+// host must select the same listener.
+func TestMisdirected(t *testing.T) {
+	table, errs := Compile(nil, "", "second-example.org", "*.wildcard.org", "fourth-example.wildcard.org")
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	for _, tt := range []struct {
+		serverName, host string
+		want             bool
+	}{
+		{"example.org", "example.org", false},
+		{"example.org", "second-example.org", true},
+		{"example.org", "unknown-example.org", false}, // both the listener without hostname
+		{"second-example.org", "second-example.org:443", false},
+		{"second-example.org", "Second-Example.org", false},
+		{"second-example.org", "example.org", true},
+		{"second-example.org", "unknown-example.org", true},
+		{"third-example.wildcard.org", "fith-example.wildcard.org", false},
+		{"third-example.wildcard.org", "fourth-example.wildcard.org", true},
+		{"fourth-example.wildcard.org", "fith-example.wildcard.org", true},
+		{"unknown-example.org", "example.org", false},
+		{"", "second-example.org", false}, // no SNI: nothing to compare
+	} {
+		if got := table.Misdirected(tt.serverName, tt.host); got != tt.want {
+			t.Errorf("Misdirected(%q, %q) = %t, want %t", tt.serverName, tt.host, got, tt.want)
+		}
+	}
+	one, _ := Compile(nil, "a.example.com")
+	if one.Misdirected("a.example.com", "b.example.com") {
+		t.Error("a table of one listener hostname calls a request misdirected")
+	}
+}
+
 // TestLookupWideNodes covers nodes with more children than a lookup step
 // scans, and hosts with more labels than any wildcard suffix has, neither of
 // which the fuzz's small pools reach.

@@ -27,6 +27,7 @@ var supportedFeatures = []gatewayv1.FeatureName{
 	"Gateway",
 	"GatewayAddressEmpty",
 	"GatewayHTTPListenerIsolation",
+	"GatewayHTTPSListenerDetectMisdirectedRequests",
 	"GatewayPort8080",
 	"GatewayRouteHostnameIntersectionPrecedence",
 	"GatewayStaticAddresses",
