@@ -20,6 +20,7 @@ import (
 	"os"
 	"os/signal"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -101,6 +102,11 @@ func parseFlags(args []string, output io.Writer) (*config, error) {
 		c.watch.StatusAddresses, err = ipList(s)
 		return err
 	})
+	fs.Func("host-ports", "comma-separated ports the pod's hostPorts map (the manifest's); Gateway listeners on other ports cannot be reached and are not accepted (PortUnavailable). Ignored on the host network ($POD_IP equal to $HOST_IP), where every port is reachable (default: every port)", func(s string) error {
+		var err error
+		c.watch.ReachablePorts, err = portList(s)
+		return err
+	})
 	fs.BoolVar(&c.proxy.TrustForwardedHeaders, "trust-forwarded-headers", false, "keep X-Forwarded-* headers sent by clients (only behind a trusted load balancer)")
 	fs.Func("load-balancing", "round-robin or least-request (default round-robin)", oneOf(&c.proxy.LoadBalancing, proxy.RoundRobin, proxy.LeastRequest))
 	fs.Func("http1-engine", "native (hostgate's own HTTP/1.1 engine) or stdlib (net/http for every connection) (default native)", oneOf(&c.proxy.HTTP1Engine, proxy.EngineNative, proxy.EngineStdlib))
@@ -132,6 +138,11 @@ func parseFlags(args []string, output io.Writer) (*config, error) {
 	}
 	if c.configPath != "" && c.kubeconfig != "" {
 		return nil, errors.New("-config and -kubeconfig exclude each other: serve files or a cluster")
+	}
+	if podIP := os.Getenv("POD_IP"); c.watch.ReachablePorts != nil && podIP != "" && podIP == os.Getenv("HOST_IP") {
+		// A pod on the host network has the node's address and binds
+		// the node's ports: the hostPort list no longer bounds them.
+		c.watch.ReachablePorts = nil
 	}
 	if c.configSettle < 0 {
 		return nil, fmt.Errorf("-config-settle %v: must not be negative", c.configSettle)
@@ -194,6 +205,22 @@ func ipList(s string) ([]string, error) {
 			return nil, fmt.Errorf("%s is listed twice", addr)
 		}
 		out = append(out, addr.String())
+	}
+	return out, nil
+}
+
+// portList parses comma-separated port numbers; none gives nil.
+func portList(s string) ([]int32, error) {
+	var out []int32
+	for _, item := range splitList(s) {
+		port, err := strconv.ParseUint(item, 10, 16)
+		if err != nil || port == 0 {
+			return nil, fmt.Errorf("%q is not a port number (1-65535)", item)
+		}
+		if slices.Contains(out, int32(port)) {
+			return nil, fmt.Errorf("%d is listed twice", port)
+		}
+		out = append(out, int32(port))
 	}
 	return out, nil
 }

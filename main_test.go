@@ -227,6 +227,7 @@ func TestBadFlagsAreRejected(t *testing.T) {
 		{"--config", "x", "--state-file", "y"},
 		{"stray"},
 		{"--address-pool", "not-an-ip", "--config", "testdata"},
+		{"--config-settle", "-1s", "--config", "examples/quickstart"},
 	} {
 		err := run(context.Background(), args, io.Discard, nil)
 		if err == nil {
@@ -238,6 +239,12 @@ func TestBadFlagsAreRejected(t *testing.T) {
 	err := run(context.Background(), []string{"--address-pool", "2001:db8::1,2001:DB8::1", "--config", "examples/quickstart"}, io.Discard, nil)
 	if err == nil || !strings.Contains(err.Error(), "-address-pool") || !strings.Contains(err.Error(), "listed twice") {
 		t.Errorf("--address-pool with a repeated address: %v, want an error naming the flag", err)
+	}
+	for _, ports := range []string{"80,http", "0", "70000", "80,80"} {
+		err := run(context.Background(), []string{"--host-ports", ports, "--config", "examples/quickstart"}, io.Discard, nil)
+		if err == nil || !strings.Contains(err.Error(), "-host-ports") {
+			t.Errorf("--host-ports %s: %v, want an error naming the flag", ports, err)
+		}
 	}
 	// A bound of 0 would keep no backend connection alive: refused
 	// before anything starts, with the flag named.

@@ -274,8 +274,15 @@ func (t *translator) listener(g *gateway, spec *gatewayv1.Listener) *listener {
 			fmt.Sprintf("protocol %q: hostgate serves HTTP and HTTPS", spec.Protocol))
 		return l
 	}
-	if spec.Port < 1 || spec.Port > 65535 {
+	switch {
+	case spec.Port < 1 || spec.Port > 65535:
 		l.accepted.first(string(gatewayv1.ListenerReasonUnsupportedValue), fmt.Sprintf("port %d: out of range", spec.Port))
+	case t.opts.ReachablePorts != nil && !slices.Contains(t.opts.ReachablePorts, int32(spec.Port)):
+		// Bound inside a pod whose hostPorts do not include it, the
+		// listener would answer no one outside the pod.
+		l.accepted.first(string(gatewayv1.ListenerReasonPortUnavailable), fmt.Sprintf(
+			"port %d: not reachable on this node: hostgate's pod maps only the hostPorts %v (run the hostNetwork variant, or add a hostPort and list it in --host-ports)",
+			spec.Port, t.opts.ReachablePorts))
 	}
 	t.listenerKinds(l)
 	t.listenerNamespaces(l)

@@ -152,3 +152,52 @@ spec:
 		t.Errorf("with the unusable address removed, listeners = %v; want 127.0.0.5:8080", names)
 	}
 }
+
+// TestUnreachablePort: with the hostPorts of hostgate's pod known, a
+// listener on another port is not accepted (PortUnavailable) and not
+// bound, while the listeners on mapped ports serve.
+func TestUnreachablePort(t *testing.T) {
+	input := `apiVersion: gateway.networking.k8s.io/v1
+kind: GatewayClass
+metadata: {name: hostgate}
+spec: {controllerName: hostgate.dev/gateway-controller}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {name: gw, namespace: infra}
+spec:
+  gatewayClassName: hostgate
+  addresses: [{value: 127.0.0.5}]
+  listeners:
+  - {name: http, port: 80, protocol: HTTP}
+  - {name: other, port: 8080, protocol: HTTP}
+`
+	var objs objects
+	if errs := decodeYAML("in.yaml", strings.NewReader(input), &objs); len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	objs.sort(&orders{})
+	snap, reports := translate(&objs, Options{ReachablePorts: []int32{80, 443}})
+	for _, l := range reports.Gateways[0].Status.Listeners {
+		accepted := meta.FindStatusCondition(l.Conditions, "Accepted")
+		programmed := meta.FindStatusCondition(l.Conditions, "Programmed")
+		switch l.Name {
+		case "http":
+			if accepted.Status != metav1.ConditionTrue || programmed.Status != metav1.ConditionTrue {
+				t.Errorf("listener http: Accepted %+v, Programmed %+v; want both True", accepted, programmed)
+			}
+		case "other":
+			if accepted.Status != metav1.ConditionFalse || accepted.Reason != "PortUnavailable" || !strings.Contains(accepted.Message, "port 8080") ||
+				programmed.Status != metav1.ConditionFalse {
+				t.Errorf("listener other: Accepted %+v, Programmed %+v; want Accepted=False PortUnavailable naming port 8080, not Programmed", accepted, programmed)
+			}
+		}
+	}
+	var names []string
+	for _, l := range snap.Listeners {
+		names = append(names, l.Name)
+	}
+	if !slices.Equal(names, []string{"127.0.0.5:80"}) {
+		t.Errorf("listeners = %v; want only 127.0.0.5:80", names)
+	}
+}

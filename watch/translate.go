@@ -57,6 +57,10 @@ type Options struct {
 	// StatusAddresses replace the node addresses published in the status of
 	// Ingresses and of Gateways bound to the node addresses.
 	StatusAddresses []string
+	// ReachablePorts, when not nil, are the only listener ports clients
+	// can reach (the hostPorts of a pod that is not on the host network);
+	// a Gateway listener on another port is not accepted (PortUnavailable).
+	ReachablePorts []int32
 	// AddressUsable, when set, says why a Gateway's spec.addresses value
 	// cannot be bound on this node (nil error: it can). Such a Gateway is
 	// not Programmed (AddressNotUsable) and not served, as with a value
