@@ -32,6 +32,7 @@ var supportedFeatures = []gatewayv1.FeatureName{
 	"HTTPRouteBackendProtocolWebSocket",
 	"HTTPRouteBackendRequestHeaderModification",
 	"HTTPRouteBackendTimeout",
+	"HTTPRouteCORS",
 	"HTTPRouteHostRewrite",
 	"HTTPRouteMethodMatching",
 	"HTTPRouteNamedRouteRule",
