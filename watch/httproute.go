@@ -213,20 +213,23 @@ func cors(f *gatewayv1.HTTPCORSFilter) (*router.CORS, error) {
 		}
 		c.AllowOrigins = append(c.AllowOrigins, origin)
 	}
-	for _, m := range f.AllowMethods {
-		c.AllowMethods = append(c.AllowMethods, string(m))
-	}
-	for _, h := range f.AllowHeaders {
-		c.AllowHeaders = append(c.AllowHeaders, string(h))
-	}
-	for _, h := range f.ExposeHeaders {
-		c.ExposeHeaders = append(c.ExposeHeaders, string(h))
-	}
+	c.AllowMethods = plainStrings(f.AllowMethods)
+	c.AllowHeaders = plainStrings(f.AllowHeaders)
+	c.ExposeHeaders = plainStrings(f.ExposeHeaders)
 	c.AllowCredentials = derefOr(f.AllowCredentials, false)
 	if f.MaxAge != 0 {
 		c.MaxAge = time.Duration(f.MaxAge) * time.Second
 	}
 	return c, nil
+}
+
+// plainStrings converts a list of one of the API's string types.
+func plainStrings[S ~string](in []S) []string {
+	var out []string
+	for _, s := range in {
+		out = append(out, string(s))
+	}
+	return out
 }
 
 // mirror translates a RequestMirror filter; percent and fraction become
