@@ -274,7 +274,7 @@ func (f *forwarder) relayResponse(w http.ResponseWriter, r *http.Request, uc *up
 	mode := resp.bodyMode(r.Method)
 	reusable := resp.reusable(mode) && requestSent
 
-	eachFilter(&ex.plan, router.FilterResponseHeaderModifier, func(flt *router.Filter) { modifyHeader(&resp.fields, flt.ResponseHeaders) })
+	editResponse(&ex.plan, &resp.fields)
 	h := w.Header()
 	copyFields(h, resp.fields)
 	if resp.contentLength >= 0 && mode != bodyChunked {

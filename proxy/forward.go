@@ -40,10 +40,8 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, l *listener, st *
 	switch ex.plan.action {
 	case actForward:
 		s.fwd.forward(rec, r, &ex)
-	case actRedirect:
-		eachFilter(&ex.plan, router.FilterResponseHeaderModifier, func(f *router.Filter) { modifyHeader(rec.Header(), f.ResponseHeaders) })
-		rec.Header().Set("Location", location(&v, &ex.plan))
-		rec.WriteHeader(redirectStatus(ex.plan.redirect))
+	case actRedirect, actPreflight:
+		rec.WriteHeader(answer(&ex.plan, &v, rec.Header()))
 	case actNotFound:
 		writeError(rec, r, http.StatusNotFound)
 	case actMisdirected:
@@ -286,7 +284,7 @@ func setPath(u *url.URL, escaped string) {
 func (f *forwarder) modifyResponse(resp *http.Response) error {
 	ex := exchangeOf(resp.Request.Context())
 	ex.switched = resp.StatusCode == http.StatusSwitchingProtocols
-	eachFilter(&ex.plan, router.FilterResponseHeaderModifier, func(flt *router.Filter) { modifyHeader(resp.Header, flt.ResponseHeaders) })
+	editResponse(&ex.plan, resp.Header)
 	return nil
 }
 

@@ -348,15 +348,15 @@ func (c *h1conn) exchange(n int) (keep, handOff bool) {
 	switch ex.plan.action {
 	case actForward:
 		status, sent, keep = c.forward(&ex, keep)
-	case actRedirect:
-		status = redirectStatus(ex.plan.redirect)
+	case actRedirect, actPreflight:
 		c.resp.reset("")
-		eachFilter(&ex.plan, router.FilterResponseHeaderModifier, func(f *router.Filter) { modifyHeader(&c.resp.fields, f.ResponseHeaders) })
-		c.resp.fields.Set("Location", location(&v, &ex.plan))
+		status = answer(&ex.plan, &v, &c.resp.fields)
 		keep = keep && c.body.done
 		c.statusLine(status)
 		c.writeFields(c.resp.fields, false)
-		c.bw.WriteString("Content-Length: 0\r\n")
+		if status != http.StatusNoContent {
+			c.bw.WriteString("Content-Length: 0\r\n")
+		}
 		c.endHead(keep, c.resp.fields.has("Date"))
 	case actNotFound:
 		status, sent, keep = c.writeError(http.StatusNotFound, keep)
@@ -888,7 +888,7 @@ func (c *h1conn) relayResponse(uc *upConn, ex *exchange, deadline time.Time, kee
 	keep = keep && c.body.done
 	reusable := resp.reusable(mode) && c.body.done
 
-	eachFilter(&ex.plan, router.FilterResponseHeaderModifier, func(f *router.Filter) { modifyHeader(&resp.fields, f.ResponseHeaders) })
+	editResponse(&ex.plan, &resp.fields)
 	c.statusLine(status)
 	c.writeFields(resp.fields, chunked)
 	if resp.contentLength >= 0 && mode != bodyChunked {

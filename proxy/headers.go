@@ -26,6 +26,16 @@ func eachFilter(p *plan, t router.FilterType, fn func(*router.Filter)) {
 	}
 }
 
+// editResponse applies the plan's filters to the header of a response
+// the proxy sends: CORS's allow fields, then the response header
+// modifiers, which may change those too.
+func editResponse(p *plan, h headerEditor) {
+	if p.cors != nil {
+		corsFields(p, h)
+	}
+	eachFilter(p, router.FilterResponseHeaderModifier, func(f *router.Filter) { modifyHeader(h, f.ResponseHeaders) })
+}
+
 // headerEditor is what modifyHeader edits: an http.Header, or the
 // engine's field list.
 type headerEditor interface {

@@ -4,10 +4,11 @@ package proxy
 //
 // An engine fills a view from whatever it parsed and asks decide for a
 // plan: which rule serves the request, whether it is answered here (no
-// route, redirect, invalid backend, no endpoint) or forwarded, and if so to
-// which endpoint set with which path and host. Only filters that change the
-// outcome run here; header modifiers and mirrors run where the engine holds
-// the headers. Nothing here allocates on the forwarding path.
+// route, redirect, CORS preflight, invalid backend, no endpoint) or
+// forwarded, and if so to which endpoint set with which path and host.
+// Only filters that change the outcome run here; header modifiers, CORS's
+// allow fields and mirrors run where the engine holds the headers.
+// Nothing here allocates on the forwarding path.
 
 import (
 	"math/rand/v2"
@@ -38,6 +39,8 @@ type action uint8
 const (
 	actNotFound action = iota
 	actRedirect
+	// actPreflight answers a CORS preflight request.
+	actPreflight
 	actForward
 	actInvalidBackend
 	actNoEndpoints
@@ -56,6 +59,11 @@ type plan struct {
 	path, host string
 	// redirect is the RequestRedirect filter (actRedirect).
 	redirect *router.Redirect
+	// cors is the rule's CORS filter, if any, and allowOrigin the
+	// Access-Control-Allow-Origin of the answer, "" for an origin it
+	// does not allow.
+	cors        *router.CORS
+	allowOrigin string
 }
 
 // decide runs the pipeline up to the choice of an endpoint set.
@@ -76,6 +84,11 @@ func decide(routes *router.Table, sets map[string]*upstream.Set, v *view) plan {
 	for i := range rule.Filters {
 		f := &rule.Filters[i]
 		switch f.Type {
+		case router.FilterCORS:
+			if p.applyCORS(f.CORS, &v.Request) {
+				p.action = actPreflight
+				return p
+			}
 		case router.FilterRequestRedirect:
 			p.action, p.redirect = actRedirect, f.Redirect
 			if f.Redirect.Path != nil {
@@ -210,6 +223,18 @@ func location(v *view, p *plan) string {
 		loc += "?" + v.RawQuery
 	}
 	return loc
+}
+
+// answer fills the header of an answer the plan gives without a backend,
+// a redirect or a preflight's, and returns its status.
+func answer(p *plan, v *view, h headerEditor) int {
+	editResponse(p, h)
+	if p.action == actPreflight {
+		preflightFields(p, v.Header, h)
+		return http.StatusNoContent
+	}
+	h.Set("Location", location(v, p))
+	return redirectStatus(p.redirect)
 }
 
 // redirectStatus is the redirect's status, 302 unless it says otherwise.

@@ -205,8 +205,27 @@ func describeFilter(f *Filter) string {
 		if m.Denominator > 0 {
 			fmt.Fprintf(&b, " fraction=%d/%d", m.Numerator, m.Denominator)
 		}
+	case FilterCORS:
+		describeCORS(&b, f.CORS)
 	}
 	return b.String()
+}
+
+func describeCORS(b *strings.Builder, c *CORS) {
+	origins := make([]string, len(c.AllowOrigins))
+	for i, o := range c.AllowOrigins {
+		origins[i] = o.String()
+	}
+	describeSet(b, "allowOrigins", strings.Join(origins, ","))
+	describeSet(b, "allowMethods", strings.Join(c.AllowMethods, ","))
+	describeSet(b, "allowHeaders", strings.Join(c.AllowHeaders, ","))
+	describeSet(b, "exposeHeaders", strings.Join(c.ExposeHeaders, ","))
+	if c.AllowCredentials {
+		b.WriteString(" allowCredentials")
+	}
+	if c.MaxAge != 0 {
+		fmt.Fprintf(b, " maxAge=%s", c.MaxAge)
+	}
 }
 
 func describeSet(b *strings.Builder, field, value string) {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 )
@@ -228,6 +229,31 @@ func FuzzRecompile(f *testing.F) {
 					t.Fatalf("request %+v:\n %s: %s\n compiled: %s", req, name, describeTarget(g), describeTarget(w))
 				}
 			}
+		}
+	})
+}
+
+// FuzzParseOrigin checks that an origin ParseOrigin takes reads back the
+// same from its String, which validation relies on, and that one without
+// a wildcard allows itself; and that no Origin field value, allowed or
+// not, upsets AllowsOrigin.
+func FuzzParseOrigin(f *testing.F) {
+	for _, s := range []string{"*", "https://www.foo.com", "http://*.bar.com:8080", "https://*", "https://foo.com:+80", "http://[::1]:80", "null"} {
+		f.Add(s)
+	}
+	wildcards := &CORS{AllowOrigins: []Origin{{Scheme: "https", Host: "*.bar.com"}, {Scheme: "http", Host: "*", Port: 8080}}}
+	f.Fuzz(func(t *testing.T, s string) {
+		wildcards.AllowsOrigin(s)
+		o, err := ParseOrigin(s)
+		if err != nil {
+			return
+		}
+		again, err := ParseOrigin(o.String())
+		if err != nil || again != o {
+			t.Fatalf("%q parsed as %+v, whose String %q parses as %+v, %v", s, o, o.String(), again, err)
+		}
+		if !strings.Contains(o.Host, "*") && !(&CORS{AllowOrigins: []Origin{o}}).AllowsOrigin(o.String()) {
+			t.Fatalf("%q does not allow itself", o)
 		}
 	})
 }

@@ -166,6 +166,7 @@ const (
 	FilterRequestRedirect
 	FilterURLRewrite
 	FilterRequestMirror
+	FilterCORS
 )
 
 func (t FilterType) String() string {
@@ -180,6 +181,8 @@ func (t FilterType) String() string {
 		return "URLRewrite"
 	case FilterRequestMirror:
 		return "RequestMirror"
+	case FilterCORS:
+		return "CORS"
 	}
 	return "Unknown"
 }
@@ -193,6 +196,7 @@ type Filter struct {
 	Redirect        *Redirect
 	Rewrite         *Rewrite
 	Mirror          *Mirror
+	CORS            *CORS
 }
 
 // HeaderModifier changes headers: Set replaces, Add appends, Remove deletes.

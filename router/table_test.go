@@ -211,6 +211,12 @@ func TestCompileReportsInvalidRoutesAndKeepsTheRest(t *testing.T) {
 				Path: &PathModifier{Type: ReplacePrefixMatch, Value: "/b"}}}}}},
 		}}}, "ReplacePrefixMatch needs a PathPrefix match"},
 		{"negative weight", Route{ID: RouteID{Kind: KindHTTPRoute, Name: "bad"}, Rules: []Rule{{Backends: []BackendRef{{Name: "x", Weight: -1}}}}}, "backendRefs[0].weight -1"},
+		{"CORS on a backend", Route{ID: RouteID{Kind: KindHTTPRoute, Name: "bad"}, Rules: []Rule{{Backends: []BackendRef{{Name: "x", Weight: 1, Filters: []Filter{{Type: FilterCORS, CORS: &CORS{}}}}}}}}, "backendRefs[0].filters[0].type: a CORS filter applies to a whole rule"},
+		{"CORS without its configuration", Route{ID: RouteID{Kind: KindHTTPRoute, Name: "bad"}, Rules: []Rule{{Filters: []Filter{{Type: FilterCORS}}}}}, "rules[0].filters[0].type: CORS filter without its configuration"},
+		{"CORS origin not parsed", Route{ID: RouteID{Kind: KindHTTPRoute, Name: "bad"}, Rules: []Rule{{Filters: []Filter{{Type: FilterCORS, CORS: &CORS{AllowOrigins: []Origin{{Scheme: "ftp", Host: "a.com"}}}}}}}}, `cors.allowOrigins[0] "ftp://a.com": must be "*" or begin with http:// or https://`},
+		{"CORS any origin among others", Route{ID: RouteID{Kind: KindHTTPRoute, Name: "bad"}, Rules: []Rule{{Filters: []Filter{{Type: FilterCORS, CORS: &CORS{AllowOrigins: []Origin{{Scheme: "https", Host: "a.com"}, {}}}}}}}}, `cors.allowOrigins[1]: "*" must be the only origin`},
+		{"CORS any method among others", Route{ID: RouteID{Kind: KindHTTPRoute, Name: "bad"}, Rules: []Rule{{Filters: []Filter{{Type: FilterCORS, CORS: &CORS{AllowMethods: []string{"GET", "*"}}}}}}}, `cors.allowMethods[1]: "*" must be the only value`},
+		{"CORS header name", Route{ID: RouteID{Kind: KindHTTPRoute, Name: "bad"}, Rules: []Rule{{Filters: []Filter{{Type: FilterCORS, CORS: &CORS{ExposeHeaders: []string{"X A"}}}}}}}, `cors.exposeHeaders[0] "X A": not an HTTP token`},
 		{"backend timeout above request timeout", Route{ID: RouteID{Kind: KindHTTPRoute, Name: "bad"}, Rules: []Rule{{Timeouts: Timeouts{Request: time.Second, BackendRequest: time.Minute}}}}, "timeouts.backendRequest"},
 	}
 	for _, tt := range tests {
@@ -265,6 +271,14 @@ func TestDescribeGolden(t *testing.T) {
 	routes[0].Rules[0].Backends = []BackendRef{{Name: "default/web:80", Weight: 9}, {Name: "default/web-canary:80", Weight: 1, Protocol: "h2c"}}
 	routes[0].Rules[1].Timeouts = Timeouts{Request: 10 * time.Second, BackendRequest: 2 * time.Second}
 	routes[3].Rules = []Rule{{Filters: []Filter{{Type: FilterRequestRedirect, Redirect: &Redirect{Scheme: "https", StatusCode: 301}}}}}
+	routes[1].Rules[0].Filters = []Filter{{Type: FilterCORS, CORS: &CORS{
+		AllowOrigins:     []Origin{{Scheme: "https", Host: "www.example.com"}, {Scheme: "http", Host: "*.example.com", Port: 8080}},
+		AllowMethods:     []string{"GET", "PUT"},
+		AllowHeaders:     []string{"*"},
+		ExposeHeaders:    []string{"X-Total"},
+		AllowCredentials: true,
+		MaxAge:           time.Hour,
+	}}}
 	table, errs := Compile(routes)
 	if len(errs) > 0 {
 		t.Fatal(errs)

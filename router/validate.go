@@ -259,6 +259,11 @@ func validateFilter(f *Filter) error {
 		if !missing {
 			field, err = "requestMirror", validateMirror(f.Mirror)
 		}
+	case FilterCORS:
+		missing = f.CORS == nil
+		if !missing {
+			field, err = "cors", validateCORS(f.CORS)
+		}
 	default:
 		return fmt.Errorf("type: unknown filter type %d", f.Type)
 	}
@@ -363,9 +368,48 @@ func validateBackend(b *BackendRef) error {
 		return fmt.Errorf("weight %d: must be 0 to %d", b.Weight, maxWeight)
 	}
 	for fi := range b.Filters {
+		if b.Filters[fi].Type == FilterCORS {
+			// proxy/ answers a preflight before it picks a backend.
+			return fmt.Errorf("filters[%d].type: a CORS filter applies to a whole rule, not to one of its backends", fi)
+		}
 		if err := validateFilter(&b.Filters[fi]); err != nil {
 			return fmt.Errorf("filters[%d].%w", fi, err)
 		}
+	}
+	return nil
+}
+
+func validateCORS(c *CORS) error {
+	for i, o := range c.AllowOrigins {
+		// Origins come parsed; one that does not read back the same
+		// was not made by ParseOrigin.
+		parsed, err := ParseOrigin(o.String())
+		if err != nil {
+			return fmt.Errorf("allowOrigins[%d] %w", i, err)
+		}
+		if parsed != o {
+			return fmt.Errorf("allowOrigins[%d] %s: not in the form ParseOrigin gives", i, quote(o.String()))
+		}
+		if o.Scheme == "" && len(c.AllowOrigins) > 1 {
+			return fmt.Errorf(`allowOrigins[%d]: "*" must be the only origin`, i)
+		}
+	}
+	for _, list := range []struct {
+		field    string
+		values   []string
+		loneStar bool
+	}{{"allowMethods", c.AllowMethods, true}, {"allowHeaders", c.AllowHeaders, true}, {"exposeHeaders", c.ExposeHeaders, false}} {
+		for i, v := range list.values {
+			switch {
+			case v == "*" && list.loneStar && len(list.values) > 1:
+				return fmt.Errorf(`%s[%d]: "*" must be the only value`, list.field, i)
+			case !isToken(v):
+				return fmt.Errorf("%s[%d] %s: not an HTTP token", list.field, i, quote(v))
+			}
+		}
+	}
+	if c.MaxAge < 0 {
+		return fmt.Errorf("maxAge %s: must not be negative", c.MaxAge)
 	}
 	return nil
 }

@@ -31,7 +31,10 @@ metadata: {name: r}
 spec:
   parentRefs: [{name: g, sectionName: h}]
   hostnames: [x.a.b]
-  rules: [{matches: [{path: {type: Exact, value: /p}, headers: [{name: h, value: v}]}], backendRefs: [{name: s, port: 80}]}]
+  rules:
+  - matches: [{path: {type: Exact, value: /p}, headers: [{name: h, value: v}]}]
+    filters: [{type: CORS, cors: {allowOrigins: ["https://*.a.b:8443"], allowMethods: ["*"], exposeHeaders: [e], allowCredentials: true, maxAge: 9}}]
+    backendRefs: [{name: s, port: 80}]
 ---
 apiVersion: v1
 kind: Service

@@ -40,6 +40,7 @@ var supportedFeatures = []gatewayv1.FeatureName{
 	"HTTPRouteBackendRequestHeaderModification",
 	"HTTPRouteBackendTimeout",
 	"HTTPRouteBackendURLRewrite",
+	"HTTPRouteCORS",
 	"HTTPRouteDestinationPortMatching",
 	"HTTPRouteHostRewrite",
 	"HTTPRouteMethodMatching",

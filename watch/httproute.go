@@ -128,6 +128,19 @@ func (t *translator) httpFilters(r *route, field string, filters []gatewayv1.HTT
 			out = append(out, router.Filter{Type: router.FilterURLRewrite, Rewrite: rewrite(f.URLRewrite)})
 		case gatewayv1.HTTPRouteFilterRequestMirror:
 			out = append(out, t.mirror(r, ffield+".requestMirror", f.RequestMirror, grpc))
+		case gatewayv1.HTTPRouteFilterCORS:
+			// GRPCRoute has no CORS filter; its filters come here
+			// converted, type and all.
+			if grpc {
+				r.unsupported("%s.type: %s filters are not supported in a GRPCRoute", ffield, f.Type)
+				continue
+			}
+			c, err := cors(f.CORS)
+			if err != nil {
+				r.unsupported("%s.cors.%v", ffield, err)
+				continue
+			}
+			out = append(out, router.Filter{Type: router.FilterCORS, CORS: c})
 		case gatewayv1.HTTPRouteFilterExtensionRef:
 			broken = true
 			r.resolvedRefs.first(string(gatewayv1.RouteReasonInvalidKind), fmt.Sprintf("%s.extensionRef: hostgate has no filter extensions", ffield))
@@ -180,6 +193,43 @@ func rewrite(f *gatewayv1.HTTPURLRewriteFilter) *router.Rewrite {
 		return &router.Rewrite{}
 	}
 	return &router.Rewrite{Hostname: string(derefOr(f.Hostname, "")), Path: pathModifier(f.Path)}
+}
+
+// defaultCORSMaxAge is what the Gateway API sends when maxAge is not
+// set; the CRD defaults the field, files have no such default.
+const defaultCORSMaxAge = 5 * time.Second
+
+// cors translates a CORS filter; the error names the field it found
+// wrong, relative to the filter's cors.
+func cors(f *gatewayv1.HTTPCORSFilter) (*router.CORS, error) {
+	c := &router.CORS{MaxAge: defaultCORSMaxAge}
+	if f == nil {
+		return c, nil
+	}
+	for i, o := range f.AllowOrigins {
+		origin, err := router.ParseOrigin(string(o))
+		if err != nil {
+			return nil, fmt.Errorf("allowOrigins[%d] %w", i, err)
+		}
+		c.AllowOrigins = append(c.AllowOrigins, origin)
+	}
+	c.AllowMethods = plainStrings(f.AllowMethods)
+	c.AllowHeaders = plainStrings(f.AllowHeaders)
+	c.ExposeHeaders = plainStrings(f.ExposeHeaders)
+	c.AllowCredentials = derefOr(f.AllowCredentials, false)
+	if f.MaxAge != 0 {
+		c.MaxAge = time.Duration(f.MaxAge) * time.Second
+	}
+	return c, nil
+}
+
+// plainStrings converts a list of one of the API's string types.
+func plainStrings[S ~string](in []S) []string {
+	var out []string
+	for _, s := range in {
+		out = append(out, string(s))
+	}
+	return out
 }
 
 // mirror translates a RequestMirror filter; percent and fraction become

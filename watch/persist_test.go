@@ -52,6 +52,10 @@ func stateSnapshot(certPEM, keyPEM []byte) *Snapshot {
 						{Type: router.FilterResponseHeaderModifier, ResponseHeaders: &router.HeaderModifier{Remove: []string{"server"}}},
 						{Type: router.FilterURLRewrite, Rewrite: &router.Rewrite{Hostname: "internal", Path: &router.PathModifier{Type: router.ReplacePrefixMatch, Value: "/"}}},
 						{Type: router.FilterRequestMirror, Mirror: &router.Mirror{Backend: router.BackendRef{Name: "apps/shadow:80", Weight: 1}, Numerator: 1, Denominator: 10}},
+						{Type: router.FilterCORS, CORS: &router.CORS{
+							AllowOrigins: []router.Origin{{Scheme: "https", Host: "*.example.com", Port: 8443}}, AllowMethods: []string{"*"},
+							ExposeHeaders: []string{"x-e"}, AllowCredentials: true, MaxAge: 5 * time.Second,
+						}},
 					},
 					Backends: []router.BackendRef{web, {Name: "apps/gone:80", Weight: 1, Invalid: true, Filters: []router.Filter{
 						{Type: router.FilterRequestHeaderModifier, RequestHeaders: &router.HeaderModifier{Set: []router.Header{{Name: "x-b", Value: "3"}}}},
@@ -498,7 +502,8 @@ const stateFileGolden = `{
                   "ResponseHeaders": null,
                   "Redirect": null,
                   "Rewrite": null,
-                  "Mirror": null
+                  "Mirror": null,
+                  "CORS": null
                 },
                 {
                   "Type": 2,
@@ -512,7 +517,8 @@ const stateFileGolden = `{
                   },
                   "Redirect": null,
                   "Rewrite": null,
-                  "Mirror": null
+                  "Mirror": null,
+                  "CORS": null
                 },
                 {
                   "Type": 4,
@@ -526,7 +532,8 @@ const stateFileGolden = `{
                       "Value": "/"
                     }
                   },
-                  "Mirror": null
+                  "Mirror": null,
+                  "CORS": null
                 },
                 {
                   "Type": 5,
@@ -544,6 +551,33 @@ const stateFileGolden = `{
                     },
                     "Numerator": 1,
                     "Denominator": 10
+                  },
+                  "CORS": null
+                },
+                {
+                  "Type": 6,
+                  "RequestHeaders": null,
+                  "ResponseHeaders": null,
+                  "Redirect": null,
+                  "Rewrite": null,
+                  "Mirror": null,
+                  "CORS": {
+                    "AllowOrigins": [
+                      {
+                        "Scheme": "https",
+                        "Host": "*.example.com",
+                        "Port": 8443
+                      }
+                    ],
+                    "AllowMethods": [
+                      "*"
+                    ],
+                    "AllowHeaders": null,
+                    "ExposeHeaders": [
+                      "x-e"
+                    ],
+                    "AllowCredentials": true,
+                    "MaxAge": 5000000000
                   }
                 }
               ],
@@ -574,7 +608,8 @@ const stateFileGolden = `{
                       "ResponseHeaders": null,
                       "Redirect": null,
                       "Rewrite": null,
-                      "Mirror": null
+                      "Mirror": null,
+                      "CORS": null
                     }
                   ],
                   "Protocol": "",
@@ -605,7 +640,8 @@ const stateFileGolden = `{
                     "StatusCode": 301
                   },
                   "Rewrite": null,
-                  "Mirror": null
+                  "Mirror": null,
+                  "CORS": null
                 }
               ],
               "Backends": null,
