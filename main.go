@@ -112,6 +112,9 @@ func parseFlags(args []string, output io.Writer) (*config, error) {
 	fs.Func("http1-engine", "native (hostgate's own HTTP/1.1 engine) or stdlib (net/http for every connection) (default native)", oneOf(&c.proxy.HTTP1Engine, proxy.EngineNative, proxy.EngineStdlib))
 	fs.DurationVar(&c.proxy.ReadHeaderTimeout, "read-header-timeout", c.proxy.ReadHeaderTimeout, "time a client has to send request headers")
 	fs.DurationVar(&c.proxy.IdleTimeout, "idle-timeout", c.proxy.IdleTimeout, "how long an idle client connection is kept")
+	fs.Int64Var(&c.proxy.MinRequestBodyRate, "request-body-min-rate", c.proxy.MinRequestBodyRate, "least average rate in bytes/s at which a request body must arrive after --request-body-grace; slower gets 408 (0 disables)")
+	fs.DurationVar(&c.proxy.RequestBodyGrace, "request-body-grace", c.proxy.RequestBodyGrace, "how long a request body may start slowly before --request-body-min-rate applies")
+	fs.DurationVar(&c.proxy.RequestBodyTimeout, "request-body-timeout", 0, "longest a whole request body may take, 408 past it (0: no limit)")
 	fs.IntVar(&c.proxy.MaxHeaderBytes, "max-header-bytes", c.proxy.MaxHeaderBytes, "largest request header block; larger gets 431")
 	fs.IntVar(&c.proxy.MaxConcurrentStreams, "max-concurrent-streams", c.proxy.MaxConcurrentStreams, "HTTP/2 and HTTP/3 streams per connection")
 	fs.IntVar(&c.proxy.MaxIdleConnsPerEndpoint, "max-idle-per-endpoint", c.proxy.MaxIdleConnsPerEndpoint, "idle keep-alive connections kept to each backend endpoint (for backends that limit connections; fewer than the requests in flight to an endpoint makes the extra ones reconnect)")
@@ -143,6 +146,16 @@ func parseFlags(args []string, output io.Writer) (*config, error) {
 		// A pod on the host network has the node's address and binds
 		// the node's ports: the hostPort list no longer bounds them.
 		c.watch.ReachablePorts = nil
+	}
+	switch {
+	case c.proxy.MinRequestBodyRate < 0:
+		return nil, fmt.Errorf("-request-body-min-rate %d: must not be negative (0 disables it)", c.proxy.MinRequestBodyRate)
+	case c.proxy.MinRequestBodyRate == 0:
+		c.proxy.MinRequestBodyRate = -1 // proxy.Options' way to say off
+	case c.proxy.RequestBodyGrace < 0:
+		return nil, fmt.Errorf("-request-body-grace %v: must not be negative", c.proxy.RequestBodyGrace)
+	case c.proxy.RequestBodyTimeout < 0:
+		return nil, fmt.Errorf("-request-body-timeout %v: must not be negative", c.proxy.RequestBodyTimeout)
 	}
 	if c.configSettle < 0 {
 		return nil, fmt.Errorf("-config-settle %v: must not be negative", c.configSettle)

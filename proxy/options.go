@@ -39,6 +39,22 @@ type Options struct {
 	// own engine, which hands what it does not serve to net/http, or
 	// EngineStdlib, net/http for all. Default EngineNative.
 	HTTP1Engine Engine
+	// MinRequestBodyRate is the least average rate, in bytes per second,
+	// at which a request body must arrive once RequestBodyGrace has
+	// passed; a slower one is answered 408 and its connection (its stream,
+	// on h2 and h3) closed. Default 1024; negative disables the check.
+	// Kestrel's 240 bytes/s lets a client hold a connection for four
+	// times less upload; 1 KiB/s is still five times below the slowest
+	// mobile links in use (EDGE, about 5 KiB/s and up).
+	MinRequestBodyRate int64
+	// RequestBodyGrace is how long a body may start slowly (a client
+	// waiting for 100 Continue, a radio waking up). Default 10s.
+	RequestBodyGrace time.Duration
+	// RequestBodyTimeout bounds the whole request body, answered 408 past
+	// it. Default 0: none, since an upload of any size that keeps the
+	// minimum rate is legitimate and the rate already bounds how long a
+	// slow client holds a connection.
+	RequestBodyTimeout time.Duration
 	// DisableHTTP3 stops HTTPS listeners from serving HTTP/3 over UDP and
 	// advertising it with Alt-Svc. Default false.
 	DisableHTTP3 bool
@@ -103,6 +119,8 @@ func DefaultOptions() Options {
 	return Options{
 		ReadHeaderTimeout:       10 * time.Second,
 		IdleTimeout:             120 * time.Second,
+		MinRequestBodyRate:      1024,
+		RequestBodyGrace:        10 * time.Second,
 		MaxHeaderBytes:          64 << 10,
 		MaxConcurrentStreams:    100,
 		HTTP1Engine:             EngineNative,
@@ -129,6 +147,8 @@ func (o Options) complete() (Options, error) {
 	d := DefaultOptions()
 	setDefault(&o.ReadHeaderTimeout, d.ReadHeaderTimeout)
 	setDefault(&o.IdleTimeout, d.IdleTimeout)
+	setDefault(&o.MinRequestBodyRate, d.MinRequestBodyRate)
+	setDefault(&o.RequestBodyGrace, d.RequestBodyGrace)
 	setDefault(&o.MaxHeaderBytes, d.MaxHeaderBytes)
 	setDefault(&o.MaxConcurrentStreams, d.MaxConcurrentStreams)
 	setDefault(&o.HTTP1Engine, d.HTTP1Engine)
@@ -154,10 +174,17 @@ func (o Options) complete() (Options, error) {
 		return o, fmt.Errorf("connect attempts %d: want 1 to %d", o.ConnectAttempts, maxConnectAttempts)
 	case o.MaxIdleConnsPerEndpoint < 0:
 		return o, fmt.Errorf("max idle connections per endpoint %d: want at least 1 (0 for the default)", o.MaxIdleConnsPerEndpoint)
+	case o.RequestBodyGrace < 0 || o.RequestBodyTimeout < 0:
+		return o, fmt.Errorf("request body grace %v, timeout %v: must not be negative", o.RequestBodyGrace, o.RequestBodyTimeout)
 	case o.MaxHeaderBytes < 4<<10:
 		return o, fmt.Errorf("max header bytes %d: want at least 4096", o.MaxHeaderBytes)
 	}
 	return o, nil
+}
+
+// requestBodyLimits are the pacer's bounds of request bodies.
+func (o *Options) requestBodyLimits() paceLimits {
+	return paceLimits{minRate: max(o.MinRequestBodyRate, 0), grace: o.RequestBodyGrace, limit: o.RequestBodyTimeout}
 }
 
 func setDefault[T comparable](field *T, def T) {
