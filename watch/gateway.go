@@ -45,6 +45,8 @@ var supportedFeatures = []gatewayv1.FeatureName{
 	"HTTPRouteRequestPercentageMirror",
 	"HTTPRouteRequestTimeout",
 	"HTTPRouteResponseHeaderModification",
+	"HTTPRouteRetryCodes",
+	"HTTPRouteRetryConnectionError",
 	"HTTPRouteSchemeRedirect",
 	"ReferenceGrant",
 }
