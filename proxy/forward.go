@@ -229,7 +229,7 @@ func (f *forwarder) forward(w http.ResponseWriter, r *http.Request, ex *exchange
 			ex.host.End()
 		}
 	}()
-	ex.limit(r.Header)
+	ex.applyPolicies(r.Header)
 	if f.bridges(r, ex) && f.bridge(w, r, ex) {
 		return
 	}

@@ -474,7 +474,7 @@ func (c *h1conn) endHead(keep, hasDate bool) {
 func (c *h1conn) forward(ex *exchange, keep bool) (status int, sent int64, keepOpen bool) {
 	s := c.l.srv
 	req := &c.req
-	ex.limit(req)
+	ex.applyPolicies(req)
 	deadline := ex.clientDeadline()
 	if c.gc.SetReadDeadline(deadline) != nil {
 		return 0, 0, false

@@ -38,10 +38,10 @@ import (
 // at that many times it (Envoy's cap).
 const maxBackoffFactor = 10
 
-// limit sets the request's deadline, and its first attempt's, from the
-// rule's timeouts and the call's grpc-timeout, and takes the rule's retry
-// policy.
-func (ex *exchange) limit(h router.Headers) {
+// applyPolicies sets the request's deadline, and its first attempt's,
+// from the rule's timeouts and the call's grpc-timeout, and takes the
+// rule's retry policy.
+func (ex *exchange) applyPolicies(h router.Headers) {
 	rule := ex.plan.target.Rule
 	if d := requestTimeout(rule.Timeouts, h); d > 0 {
 		ex.deadline = ex.start.Add(d)
