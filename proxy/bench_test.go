@@ -9,6 +9,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -58,21 +59,40 @@ func BenchmarkProxyHTTP1(b *testing.B) {
 		backend := startBackend(b, bodyOfSize(size))
 		for _, engine := range []Engine{EngineNative, EngineStdlib} {
 			b.Run(fmt.Sprintf("body=%d/engine=%s", size, engine), func(b *testing.B) {
-				opts := testOptions()
-				opts.HTTP1Engine = engine
-				s, err := New(opts)
-				if err != nil {
-					b.Fatal(err)
-				}
-				b.Cleanup(func() { s.Shutdown(b.Context()) })
-				s.UpdateEndpoints(map[string][]Endpoint{"web": {{Address: backend}}})
-				if err := s.Apply(Config{Listeners: []Listener{{Address: "127.0.0.1:0", Routes: benchRoutes(b)}}}); err != nil {
-					b.Fatal(err)
-				}
-				benchGet(b, "http://"+s.listeners["127.0.0.1:0"].tcp.Addr().String()+"/api/users", "a.example.com", size)
+				benchGet(b, "http://"+benchProxy(b, engine, backend, benchRoutes(b))+"/api/users", "a.example.com", size)
 			})
 		}
 	}
+}
+
+// BenchmarkProxyRetry is BenchmarkProxyHTTP1's small response, each
+// request of which its rule's retry policy sends twice: the backend
+// answers every other request 503, which the policy retries at once.
+func BenchmarkProxyRetry(b *testing.B) {
+	var served atomic.Int64
+	backend := startBackend(b, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if served.Add(1)%2 == 1 {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		w.Write([]byte("hello"))
+	}))
+	routes := compile(b, route("retry", nil, router.Rule{Backends: backends("web"), Retry: &router.Retry{Codes: []int{http.StatusServiceUnavailable}, Attempts: 1}}))
+	for _, engine := range []Engine{EngineNative, EngineStdlib} {
+		b.Run("engine="+string(engine), func(b *testing.B) {
+			benchGet(b, "http://"+benchProxy(b, engine, backend, routes)+"/", "a.example.com", len("hello"))
+		})
+	}
+}
+
+// benchProxy starts a proxy on engine that serves routes, with backend as
+// the endpoint of "web", and returns its address.
+func benchProxy(b *testing.B, engine Engine, backend string, routes *router.Table) string {
+	opts := testOptions()
+	opts.HTTP1Engine = engine
+	s := startServer(b, opts)
+	s.UpdateEndpoints(map[string][]Endpoint{"web": {{Address: backend}}})
+	return apply(b, s, Listener{Address: "127.0.0.1:0", Routes: routes})[0]
 }
 
 func BenchmarkDirectHTTP1(b *testing.B) {

@@ -99,10 +99,7 @@ func lengthKnown(r *http.Request) bool {
 // that turned out to be there and of unknown length.
 func (f *forwarder) bridge(w http.ResponseWriter, r *http.Request, ex *exchange) bool {
 	s := f.s
-	var deadline time.Time
-	if d := timeout(ex.plan.target.Rule.Timeouts, r.Header); d > 0 {
-		deadline = ex.start.Add(d)
-		// The request body is read under the request's deadline.
+	if deadline := ex.clientDeadline(); !deadline.IsZero() {
 		_ = http.NewResponseController(w).SetReadDeadline(deadline)
 	}
 	if !lengthKnown(r) {
@@ -134,6 +131,7 @@ func (f *forwarder) bridge(w http.ResponseWriter, r *http.Request, ex *exchange)
 	unsent := false
 	replayable := r.ContentLength == 0 && repeatable(r.Method, h.Get("Idempotency-Key"))
 	send := func(uc *upConn) (bool, error) {
+		deadline := ex.attemptDeadline
 		// Pooled and new connections have none, and each deadline set is
 		// a timer changed.
 		if !deadline.IsZero() {
@@ -187,7 +185,7 @@ func (f *forwarder) bridge(w http.ResponseWriter, r *http.Request, ex *exchange)
 		}
 		return true, readFinalResponse(uc.br, &b.resp, true, informational)
 	}
-	uc, status, _ := s.sendH1(ex, deadline, replayable, b.clientGone, send)
+	uc, status, _ := s.sendH1(ex, r.ContentLength == 0, replayable, b.clientGone, &b.resp, r.Method, send)
 	if uc == nil {
 		// A client that left gets no answer (status 0), and the request
 		// counts as aborted.

@@ -63,6 +63,13 @@ type exchange struct {
 	plan   plan
 	// stats are the series of the request's route.
 	stats *routeMetrics
+	// deadline ends the request, retries included; attemptDeadline ends
+	// the attempt under way (retry.go). Zero: none.
+	deadline, attemptDeadline time.Time
+	// retry is the rule's retry policy, nil when a request is sent once;
+	// retries counts those made.
+	retry   *router.Retry
+	retries int
 	// protocol is how the backend is spoken to: "", "h2c", "https", "h2".
 	protocol string
 	// host is the endpoint last tried; open says a response from it is
@@ -225,30 +232,17 @@ func (f *forwarder) forward(w http.ResponseWriter, r *http.Request, ex *exchange
 			ex.host.End()
 		}
 	}()
+	ex.applyPolicies(r.Header)
 	if f.bridges(r, ex) && f.bridge(w, r, ex) {
 		return
 	}
 	ctx := context.WithValue(r.Context(), exchangeKey{}, ex)
-	if d := timeout(ex.plan.target.Rule.Timeouts, r.Header); d > 0 {
+	if deadline := ex.clientDeadline(); !deadline.IsZero() {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, d)
+		ctx, cancel = context.WithDeadline(ctx, deadline)
 		defer cancel()
 	}
 	f.rp.ServeHTTP(w, r.WithContext(ctx))
-}
-
-// timeout is the request's deadline: the shortest of the rule's request
-// and backend request timeouts (only connects are retried, so one backend
-// request lasts as long as the request) and a gRPC call's grpc-timeout.
-func timeout(t router.Timeouts, h router.Headers) time.Duration {
-	d := t.Request
-	if t.BackendRequest > 0 && (d == 0 || t.BackendRequest < d) {
-		d = t.BackendRequest
-	}
-	if g, ok := grpcTimeout(h); ok && isGRPC(h) && (d == 0 || g < d) {
-		d = g
-	}
-	return d
 }
 
 func (f *forwarder) rewrite(pr *httputil.ProxyRequest) {
@@ -288,10 +282,89 @@ func (f *forwarder) modifyResponse(resp *http.Response) error {
 	return nil
 }
 
-// RoundTrip sends req to an endpoint of the exchange's set, moving to
-// another endpoint where tryAnother allows and the body is still unread.
+// RoundTrip sends req to an endpoint of the exchange's set, again where
+// the rule's retry policy says so.
 func (f *forwarder) RoundTrip(req *http.Request) (*http.Response, error) {
 	ex := exchangeOf(req.Context())
+	if ex.retry != nil {
+		return f.retryRoundTrip(req, ex)
+	}
+	return f.attempt(req, ex)
+}
+
+// retryRoundTrip makes attempts as the retry policy says (retry.go). Each
+// has a context of its own when timeouts.backendRequest ends it before the
+// request's deadline; the one whose response is returned keeps it until
+// its body is closed.
+func (f *forwarder) retryRoundTrip(req *http.Request, ex *exchange) (*http.Response, error) {
+	bodiless := req.Body == nil || req.Body == http.NoBody
+	replayable := bodiless && repeatable(req.Method, req.Header.Get("Idempotency-Key"))
+	for {
+		attemptReq, end := req, context.CancelFunc(nil)
+		if ex.attemptDeadline != ex.deadline {
+			ctx, cancel := context.WithDeadline(req.Context(), ex.attemptDeadline)
+			attemptReq, end = req.WithContext(ctx), cancel
+		}
+		resp, err := f.attempt(attemptReq, ex)
+		status := 0
+		if err == nil {
+			status = resp.StatusCode
+		}
+		var wait time.Duration
+		again := req.Context().Err() == nil
+		if again {
+			wait, again = ex.retryAfter(status, err, bodiless, replayable)
+		}
+		if !again {
+			if end != nil {
+				endWithBody(resp, end)
+			}
+			return resp, err
+		}
+		if resp != nil {
+			// Not drained: a body on the way costs its connection, which
+			// is cheaper than waiting for bytes no one reads.
+			resp.Body.Close()
+			ex.host.End()
+			ex.open = false
+		}
+		if end != nil {
+			end()
+		}
+		if !sleep(wait, req.Context().Done()) {
+			return nil, req.Context().Err()
+		}
+		ex.startAttempt(time.Now())
+	}
+}
+
+// endWithBody ends an attempt's context once its response body is closed,
+// or now when there is no response. An upgraded connection keeps it until
+// the request ends: ReverseProxy takes its body for the connection it is.
+func endWithBody(resp *http.Response, end context.CancelFunc) {
+	switch {
+	case resp == nil:
+		end()
+	case resp.StatusCode != http.StatusSwitchingProtocols:
+		resp.Body = &attemptBody{ReadCloser: resp.Body, end: end}
+	}
+}
+
+// attemptBody is a response body whose Close ends its attempt's context.
+type attemptBody struct {
+	io.ReadCloser
+	end context.CancelFunc
+}
+
+func (b *attemptBody) Close() error {
+	err := b.ReadCloser.Close()
+	b.end()
+	return err
+}
+
+// attempt sends req to an endpoint of the exchange's set, moving to
+// another endpoint where tryAnother allows and the body is still unread.
+func (f *forwarder) attempt(req *http.Request, ex *exchange) (*http.Response, error) {
 	rt := f.transport(ex.protocol)
 	var tried [maxConnectAttempts]*upstream.Host
 	for n := 0; ; n++ {

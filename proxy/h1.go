@@ -28,6 +28,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -484,11 +485,8 @@ func (c *h1conn) endHead(keep, hasDate bool) {
 func (c *h1conn) forward(ex *exchange, keep bool) (status int, sent int64, keepOpen bool) {
 	s := c.l.srv
 	req := &c.req
-	var deadline time.Time
-	if d := timeout(ex.plan.target.Rule.Timeouts, req); d > 0 {
-		deadline = ex.start.Add(d)
-	}
-	// The request body is read under the request's deadline only.
+	ex.applyPolicies(req)
+	deadline := ex.clientDeadline()
 	if c.gc.SetReadDeadline(deadline) != nil {
 		return 0, 0, false
 	}
@@ -502,8 +500,9 @@ func (c *h1conn) forward(ex *exchange, keep bool) (status int, sent int64, keepO
 	// Only a request without a body that is safe to repeat goes again on
 	// a fresh connection after a reused one turned out closed, as
 	// net/http's Transport does.
-	replayable := c.body.done && repeatable(req.method, req.get("Idempotency-Key"))
-	uc, status, err := s.sendH1(ex, deadline, replayable, c.clientGone, func(uc *upConn) (bool, error) { return c.roundTrip(uc, ex, deadline) })
+	bodiless := c.body.done
+	replayable := bodiless && repeatable(req.method, req.get("Idempotency-Key"))
+	uc, status, err := s.sendH1(ex, bodiless, replayable, c.clientGone, &c.resp, req.method, func(uc *upConn) (bool, error) { return c.roundTrip(uc, ex) })
 	if uc == nil {
 		if status == 0 {
 			// No one to answer; the request counts as aborted.
@@ -516,19 +515,67 @@ func (c *h1conn) forward(ex *exchange, keep bool) (status int, sent int64, keepO
 		return c.writeError(status, keep)
 	}
 	defer ex.host.End()
-	return c.relayResponse(uc, ex, deadline, keep)
+	return c.relayResponse(uc, ex, keep)
 }
 
 // sendH1 sends a request to an endpoint of the plan's set over the
-// engine's pool, as forwarder does for net/http: send writes the request
-// on uc and reads the response head; a reused connection found closed is
-// replaced for a request that can be sent again, and a failure moves to
-// another endpoint where tryAnother allows. A failure after the client
-// left (clientGone) is not the endpoint's, and nothing more is tried. It
-// returns the connection the response head came on, ex.host then holding
-// an in-flight count for the caller to end, or the status to answer with
-// (0 when the client is gone) and the error.
-func (s *Server) sendH1(ex *exchange, deadline time.Time, replayable bool, clientGone func() bool, send func(uc *upConn) (answered bool, err error)) (*upConn, int, error) {
+// engine's pool, as forwarder does for net/http, in attempts as the rule's
+// retry policy says (retry.go): send writes the request on uc, under
+// ex.attemptDeadline, and reads the response head into resp. bodiless
+// says the request has no body, replayable that it has none and is safe to
+// send twice. A failure after the client left (clientGone) is not the
+// endpoint's, and nothing more is tried. It returns the connection the
+// response head came on, ex.host then holding an in-flight count for the
+// caller to end, or the status to answer with (0 when the client is gone)
+// and the error.
+func (s *Server) sendH1(ex *exchange, bodiless, replayable bool, clientGone func() bool, resp *h1head, method string, send func(uc *upConn) (answered bool, err error)) (*upConn, int, error) {
+	for {
+		uc, status, err := s.attemptH1(ex, replayable, clientGone, send)
+		answer := status
+		if uc != nil {
+			answer = resp.status
+		} else if status == 0 {
+			return nil, 0, err
+		}
+		wait, again := ex.retryAfter(answer, err, bodiless, replayable)
+		if !again {
+			return uc, status, err
+		}
+		if uc != nil {
+			s.discardH1(uc, resp, method, ex.host.Address())
+			ex.host.End()
+		}
+		sleep(wait, nil)
+		// A wait that overran the request's deadline comes before
+		// clientGone: past it, the client socket's read deadline makes
+		// the client look gone.
+		if !ex.deadline.IsZero() && !time.Now().Before(ex.deadline) {
+			return nil, http.StatusGatewayTimeout, os.ErrDeadlineExceeded
+		}
+		if clientGone() {
+			return nil, 0, errClientGone
+		}
+		ex.startAttempt(time.Now())
+	}
+}
+
+// discardH1 drops a response that is retried. Its connection goes back to
+// the pool when no body follows the head, and is closed otherwise rather
+// than read for nothing.
+func (s *Server) discardH1(uc *upConn, resp *h1head, method, addr string) {
+	mode := resp.bodyMode(method)
+	if resp.reusable(mode) && (mode == bodyNone || mode == bodyLength && resp.contentLength == 0) {
+		s.h1.put(addr, uc)
+		return
+	}
+	uc.Close()
+}
+
+// attemptH1 makes one attempt of sendH1: a reused connection found closed
+// is replaced for a request that can be sent again, and a failure moves to
+// another endpoint where tryAnother allows.
+func (s *Server) attemptH1(ex *exchange, replayable bool, clientGone func() bool, send func(uc *upConn) (answered bool, err error)) (*upConn, int, error) {
+	deadline := ex.attemptDeadline
 	var tried [maxConnectAttempts]*upstream.Host
 	fresh := false
 	for n := 0; ; {
@@ -558,12 +605,13 @@ func (s *Server) sendH1(ex *exchange, deadline time.Time, replayable bool, clien
 		case errors.Is(err, errClientGone):
 			return nil, 0, err
 		case !deadline.IsZero() && !time.Now().Before(deadline):
-			// A slow upload too: the request timed out.
+			// A slow upload too: the attempt timed out, which a retry
+			// policy may make again.
 			s.metrics.upstreamErrors[errTimeout].Inc()
 			return nil, http.StatusGatewayTimeout, err
 		case clientGone():
 			// Asked once the deadline is known not to have passed: the
-			// engine's client socket carries the same deadline.
+			// engine's client socket carries no earlier one.
 			return nil, 0, errClientGone
 		case reused && replayable && !answered && !fresh:
 			fresh = true
@@ -608,7 +656,8 @@ func repeatable(method, idempotencyKey string) bool {
 // roundTrip sends the request on uc and reads the response head into
 // c.resp. answered says bytes of a response came, after which the request
 // is not sent again.
-func (c *h1conn) roundTrip(uc *upConn, ex *exchange, deadline time.Time) (answered bool, err error) {
+func (c *h1conn) roundTrip(uc *upConn, ex *exchange) (answered bool, err error) {
+	deadline := ex.attemptDeadline
 	// Pooled and new connections have none, and each deadline set is a
 	// timer changed.
 	if !deadline.IsZero() {
@@ -875,7 +924,7 @@ func readResponseHead(br *bufio.Reader) (string, error) {
 
 // relayResponse writes the response in c.resp, streaming its body, and
 // returns uc to the pool when it was read whole.
-func (c *h1conn) relayResponse(uc *upConn, ex *exchange, deadline time.Time, keep bool) (status int, sent int64, keepOpen bool) {
+func (c *h1conn) relayResponse(uc *upConn, ex *exchange, keep bool) (status int, sent int64, keepOpen bool) {
 	req, resp := &c.req, &c.resp
 	status = resp.status
 	mode := resp.bodyMode(req.method)
@@ -918,7 +967,7 @@ func (c *h1conn) relayResponse(uc *upConn, ex *exchange, deadline time.Time, kee
 		// events): each piece goes out as it comes, and a client that
 		// leaves during a long wait for the next ends the stream then.
 		if unknown {
-			uc.watchClient(c, deadline)
+			uc.watchClient(c, ex.attemptDeadline)
 		}
 		sent, readErr, writeErr = relay(c.bw, &c.rbody, *buf, chunked, unknown)
 		h1Buffers.Put(buf)

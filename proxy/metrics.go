@@ -33,6 +33,7 @@ type metrics struct {
 	requests         *prometheus.CounterVec
 	duration         *prometheus.HistogramVec
 	upstreamDuration *prometheus.HistogramVec
+	retries          *prometheus.CounterVec
 	connectRetries   prometheus.Counter
 	ejections        prometheus.Counter
 	upstreamErrors   [numErrorKinds]prometheus.Counter
@@ -102,6 +103,10 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help:    "Time from sending a request to a backend to receiving its response header, by listener and route.",
 			Buckets: latencyBuckets,
 		}, []string{"listener", "route"}),
+		retries: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "hostgate_http_retries_total",
+			Help: "Requests sent to a backend again under their rule's retry policy, by listener and route.",
+		}, []string{"listener", "route"}),
 		connectRetries: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "hostgate_upstream_connect_retries_total",
 			Help: "Requests moved to another endpoint after failing to connect, or after failing otherwise when safe to send again (idempotent, body unread).",
@@ -127,7 +132,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	resolve(conns.WithLabelValues, connProtocolNames[:], m.conns[:])
 	resolve(handshakes.WithLabelValues, handshakeResultNames[:], m.handshakes[:])
 	if reg != nil {
-		for _, c := range []prometheus.Collector{m.requests, m.duration, m.upstreamDuration, m.connectRetries, m.ejections, upstreamErrors, conns, handshakes} {
+		for _, c := range []prometheus.Collector{m.requests, m.duration, m.upstreamDuration, m.retries, m.connectRetries, m.ejections, upstreamErrors, conns, handshakes} {
 			if err := reg.Register(c); err != nil {
 				return nil, err
 			}
@@ -267,6 +272,9 @@ type routeMetrics struct {
 	m                  *metrics
 	listener, route    string
 	duration, upstream prometheus.Observer
+	// retries is resolved at the route's first retry, so that routes
+	// without a retry policy export no series for it.
+	retries atomic.Pointer[prometheus.Counter]
 
 	mu    sync.Mutex // serializes adding codes
 	codes atomic.Pointer[[]codeCounter]
@@ -311,6 +319,17 @@ func (rm *routeMetrics) requests(code int) prometheus.Counter {
 	return c
 }
 
+// retried counts a retry. Racing first retries resolve the same series.
+func (rm *routeMetrics) retried() {
+	c := rm.retries.Load()
+	if c == nil {
+		counter := rm.m.retries.WithLabelValues(rm.listener, rm.route)
+		c = &counter
+		rm.retries.Store(c)
+	}
+	(*c).Inc()
+}
+
 func findCode(codes *[]codeCounter, code int) prometheus.Counter {
 	if codes == nil {
 		return nil
@@ -327,6 +346,7 @@ func (rm *routeMetrics) delete() {
 	rm.m.requests.DeletePartialMatch(prometheus.Labels{"listener": rm.listener, "route": rm.route})
 	rm.m.duration.DeleteLabelValues(rm.listener, rm.route)
 	rm.m.upstreamDuration.DeleteLabelValues(rm.listener, rm.route)
+	rm.m.retries.DeleteLabelValues(rm.listener, rm.route)
 }
 
 // routeStats returns the series of the route target belongs to, or of no

@@ -32,6 +32,7 @@ type MatchDescription struct {
 	Filters  []string `json:"filters,omitempty"`
 	Backends []string `json:"backends,omitempty"`
 	Timeouts string   `json:"timeouts,omitempty"`
+	Retry    string   `json:"retry,omitempty"`
 }
 
 // RouteIDs yields the ID of every route t serves, in the order Compile
@@ -137,6 +138,9 @@ func describeEntry(e entry) MatchDescription {
 	}
 	if to := tg.Rule.Timeouts; to != (Timeouts{}) {
 		d.Timeouts = fmt.Sprintf("request=%s backendRequest=%s", to.Request, to.BackendRequest)
+	}
+	if r := tg.Rule.Retry; r != nil {
+		d.Retry = fmt.Sprintf("codes=%v attempts=%d backoff=%s", r.Codes, r.Attempts, r.Backoff)
 	}
 	return d
 }
@@ -296,6 +300,9 @@ func (t *Table) WriteText(w io.Writer) error {
 			}
 			if m.Timeouts != "" {
 				fmt.Fprintf(&b, "    timeouts %s\n", m.Timeouts)
+			}
+			if m.Retry != "" {
+				fmt.Fprintf(&b, "    retry %s\n", m.Retry)
 			}
 		}
 	}

@@ -74,12 +74,28 @@ type Rule struct {
 	Filters  []Filter
 	Backends []BackendRef
 	Timeouts Timeouts
+	// Retry is the rule's retry policy; nil sends a request once (a failed
+	// connect still moves to another endpoint).
+	Retry *Retry
 }
 
 // Timeouts are the HTTPRoute rule timeouts; zero means none.
 type Timeouts struct {
 	Request        time.Duration
 	BackendRequest time.Duration
+}
+
+// Retry says when proxy/ sends a request to the backend again: after an
+// answer with one of Codes, or a failure to get an answer, up to Attempts
+// more times, waiting from Backoff before each.
+type Retry struct {
+	// Codes are the statuses, 400 to 599, that are tried again.
+	Codes []int
+	// Attempts is how many times a request may be sent again; 0 never.
+	Attempts int
+	// Backoff is the wait before the first retry; the next ones wait
+	// longer (proxy/ says how).
+	Backoff time.Duration
 }
 
 // Match is one set of conditions that must all hold. An HTTP route uses

@@ -218,6 +218,9 @@ func TestCompileReportsInvalidRoutesAndKeepsTheRest(t *testing.T) {
 		{"CORS any method among others", Route{ID: RouteID{Kind: KindHTTPRoute, Name: "bad"}, Rules: []Rule{{Filters: []Filter{{Type: FilterCORS, CORS: &CORS{AllowMethods: []string{"GET", "*"}}}}}}}, `cors.allowMethods[1]: "*" must be the only value`},
 		{"CORS header name", Route{ID: RouteID{Kind: KindHTTPRoute, Name: "bad"}, Rules: []Rule{{Filters: []Filter{{Type: FilterCORS, CORS: &CORS{ExposeHeaders: []string{"X A"}}}}}}}, `cors.exposeHeaders[0] "X A": not an HTTP token`},
 		{"backend timeout above request timeout", Route{ID: RouteID{Kind: KindHTTPRoute, Name: "bad"}, Rules: []Rule{{Timeouts: Timeouts{Request: time.Second, BackendRequest: time.Minute}}}}, "timeouts.backendRequest"},
+		{"retry code out of range", Route{ID: RouteID{Kind: KindHTTPRoute, Name: "bad"}, Rules: []Rule{{Retry: &Retry{Codes: []int{503, 600}, Attempts: 1}}}}, "rules[0].retry.codes[1] 600: must be 400 to 599"},
+		{"negative retry attempts", Route{ID: RouteID{Kind: KindHTTPRoute, Name: "bad"}, Rules: []Rule{{Retry: &Retry{Attempts: -1}}}}, "rules[0].retry.attempts -1"},
+		{"negative retry backoff", Route{ID: RouteID{Kind: KindHTTPRoute, Name: "bad"}, Rules: []Rule{{Retry: &Retry{Attempts: 1, Backoff: -time.Second}}}}, "rules[0].retry.backoff -1s"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -270,6 +273,7 @@ func TestDescribeGolden(t *testing.T) {
 	routes[0].Rules[0].Matches[0] = prefix("/healthz")
 	routes[0].Rules[0].Backends = []BackendRef{{Name: "default/web:80", Weight: 9}, {Name: "default/web-canary:80", Weight: 1, Protocol: "h2c"}}
 	routes[0].Rules[1].Timeouts = Timeouts{Request: 10 * time.Second, BackendRequest: 2 * time.Second}
+	routes[0].Rules[1].Retry = &Retry{Codes: []int{502, 503}, Attempts: 2, Backoff: 25 * time.Millisecond}
 	routes[3].Rules = []Rule{{Filters: []Filter{{Type: FilterRequestRedirect, Redirect: &Redirect{Scheme: "https", StatusCode: 301}}}}}
 	routes[1].Rules[0].Filters = []Filter{{Type: FilterCORS, CORS: &CORS{
 		AllowOrigins:     []Origin{{Scheme: "https", Host: "www.example.com"}, {Scheme: "http", Host: "*.example.com", Port: 8080}},

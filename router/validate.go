@@ -6,6 +6,7 @@ import (
 	"net"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // Limits on what a route may carry. They keep one object from making the
@@ -15,6 +16,12 @@ const (
 	maxPathLen     = 1024
 	maxValueLen    = 4096
 	maxWeight      = 1_000_000
+	// maxRetryAttempts bounds how many times one request can reach a
+	// backend: each retry is another request the backend serves.
+	maxRetryAttempts = 100
+	// maxRetryBackoff keeps the waits, which grow from the backoff, far
+	// from overflowing a time.Duration.
+	maxRetryBackoff = time.Hour
 	// maxQuoted is how much of a refused value an error message repeats.
 	maxQuoted = 100
 )
@@ -126,6 +133,26 @@ func validateRule(kind Kind, rule *Rule) error {
 	}
 	if t.Request > 0 && t.BackendRequest > t.Request {
 		return fmt.Errorf("timeouts.backendRequest: %s is longer than timeouts.request %s", t.BackendRequest, t.Request)
+	}
+	if rule.Retry != nil {
+		if err := validateRetry(rule.Retry); err != nil {
+			return fmt.Errorf("retry.%w", err)
+		}
+	}
+	return nil
+}
+
+func validateRetry(r *Retry) error {
+	for i, code := range r.Codes {
+		if code < 400 || code > 599 {
+			return fmt.Errorf("codes[%d] %d: must be 400 to 599", i, code)
+		}
+	}
+	if r.Attempts < 0 || r.Attempts > maxRetryAttempts {
+		return fmt.Errorf("attempts %d: must be 0 to %d", r.Attempts, maxRetryAttempts)
+	}
+	if r.Backoff < 0 || r.Backoff > maxRetryBackoff {
+		return fmt.Errorf("backoff %s: must be 0 to %s", r.Backoff, maxRetryBackoff)
 	}
 	return nil
 }

@@ -55,6 +55,8 @@ var supportedFeatures = []gatewayv1.FeatureName{
 	"HTTPRouteRequestPercentageMirror",
 	"HTTPRouteRequestTimeout",
 	"HTTPRouteResponseHeaderModification",
+	"HTTPRouteRetryCodes",
+	"HTTPRouteRetryConnectionError",
 	"HTTPRouteSchemeRedirect",
 	"ReferenceGrant",
 }

@@ -31,6 +31,9 @@ func (t *translator) httpRoute(obj *gatewayv1.HTTPRoute) *route {
 				r.unsupported("%s.timeouts.backendRequest: %v", field, err)
 			}
 		}
+		if rt := rule.Retry; rt != nil {
+			rr.Retry = retry(r, field+".retry", rt)
+		}
 		r.rules = append(r.rules, rr)
 	}
 	r.finish()
@@ -67,6 +70,29 @@ func (t *translator) ruleActions(r *route, field string, rr *router.Rule, filter
 func breakRule(rr *router.Rule) {
 	rr.Filters = nil
 	rr.Backends = []router.BackendRef{{Invalid: true, Weight: 1}}
+}
+
+// defaultRetryBackoff is the wait before a first retry where the route
+// names none, which the Gateway API leaves to the implementation: Envoy's
+// default, short enough for a request timeout of a second to hold a few
+// retries.
+const defaultRetryBackoff = 25 * time.Millisecond
+
+// retry translates a rule's retry policy. attempts defaults to 1, as the
+// CRD's default does where no API server applies it (file mode); the
+// router checks the ranges.
+func retry(r *route, field string, rt *gatewayv1.HTTPRouteRetry) *router.Retry {
+	out := &router.Retry{Attempts: derefOr(rt.Attempts, 1), Backoff: defaultRetryBackoff}
+	for _, code := range rt.Codes {
+		out.Codes = append(out.Codes, int(code))
+	}
+	if rt.Backoff != nil {
+		var err error
+		if out.Backoff, err = parseDuration(rt.Backoff); err != nil {
+			r.unsupported("%s.backoff: %v", field, err)
+		}
+	}
+	return out
 }
 
 func parseDuration(d *gatewayv1.Duration) (time.Duration, error) {

@@ -61,6 +61,7 @@ func stateSnapshot(certPEM, keyPEM []byte) *Snapshot {
 						{Type: router.FilterRequestHeaderModifier, RequestHeaders: &router.HeaderModifier{Set: []router.Header{{Name: "x-b", Value: "3"}}}},
 					}}},
 					Timeouts: router.Timeouts{Request: 5 * time.Second, BackendRequest: time.Second},
+					Retry:    &router.Retry{Codes: []int{502, 503}, Attempts: 2, Backoff: 25 * time.Millisecond},
 				}, {
 					Filters: []router.Filter{{Type: router.FilterRequestRedirect, Redirect: &router.Redirect{Scheme: "https", Hostname: "elsewhere", Port: 8443, Path: &router.PathModifier{Type: router.ReplaceFullPath, Value: "/moved"}, StatusCode: 301}}},
 				}},
@@ -421,7 +422,8 @@ const stateFileGolden = `{
               "Timeouts": {
                 "Request": 0,
                 "BackendRequest": 0
-              }
+              },
+              "Retry": null
             }
           ]
         }
@@ -619,6 +621,14 @@ const stateFileGolden = `{
               "Timeouts": {
                 "Request": 5000000000,
                 "BackendRequest": 1000000000
+              },
+              "Retry": {
+                "Codes": [
+                  502,
+                  503
+                ],
+                "Attempts": 2,
+                "Backoff": 25000000
               }
             },
             {
@@ -648,7 +658,8 @@ const stateFileGolden = `{
               "Timeouts": {
                 "Request": 0,
                 "BackendRequest": 0
-              }
+              },
+              "Retry": null
             }
           ]
         },
@@ -693,7 +704,8 @@ const stateFileGolden = `{
               "Timeouts": {
                 "Request": 0,
                 "BackendRequest": 0
-              }
+              },
+              "Retry": null
             }
           ]
         }
