@@ -17,6 +17,7 @@ import (
 // errorBodies are the bodies of the statuses the proxy answers itself.
 var errorBodies = map[int]string{
 	http.StatusBadRequest:            "bad request\n",
+	http.StatusRequestTimeout:        "request body too slow\n",
 	http.StatusNotFound:              "no route\n",
 	http.StatusMisdirectedRequest:    "misdirected request: the Host belongs to another listener than this connection's TLS server name\n",
 	http.StatusRequestEntityTooLarge: "request too large\n",

@@ -213,7 +213,8 @@ func TestFailureAfterDeadlineIsTimeout(t *testing.T) {
 	}
 	for name, ctx := range contexts {
 		for _, grpc := range []bool{false, true} {
-			req := httptest.NewRequestWithContext(ctx, "POST", "/test.Echo/Sleep", nil)
+			// As ReverseProxy calls it: with the request's exchange.
+			req := httptest.NewRequestWithContext(context.WithValue(ctx, exchangeKey{}, &exchange{}), "POST", "/test.Echo/Sleep", nil)
 			if grpc {
 				req.Header.Set("Content-Type", "application/grpc")
 			}

@@ -80,6 +80,9 @@ type exchange struct {
 	// goes out on the hijacked connection, past the recorder.
 	switched bool
 	body     guardedBody
+	// pace watches the request body's rate, nil when nothing can be
+	// slow (no body, or all of it came with the head).
+	pace *pacer
 }
 
 type exchangeKey struct{}
@@ -233,6 +236,15 @@ func (f *forwarder) forward(w http.ResponseWriter, r *http.Request, ex *exchange
 		}
 	}()
 	ex.applyPolicies(r.Header)
+	if limits := f.s.opts.requestBodyLimits(); limits.enabled() && r.ContentLength != 0 && r.Body != nil && r.Body != http.NoBody {
+		// A read deadline in the past wakes the read waiting for the
+		// body: on HTTP/2 and HTTP/3 the stream's, on HTTP/1.1 the
+		// connection's, which closes after the 408.
+		rc := http.NewResponseController(w)
+		ex.pace = startPacer(limits, r.Body, func() { _ = rc.SetReadDeadline(time.Unix(1, 0)) })
+		r.Body = pacedBody{ex.pace, r.Body}
+		defer ex.pace.finish()
+	}
 	if f.bridges(r, ex) && f.bridge(w, r, ex) {
 		return
 	}
@@ -277,6 +289,11 @@ func setPath(u *url.URL, escaped string) {
 
 func (f *forwarder) modifyResponse(resp *http.Response) error {
 	ex := exchangeOf(resp.Request.Context())
+	if err := ex.pace.err(); err != nil {
+		// A backend may answer a body cut short (net/http's Transport
+		// waits a moment for it): the client still gets its 408.
+		return err
+	}
 	ex.switched = resp.StatusCode == http.StatusSwitchingProtocols
 	editResponse(&ex.plan, resp.Header)
 	return nil
@@ -427,13 +444,23 @@ func isTimeout(err error) bool {
 
 // fail answers a request that could not be relayed.
 func (f *forwarder) fail(w http.ResponseWriter, r *http.Request, err error) {
-	if errors.Is(r.Context().Err(), context.Canceled) {
-		return // the client left; there is no one to answer
-	}
 	status := http.StatusBadGateway
-	// Once the request's deadline has passed the request timed out,
-	// whatever the transport's error says.
-	if isTimeout(err) || deadlinePassed(r.Context()) {
+	switch ex := exchangeOf(r.Context()); {
+	case f.s.metrics.cutBy(ex.pace.finish()):
+		// First: the wake-up of the cut read looks like a client that
+		// left (net/http cancels the request on it). The client's
+		// slowness, not the backend's: its HTTP/1.1 connection goes; on
+		// HTTP/2 and HTTP/3 the stream alone ends (Connection: close
+		// would send the whole connection GOAWAY).
+		status = http.StatusRequestTimeout
+		if r.ProtoMajor == 1 {
+			w.Header().Set("Connection", "close")
+		}
+	case errors.Is(r.Context().Err(), context.Canceled):
+		return // the client left; there is no one to answer
+	case isTimeout(err) || deadlinePassed(r.Context()):
+		// Once the request's deadline has passed the request timed
+		// out, whatever the transport's error says.
 		status = http.StatusGatewayTimeout
 	}
 	writeError(w, r, status)

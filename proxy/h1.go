@@ -502,7 +502,13 @@ func (c *h1conn) forward(ex *exchange, keep bool) (status int, sent int64, keepO
 	// net/http's Transport does.
 	bodiless := c.body.done
 	replayable := bodiless && repeatable(req.method, req.get("Idempotency-Key"))
+	if limits := s.opts.requestBodyLimits(); !bodiless && limits.enabled() && !c.bodyBuffered() {
+		// Setting a read deadline in the past wakes the read waiting
+		// for the body; the connection closes after the 408.
+		ex.pace = startPacer(limits, &c.body, func() { _ = c.gc.SetReadDeadline(time.Unix(1, 0)) })
+	}
 	uc, status, err := s.sendH1(ex, bodiless, replayable, c.clientGone, &c.resp, req.method, func(uc *upConn) (bool, error) { return c.roundTrip(uc, ex) })
+	ex.pace.finish()
 	if uc == nil {
 		if status == 0 {
 			// No one to answer; the request counts as aborted.
@@ -602,6 +608,10 @@ func (s *Server) attemptH1(ex *exchange, replayable bool, clientGone func() bool
 		}
 		_, clientErr := errors.AsType[clientBodyError](err)
 		switch {
+		case s.metrics.cutBy(ex.pace.err()):
+			// First: the wake-up of the cut read looks like a client
+			// that left (net/http cancels the request on it).
+			return nil, http.StatusRequestTimeout, ex.pace.err()
 		case errors.Is(err, errClientGone):
 			return nil, 0, err
 		case !deadline.IsZero() && !time.Now().Before(deadline):
@@ -636,6 +646,13 @@ func (s *Server) attemptH1(ex *exchange, replayable bool, clientGone func() bool
 		}
 		return nil, http.StatusBadGateway, err
 	}
+}
+
+// bodyBuffered reports whether the whole request body is already in the
+// connection's reader, as a small body sent with its head is: then no
+// client can be slow with it.
+func (c *h1conn) bodyBuffered() bool {
+	return c.body.mode == bodyLength && int64(c.br.Buffered()) >= c.body.left
 }
 
 // clientBodyError is a failure to read the request body from the client.
@@ -708,7 +725,10 @@ func (c *h1conn) roundTrip(uc *upConn, ex *exchange) (answered bool, err error) 
 		}
 	}
 	var body io.Reader
-	if !c.body.done {
+	switch {
+	case ex.pace != nil:
+		body = ex.pace
+	case !c.body.done:
 		body = &c.body
 	}
 	if early, err := sendBody(uc, body, c.req.chunked); err != nil {

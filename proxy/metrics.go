@@ -35,10 +35,12 @@ type metrics struct {
 	upstreamDuration *prometheus.HistogramVec
 	retries          *prometheus.CounterVec
 	connectRetries   prometheus.Counter
-	ejections        prometheus.Counter
-	upstreamErrors   [numErrorKinds]prometheus.Counter
-	conns            [numConnProtocols]prometheus.Gauge
-	handshakes       [numHandshakeResults]prometheus.Counter
+	// slowBodies counts request bodies cut by their pacer, by reason.
+	slowBodies     *prometheus.CounterVec
+	ejections      prometheus.Counter
+	upstreamErrors [numErrorKinds]prometheus.Counter
+	conns          [numConnProtocols]prometheus.Gauge
+	handshakes     [numHandshakeResults]prometheus.Counter
 }
 
 // errorKind classifies a failed exchange with a backend.
@@ -111,6 +113,10 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "hostgate_upstream_connect_retries_total",
 			Help: "Requests moved to another endpoint after failing to connect, or after failing otherwise when safe to send again (idempotent, body unread).",
 		}),
+		slowBodies: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "hostgate_request_body_timeouts_total",
+			Help: "Requests answered 408 because their body came too slowly (reason=rate, --request-body-min-rate) or took too long (reason=timeout, --request-body-timeout).",
+		}, []string{"reason"}),
 		ejections: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "hostgate_upstream_ejections_total",
 			Help: "Endpoints taken out of rotation by passive health checking.",
@@ -132,11 +138,14 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	resolve(conns.WithLabelValues, connProtocolNames[:], m.conns[:])
 	resolve(handshakes.WithLabelValues, handshakeResultNames[:], m.handshakes[:])
 	if reg != nil {
-		for _, c := range []prometheus.Collector{m.requests, m.duration, m.upstreamDuration, m.retries, m.connectRetries, m.ejections, upstreamErrors, conns, handshakes} {
+		for _, c := range []prometheus.Collector{m.requests, m.duration, m.upstreamDuration, m.retries, m.connectRetries, m.slowBodies, m.ejections, upstreamErrors, conns, handshakes} {
 			if err := reg.Register(c); err != nil {
 				return nil, err
 			}
 		}
+	}
+	for _, reason := range []string{"rate", "timeout"} {
+		m.slowBodies.WithLabelValues(reason) // shown at 0 from the start
 	}
 	return m, nil
 }

@@ -1,0 +1,161 @@
+package proxy
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/quic-go/quic-go"
+	"github.com/quic-go/quic-go/http3"
+
+	"github.com/hostgate/hostgate/router"
+)
+
+// TestSlowRequestBody sends request bodies that trickle in, a byte every
+// 100ms, below a minimum rate of 1 KB/s after a grace of 300ms, on every
+// protocol: each is answered 408 soon after the grace (an HTTP/1.1
+// connection then closes), and the backend's connection is let go. A body
+// that keeps the rate is served.
+func TestSlowRequestBody(t *testing.T) {
+	opts := testOptions()
+	opts.MinRequestBodyRate = 1000
+	opts.RequestBodyGrace = 300 * time.Millisecond
+	s := startServer(t, opts)
+	f := newTLSFixture(t)
+	s.UpdateEndpoints(map[string][]Endpoint{"web": {{Address: startBackend(t, echo("web"))}}})
+	routes := compile(t, route("web", nil, router.Rule{Backends: backends("web")}))
+	plain, secure := freeAddr(t), freeAddr(t)
+	apply(t, s,
+		Listener{Address: plain, Routes: routes},
+		Listener{Address: secure, Protocol: HTTPS, Routes: routes, TLS: f.store(t, "app.test")})
+
+	// The answer must come soon after the grace: well before the body,
+	// 100 bytes at 10 bytes/s, could have been sent whole.
+	const within = 3 * time.Second
+
+	t.Run("HTTP/1.1", func(t *testing.T) {
+		conn, err := net.Dial("tcp", plain)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		start := time.Now()
+		fmt.Fprint(conn, "POST / HTTP/1.1\r\nHost: app.test\r\nContent-Length: 100\r\n\r\n")
+		go func() {
+			for range 100 {
+				if _, err := conn.Write([]byte{'x'}); err != nil {
+					return
+				}
+				time.Sleep(100 * time.Millisecond)
+			}
+		}()
+		_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+		br := bufio.NewReader(conn)
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatalf("no answer: %v", err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusRequestTimeout || !resp.Close {
+			t.Errorf("status %d, close %t, body %q; want 408 and the connection closed", resp.StatusCode, resp.Close, body)
+		}
+		if took := time.Since(start); took > within {
+			t.Errorf("answered after %v; want within %v", took, within)
+		}
+		if _, err := br.ReadByte(); err == nil {
+			t.Error("the connection stayed open after the 408")
+		}
+	})
+
+	h2c := &http.Transport{Protocols: new(http.Protocols)}
+	h2c.Protocols.SetUnencryptedHTTP2(true)
+	h3 := &http3.Transport{
+		TLSClientConfig: &tls.Config{RootCAs: f.ca.Pool, MinVersion: tls.VersionTLS13},
+		Dial: func(ctx context.Context, _ string, tlsCfg *tls.Config, cfg *quic.Config) (*quic.Conn, error) {
+			return quic.DialAddr(ctx, secure, tlsCfg, cfg)
+		},
+	}
+	t.Cleanup(func() { h3.Close() })
+	for _, c := range []struct {
+		name   string
+		client *http.Client
+		url    string
+		// length is the declared body length, -1 for none: on HTTP/2
+		// a known length goes through the bridge, an unknown one
+		// through ReverseProxy.
+		length int64
+	}{
+		{"h2c, length known", &http.Client{Transport: h2c}, "http://" + plain + "/", 100},
+		{"h2c, length unknown", &http.Client{Transport: h2c}, "http://" + plain + "/", -1},
+		{"h2", f.client(secure, true), "https://app.test/", 100},
+		{"HTTP/3", &http.Client{Transport: h3}, "https://app.test/", 100},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			pr, pw := io.Pipe()
+			defer pw.Close()
+			go func() {
+				for range 100 {
+					if _, err := pw.Write([]byte{'x'}); err != nil {
+						return
+					}
+					time.Sleep(100 * time.Millisecond)
+				}
+				pw.Close()
+			}()
+			req, err := http.NewRequest(http.MethodPost, c.url, pr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.ContentLength = c.length
+			start := time.Now()
+			resp, err := c.client.Do(req)
+			if err != nil {
+				t.Fatalf("no answer: %v", err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusRequestTimeout {
+				t.Errorf("status %d; want 408", resp.StatusCode)
+			}
+			if took := time.Since(start); took > within {
+				t.Errorf("answered after %v; want within %v", took, within)
+			}
+		})
+	}
+
+	t.Run("a body that keeps the rate", func(t *testing.T) {
+		pr, pw := io.Pipe()
+		go func() {
+			// 2 KB/s for a second, twice the minimum.
+			for range 20 {
+				if _, err := pw.Write([]byte(strings.Repeat("x", 100))); err != nil {
+					return
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+			pw.Close()
+		}()
+		req, err := http.NewRequest(http.MethodPost, "http://"+plain+"/", pr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.ContentLength = 2000
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || !strings.Contains(string(body), "body="+strings.Repeat("x", 2000)) {
+			t.Errorf("status %d, body of %d bytes; want 200 with the whole body echoed", resp.StatusCode, len(body))
+		}
+	})
+	wantMetric(t, s, 5, "hostgate_request_body_timeouts_total", "reason", "rate")
+}
