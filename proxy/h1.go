@@ -318,6 +318,7 @@ func (c *h1conn) exchange(n int) (keep, handOff bool) {
 		port:    l.port,
 	}
 	if tc, ok := c.gc.Conn.(*tls.Conn); ok && st.routes != nil && st.routes.Shared() {
+		v.tls = st.tls
 		if tracked, ok := tc.NetConn().(*trackedConn); ok {
 			v.serverName = tracked.serverName
 		}
