@@ -2,7 +2,9 @@ package proxy
 
 import (
 	"context"
+	"crypto/sha256"
 	"crypto/tls"
+	"encoding/hex"
 	"fmt"
 	"io"
 	"net"
@@ -26,7 +28,8 @@ import (
 // handshake chooses the validation, on HTTP/1.1 (both engines), h2 and
 // HTTP/3, and a request cannot reach a listener whose validation its
 // connection did not pass by naming it in Host only, with another server
-// name or none.
+// name or none. Backends learn the identity of a verified certificate
+// only, never one a client claims.
 func TestClientCertificateValidation(t *testing.T) {
 	f := newTLSFixture(t)
 	clientCA, otherCA := tlstest.NewCA(t), tlstest.NewCA(t)
@@ -40,6 +43,8 @@ func TestClientCertificateValidation(t *testing.T) {
 		return r
 	}
 	good, bad := issueClient(t, clientCA), issueClient(t, otherCA)
+	sum := sha256.Sum256(good.Certificate[0])
+	verified := "X-Forwarded-Client-Cert=Hash=" + hex.EncodeToString(sum[:]) + `;Subject="CN=client"` + "\n"
 	for _, engine := range []Engine{EngineNative, EngineStdlib} {
 		opts := testOptions()
 		opts.HTTP1Engine = engine
@@ -66,18 +71,20 @@ func TestClientCertificateValidation(t *testing.T) {
 				// status is 0 where the handshake or the request fails.
 				status  int
 				backend string
+				// identity is whether the backend learns the client's.
+				identity bool
 			}{
-				{"required, valid", "secure.example.com", "secure.example.com", good, 200, "secure"},
-				{"required, other authority", "secure.example.com", "secure.example.com", bad, 0, ""},
-				{"required, none", "secure.example.com", "secure.example.com", nil, 0, ""},
-				{"fallback, valid", "fallback.example.com", "fallback.example.com", good, 200, "fallback"},
-				{"fallback, other authority", "fallback.example.com", "fallback.example.com", bad, 200, "fallback"},
-				{"fallback, none", "fallback.example.com", "fallback.example.com", nil, 200, "fallback"},
-				{"none asked", "www.example.com", "www.example.com", nil, 200, "open"},
-				{"none asked, no SNI", "", "www.example.com", nil, 200, "open"},
-				{"required listener named in Host only", "www.example.com", "secure.example.com", nil, 421, ""},
-				{"required listener named in Host, no SNI", "", "secure.example.com", nil, 421, ""},
-				{"fallback listener named in Host, no SNI", "", "fallback.example.com", bad, 421, ""},
+				{"required, valid", "secure.example.com", "secure.example.com", good, 200, "secure", true},
+				{"required, other authority", "secure.example.com", "secure.example.com", bad, 0, "", false},
+				{"required, none", "secure.example.com", "secure.example.com", nil, 0, "", false},
+				{"fallback, valid", "fallback.example.com", "fallback.example.com", good, 200, "fallback", false},
+				{"fallback, other authority", "fallback.example.com", "fallback.example.com", bad, 200, "fallback", false},
+				{"fallback, none", "fallback.example.com", "fallback.example.com", nil, 200, "fallback", false},
+				{"none asked", "www.example.com", "www.example.com", nil, 200, "open", false},
+				{"none asked, no SNI", "", "www.example.com", nil, 200, "open", false},
+				{"required listener named in Host only", "www.example.com", "secure.example.com", nil, 421, "", false},
+				{"required listener named in Host, no SNI", "", "secure.example.com", nil, 421, "", false},
+				{"fallback listener named in Host, no SNI", "", "fallback.example.com", bad, 421, "", false},
 			} {
 				t.Run(fmt.Sprintf("%s/%s/%s", engine, proto, tt.name), func(t *testing.T) {
 					c := f.clientWithCert(addr, proto, tt.sni, tt.cert)
@@ -86,6 +93,7 @@ func TestClientCertificateValidation(t *testing.T) {
 					if err != nil {
 						t.Fatal(err)
 					}
+					req.Header.Set("X-Forwarded-Client-Cert", `Hash=forged;Subject="CN=admin"`)
 					resp, err := c.Do(req)
 					if tt.status == 0 {
 						if err == nil {
@@ -107,6 +115,13 @@ func TestClientCertificateValidation(t *testing.T) {
 					}
 					if resp.StatusCode != tt.status || (tt.backend != "" && !strings.HasPrefix(string(body), "backend="+tt.backend+" ")) {
 						t.Errorf("status %d, body %q; want %d from backend %q", resp.StatusCode, body, tt.status, tt.backend)
+					}
+					want := "X-Forwarded-Client-Cert=\n"
+					if tt.identity {
+						want = verified
+					}
+					if tt.backend != "" && !strings.Contains(string(body), want) {
+						t.Errorf("backend got\n%s\nwant %q", body, want)
 					}
 				})
 			}

@@ -110,7 +110,7 @@ func echo(name string) http.HandlerFunc {
 		w.Header().Set("Connection", "keep-alive, X-Hop")
 		w.Header().Set("X-Hop", "must not pass")
 		fmt.Fprintf(w, "backend=%s proto=%s method=%s host=%s path=%s query=%s body=%s\n", name, r.Proto, r.Method, r.Host, r.URL.EscapedPath(), r.URL.RawQuery, body)
-		for _, h := range []string{"X-Forwarded-For", "X-Forwarded-Proto", "X-Forwarded-Host", "X-Hop", "X-Test", "X-Added", "Forwarded"} {
+		for _, h := range []string{"X-Forwarded-For", "X-Forwarded-Proto", "X-Forwarded-Host", "X-Hop", "X-Test", "X-Added", "Forwarded", "X-Forwarded-Client-Cert"} {
 			fmt.Fprintf(w, "%s=%s\n", h, strings.Join(r.Header.Values(h), ","))
 		}
 	}
