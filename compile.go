@@ -84,10 +84,10 @@ func compileSnapshot(snap *watch.Snapshot, number uint64, prev *generation, log 
 		pl := proxy.Listener{Address: address, Routes: state.table}
 		if l.Protocol == watch.ProtocolHTTPS {
 			pl.Protocol = proxy.HTTPS
-			if p != nil && p.tls != nil && reflect.DeepEqual(p.spec.Certs, l.Certs) {
+			if p != nil && p.tls != nil && reflect.DeepEqual(p.spec.Certs, l.Certs) && reflect.DeepEqual(p.spec.ClientValidations, l.ClientValidations) {
 				state.tls, state.certErrs = p.tls, p.certErrs
 			} else {
-				state.tls, state.certErrs = tlsstore.Build(certificates(l.Certs))
+				state.tls, state.certErrs = tlsstore.Build(certificates(l.Certs), clientValidations(l.ClientValidations)...)
 			}
 			pl.TLS = state.tls
 		}
@@ -111,7 +111,7 @@ func sameListeners(a, b []watch.Listener) bool {
 	return slices.EqualFunc(a, b, func(x, y watch.Listener) bool {
 		return x.Name == y.Name && x.Address == y.Address && x.Port == y.Port && x.Protocol == y.Protocol &&
 			slices.Equal(x.Hostnames, y.Hostnames) && slices.Equal(x.ListenerHostnames, y.ListenerHostnames) &&
-			sameRoutes(x.Routes, y.Routes) && reflect.DeepEqual(x.Certs, y.Certs)
+			sameRoutes(x.Routes, y.Routes) && reflect.DeepEqual(x.Certs, y.Certs) && reflect.DeepEqual(x.ClientValidations, y.ClientValidations)
 	})
 }
 
@@ -198,6 +198,14 @@ func certificates(certs []watch.Cert) []tlsstore.Certificate {
 			CertPEM: c.CertPEM,
 			KeyPEM:  tlsstore.PrivateKey(c.KeyPEM),
 		})
+	}
+	return out
+}
+
+func clientValidations(vs []watch.ClientValidation) []tlsstore.ClientValidation {
+	out := make([]tlsstore.ClientValidation, 0, len(vs))
+	for _, v := range vs {
+		out = append(out, tlsstore.ClientValidation{Name: v.Name, Host: v.Hostname, CAPEM: v.CAPEM, Optional: v.Optional})
 	}
 	return out
 }

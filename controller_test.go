@@ -162,6 +162,15 @@ func TestUnchangedListenersKeepTheirCompilation(t *testing.T) {
 		t.Error("listeners with the same routes have a table each")
 	}
 	eventually(t, "shared table", expect(fmt.Sprintf("http://127.0.0.1:%d/a", httpPort), "", 200, "backend"))
+
+	// The same certificates with a client validation: a new store.
+	plain := current.Load().Listeners[1].tls
+	validating := snapshot("/", second)
+	validating.Listeners[1].ClientValidations = []watch.ClientValidation{{Name: "default/gw/https", CAPEM: ca.PEM}}
+	ctrl.publish(validating, nil)
+	if current.Load().Listeners[1].tls == plain {
+		t.Error("a client validation added to unchanged certificates is not served")
+	}
 }
 
 // TestAnyListenerOrRouteChangeIsSeen: the controller compares snapshots

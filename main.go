@@ -107,7 +107,7 @@ func parseFlags(args []string, output io.Writer) (*config, error) {
 		c.watch.ReachablePorts, err = portList(s)
 		return err
 	})
-	fs.BoolVar(&c.proxy.TrustForwardedHeaders, "trust-forwarded-headers", false, "keep X-Forwarded-* headers sent by clients (only behind a trusted load balancer)")
+	fs.BoolVar(&c.proxy.TrustForwardedHeaders, "trust-forwarded-headers", false, "keep the X-Forwarded-For, -Proto and -Host headers sent by clients (only behind a trusted load balancer); X-Forwarded-Client-Cert is always hostgate's own")
 	fs.Func("load-balancing", "round-robin or least-request (default round-robin)", oneOf(&c.proxy.LoadBalancing, proxy.RoundRobin, proxy.LeastRequest))
 	fs.Func("http1-engine", "native (hostgate's own HTTP/1.1 engine) or stdlib (net/http for every connection) (default native)", oneOf(&c.proxy.HTTP1Engine, proxy.EngineNative, proxy.EngineStdlib))
 	fs.DurationVar(&c.proxy.ReadHeaderTimeout, "read-header-timeout", c.proxy.ReadHeaderTimeout, "time a client has to send request headers")

@@ -117,6 +117,7 @@ func (f *forwarder) bridge(w http.ResponseWriter, r *http.Request, ex *exchange)
 	// so that a modifier adding to one copies it.
 	fwd := []string{xff, proto, fhost}
 	h["X-Forwarded-For"], h["X-Forwarded-Proto"], h["X-Forwarded-Host"] = fwd[0:1:1], fwd[1:2:2], fwd[2:3:3]
+	setClientCert(h, r, ex.scheme)
 	eachFilter(&ex.plan, router.FilterRequestHeaderModifier, func(flt *router.Filter) { modifyHeader(h, flt.RequestHeaders) })
 
 	b := bridgeStates.Get().(*bridgeState)

@@ -68,9 +68,11 @@ type trackedConn struct {
 	// starts at protoHTTP1, the zero value.
 	proto atomic.Uint32
 	// serverName is the server name (SNI) the client's TLS handshake
-	// asked for. Written during the handshake, before any request of the
-	// connection is read, and only read after.
-	serverName string
+	// asked for, and clientCert the X-Forwarded-Client-Cert value of the
+	// client certificate it verified, if any. Written during the
+	// handshake, before any request of the connection is read, and only
+	// read after.
+	serverName, clientCert string
 	// unknownSNI says the TLS handshake failed for want of a certificate,
 	// which was counted as such and must not count as an error again.
 	unknownSNI atomic.Bool
@@ -160,6 +162,9 @@ func (m *metrics) countQUICConn(ctx context.Context, c *quic.Conn) context.Conte
 // unknown_sni when no certificate serves the name, and, on TCP, as error
 // when its connection closes without either. A client that rejects the
 // certificate after the server's part therefore counts as ok and error.
+// A TCP handshake that validates the client's certificate (the Config of
+// cfg's GetConfigForClient) also leaves the identity it verified on the
+// connection.
 func (m *metrics) countHandshakes(cfg *tls.Config) *tls.Config {
 	getCertificate := cfg.GetCertificate
 	cfg.GetCertificate = func(hello *tls.ClientHelloInfo) (*tls.Certificate, error) {
@@ -179,6 +184,21 @@ func (m *metrics) countHandshakes(cfg *tls.Config) *tls.Config {
 	cfg.VerifyConnection = func(tls.ConnectionState) error {
 		m.handshakes[handshakeOK].Inc()
 		return nil
+	}
+	if getConfig := cfg.GetConfigForClient; getConfig != nil {
+		cfg.GetConfigForClient = func(hello *tls.ClientHelloInfo) (*tls.Config, error) {
+			validating, err := getConfig(hello)
+			c, tracked := hello.Conn.(*trackedConn)
+			if validating == nil || !tracked {
+				return validating, err
+			}
+			// validating is this handshake's own copy of cfg.
+			validating.VerifyConnection = func(cs tls.ConnectionState) error {
+				c.clientCert = clientCertValue(cs.VerifiedChains)
+				return cfg.VerifyConnection(cs)
+			}
+			return validating, err
+		}
 	}
 	return cfg
 }

@@ -33,7 +33,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, l *listener, st *
 		port:    l.port,
 	}
 	if l.scheme == "https" && st.routes != nil && st.routes.Shared() {
-		v.serverName = serverNameOf(r)
+		v.serverName, v.tls = serverNameOf(r), st.tls
 	}
 	ex.plan = decide(st.routes, ex.sets, &v)
 	ex.stats = l.routeStats(st, ex.plan.target)

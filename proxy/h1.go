@@ -319,6 +319,7 @@ func (c *h1conn) exchange(n int) (keep, handOff bool) {
 		port:    l.port,
 	}
 	if tc, ok := c.gc.Conn.(*tls.Conn); ok && st.routes != nil && st.routes.Shared() {
+		v.tls = st.tls
 		if tracked, ok := tc.NetConn().(*trackedConn); ok {
 			v.serverName = tracked.serverName
 		}
@@ -495,6 +496,9 @@ func (c *h1conn) forward(ex *exchange, keep bool) (status int, sent int64, keepO
 		h1field{name: "X-Forwarded-For", value: xff},
 		h1field{name: "X-Forwarded-Proto", value: proto},
 		h1field{name: "X-Forwarded-Host", value: fhost})
+	if cert := c.clientCert(); cert != "" {
+		req.fields = append(req.fields, h1field{name: clientCertField, value: cert})
+	}
 	eachFilter(&ex.plan, router.FilterRequestHeaderModifier, func(f *router.Filter) { modifyHeader(&req.fields, f.RequestHeaders) })
 
 	// Only a request without a body that is safe to repeat goes again on
@@ -822,6 +826,17 @@ func (c *h1conn) awaitResponse(uc *upConn, deadline time.Time) error {
 // clientGone reports whether the client hung up.
 func (c *h1conn) clientGone() bool {
 	return socketState(c.clientSocket()) == socketClosed
+}
+
+// clientCert is the X-Forwarded-Client-Cert value of the client
+// certificate the connection's handshake verified, if any.
+func (c *h1conn) clientCert() string {
+	if tc, ok := c.gc.Conn.(*tls.Conn); ok {
+		if t, ok := tc.NetConn().(*trackedConn); ok {
+			return t.clientCert
+		}
+	}
+	return ""
 }
 
 // clientSocket is the TCP connection beneath TLS and the trackers.

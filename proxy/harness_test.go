@@ -110,7 +110,7 @@ func echo(name string) http.HandlerFunc {
 		w.Header().Set("Connection", "keep-alive, X-Hop")
 		w.Header().Set("X-Hop", "must not pass")
 		fmt.Fprintf(w, "backend=%s proto=%s method=%s host=%s path=%s query=%s body=%s\n", name, r.Proto, r.Method, r.Host, r.URL.EscapedPath(), r.URL.RawQuery, body)
-		for _, h := range []string{"X-Forwarded-For", "X-Forwarded-Proto", "X-Forwarded-Host", "X-Hop", "X-Test", "X-Added", "Forwarded"} {
+		for _, h := range []string{"X-Forwarded-For", "X-Forwarded-Proto", "X-Forwarded-Host", "X-Hop", "X-Test", "X-Added", "Forwarded", "X-Forwarded-Client-Cert"} {
 			fmt.Fprintf(w, "%s=%s\n", h, strings.Join(r.Header.Values(h), ","))
 		}
 	}
@@ -217,13 +217,19 @@ func writeCAFile(t testing.TB, ca *tlstest.CA) string {
 // or "name!" (the same, also the default).
 func (f *tlsFixture) store(t testing.TB, names ...string) *tlsstore.Store {
 	t.Helper()
+	return f.validatingStore(t, nil, names...)
+}
+
+// validatingStore is store with client certificate validations.
+func (f *tlsFixture) validatingStore(t testing.TB, clients []tlsstore.ClientValidation, names ...string) *tlsstore.Store {
+	t.Helper()
 	var certs []tlsstore.Certificate
 	for _, n := range names {
 		host, def := strings.CutSuffix(n, "!")
 		certPEM, keyPEM := f.ca.Issue(t, host)
 		certs = append(certs, tlsstore.Certificate{Name: host, Default: def, CertPEM: certPEM, KeyPEM: keyPEM})
 	}
-	s, errs := tlsstore.Build(certs)
+	s, errs := tlsstore.Build(certs, clients...)
 	if len(errs) > 0 {
 		t.Fatal(errs)
 	}

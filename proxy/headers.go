@@ -57,7 +57,8 @@ func modifyHeader(h headerEditor, m *router.HeaderModifier) {
 	}
 }
 
-// setForwarded sets X-Forwarded-For, -Proto and -Host on out from in.
+// setForwarded sets X-Forwarded-For, -Proto, -Host and -Client-Cert on
+// out from in.
 func setForwarded(in *http.Request, out http.Header, scheme string, trusted bool) {
 	client, _, err := net.SplitHostPort(in.RemoteAddr)
 	if err != nil {
@@ -67,6 +68,7 @@ func setForwarded(in *http.Request, out http.Header, scheme string, trusted bool
 	out["X-Forwarded-For"] = []string{xff}
 	out["X-Forwarded-Proto"] = []string{proto}
 	out["X-Forwarded-Host"] = []string{host}
+	setClientCert(out, in, scheme)
 }
 
 // forwarded gives the X-Forwarded-For, -Proto and -Host values of a

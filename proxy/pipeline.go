@@ -19,6 +19,7 @@ import (
 
 	"github.com/hostgate/hostgate/proxy/upstream"
 	"github.com/hostgate/hostgate/router"
+	"github.com/hostgate/hostgate/tlsstore"
 )
 
 // view is what the pipeline reads of a request.
@@ -29,8 +30,10 @@ type view struct {
 	// port is the listener's port, which a redirect keeps by default.
 	port int
 	// serverName is the TLS server name (SNI) of the request's
-	// connection, looked up only where the table is Shared.
+	// connection, and tls the certificates and client validations of its
+	// listener, looked up only where the table is Shared.
 	serverName string
+	tls        *tlsstore.Store
 }
 
 // action is what a plan does with the request.
@@ -72,7 +75,7 @@ func decide(routes *router.Table, sets map[string]*upstream.Set, v *view) plan {
 	if routes == nil {
 		return p
 	}
-	if routes.Misdirected(v.serverName, v.Host) {
+	if routes.Misdirected(v.serverName, v.Host) || v.tls.OtherClientValidation(v.serverName, v.Host) {
 		p.action = actMisdirected
 		return p
 	}

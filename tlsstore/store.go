@@ -1,5 +1,6 @@
 // Package tlsstore owns hostgate's certificate index: which certificate a TLS
-// handshake gets for the server name (SNI) the client sent.
+// handshake gets for the server name (SNI) the client sent, and whether and
+// how the handshake checks the client's certificate.
 //
 // A Store is built once from PEM data and never changes; callers publish a
 // new Store behind an atomic pointer to swap certificates, which leaves
@@ -11,6 +12,7 @@ package tlsstore
 
 import (
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"strings"
@@ -47,23 +49,48 @@ func (PrivateKey) Format(f fmt.State, _ rune) { fmt.Fprint(f, redacted) }
 // bytes (as base64) when a Certificate is logged.
 func (PrivateKey) MarshalText() ([]byte, error) { return []byte(redacted), nil }
 
-// Store is an immutable certificate index. The zero Store and a nil *Store
-// serve no certificate.
-type Store struct {
-	exact map[string]*tls.Certificate
-	// wild is keyed by the suffix after "*.", e.g. "example.com".
-	wild map[string]*tls.Certificate
-	def  *tls.Certificate
+// ClientValidation is how handshakes for one listener hostname check the
+// client's certificate.
+type ClientValidation struct {
+	// Name identifies the validation in errors, e.g. the Gateway listener
+	// "infra/gw/https" it came from.
+	Name string
+	// Host is an exact name, a "*." wildcard, or "" for handshakes without
+	// SNI and names that no other validation of the Store covers. It is
+	// looked up as certificates are, so a connection is checked as the
+	// listener its server name selects requires.
+	Host string
+	// CAPEM holds the certificates of the authorities whose client
+	// certificates are valid.
+	CAPEM []byte
+	// Optional asks for a certificate but also accepts a client without
+	// one, or with one the authorities did not issue (Gateway API's
+	// AllowInsecureFallback): the backend is left to decide.
+	Optional bool
 }
 
-// Build indexes certs. A certificate that does not parse is left out, and a
-// host or default already claimed by an earlier certificate stays with it;
-// each case is reported as an error naming the certificate, and the rest of
-// the Store is built as usual.
-func Build(certs []Certificate) (*Store, []error) {
-	s := &Store{exact: map[string]*tls.Certificate{}, wild: map[string]*tls.Certificate{}}
-	claimedBy := map[string]string{}
-	var defaultBy string
+// Store is an immutable certificate index. The zero Store and a nil *Store
+// serve no certificate and check no client.
+type Store struct {
+	certs   hostIndex[*tls.Certificate]
+	clients hostIndex[*clientAuth]
+}
+
+// clientAuth is a ClientValidation as crypto/tls applies it.
+type clientAuth struct {
+	mode tls.ClientAuthType
+	cas  *x509.CertPool
+}
+
+// Build indexes certs and the client validations. A certificate that does
+// not parse is left out, and a host or default already claimed by an
+// earlier certificate or validation stays with it; each case is reported
+// as an error naming the certificate or validation, and the rest of the
+// Store is built as usual. A validation whose authorities do not parse
+// stays in, with no authority: it then fails every client certificate
+// rather than let clients through unchecked.
+func Build(certs []Certificate, clients ...ClientValidation) (*Store, []error) {
+	s := &Store{}
 	var errs []error
 	for _, c := range certs {
 		pair, err := tls.X509KeyPair(c.CertPEM, c.KeyPEM)
@@ -76,31 +103,26 @@ func Build(certs []Certificate) (*Store, []error) {
 			hosts = pair.Leaf.DNSNames
 		}
 		for _, h := range hosts {
-			h = normalize(h)
-			if owner, ok := claimedBy[h]; ok {
-				// Listeners sharing a port often name the same Secret:
-				// that is one certificate, not a conflict.
-				if owner != c.Name {
-					errs = append(errs, fmt.Errorf("index certificate %s: host %q already served by %s", c.Name, h, owner))
-				}
-				continue
-			}
-			claimedBy[h] = c.Name
-			if suffix, ok := strings.CutPrefix(h, "*."); ok {
-				s.wild[suffix] = &pair
-			} else {
-				s.exact[h] = &pair
+			if err := s.certs.claim(normalize(h), c.Name, &pair); err != nil {
+				errs = append(errs, fmt.Errorf("index certificate %s: %w", c.Name, err))
 			}
 		}
 		if c.Default {
-			if s.def != nil {
-				if defaultBy != c.Name {
-					errs = append(errs, fmt.Errorf("index certificate %s: default already set by %s", c.Name, defaultBy))
-				}
-				continue
+			if err := s.certs.claim("", c.Name, &pair); err != nil {
+				errs = append(errs, fmt.Errorf("index certificate %s: %w", c.Name, err))
 			}
-			defaultBy = c.Name
-			s.def = &pair
+		}
+	}
+	for _, v := range clients {
+		auth := &clientAuth{mode: tls.RequireAndVerifyClientCert, cas: x509.NewCertPool()}
+		if v.Optional {
+			auth.mode = tls.RequestClientCert
+		}
+		if !auth.cas.AppendCertsFromPEM(v.CAPEM) {
+			errs = append(errs, fmt.Errorf("load client validation %s: no certificate authority in the PEM data", v.Name))
+		}
+		if err := s.clients.claim(normalize(v.Host), v.Name, auth); err != nil {
+			errs = append(errs, fmt.Errorf("index client validation %s: %w", v.Name, err))
 		}
 	}
 	return s, errs
@@ -114,24 +136,30 @@ func (s *Store) Lookup(serverName string) *tls.Certificate {
 	if s == nil {
 		return nil
 	}
-	name := normalize(serverName)
-	if name == "" {
-		return s.def
+	return s.certs.lookup(normalize(serverName))
+}
+
+// clientAuth is the validation of handshakes for serverName, nil for none.
+func (s *Store) clientAuth(serverName string) *clientAuth {
+	if s == nil || s.clients.empty() {
+		return nil
 	}
-	if c := s.exact[name]; c != nil {
-		return c
+	return s.clients.lookup(normalize(serverName))
+}
+
+// OtherClientValidation reports whether a request for host (as a client
+// wrote it, port and all) is served under another client certificate
+// validation than the one its connection's handshake for serverName
+// applied: that request is misdirected, as a client could otherwise pass a
+// listener's validation by naming another listener in the handshake, or
+// none (a handshake without SNI gets the default's). The router tells
+// listeners apart only by server name; this catches the connections that
+// sent none.
+func (s *Store) OtherClientValidation(serverName, host string) bool {
+	if s == nil || s.clients.empty() {
+		return false
 	}
-	for i := strings.IndexByte(name, '.'); i >= 0; {
-		if c := s.wild[name[i+1:]]; c != nil {
-			return c
-		}
-		next := strings.IndexByte(name[i+1:], '.')
-		if next < 0 {
-			break
-		}
-		i += 1 + next
-	}
-	return s.def
+	return s.clientAuth(serverName) != s.clientAuth(hostOnly(host))
 }
 
 // GetCertificate is a tls.Config.GetCertificate. For a name nothing serves
@@ -149,8 +177,13 @@ var errNoStore = errors.New("tlsstore: no certificate store")
 // at every handshake, so a published Store takes effect on the next
 // handshake without touching existing connections. Only TLS 1.2 and later
 // with forward-secret AEAD suites are offered.
+//
+// A handshake whose server name has a client validation gets a copy of the
+// returned Config, made then, that asks for the client's certificate: the
+// copy keeps what callers set on the Config after this returns (wrapped
+// callbacks, counters). Other handshakes use the Config itself.
 func ServerConfig(current func() *Store, nextProtos ...string) *tls.Config {
-	return &tls.Config{
+	cfg := &tls.Config{
 		MinVersion: tls.VersionTLS12,
 		// TLS 1.3 suites are not configurable and all qualify; these are
 		// the TLS 1.2 ones with ECDHE and an AEAD.
@@ -171,6 +204,19 @@ func ServerConfig(current func() *Store, nextProtos ...string) *tls.Config {
 			return s.GetCertificate(hello)
 		},
 	}
+	cfg.GetConfigForClient = func(hello *tls.ClientHelloInfo) (*tls.Config, error) {
+		auth := current().clientAuth(hello.ServerName)
+		if auth == nil {
+			return nil, nil
+		}
+		// Resumed sessions stay safe across validations: crypto/tls
+		// resumes one only if its client certificate, or the lack of one,
+		// passes the validation of the new handshake.
+		withAuth := cfg.Clone()
+		withAuth.ClientAuth, withAuth.ClientCAs = auth.mode, auth.cas
+		return withAuth, nil
+	}
+	return cfg
 }
 
 // normalize lower-cases a host name and drops a trailing dot. It allocates
@@ -183,4 +229,74 @@ func normalize(name string) string {
 		}
 	}
 	return name
+}
+
+// hostOnly is host without its port, if it has one; an IPv6 literal keeps
+// its brackets, which no listener hostname has.
+func hostOnly(host string) string {
+	if i := strings.LastIndexByte(host, ':'); i >= 0 && strings.IndexByte(host[i:], ']') < 0 {
+		return host[:i]
+	}
+	return host
+}
+
+// hostIndex finds what serves a server name: the exact name, else the
+// wildcard with the longest suffix, else the default ("").
+type hostIndex[T comparable] struct {
+	exact map[string]T
+	// wild is keyed by the suffix after "*.", e.g. "example.com".
+	wild map[string]T
+	def  T
+	// owners name what claimed each host, "" the default.
+	owners map[string]string
+}
+
+// claim makes v serve host (normalized; "" the default) unless another
+// owner claimed it first. Listeners sharing a port often name the same
+// Secret or CA bundle: a second claim by the same owner is no conflict.
+func (x *hostIndex[T]) claim(host, owner string, v T) error {
+	if first, ok := x.owners[host]; ok {
+		switch {
+		case first == owner:
+			return nil
+		case host == "":
+			return fmt.Errorf("default already set by %s", first)
+		}
+		return fmt.Errorf("host %q already served by %s", host, first)
+	}
+	if x.owners == nil {
+		x.owners, x.exact, x.wild = map[string]string{}, map[string]T{}, map[string]T{}
+	}
+	x.owners[host] = owner
+	if suffix, ok := strings.CutPrefix(host, "*."); ok {
+		x.wild[suffix] = v
+	} else if host == "" {
+		x.def = v
+	} else {
+		x.exact[host] = v
+	}
+	return nil
+}
+
+func (x *hostIndex[T]) empty() bool { return len(x.owners) == 0 }
+
+// lookup returns what serves name, the zero T when nothing does.
+func (x *hostIndex[T]) lookup(name string) T {
+	if name == "" {
+		return x.def
+	}
+	if v, ok := x.exact[name]; ok {
+		return v
+	}
+	for i := strings.IndexByte(name, '.'); i >= 0; {
+		if v, ok := x.wild[name[i+1:]]; ok {
+			return v
+		}
+		next := strings.IndexByte(name[i+1:], '.')
+		if next < 0 {
+			break
+		}
+		i += 1 + next
+	}
+	return x.def
 }

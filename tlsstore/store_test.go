@@ -126,28 +126,12 @@ func TestHandshake(t *testing.T) {
 	var current atomic.Pointer[tlsstore.Store]
 	current.Store(build(cert(t, ca, "a.example.com", false), cert(t, ca, "*.example.com", false)))
 
-	ln, err := tls.Listen("tcp", "127.0.0.1:0", tlsstore.ServerConfig(current.Load))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				_, _ = io.Copy(c, c)
-			}()
-		}
-	}()
+	addr := echoServer(t, tlsstore.ServerConfig(current.Load))
 
 	// dial verifies the chain but not the name, so that a default
 	// certificate served for another name is seen rather than rejected.
 	dial := func(sni string) (*tls.Conn, error) {
-		return tls.Dial("tcp", ln.Addr().String(), &tls.Config{
+		return tls.Dial("tcp", addr, &tls.Config{
 			ServerName: sni, MinVersion: tls.VersionTLS12, InsecureSkipVerify: true,
 			VerifyConnection: func(cs tls.ConnectionState) error {
 				_, err := cs.PeerCertificates[0].Verify(x509.VerifyOptions{Roots: ca.Pool})
@@ -194,7 +178,7 @@ func TestHandshake(t *testing.T) {
 	if _, err := io.ReadFull(open, buf); err != nil || string(buf) != "ping" {
 		t.Fatalf("open connection after swap: read %q, %v", buf, err)
 	}
-	if old, err := tls.Dial("tcp", ln.Addr().String(), &tls.Config{ServerName: "a.example.com", RootCAs: ca.Pool, MaxVersion: tls.VersionTLS11, MinVersion: tls.VersionTLS10}); err == nil {
+	if old, err := tls.Dial("tcp", addr, &tls.Config{ServerName: "a.example.com", RootCAs: ca.Pool, MaxVersion: tls.VersionTLS11, MinVersion: tls.VersionTLS10}); err == nil {
 		old.Close()
 		t.Error("TLS 1.1 handshake succeeded")
 	}
@@ -212,4 +196,153 @@ func TestSameCertificateTwiceIsNoConflict(t *testing.T) {
 	if got := subject(store.Lookup("a.example.com")); got != "shared.example.com" {
 		t.Errorf("Lookup = %q, want the shared certificate", got)
 	}
+}
+
+// TestClientValidation checks handshakes against the validation of the
+// server name they ask for: required, optional, or none.
+func TestClientValidation(t *testing.T) {
+	ca, clientCA, otherCA := tlstest.NewCA(t), tlstest.NewCA(t), tlstest.NewCA(t)
+	store, errs := tlsstore.Build(
+		[]tlsstore.Certificate{cert(t, ca, "*.example.com", true)},
+		tlsstore.ClientValidation{Name: "required", Host: "secure.example.com", CAPEM: clientCA.PEM},
+		tlsstore.ClientValidation{Name: "optional", Host: "*.optional.example.com", CAPEM: clientCA.PEM, Optional: true},
+	)
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	addr := echoServer(t, tlsstore.ServerConfig(func() *tlsstore.Store { return store }))
+	good, bad := clientCert(t, clientCA), clientCert(t, otherCA)
+	for _, tt := range []struct {
+		name   string
+		sni    string
+		certs  []tls.Certificate
+		asked  bool
+		passes bool
+	}{
+		{"required, valid", "secure.example.com", good, true, true},
+		{"required, other authority", "secure.example.com", bad, true, false},
+		{"required, none", "secure.example.com", nil, true, false},
+		{"optional, valid", "a.optional.example.com", good, true, true},
+		{"optional, other authority", "a.b.optional.example.com", bad, true, true},
+		{"optional, none", "a.optional.example.com", nil, true, true},
+		{"no validation", "www.example.com", nil, false, true},
+		{"no validation without SNI", "", nil, false, true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			asked, err := roundTrip(addr, &tls.Config{ServerName: tt.sni, InsecureSkipVerify: true}, tt.certs)
+			if passes := err == nil; passes != tt.passes {
+				t.Errorf("passes = %v (%v), want %v", passes, err, tt.passes)
+			}
+			if asked != tt.asked {
+				t.Errorf("asked for a certificate = %v, want %v", asked, tt.asked)
+			}
+		})
+	}
+}
+
+// TestOtherClientValidation: a request is misdirected when its Host has
+// another validation than its connection's server name, so that naming
+// another listener in the handshake, or none, passes no validation by.
+func TestOtherClientValidation(t *testing.T) {
+	caPEM := tlstest.NewCA(t).PEM
+	store, errs := tlsstore.Build(nil,
+		tlsstore.ClientValidation{Name: "secure", Host: "secure.example.com", CAPEM: caPEM},
+		tlsstore.ClientValidation{Name: "wild", Host: "*.example.com", CAPEM: caPEM},
+	)
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	for _, tt := range []struct {
+		serverName, host string
+		other            bool
+	}{
+		{"secure.example.com", "secure.example.com", false},
+		{"secure.example.com", "Secure.Example.com.:443", false},
+		{"", "secure.example.com", true},
+		{"open.test", "secure.example.com", true},
+		{"a.example.com", "b.example.com:8443", false},
+		{"a.example.com", "secure.example.com", true},
+		{"", "open.test", false},
+		{"", "[::1]:443", false},
+	} {
+		if got := store.OtherClientValidation(tt.serverName, tt.host); got != tt.other {
+			t.Errorf("OtherClientValidation(%q, %q) = %v, want %v", tt.serverName, tt.host, got, tt.other)
+		}
+	}
+	plain, _ := tlsstore.Build(nil)
+	if plain.OtherClientValidation("", "secure.example.com") {
+		t.Error("a Store without validations finds another validation")
+	}
+}
+
+// TestBadAuthorityFailsClosed: a validation whose authorities do not parse
+// is reported and still refuses every client certificate.
+func TestBadAuthorityFailsClosed(t *testing.T) {
+	ca := tlstest.NewCA(t)
+	store, errs := tlsstore.Build([]tlsstore.Certificate{cert(t, ca, "server", true)},
+		tlsstore.ClientValidation{Name: "ns/gw/https", CAPEM: []byte("not PEM")})
+	if len(errs) != 1 || !strings.Contains(errs[0].Error(), "load client validation ns/gw/https") {
+		t.Fatalf("errors = %v, want one naming the validation", errs)
+	}
+	addr := echoServer(t, tlsstore.ServerConfig(func() *tlsstore.Store { return store }))
+	if _, err := roundTrip(addr, &tls.Config{InsecureSkipVerify: true}, clientCert(t, ca)); err == nil {
+		t.Error("a client certificate passed a validation without authorities")
+	}
+}
+
+// echoServer serves cfg on loopback, echoing what clients send, and
+// returns its address.
+func echoServer(t *testing.T, cfg *tls.Config) string {
+	ln, err := tls.Listen("tcp", "127.0.0.1:0", cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				_, _ = io.Copy(c, c)
+			}()
+		}
+	}()
+	return ln.Addr().String()
+}
+
+func clientCert(t *testing.T, ca *tlstest.CA) []tls.Certificate {
+	certPEM, keyPEM := ca.Issue(t, "client")
+	pair, err := tls.X509KeyPair(certPEM, keyPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return []tls.Certificate{pair}
+}
+
+// roundTrip connects to the echo server at addr with cfg, presenting certs
+// (if any) when asked for a certificate, and echoes a few bytes. It
+// reports whether the server asked for a certificate.
+func roundTrip(addr string, cfg *tls.Config, certs []tls.Certificate) (asked bool, err error) {
+	cfg.MinVersion = tls.VersionTLS12
+	cfg.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
+		asked = true
+		if len(certs) == 0 {
+			return &tls.Certificate{}, nil
+		}
+		return &certs[0], nil
+	}
+	c, err := tls.Dial("tcp", addr, cfg)
+	if err != nil {
+		return asked, err
+	}
+	defer c.Close()
+	// With TLS 1.3 the server's verdict on the client's certificate
+	// arrives after the client's handshake: a round trip shows it.
+	if _, err = c.Write([]byte("ping")); err == nil {
+		_, err = io.ReadFull(c, make([]byte, 4))
+	}
+	return asked, err
 }

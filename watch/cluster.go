@@ -119,14 +119,16 @@ func patientDial(ctx context.Context, network, address string) (net.Conn, error)
 // of a Service all but its type and ports; of Services and EndpointSlices
 // their UID, generated name, owners and finalizers; of an EndpointSlice's
 // endpoints, where they run (targetRef, nodeName, zone, hints); the image
-// list on Nodes. `kubectl apply` without --server-side keeps a copy of the
-// whole object in an annotation, which doubled the cache of such objects,
-// and each endpoint's targetRef took more than its address and
-// conditions. Status writes start from the cached copies: the API server
+// list on Nodes; of a ConfigMap its labels, owners and every key but
+// ca.crt, the one translation reads. `kubectl apply` without --server-side
+// keeps a copy of the whole object in an annotation, which doubled the
+// cache of such objects, each endpoint's targetRef took more than its
+// address and conditions, and hostgate watches every ConfigMap of the
+// cluster to find the few CA bundles that Gateways name. Status writes start from the cached copies: the API server
 // takes nothing but the status from those of custom resources, but an
 // Ingress's metadata as sent, so its annotations stay, as translation
-// reads two of them (TestStatusWritesKeepAnnotations). Services and
-// EndpointSlices are never written.
+// reads two of them (TestStatusWritesKeepAnnotations). Services,
+// EndpointSlices and ConfigMaps are never written.
 func (in *interner) trimObject(obj any) (any, error) {
 	if m, ok := obj.(metav1.Object); ok {
 		m.SetManagedFields(nil)
@@ -137,8 +139,9 @@ func (in *interner) trimObject(obj any) (any, error) {
 		}
 	}
 	// What is kept is what translation reads (backends.go: a Service's
-	// type and ports; groups.go: an EndpointSlice's labels); a field read
-	// later must be kept here too (TestTrimmedObjectsTranslateAlike).
+	// type and ports; groups.go: an EndpointSlice's labels; cabundle.go: a
+	// ConfigMap's ca.crt); a field read later must be kept here too
+	// (TestTrimmedObjectsTranslateAlike).
 	switch o := obj.(type) {
 	case *corev1.Service:
 		o.Labels = nil
@@ -153,6 +156,14 @@ func (in *interner) trimObject(obj any) (any, error) {
 		}
 	case *corev1.Node:
 		o.Status.Images = nil
+	case *corev1.ConfigMap:
+		o.Labels = nil
+		unowned(&o.ObjectMeta)
+		bundle, ok := o.Data[caCertKey]
+		o.Data, o.BinaryData = nil, nil
+		if ok {
+			o.Data = map[string]string{caCertKey: bundle}
+		}
 	}
 	in.intern(obj)
 	return obj, nil
@@ -233,6 +244,7 @@ func (c *clusterStore) run(ctx context.Context, changed func()) error {
 		c.core.Discovery().V1().EndpointSlices().Informer(),
 		c.core.Core().V1().Namespaces().Informer(),
 		c.core.Core().V1().Nodes().Informer(),
+		c.core.Core().V1().ConfigMaps().Informer(),
 		c.secrets.Core().V1().Secrets().Informer(),
 	}
 	for _, inf := range core {

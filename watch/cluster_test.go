@@ -247,6 +247,36 @@ func TestClusterServesChanges(t *testing.T) {
 		})
 	})
 
+	t.Run("client CA rotation", func(t *testing.T) {
+		caA, _ := selfSigned(t, "client CA A")
+		caB, _ := selfSigned(t, "client CA B")
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "client-ca"}, Data: map[string]string{"ca.crt": string(caA)}}
+		cm = must[*corev1.ConfigMap](t)(c.kube.CoreV1().ConfigMaps(ns).Create(ctx, cm, metav1.CreateOptions{}))
+		must[*gatewayv1.Gateway](t)(c.gw.GatewayV1().Gateways(ns).Create(ctx, &gatewayv1.Gateway{
+			ObjectMeta: metav1.ObjectMeta{Name: "mtls"},
+			Spec: gatewayv1.GatewaySpec{
+				GatewayClassName: "serves-changes",
+				Addresses:        []gatewayv1.GatewaySpecAddress{{Type: new(gatewayv1.IPAddressType), Value: "127.0.0.51"}},
+				TLS: &gatewayv1.GatewayTLSConfig{Frontend: &gatewayv1.FrontendTLSConfig{Default: gatewayv1.TLSConfig{
+					Validation: &gatewayv1.FrontendTLSValidation{CACertificateRefs: []gatewayv1.ObjectReference{{Kind: "ConfigMap", Name: "client-ca"}}},
+				}}},
+				Listeners: []gatewayv1.Listener{{Name: "https", Port: 8443, Protocol: gatewayv1.HTTPSProtocolType, TLS: &gatewayv1.ListenerTLSConfig{
+					CertificateRefs: []gatewayv1.SecretObjectReference{{Name: "web-tls"}},
+				}}},
+			},
+		}, metav1.CreateOptions{}))
+		validates := func(ca []byte) func(*Snapshot, *Reports) bool {
+			return func(s *Snapshot, _ *Reports) bool {
+				l := listenerNamed(s, "127.0.0.51:8443")
+				return l != nil && len(l.ClientValidations) == 1 && bytes.Equal(l.ClientValidations[0].CAPEM, ca)
+			}
+		}
+		rec.waitFor(t, "the listener validating clients with the first CA", 30*time.Second, validates(caA))
+		cm.Data["ca.crt"] = string(caB)
+		must[*corev1.ConfigMap](t)(c.kube.CoreV1().ConfigMaps(ns).Update(ctx, cm, metav1.UpdateOptions{}))
+		rec.waitFor(t, "the rotated CA", 30*time.Second, validates(caB))
+	})
+
 	t.Run("delete", func(t *testing.T) {
 		if err := c.kube.NetworkingV1().Ingresses(ns).Delete(ctx, "web", metav1.DeleteOptions{}); err != nil {
 			t.Fatal(err)

@@ -67,6 +67,22 @@ kind: ReferenceGrant
 metadata: {name: g, namespace: o}
 spec: {from: [{group: gateway.networking.k8s.io, kind: GRPCRoute, namespace: default}], to: [{group: "", kind: Service}]}
 `,
+	`apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {name: g}
+spec:
+  gatewayClassName: c
+  tls:
+    frontend:
+      default: {validation: {caCertificateRefs: [{kind: ConfigMap, group: "", name: ca}]}}
+      perPort: [{port: 8443, tls: {validation: {mode: AllowInsecureFallback, caCertificateRefs: [{kind: ConfigMap, group: "", name: ca, namespace: o}]}}}]
+  listeners: [{name: s, port: 443, protocol: HTTPS, hostname: a.b, tls: {certificateRefs: [{name: t}]}}, {name: f, port: 8443, protocol: HTTPS, tls: {certificateRefs: [{name: t}]}}]
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: ca}
+data: {ca.crt: "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"}
+`,
 	"apiVersion: v1\nkind: List\nitems:\n- {apiVersion: v1, kind: Service, metadata: {name: a}}\n",
 	"---\n# only a comment\n---\n",
 }

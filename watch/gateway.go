@@ -26,6 +26,8 @@ var supportedFeatures = []gatewayv1.FeatureName{
 	"GRPCRouteRequestHeaderModifier",
 	"Gateway",
 	"GatewayAddressEmpty",
+	"GatewayFrontendClientCertificateValidation",
+	"GatewayFrontendClientCertificateValidationInsecureFallback",
 	"GatewayHTTPListenerIsolation",
 	"GatewayHTTPSListenerDetectMisdirectedRequests",
 	"GatewayPort8080",
@@ -120,6 +122,9 @@ type listener struct {
 	kinds      []router.Kind
 	namespaces func(namespace string) bool
 	certs      []Cert
+	// validation is how an HTTPS listener checks client certificates,
+	// nil for not at all.
+	validation *ClientValidation
 	// accepted, resolvedRefs and conflicted hold the first problem of each
 	// condition; conflictReason is ProtocolConflict or HostnameConflict.
 	accepted       problem
@@ -291,6 +296,7 @@ func (t *translator) listener(g *gateway, spec *gatewayv1.Listener) *listener {
 	t.listenerNamespaces(l)
 	if spec.Protocol == gatewayv1.HTTPSProtocolType {
 		t.listenerCerts(l)
+		t.listenerClientValidation(l)
 	}
 	return l
 }
@@ -402,10 +408,9 @@ func markConflicts(ls []*listener) {
 func (t *translator) bindListener(l *listener) {
 	protocol := Protocol(l.spec.Protocol)
 	for _, addr := range l.gw.addresses {
-		s := t.bind(addr, int(l.spec.Port), protocol, l.hostname)
+		s, refused := t.bind(addr, int(l.spec.Port), protocol, l.hostname, l.validation)
 		if s == nil {
-			l.accepted.first(string(gatewayv1.ListenerReasonPortUnavailable),
-				fmt.Sprintf("%s is already served with another protocol", socketName(addr, int(l.spec.Port))))
+			l.accepted.first(string(gatewayv1.ListenerReasonPortUnavailable), refused)
 			l.sockets = nil
 			return
 		}
@@ -481,6 +486,10 @@ func (t *translator) gatewayStatus(g *gateway) gatewayv1.GatewayStatus {
 			fmt.Sprintf("%d of %d listeners are programmed", serving, len(g.listeners))))
 	} else {
 		setCondition(&st.Conditions, condition(gatewayv1.GatewayConditionProgrammed, false, programmed.reason, gen, programmed.message))
+	}
+	if msg := insecureFrontendValidation(g.obj); msg != "" {
+		setCondition(&st.Conditions, condition(gatewayv1.GatewayConditionInsecureFrontendValidationMode, true,
+			gatewayv1.GatewayReasonConfigurationChanged, gen, msg))
 	}
 	return st
 }

@@ -2,6 +2,8 @@ package watch
 
 import (
 	"bytes"
+	"crypto/x509"
+	"encoding/pem"
 	"flag"
 	"fmt"
 	"os"
@@ -109,6 +111,9 @@ func describeSnapshot(s *Snapshot) string {
 		for _, c := range l.Certs {
 			fmt.Fprintf(&b, "  cert %s hostnames=%s\n", c.Name, strings.Join(c.Hostnames, ","))
 		}
+		for _, v := range l.ClientValidations {
+			fmt.Fprintf(&b, "  client validation %s hostname=%q optional=%t authorities=%s\n", v.Name, v.Hostname, v.Optional, subjects(v.CAPEM))
+		}
 		table, errs := router.Compile(l.Routes)
 		for _, err := range errs {
 			fmt.Fprintf(&b, "  compile error: %v\n", err)
@@ -133,6 +138,22 @@ func describeSnapshot(s *Snapshot) string {
 		}
 	}
 	return b.String()
+}
+
+// subjects lists the common names of the PEM certificates of bundle.
+func subjects(bundle []byte) string {
+	var names []string
+	for {
+		var block *pem.Block
+		if block, bundle = pem.Decode(bundle); block == nil {
+			return strings.Join(names, ",")
+		}
+		name := "unparsable"
+		if c, err := x509.ParseCertificate(block.Bytes); err == nil {
+			name = c.Subject.CommonName
+		}
+		names = append(names, name)
+	}
 }
 
 // The printed form of Reports: conditions on one line each.
@@ -259,9 +280,11 @@ func TestGoldenCoversReasons(t *testing.T) {
 		// Gateway
 		"Accepted=True ListenersNotValid", "Accepted=False ListenersNotValid", "Accepted=False UnsupportedAddress",
 		"Programmed=True Programmed", "Programmed=False AddressNotAssigned", "Programmed=False AddressNotUsable",
+		"InsecureFrontendValidationMode=True ConfigurationChanged",
 		// Listener
 		"Accepted=False UnsupportedProtocol", "Accepted=False PortUnavailable", "Conflicted=True ProtocolConflict", "Conflicted=True HostnameConflict",
 		"Conflicted=False NoConflicts", "ResolvedRefs=False InvalidCertificateRef", "ResolvedRefs=False RefNotPermitted", "ResolvedRefs=False InvalidRouteKinds",
+		"ResolvedRefs=False InvalidCACertificateRef", "ResolvedRefs=False InvalidCACertificateKind", "Accepted=False NoValidCACertificate",
 		"Programmed=False Invalid",
 		// Route parents
 		"Accepted=False NotAllowedByListeners", "Accepted=False NoMatchingListenerHostname", "Accepted=False NoMatchingParent",

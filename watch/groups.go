@@ -107,6 +107,7 @@ type lookups struct {
 	order      orders
 	services   *groups[types.NamespacedName, *corev1.Service]
 	secrets    *groups[types.NamespacedName, *corev1.Secret]
+	configMaps *groups[types.NamespacedName, *corev1.ConfigMap]
 	namespaces *groups[string, *corev1.Namespace]
 	// slices maps a Service to its EndpointSlices.
 	slices *groups[types.NamespacedName, *discoveryv1.EndpointSlice]
@@ -117,6 +118,7 @@ func newLookups() *lookups {
 	return &lookups{
 		services:   newGroups(keyed(namespacedName[*corev1.Service])),
 		secrets:    newGroups(keyed(namespacedName[*corev1.Secret])),
+		configMaps: newGroups(keyed(namespacedName[*corev1.ConfigMap])),
 		namespaces: newGroups(keyed((*corev1.Namespace).GetName)),
 		slices: newGroups(func(s *discoveryv1.EndpointSlice) (types.NamespacedName, bool) {
 			svc := s.Labels[discoveryv1.LabelServiceName]
@@ -131,6 +133,7 @@ func (l *lookups) update(objs *objects) {
 	objs.sort(&l.order)
 	l.services.update(objs.services)
 	l.secrets.update(objs.secrets)
+	l.configMaps.update(objs.configMaps)
 	l.namespaces.update(objs.namespaces)
 	l.slices.update(objs.endpointSlices)
 	l.grants.update(objs.referenceGrants)

@@ -34,7 +34,7 @@ func (t *translator) ingressListeners() {
 			continue
 		}
 		if host, port, err := splitHostPort(l.addr); err == nil {
-			t.bind(host, port, l.protocol, "")
+			t.bind(host, port, l.protocol, "", nil)
 		}
 	}
 }

@@ -41,6 +41,7 @@ func decodeAs[T any, PT interface {
 var fileKinds = map[schema.GroupKind]kindInfo{
 	{Kind: "Service"}:   {[]string{"v1"}, true, decodeAs[corev1.Service]},
 	{Kind: "Secret"}:    {[]string{"v1"}, true, decodeAs[corev1.Secret]},
+	{Kind: "ConfigMap"}: {[]string{"v1"}, true, decodeAs[corev1.ConfigMap]},
 	{Kind: "Namespace"}: {[]string{"v1"}, false, decodeAs[corev1.Namespace]},
 	{Kind: "Node"}:      {[]string{"v1"}, false, decodeAs[corev1.Node]},
 	{Group: "discovery.k8s.io", Kind: "EndpointSlice"}:   {[]string{"v1"}, true, decodeAs[discoveryv1.EndpointSlice]},

@@ -335,8 +335,8 @@ func validateListener(l *Listener, names map[string]bool) error {
 	}
 	switch l.Protocol {
 	case ProtocolHTTP:
-		if len(l.Certs) > 0 {
-			return errors.New("certs: an HTTP listener has none")
+		if len(l.Certs) > 0 || len(l.ClientValidations) > 0 {
+			return errors.New("certs, clientValidations: an HTTP listener has none")
 		}
 	case ProtocolHTTPS:
 	default:
@@ -350,6 +350,14 @@ func validateListener(l *Listener, names map[string]bool) error {
 	for i, c := range l.Certs {
 		if _, err := tls.X509KeyPair(c.CertPEM, c.KeyPEM); err != nil {
 			return fmt.Errorf("certs[%d] %s: %w", i, c.Name, err)
+		}
+	}
+	for i, v := range l.ClientValidations {
+		if i > 0 && l.ClientValidations[i-1].Hostname >= v.Hostname {
+			return fmt.Errorf("clientValidations[%d] %s: hostname %q: not sorted or listed twice", i, v.Name, v.Hostname)
+		}
+		if _, err := checkCertificates(v.CAPEM); err != nil {
+			return fmt.Errorf("clientValidations[%d] %s: %w", i, v.Name, err)
 		}
 	}
 	return nil

@@ -112,6 +112,12 @@ func TestStateFileRoundTrip(t *testing.T) {
 	path := filepath.Join(dir, "snapshot.json")
 	certPEM, keyPEM := selfSigned(t, "golden.example.com")
 	want := stateSnapshot(certPEM, keyPEM)
+	// Written only where there are any, so the golden file of listeners
+	// without has none: files of earlier versions read as they were.
+	want.Listeners[1].ClientValidations = []ClientValidation{
+		{Name: "apps/gw/https", CAPEM: certPEM},
+		{Name: "apps/gw/open", Hostname: "open.example.com", CAPEM: certPEM, Optional: true},
+	}
 	for i, at := range []time.Time{time.Date(2026, 11, 22, 1, 2, 3, 4, time.UTC), time.Date(2026, 11, 22, 1, 2, 4, 0, time.UTC)} {
 		if i == 1 {
 			want.Endpoints["default/web:80"] = want.Endpoints["default/web:80"][:1]
@@ -191,6 +197,16 @@ func TestStateFileRefused(t *testing.T) {
 		{name: "key of another certificate", data: edit(func(f map[string]any) {
 			listener(f, 1)["Certs"].([]any)[0].(map[string]any)["CertPEM"] = string(otherCert)
 		}), want: "certs[0] apps/golden"},
+		{name: "client validation of HTTP", data: edit(func(f map[string]any) {
+			listener(f, 0)["ClientValidations"] = []any{map[string]any{"Name": "a/b/c", "CAPEM": certPEM}}
+		}), want: `listeners[0] ":80": certs, clientValidations: an HTTP listener has none`},
+		{name: "authority not PEM", data: edit(func(f map[string]any) {
+			listener(f, 1)["ClientValidations"] = []any{map[string]any{"Name": "a/b/c", "CAPEM": []byte("nope")}}
+		}), want: "clientValidations[0] a/b/c: no PEM certificate"},
+		{name: "client validation twice", data: edit(func(f map[string]any) {
+			v := map[string]any{"Name": "a/b/c", "CAPEM": certPEM}
+			listener(f, 1)["ClientValidations"] = []any{v, v}
+		}), want: `clientValidations[1] a/b/c: hostname "": not sorted or listed twice`},
 		{name: "bad endpoint", data: edit(func(f map[string]any) {
 			f["endpoints"].(map[string]any)["default/web:80"].([]any)[0].(map[string]any)["Address"] = "10.0.0.1"
 		}), want: `endpoints "default/web:80": [0] address`},

@@ -1,6 +1,7 @@
 package watch
 
 import (
+	"bytes"
 	"fmt"
 
 	"github.com/hostgate/hostgate/router"
@@ -56,6 +57,12 @@ type Listener struct {
 	Routes []router.Route
 	// Certs are the certificates of an HTTPS listener.
 	Certs []Cert
+	// ClientValidations are how an HTTPS listener checks client
+	// certificates, one for each listener hostname that asks for it,
+	// sorted by hostname. Left out of state files without any, so that
+	// those stay as they were; a hostgate too old to know them refuses a
+	// state file with them rather than serve without.
+	ClientValidations []ClientValidation `json:",omitempty"`
 }
 
 // Cert is a certificate chain and key from a kubernetes.io/tls Secret.
@@ -67,6 +74,30 @@ type Cert struct {
 	Hostnames []string
 	CertPEM   []byte
 	KeyPEM    PrivateKey
+}
+
+// ClientValidation is the client certificate validation of the Gateway
+// listeners of one hostname on a socket (Gateway spec.tls.frontend).
+type ClientValidation struct {
+	// Name is the first such listener's "namespace/gateway/listener".
+	Name string
+	// Hostname is the listeners' hostname, "" for listeners without one:
+	// handshakes whose server name selects them are validated.
+	Hostname string
+	// CAPEM holds the certificates of the authorities whose client
+	// certificates are valid, from the listeners' caCertificateRefs.
+	CAPEM []byte
+	// Optional also lets clients through without a valid certificate
+	// (AllowInsecureFallback).
+	Optional bool
+}
+
+// sameAs reports whether v and o validate alike; nil validates nothing.
+func (v *ClientValidation) sameAs(o *ClientValidation) bool {
+	if v == nil || o == nil {
+		return v == o
+	}
+	return v.Optional == o.Optional && bytes.Equal(v.CAPEM, o.CAPEM)
 }
 
 // Endpoint is one address of a backend.

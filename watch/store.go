@@ -26,6 +26,7 @@ type objects struct {
 	services        []*corev1.Service
 	endpointSlices  []*discoveryv1.EndpointSlice
 	secrets         []*corev1.Secret
+	configMaps      []*corev1.ConfigMap
 	namespaces      []*corev1.Namespace
 	nodes           []*corev1.Node
 	// readProblems are what kept the source from reading its objects as
@@ -63,6 +64,8 @@ func (o *objects) add(obj any, hint int) bool {
 		o.endpointSlices = appendTo(o.endpointSlices, v, hint)
 	case *corev1.Secret:
 		o.secrets = appendTo(o.secrets, v, hint)
+	case *corev1.ConfigMap:
+		o.configMaps = appendTo(o.configMaps, v, hint)
 	case *corev1.Namespace:
 		o.namespaces = appendTo(o.namespaces, v, hint)
 	case *corev1.Node:

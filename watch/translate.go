@@ -13,6 +13,8 @@ package watch
 
 import (
 	"cmp"
+	"fmt"
+	"maps"
 	"net"
 	"net/netip"
 	"slices"
@@ -214,33 +216,54 @@ type socket struct {
 	last    []router.Route
 	sharing int
 	certs   []Cert
+	// validations hold the client validation of each listener hostname
+	// bound, nil for a hostname bound without one.
+	validations map[string]*ClientValidation
 }
 
 func socketName(address string, port int) string {
 	return net.JoinHostPort(address, strconv.Itoa(port))
 }
 
-// bind returns the socket for address:port, or nil when it is already
-// bound with another protocol.
-func (t *translator) bind(address string, port int, protocol Protocol, hostname string) *socket {
+// bind returns the socket for address:port, or nil and why a listener of
+// protocol and hostname, validating clients as validation says, cannot
+// share it: it serves another protocol, or that hostname with another
+// validation. Listeners of one hostname on a socket are one listener to a
+// client, and one that asks for client certificates must never be served
+// by one that does not.
+func (t *translator) bind(address string, port int, protocol Protocol, hostname string, validation *ClientValidation) (*socket, string) {
 	name := socketName(address, port)
 	s := t.sockets[name]
 	if s == nil {
-		s = &socket{address: address, port: port, protocol: protocol, last: t.lastRoutes(name)}
+		s = &socket{address: address, port: port, protocol: protocol, last: t.lastRoutes(name), validations: map[string]*ClientValidation{}}
 		if s.last == nil {
 			s.sharing = -1
 		}
 		t.sockets[name] = s
 	}
 	if s.protocol != protocol {
-		return nil
+		return nil, name + " is already served with another protocol"
+	}
+	bound, ok := s.validations[hostname]
+	switch {
+	case !ok:
+		s.validations[hostname] = validation
+	case !bound.sameAs(validation):
+		return nil, fmt.Sprintf("%s already serves %s with another client certificate validation", name, describeHostname(hostname))
 	}
 	if hostname == "" {
 		s.anyHost = true
 	} else if !slices.Contains(s.hostnames, hostname) {
 		s.hostnames = append(s.hostnames, hostname)
 	}
-	return s
+	return s, ""
+}
+
+func describeHostname(hostname string) string {
+	if hostname == "" {
+		return "listeners without hostname"
+	}
+	return "hostname " + hostname
 }
 
 // place adds route, the one being attached, to s. Listeners of different
@@ -305,6 +328,11 @@ func (t *translator) snapshot() *Snapshot {
 			Protocol: s.protocol,
 			Routes:   s.routes,
 			Certs:    s.certs,
+		}
+		for _, hostname := range slices.Sorted(maps.Keys(s.validations)) {
+			if v := s.validations[hostname]; v != nil {
+				l.ClientValidations = append(l.ClientValidations, *v)
+			}
 		}
 		l.ListenerHostnames = slices.Sorted(slices.Values(s.hostnames))
 		if !s.anyHost {

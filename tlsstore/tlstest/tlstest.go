@@ -54,7 +54,9 @@ func (ca *CA) Issue(t testing.TB, hosts ...string) (certPEM, keyPEM []byte) {
 	key := newKey(t)
 	tmpl := template(t, hosts[0])
 	tmpl.KeyUsage = x509.KeyUsageDigitalSignature
-	tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}
+	// Client authentication too, so that a test can present any of them
+	// as a client certificate.
+	tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}
 	for _, h := range hosts {
 		if ip := net.ParseIP(h); ip != nil {
 			tmpl.IPAddresses = append(tmpl.IPAddresses, ip)
