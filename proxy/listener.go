@@ -120,7 +120,9 @@ func (s *Server) openListener(cfg *Listener) (*listener, error) {
 	// on both kinds of listener. The handshake runs on net/http's first
 	// read, under ReadHeaderTimeout.
 	l.http.Protocols.SetUnencryptedHTTP2(true)
-	guarded := guardListener{Listener: l.tcp}
+	// A client that reads nothing of an answer for IdleTimeout loses its
+	// connection, as HTTP/2's WriteByteTimeout already does.
+	guarded := guardListener{Listener: l.tcp, writeStall: o.IdleTimeout}
 	if cfg.Protocol == HTTPS {
 		l.scheme = "https"
 		guarded.tls = s.metrics.countHandshakes(tlsstore.ServerConfig(l.tlsStore, "h2", "http/1.1"))

@@ -159,3 +159,40 @@ func TestSlowRequestBody(t *testing.T) {
 	})
 	wantMetric(t, s, 5, "hostgate_request_body_timeouts_total", "reason", "rate")
 }
+
+// TestSlowReader: a client that sends a request and then reads nothing
+// of a large answer loses its connection once a write to it has waited
+// for the idle timeout, and the backend's connection is let go with it.
+func TestSlowReader(t *testing.T) {
+	opts := testOptions()
+	opts.IdleTimeout = time.Second
+	s := startServer(t, opts)
+	released := make(chan time.Duration, 1)
+	s.UpdateEndpoints(map[string][]Endpoint{"big": {{Address: startBackend(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		chunk := make([]byte, 1<<20)
+		for range 1 << 10 { // 1 GiB: far more than any buffer between the two
+			if _, err := w.Write(chunk); err != nil {
+				released <- time.Since(start)
+				return
+			}
+		}
+		released <- -1
+	}))}}})
+	addr := apply(t, s, Listener{Address: "127.0.0.1:0", Routes: compile(t, route("big", nil, router.Rule{Backends: backends("big")}))})[0]
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	fmt.Fprint(conn, "GET / HTTP/1.1\r\nHost: app.test\r\n\r\n")
+	select {
+	case took := <-released:
+		if took < 0 {
+			t.Fatal("the backend wrote 1 GiB to a client that reads nothing")
+		}
+		t.Logf("backend released after %v", took)
+	case <-time.After(20 * time.Second):
+		t.Fatal("the backend is still writing to a client that reads nothing after 20s")
+	}
+}
