@@ -117,6 +117,8 @@ func parseFlags(args []string, output io.Writer) (*config, error) {
 	fs.DurationVar(&c.proxy.RequestBodyTimeout, "request-body-timeout", 0, "longest a whole request body may take, 408 past it (0: no limit)")
 	fs.IntVar(&c.proxy.MaxHeaderBytes, "max-header-bytes", c.proxy.MaxHeaderBytes, "largest request header block; larger gets 431")
 	fs.IntVar(&c.proxy.MaxConcurrentStreams, "max-concurrent-streams", c.proxy.MaxConcurrentStreams, "HTTP/2 and HTTP/3 streams per connection")
+	fs.IntVar(&c.proxy.MaxConnections, "max-connections", c.proxy.MaxConnections, "client connections open at once over TCP, all listeners together; past it a new connection closes those idle the longest, or is refused when none is idle (0: no cap)")
+	fs.IntVar(&c.proxy.MaxConnectionsPerAddress, "max-connections-per-address", c.proxy.MaxConnectionsPerAddress, "the same per client IP address, or IPv6 /64 (0: no cap)")
 	fs.IntVar(&c.proxy.MaxIdleConnsPerEndpoint, "max-idle-per-endpoint", c.proxy.MaxIdleConnsPerEndpoint, "idle keep-alive connections kept to each backend endpoint (for backends that limit connections; fewer than the requests in flight to an endpoint makes the extra ones reconnect)")
 	fs.DurationVar(&c.proxy.ShutdownDelay, "shutdown-delay", c.proxy.ShutdownDelay, "on SIGTERM, how long listeners keep accepting after /readyz fails, with answers that close their connections")
 	fs.DurationVar(&c.proxy.ShutdownGrace, "shutdown-grace", c.proxy.ShutdownGrace, "on SIGTERM, how long requests in flight get to finish")
@@ -135,6 +137,17 @@ func parseFlags(args []string, output io.Writer) (*config, error) {
 	case "json", "text":
 	default:
 		return nil, fmt.Errorf("-log-format %q: must be json or text", c.logFormat)
+	}
+	for _, limit := range []struct {
+		flag  string
+		value *int
+	}{{"max-connections", &c.proxy.MaxConnections}, {"max-connections-per-address", &c.proxy.MaxConnectionsPerAddress}} {
+		switch {
+		case *limit.value < 0:
+			return nil, fmt.Errorf("-%s %d: must not be negative (0 lifts the cap)", limit.flag, *limit.value)
+		case *limit.value == 0:
+			*limit.value = proxy.NoCap
+		}
 	}
 	if c.proxy.MaxIdleConnsPerEndpoint < 1 {
 		return nil, fmt.Errorf("-max-idle-per-endpoint %d: must be at least 1", c.proxy.MaxIdleConnsPerEndpoint)

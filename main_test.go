@@ -14,6 +14,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/hostgate/hostgate/proxy"
 )
 
 // freePort returns a loopback TCP port that was free a moment ago.
@@ -240,6 +242,12 @@ func TestBadFlagsAreRejected(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "-address-pool") || !strings.Contains(err.Error(), "listed twice") {
 		t.Errorf("--address-pool with a repeated address: %v, want an error naming the flag", err)
 	}
+	for _, flag := range []string{"-max-connections", "-max-connections-per-address"} {
+		err = run(context.Background(), []string{flag, "-1", "--config", "examples/quickstart"}, io.Discard, nil)
+		if err == nil || !strings.Contains(err.Error(), flag) {
+			t.Errorf("%s -1: %v, want an error naming the flag", flag, err)
+		}
+	}
 	for _, ports := range []string{"80,http", "0", "70000", "80,80"} {
 		err := run(context.Background(), []string{"--host-ports", ports, "--config", "examples/quickstart"}, io.Discard, nil)
 		if err == nil || !strings.Contains(err.Error(), "-host-ports") {
@@ -251,6 +259,18 @@ func TestBadFlagsAreRejected(t *testing.T) {
 	err = run(context.Background(), []string{"--max-idle-per-endpoint", "0", "--config", "examples/quickstart"}, io.Discard, nil)
 	if err == nil || !strings.Contains(err.Error(), "-max-idle-per-endpoint") {
 		t.Errorf("--max-idle-per-endpoint 0: %v, want an error naming the flag", err)
+	}
+}
+
+// TestConnectionCapFlags: 0 lifts a cap, which proxy.Options spells NoCap
+// (its zero takes the default).
+func TestConnectionCapFlags(t *testing.T) {
+	c, err := parseFlags([]string{"--max-connections", "0", "--max-connections-per-address", "7"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.proxy.MaxConnections != proxy.NoCap || c.proxy.MaxConnectionsPerAddress != 7 {
+		t.Errorf("caps %d and %d, want %d and 7", c.proxy.MaxConnections, c.proxy.MaxConnectionsPerAddress, proxy.NoCap)
 	}
 }
 

@@ -1,7 +1,8 @@
 package proxy
 
-// Client connections: tracking them for the grace period, counting them by
-// protocol, and counting TLS handshakes by result.
+// Client connections: tracking them for the grace period and the caps
+// (connlimit.go), counting them by protocol, and counting TLS handshakes by
+// result.
 //
 // Counting happens at the socket: a connection counts from Accept to its
 // Close, whether net/http, the h2 server or a hijacker closes it. What it
@@ -14,48 +15,43 @@ import (
 	"crypto/tls"
 	"net"
 	"net/http"
-	"sync"
+	"net/netip"
 	"sync/atomic"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/quic-go/quic-go"
 )
 
-// connTracker is a net.Listener that remembers its open connections, as
-// http.Server forgets hijacked ones, and those must be closed when the
-// grace period ends.
+// connTracker is a net.Listener that registers the connections it accepts
+// (connRegistry), refusing those past a cap: http.Server forgets hijacked
+// ones, and those must be closed when the grace period ends.
 type connTracker struct {
 	net.Listener
+	reg    *connRegistry
 	gauges *[numConnProtocols]prometheus.Gauge
-	mu     sync.Mutex
-	conns  map[*trackedConn]struct{}
 }
 
-func newConnTracker(ln net.Listener, m *metrics) *connTracker {
-	return &connTracker{Listener: ln, gauges: &m.conns, conns: map[*trackedConn]struct{}{}}
+func newConnTracker(ln net.Listener, reg *connRegistry, m *metrics) *connTracker {
+	return &connTracker{Listener: ln, reg: reg, gauges: &m.conns}
 }
 
 func (t *connTracker) Accept() (net.Conn, error) {
-	c, err := t.Listener.Accept()
-	if err != nil {
-		return nil, err
+	for {
+		c, err := t.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		tc := &trackedConn{Conn: c, tracker: t, addr: clientAddr(c.RemoteAddr())}
+		if t.reg.admit(tc) {
+			return tc, nil
+		}
+		c.Close()
 	}
-	tc := &trackedConn{Conn: c, tracker: t}
-	t.gauges[protoHTTP1].Inc()
-	t.mu.Lock()
-	t.conns[tc] = struct{}{}
-	t.mu.Unlock()
-	return tc, nil
 }
 
 func (t *connTracker) closeConns() {
-	t.mu.Lock()
-	conns := make([]*trackedConn, 0, len(t.conns))
-	for c := range t.conns {
-		conns = append(conns, c)
-	}
-	t.mu.Unlock()
-	for _, c := range conns {
+	for _, c := range t.reg.of(t) {
 		c.Close()
 	}
 }
@@ -63,7 +59,15 @@ func (t *connTracker) closeConns() {
 type trackedConn struct {
 	net.Conn
 	tracker *connTracker
-	once    sync.Once
+	// addr is what the connection counts against the per-address cap.
+	addr netip.Addr
+	// slot is the connection's index among its address's in the
+	// registry, -1 once out of it; guarded by the registry's lock.
+	slot int
+	// idleFrom is when the connection, waiting for a request, may be
+	// closed to make room (unix nanoseconds), or connBusy, or
+	// connEvicted once it was.
+	idleFrom atomic.Int64
 	// proto is the connProtocol whose gauge counts the connection; it
 	// starts at protoHTTP1, the zero value.
 	proto atomic.Uint32
@@ -79,12 +83,7 @@ type trackedConn struct {
 }
 
 func (c *trackedConn) Close() error {
-	c.once.Do(func() {
-		c.tracker.gauges[c.proto.Swap(uint32(protoClosed))].Dec()
-		c.tracker.mu.Lock()
-		delete(c.tracker.conns, c)
-		c.tracker.mu.Unlock()
-	})
+	c.tracker.reg.release(c)
 	return c.Conn.Close()
 }
 
@@ -106,27 +105,61 @@ func (c *trackedConn) setProtocol(p connProtocol) {
 type connKey struct{}
 
 // connContext is the http.Server's ConnContext: it lets a request find the
-// connection it came on. Connections reach it wrapped by TLS or the guard.
+// connection it came on.
 func connContext(ctx context.Context, c net.Conn) context.Context {
-	if bc, ok := c.(*bufferedConn); ok {
-		c = bc.Conn
+	if t, ok := beneath[*trackedConn](c); ok {
+		return context.WithValue(ctx, connKey{}, t)
 	}
-	if gc, ok := c.(*guardConn); ok {
-		c = gc.Conn
-	}
-	if tc, ok := c.(*tls.Conn); ok {
-		c = tc.NetConn()
-	}
-	return context.WithValue(ctx, connKey{}, c)
+	return ctx
 }
 
-// noteHTTP2 counts the connection of an HTTP/2 request as h2, or h2c on a
-// cleartext listener. Only HTTP/2 requests pay for the context lookup.
-func (l *listener) noteHTTP2(r *http.Request) {
-	c, ok := r.Context().Value(connKey{}).(*trackedConn)
-	if !ok {
-		return
+// beneath finds the connection of type T in c or in what c wraps: net/http
+// and the HTTP/1.1 engine see connections wrapped by the guard, TLS and,
+// after a hand-over or an h2c upgrade, a bufferedConn.
+func beneath[T net.Conn](c net.Conn) (T, bool) {
+	for {
+		if t, ok := c.(T); ok {
+			return t, true
+		}
+		switch w := c.(type) {
+		case *bufferedConn:
+			c = w.Conn
+		case *guardConn:
+			c = w.Conn
+		case *tls.Conn:
+			c = w.NetConn()
+		default:
+			var none T
+			return none, false
+		}
 	}
+}
+
+// connState is the http.Server's ConnState hook: it tells the registry
+// when net/http's connections wait for a request, and counts failed
+// handshakes on HTTPS listeners, as net/http closes a connection whose
+// handshake failed without telling anyone else.
+func (l *listener) connState(c net.Conn, state http.ConnState) {
+	switch state {
+	case http.StateActive:
+		// A claim that fails is seen again by ServeHTTP.
+		if t, ok := beneath[*trackedConn](c); ok {
+			t.claim()
+		}
+	case http.StateIdle:
+		if t, ok := beneath[*trackedConn](c); ok {
+			t.markIdle(time.Now())
+		}
+	case http.StateClosed:
+		if l.scheme == "https" {
+			l.srv.metrics.failedHandshake(c)
+		}
+	}
+}
+
+// noteHTTP2 counts c, the connection of an HTTP/2 request, as h2, or h2c
+// on a cleartext listener.
+func (l *listener) noteHTTP2(c *trackedConn) {
 	if l.h2c != nil {
 		c.setProtocol(protoH2C)
 	} else {
@@ -203,30 +236,15 @@ func (m *metrics) countHandshakes(cfg *tls.Config) *tls.Config {
 	return cfg
 }
 
-// countFailedHandshake is the http.Server's ConnState hook on HTTPS
-// listeners: net/http closes a connection whose handshake failed without
-// telling anyone else.
-func (m *metrics) countFailedHandshake(c net.Conn, state http.ConnState) {
-	if state != http.StateClosed {
-		return
-	}
-	if bc, ok := c.(*bufferedConn); ok {
-		c = bc.Conn
-	}
-	if gc, ok := c.(*guardConn); ok {
-		c = gc.Conn
-	}
-	m.failedHandshake(c)
-}
-
-// failedHandshake counts the handshake of c, the TLS connection beneath
-// the guard, as failed if it did not complete, when its connection ends.
+// failedHandshake counts the handshake of the TLS connection beneath c as
+// failed if it did not complete, when its connection ends, unless it was
+// counted already or closed to make room.
 func (m *metrics) failedHandshake(c net.Conn) {
-	tc, ok := c.(*tls.Conn)
+	tc, ok := beneath[*tls.Conn](c)
 	if !ok || tc.ConnectionState().HandshakeComplete {
 		return
 	}
-	if t, ok := tc.NetConn().(*trackedConn); ok && t.unknownSNI.Load() {
+	if t, ok := tc.NetConn().(*trackedConn); ok && (t.unknownSNI.Load() || t.evicted()) {
 		return
 	}
 	m.handshakes[handshakeError].Inc()

@@ -32,7 +32,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/hostgate/hostgate/proxy/upstream"
@@ -85,16 +84,16 @@ var (
 type h1conn struct {
 	l  *listener
 	gc *guardConn
+	// tc is the connection beneath TLS and the guard, which says when it
+	// waits for a request.
+	tc *trackedConn
 	br *bufio.Reader
 	// bw is the writer of the exchange under way, nil between them.
 	bw *bufio.Writer
 	// remote is the client's address, client its IP.
 	remote, client string
-	// idle says the connection waits for a request, where draining may
-	// close it.
-	idle atomic.Bool
-	req  h1head
-	resp h1head
+	req            h1head
+	resp           h1head
 	// body is the request body, rbody the response body.
 	body, rbody bodyReader
 	scratch     [64]byte
@@ -158,7 +157,8 @@ func (l *listener) acceptH1(ln guardListener) {
 }
 
 func (l *listener) serveH1(gc *guardConn) {
-	c := &h1conn{l: l, gc: gc, remote: gc.RemoteAddr().String()}
+	tc, _ := beneath[*trackedConn](gc)
+	c := &h1conn{l: l, gc: gc, tc: tc, remote: gc.RemoteAddr().String()}
 	c.client = c.remote
 	if host, _, err := net.SplitHostPort(c.remote); err == nil {
 		c.client = host
@@ -189,7 +189,7 @@ func (l *listener) closeIdleH1() {
 	l.h1mu.Lock()
 	defer l.h1mu.Unlock()
 	for c := range l.h1conns {
-		if c.idle.Load() {
+		if c.tc.idle() {
 			_ = c.gc.SetReadDeadline(time.Now())
 		}
 	}
@@ -206,10 +206,11 @@ func (c *h1conn) serve() bool {
 		}
 		// The deadline first, then idle: closeIdleH1 sets its deadline
 		// after either, or this sees closing.
-		if c.gc.SetReadDeadline(time.Now().Add(wait)) != nil {
+		now := time.Now()
+		if c.gc.SetReadDeadline(now.Add(wait)) != nil {
 			return false
 		}
-		c.idle.Store(true)
+		c.tc.markIdle(now)
 		if c.l.closing.Load() {
 			return false
 		}
@@ -219,7 +220,10 @@ func (c *h1conn) serve() bool {
 			}
 			return false
 		}
-		c.idle.Store(false)
+		if !c.tc.claim() {
+			// Closed to make room: what came is dropped unanswered.
+			return false
+		}
 		if c.l.closing.Load() {
 			// closeIdleH1 may have found the connection idle just
 			// before its request came, and cut the wait short after
@@ -318,11 +322,9 @@ func (c *h1conn) exchange(n int) (keep, handOff bool) {
 		scheme:  l.scheme,
 		port:    l.port,
 	}
-	if tc, ok := c.gc.Conn.(*tls.Conn); ok && st.routes != nil && st.routes.Shared() {
+	if l.scheme == "https" && st.routes != nil && st.routes.Shared() {
 		v.tls = st.tls
-		if tracked, ok := tc.NetConn().(*trackedConn); ok {
-			v.serverName = tracked.serverName
-		}
+		v.serverName = c.tc.serverName
 	}
 	ex.plan = decide(st.routes, ex.sets, &v)
 	if ex.plan.action == actForward && !engineForwards(&ex.plan, req) {
@@ -825,30 +827,13 @@ func (c *h1conn) awaitResponse(uc *upConn, deadline time.Time) error {
 
 // clientGone reports whether the client hung up.
 func (c *h1conn) clientGone() bool {
-	return socketState(c.clientSocket()) == socketClosed
+	return socketState(c.tc.Conn) == socketClosed
 }
 
 // clientCert is the X-Forwarded-Client-Cert value of the client
 // certificate the connection's handshake verified, if any.
 func (c *h1conn) clientCert() string {
-	if tc, ok := c.gc.Conn.(*tls.Conn); ok {
-		if t, ok := tc.NetConn().(*trackedConn); ok {
-			return t.clientCert
-		}
-	}
-	return ""
-}
-
-// clientSocket is the TCP connection beneath TLS and the trackers.
-func (c *h1conn) clientSocket() net.Conn {
-	conn := c.gc.Conn
-	if tc, ok := conn.(*tls.Conn); ok {
-		conn = tc.NetConn()
-	}
-	if t, ok := conn.(*trackedConn); ok {
-		conn = t.Conn
-	}
-	return conn
+	return c.tc.clientCert
 }
 
 func earliest(a, b time.Time) time.Time {

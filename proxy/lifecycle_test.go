@@ -221,7 +221,7 @@ func TestDrainMeetsArrivingRequest(t *testing.T) {
 		for hc := range l.h1conns {
 			conn = hc
 		}
-		return conn != nil && conn.idle.Load()
+		return conn != nil && conn.tc.idle()
 	})
 
 	// closeIdleH1 begins, and finds conn idle...
@@ -229,7 +229,7 @@ func TestDrainMeetsArrivingRequest(t *testing.T) {
 	l.h1mu.Lock()
 	// ...as the next request's head comes, and the wait for it ends.
 	io.WriteString(c, "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 3\r\n\r\n")
-	waitFor(t, func() bool { return !conn.idle.Load() })
+	waitFor(t, func() bool { return !conn.tc.idle() })
 	_ = conn.gc.SetReadDeadline(time.Now())
 	l.h1mu.Unlock()
 	time.Sleep(50 * time.Millisecond)

@@ -86,7 +86,7 @@ func (s *Server) openListener(cfg *Listener) (*listener, error) {
 		addr:     cfg.Address,
 		port:     port,
 		scheme:   "http",
-		tcp:      newConnTracker(ln, s.metrics),
+		tcp:      newConnTracker(ln, s.conns, s.metrics),
 		stats:    s.metrics.listener(cfg.Address),
 	}
 	l.publish(cfg)
@@ -111,6 +111,7 @@ func (s *Server) openListener(cfg *Listener) (*listener, error) {
 		},
 		Protocols:   new(http.Protocols),
 		ConnContext: connContext,
+		ConnState:   l.connState,
 		ErrorLog:    slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
 	}
 	l.http.Protocols.SetHTTP1(true)
@@ -126,7 +127,6 @@ func (s *Server) openListener(cfg *Listener) (*listener, error) {
 	if cfg.Protocol == HTTPS {
 		l.scheme = "https"
 		guarded.tls = s.metrics.countHandshakes(tlsstore.ServerConfig(l.tlsStore, "h2", "http/1.1"))
-		l.http.ConnState = s.metrics.countFailedHandshake
 		if !o.DisableHTTP3 {
 			if err := l.openHTTP3(); err != nil {
 				ln.Close()
@@ -197,12 +197,21 @@ func (l *listener) openHTTP3() error {
 func (l *listener) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	l.inflight.Add(1)
 	defer l.inflight.Add(-1)
+	if r.ProtoMajor < 3 {
+		if c, ok := r.Context().Value(connKey{}).(*trackedConn); ok {
+			if c.evicted() {
+				// Closed to make room before net/http's claim for this
+				// request (connlimit.go): nothing may reach a backend.
+				panic(http.ErrAbortHandler)
+			}
+			if r.ProtoMajor == 2 {
+				l.noteHTTP2(c)
+			}
+		}
+	}
 	if l.h2c != nil && r.ProtoMajor == 1 && isH2CUpgrade(r.Header) {
 		l.serveH2CUpgrade(w, r)
 		return
-	}
-	if r.ProtoMajor == 2 {
-		l.noteHTTP2(r)
 	}
 	if r.ProtoMajor >= 2 {
 		reserveStack(false)

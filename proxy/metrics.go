@@ -40,6 +40,8 @@ type metrics struct {
 	ejections      prometheus.Counter
 	upstreamErrors [numErrorKinds]prometheus.Counter
 	conns          [numConnProtocols]prometheus.Gauge
+	connsRefused   [numConnCaps]prometheus.Counter
+	connsEvicted   [numConnCaps]prometheus.Counter
 	handshakes     [numHandshakeResults]prometheus.Counter
 }
 
@@ -122,23 +124,17 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help: "Endpoints taken out of rotation by passive health checking.",
 		}),
 	}
-	upstreamErrors := prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "hostgate_upstream_errors_total",
-		Help: "Failed attempts to get a response from a backend, by kind.",
-	}, []string{"kind"})
+	upstreamErrors := counters("hostgate_upstream_errors_total", "Failed attempts to get a response from a backend, by kind.", "kind", errorKindNames[:], m.upstreamErrors[:])
+	connsRefused := counters("hostgate_connections_refused_total", "Client connections closed as soon as accepted, with no idle connection to close in their place, by the cap reached.", "reason", connCapNames[:], m.connsRefused[:])
+	connsEvicted := counters("hostgate_connections_evicted_total", "Idle client connections closed to make room for a new one, by the cap reached.", "reason", connCapNames[:], m.connsEvicted[:])
+	handshakes := counters("hostgate_tls_handshakes_total", "TLS handshakes with clients, by result.", "result", handshakeResultNames[:], m.handshakes[:])
 	conns := prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "hostgate_active_connections",
 		Help: "Open client connections, by protocol.",
 	}, []string{"protocol"})
-	handshakes := prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "hostgate_tls_handshakes_total",
-		Help: "TLS handshakes with clients, by result.",
-	}, []string{"result"})
-	resolve(upstreamErrors.WithLabelValues, errorKindNames[:], m.upstreamErrors[:])
 	resolve(conns.WithLabelValues, connProtocolNames[:], m.conns[:])
-	resolve(handshakes.WithLabelValues, handshakeResultNames[:], m.handshakes[:])
 	if reg != nil {
-		for _, c := range []prometheus.Collector{m.requests, m.duration, m.upstreamDuration, m.retries, m.connectRetries, m.slowBodies, m.ejections, upstreamErrors, conns, handshakes} {
+		for _, c := range []prometheus.Collector{m.requests, m.duration, m.upstreamDuration, m.retries, m.connectRetries, m.slowBodies, m.ejections, upstreamErrors, conns, connsRefused, connsEvicted, handshakes} {
 			if err := reg.Register(c); err != nil {
 				return nil, err
 			}
@@ -148,6 +144,14 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		m.slowBodies.WithLabelValues(reason) // shown at 0 from the start
 	}
 	return m, nil
+}
+
+// counters returns a counter family of one label, with out filled with
+// the counter of each of values.
+func counters(name, help, label string, values []string, out []prometheus.Counter) *prometheus.CounterVec {
+	v := prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, []string{label})
+	resolve(v.WithLabelValues, values, out)
+	return v
 }
 
 // resolve fills out with the child of each label value, in order.

@@ -256,6 +256,30 @@ func TestActiveConnections(t *testing.T) {
 	}
 }
 
+// TestActiveConnectionsFromAccept counts connections that have sent
+// nothing yet, on cleartext and TLS (no handshake) listeners, from accept.
+func TestActiveConnectionsFromAccept(t *testing.T) {
+	f := newTLSFixture(t)
+	s := startServer(t, testOptions())
+	routes := compile(t, route("web", nil, router.Rule{Backends: backends("web")}))
+	addrs := apply(t, s,
+		Listener{Address: freeAddr(t), Routes: routes},
+		Listener{Address: freeAddr(t), Protocol: HTTPS, TLS: f.store(t, "app.example.com"), Routes: routes})
+	var conns []net.Conn
+	for _, addr := range []string{addrs[0], addrs[0], addrs[1]} {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		conns = append(conns, c)
+	}
+	eventuallyMetric(t, s, 3, "hostgate_active_connections", "protocol", "http1")
+	for _, c := range conns {
+		c.Close()
+	}
+	eventuallyMetric(t, s, 0, "hostgate_active_connections", "protocol", "http1")
+}
+
 // TestClassify covers the error kinds that sockets on loopback do not
 // produce on demand.
 func TestClassify(t *testing.T) {

@@ -39,6 +39,14 @@ type Options struct {
 	// own engine, which hands what it does not serve to net/http, or
 	// EngineStdlib, net/http for all. Default EngineNative.
 	HTTP1Engine Engine
+	// MaxConnections caps the client connections open at once on all
+	// listeners, over TCP (QUIC connections are not counted). A connection
+	// past it closes the connections idle the longest to make room, or is
+	// refused if none is idle. Default 4096; NoCap for none.
+	MaxConnections int
+	// MaxConnectionsPerAddress caps them per client IP address, or IPv6
+	// /64, the same way. Default 1024; NoCap for none.
+	MaxConnectionsPerAddress int
 	// MinRequestBodyRate is the least average rate, in bytes per second,
 	// at which a request body must arrive once RequestBodyGrace has
 	// passed; a slower one is answered 408 and its connection (its stream,
@@ -114,27 +122,32 @@ type Options struct {
 	AccessLog func(*AccessRecord)
 }
 
+// NoCap in a cap of Options lifts it; so does any negative value.
+const NoCap = -1
+
 // DefaultOptions returns the documented defaults, for flags to start from.
 func DefaultOptions() Options {
 	return Options{
-		ReadHeaderTimeout:       10 * time.Second,
-		IdleTimeout:             120 * time.Second,
-		MinRequestBodyRate:      1024,
-		RequestBodyGrace:        10 * time.Second,
-		MaxHeaderBytes:          64 << 10,
-		MaxConcurrentStreams:    100,
-		HTTP1Engine:             EngineNative,
-		LoadBalancing:           RoundRobin,
-		DialTimeout:             5 * time.Second,
-		ConnectAttempts:         3,
-		UpstreamIdleTimeout:     90 * time.Second,
-		MaxIdleConnsPerEndpoint: 1024,
-		FailureThreshold:        5,
-		EjectionTime:            10 * time.Second,
-		MaxEjectionTime:         5 * time.Minute,
-		ShutdownDelay:           5 * time.Second,
-		ShutdownGrace:           30 * time.Second,
-		Logger:                  slog.Default(),
+		ReadHeaderTimeout:        10 * time.Second,
+		IdleTimeout:              120 * time.Second,
+		MinRequestBodyRate:       1024,
+		RequestBodyGrace:         10 * time.Second,
+		MaxHeaderBytes:           64 << 10,
+		MaxConcurrentStreams:     100,
+		MaxConnections:           4096,
+		MaxConnectionsPerAddress: 1024,
+		HTTP1Engine:              EngineNative,
+		LoadBalancing:            RoundRobin,
+		DialTimeout:              5 * time.Second,
+		ConnectAttempts:          3,
+		UpstreamIdleTimeout:      90 * time.Second,
+		MaxIdleConnsPerEndpoint:  1024,
+		FailureThreshold:         5,
+		EjectionTime:             10 * time.Second,
+		MaxEjectionTime:          5 * time.Minute,
+		ShutdownDelay:            5 * time.Second,
+		ShutdownGrace:            30 * time.Second,
+		Logger:                   slog.Default(),
 	}
 }
 
@@ -151,6 +164,8 @@ func (o Options) complete() (Options, error) {
 	setDefault(&o.RequestBodyGrace, d.RequestBodyGrace)
 	setDefault(&o.MaxHeaderBytes, d.MaxHeaderBytes)
 	setDefault(&o.MaxConcurrentStreams, d.MaxConcurrentStreams)
+	setDefault(&o.MaxConnections, d.MaxConnections)
+	setDefault(&o.MaxConnectionsPerAddress, d.MaxConnectionsPerAddress)
 	setDefault(&o.HTTP1Engine, d.HTTP1Engine)
 	setDefault(&o.LoadBalancing, d.LoadBalancing)
 	setDefault(&o.DialTimeout, d.DialTimeout)

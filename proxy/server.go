@@ -22,6 +22,8 @@ type Server struct {
 	// h1 is the HTTP/1.1 engine's pool of backend connections.
 	h1      *upstreamPool
 	metrics *metrics
+	// conns are the open client connections of every listener.
+	conns *connRegistry
 
 	registry *upstream.Registry
 	sets     atomic.Pointer[map[string]*upstream.Set]
@@ -62,6 +64,7 @@ func New(opts Options) (*Server, error) {
 		}),
 		listeners: map[string]*listener{},
 	}
+	s.conns = newConnRegistry(&s.opts, m)
 	s.fwd = newForwarder(s)
 	s.h1 = newUpstreamPool(&s.opts)
 	empty := map[string]*upstream.Set{}
