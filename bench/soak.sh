@@ -70,7 +70,8 @@ EOF
 nginx -c "$work/nginx/nginx.conf" -g 'daemon off;' &
 pids+=($!)
 
-echo "soak.sh: building hostgate" >&2
+version=$(git -C "$repo" describe --always --dirty)
+echo "soak.sh: building hostgate $version" >&2
 (cd "$repo" && go build -o "$work/hostgate" .)
 
 issue_cert() {
@@ -225,7 +226,7 @@ for pct in "$rss_pct" "$gor_pct" "$fd_pct"; do
 done
 
 {
-	echo "| soak ($(date -u +%F), $(git -C "$repo" describe --always --dirty), ${DURATION}s, $changes changes) | value |"
+	echo "| soak ($(date -u +%F), $version, ${DURATION}s, $changes changes) | value |"
 	echo "|---|---|"
 	echo "| HTTP/1.1 requests (wrk, 16 connections) | ${wrk_requests:-0}, failed ${wrk_errors:-0}, non-2xx ${wrk_non2xx:-0} |"
 	echo "| HTTP/2 TLS requests (h2load, 4x8) | ${h2_done:-0}, failed ${h2_failed:-0}, errored ${h2_errored:-0}, non-2xx ${h2_non2xx:-0} |"
