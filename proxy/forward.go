@@ -236,7 +236,7 @@ func (f *forwarder) forward(w http.ResponseWriter, r *http.Request, ex *exchange
 		}
 	}()
 	ex.applyPolicies(r.Header)
-	if limits := f.s.opts.requestBodyLimits(); limits.enabled() && r.ContentLength != 0 && r.Body != nil && r.Body != http.NoBody {
+	if limits := f.s.opts.requestBodyLimits(); limits.enabled() && r.ContentLength > 0 && !isGRPC(r.Header) {
 		// A read deadline in the past wakes the read waiting for the
 		// body: on HTTP/2 and HTTP/3 the stream's, on HTTP/1.1 the
 		// connection's, which closes after the 408.

@@ -508,7 +508,7 @@ func (c *h1conn) forward(ex *exchange, keep bool) (status int, sent int64, keepO
 	// net/http's Transport does.
 	bodiless := c.body.done
 	replayable := bodiless && repeatable(req.method, req.get("Idempotency-Key"))
-	if limits := s.opts.requestBodyLimits(); !bodiless && limits.enabled() && !c.bodyBuffered() {
+	if limits := s.opts.requestBodyLimits(); !bodiless && !req.chunked && limits.enabled() && !c.bodyBuffered() {
 		// Setting a read deadline in the past wakes the read waiting
 		// for the body; the connection closes after the 408.
 		ex.pace = startPacer(limits, &c.body, func() { _ = c.gc.SetReadDeadline(time.Unix(1, 0)) })

@@ -48,9 +48,13 @@ type Options struct {
 	// /64, the same way. Default 1024; NoCap for none.
 	MaxConnectionsPerAddress int
 	// MinRequestBodyRate is the least average rate, in bytes per second,
-	// at which a request body must arrive once RequestBodyGrace has
-	// passed; a slower one is answered 408 and its connection (its stream,
-	// on h2 and h3) closed. Default 1024; negative disables the check.
+	// at which a request body of declared length must arrive once
+	// RequestBodyGrace has passed; a slower one is answered 408 and its
+	// connection (its stream, on h2 and h3) closed. Bodies without a
+	// length (chunked, an HTTP/2 stream left open) and gRPC calls are
+	// streams, which may pause as long as they like: a client stream
+	// waits for its next message. Default 1024; negative disables the
+	// check.
 	// Kestrel's 240 bytes/s lets a client hold a connection for four
 	// times less upload; 1 KiB/s is still five times below the slowest
 	// mobile links in use (EDGE, about 5 KiB/s and up).
