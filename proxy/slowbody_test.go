@@ -188,8 +188,9 @@ func TestSlowRequestBody(t *testing.T) {
 }
 
 // TestSlowReader: a client that sends a request and then reads nothing
-// of a large answer loses its connection once a write to it has waited
-// for the idle timeout, and the backend's connection is let go with it.
+// of a large answer loses its connection (on HTTP/1.1) or its stream (on
+// HTTP/2, whose connection stays busy) once a write to it has waited for
+// the idle timeout, and the backend's connection is let go with it.
 func TestSlowReader(t *testing.T) {
 	opts := testOptions()
 	opts.IdleTimeout = time.Second
@@ -207,19 +208,39 @@ func TestSlowReader(t *testing.T) {
 		released <- -1
 	}))}}})
 	addr := apply(t, s, Listener{Address: "127.0.0.1:0", Routes: compile(t, route("big", nil, router.Rule{Backends: backends("big")}))})[0]
-	conn, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	fmt.Fprint(conn, "GET / HTTP/1.1\r\nHost: app.test\r\n\r\n")
-	select {
-	case took := <-released:
-		if took < 0 {
-			t.Fatal("the backend wrote 1 GiB to a client that reads nothing")
-		}
-		t.Logf("backend released after %v", took)
-	case <-time.After(20 * time.Second):
-		t.Fatal("the backend is still writing to a client that reads nothing after 20s")
+	h2c := &http.Transport{Protocols: new(http.Protocols)}
+	h2c.Protocols.SetUnencryptedHTTP2(true)
+	t.Cleanup(h2c.CloseIdleConnections)
+	for name, ask := range map[string]func(t *testing.T){
+		"HTTP/1.1": func(t *testing.T) {
+			conn, err := net.Dial("tcp", addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { conn.Close() })
+			fmt.Fprint(conn, "GET / HTTP/1.1\r\nHost: app.test\r\n\r\n")
+		},
+		// The client's transport reads the connection on, but grants the
+		// stream no window once its buffer is full.
+		"h2c": func(t *testing.T) {
+			resp, err := (&http.Client{Transport: h2c}).Get("http://" + addr + "/")
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { resp.Body.Close() })
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			ask(t)
+			select {
+			case took := <-released:
+				if took < 0 {
+					t.Fatal("the backend wrote 1 GiB to a client that reads nothing")
+				}
+				t.Logf("backend released after %v", took)
+			case <-time.After(20 * time.Second):
+				t.Fatal("the backend is still writing to a client that reads nothing after 20s")
+			}
+		})
 	}
 }
