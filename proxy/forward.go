@@ -24,7 +24,7 @@ import (
 
 // serve runs the pipeline for one request and executes its plan.
 func (s *Server) serve(w http.ResponseWriter, r *http.Request, l *listener, st *listenerState) {
-	rec := &recorder{ResponseWriter: w, writeStall: s.opts.IdleTimeout}
+	rec := &recorder{ResponseWriter: w, writes: writeBound{stall: s.opts.IdleTimeout}}
 	ex := exchange{start: time.Now(), scheme: l.scheme, sets: *s.sets.Load()}
 	defer s.observeHTTP(l, r, rec, &ex)
 	v := view{

@@ -140,12 +140,9 @@ type guardConn struct {
 	// now is the clock of the reset budget, time.Now but in tests.
 	now func() time.Time
 
-	// writeStall bounds how long one write to the client may wait for
-	// it to read (armWrite); 0 leaves writes unbounded. writeArmed is
-	// when the deadline was last moved, by whichever goroutine writes
-	// (one at a time).
-	writeStall time.Duration
-	writeArmed time.Time
+	// writes bounds how long one write to the client may wait for it to
+	// read (Write).
+	writes writeBound
 
 	// Reader state, owned by whichever goroutine reads (one at a time).
 	st       uint8
@@ -973,8 +970,14 @@ func (g *guardConn) writeGoAway() {
 	_, _ = g.Conn.Write(f[:])
 }
 
+// Write bounds each write by writes: a client that stops reading an
+// answer (its receive window full) no longer holds the connection, and
+// the backend connection relaying to it, for as long as it likes. HTTP/2
+// has its own bound per write (WriteByteTimeout), which this repeats.
 func (g *guardConn) Write(p []byte) (int, error) {
-	g.armWrite()
+	if d, ok := g.writes.next(); ok {
+		_ = g.Conn.SetWriteDeadline(d)
+	}
 	switch g.wr.Load() {
 	case wrUpgrade:
 		g.answer(p)
@@ -984,25 +987,6 @@ func (g *guardConn) Write(p []byte) (int, error) {
 		return 0, net.ErrClosed
 	}
 	return g.Conn.Write(p)
-}
-
-// armWrite keeps a write deadline at least half of writeStall ahead: a
-// client that stops reading an answer (its receive window full) no longer
-// holds the connection, and the backend connection relaying to it, for
-// as long as it likes. The deadline moves only once half of it has
-// passed, so a connection that keeps writing changes its timer about once
-// per half stall, not per write. HTTP/2 has its own bound per write
-// (WriteByteTimeout), which this only repeats.
-func (g *guardConn) armWrite() {
-	if g.writeStall <= 0 {
-		return
-	}
-	now := time.Now()
-	if now.Sub(g.writeArmed) < g.writeStall/2 {
-		return
-	}
-	g.writeArmed = now
-	_ = g.Conn.SetWriteDeadline(now.Add(g.writeStall))
 }
 
 // answer looks at the head of the answer to an Upgrade request, which
@@ -1101,7 +1085,7 @@ func (s *frameScanner) stream() uint32 {
 type guardListener struct {
 	net.Listener
 	tls *tls.Config
-	// writeStall is each connection's (guardConn.armWrite).
+	// writeStall is each connection's write bound (guardConn.Write).
 	writeStall time.Duration
 }
 
@@ -1114,6 +1098,6 @@ func (l guardListener) Accept() (net.Conn, error) {
 		c = tls.Server(c, l.tls)
 	}
 	g := newGuardConn(c)
-	g.writeStall = l.writeStall
+	g.writes.stall = l.writeStall
 	return g, nil
 }

@@ -36,10 +36,9 @@ type recorder struct {
 	http.ResponseWriter
 	status int
 	bytes  int64
-	// writeStall bounds how long a write of a large answer may wait for
-	// the client (armStream); armed is when its deadline last moved.
-	writeStall time.Duration
-	armed      time.Time
+	// writes bounds how long a write of a large answer may wait for the
+	// client (Write).
+	writes writeBound
 }
 
 // streamStallAfter is how much of an answer is written before its writes
@@ -60,29 +59,18 @@ func (r *recorder) Write(p []byte) (int, error) {
 		r.status = http.StatusOK
 	}
 	if r.bytes >= streamStallAfter {
-		r.armStream()
+		// On HTTP/2 and HTTP/3 a client can leave one stream's
+		// flow-control window shut while its connection stays busy,
+		// which holds the stream, and the backend connection behind it,
+		// for as long as it likes: the deadline is the stream's own (the
+		// connection's on HTTP/1.1).
+		if d, ok := r.writes.next(); ok {
+			_ = http.NewResponseController(r.ResponseWriter).SetWriteDeadline(d)
+		}
 	}
 	n, err := r.ResponseWriter.Write(p)
 	r.bytes += int64(n)
 	return n, err
-}
-
-// armStream keeps the answer's write deadline at least half of writeStall
-// ahead, as guardConn.armWrite does for the connection: on HTTP/2 and
-// HTTP/3 a client can leave one stream's flow-control window shut while
-// its connection stays busy, which holds the stream, and the backend
-// connection behind it, for as long as it likes. The deadline is the
-// stream's own (the connection's on HTTP/1.1).
-func (r *recorder) armStream() {
-	if r.writeStall <= 0 {
-		return
-	}
-	now := time.Now()
-	if now.Sub(r.armed) < r.writeStall/2 {
-		return
-	}
-	r.armed = now
-	_ = http.NewResponseController(r.ResponseWriter).SetWriteDeadline(now.Add(r.writeStall))
 }
 
 func (r *recorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }

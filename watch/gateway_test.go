@@ -97,12 +97,7 @@ func TestProblemsNameTheObject(t *testing.T) {
 // field and why) and not served; without it, the Gateway serves on its
 // other address.
 func TestUnusableAddress(t *testing.T) {
-	input := `apiVersion: gateway.networking.k8s.io/v1
-kind: GatewayClass
-metadata: {name: hostgate}
-spec: {controllerName: hostgate.dev/gateway-controller}
----
-apiVersion: gateway.networking.k8s.io/v1
+	input := ourClass + `apiVersion: gateway.networking.k8s.io/v1
 kind: Gateway
 metadata: {name: gw, namespace: infra}
 spec:
@@ -110,18 +105,14 @@ spec:
   addresses: [{value: 192.0.2.1}, {value: 127.0.0.5}]
   listeners: [{name: http, port: 8080, protocol: HTTP}]
 `
-	var objs objects
-	if errs := decodeYAML("in.yaml", strings.NewReader(input), &objs); len(errs) > 0 {
-		t.Fatal(errs)
-	}
-	objs.sort(&orders{})
+	objs := decodeStore(t, input)
 	usable := func(ip netip.Addr) error {
 		if ip.IsLoopback() {
 			return nil
 		}
 		return errors.New("not an address of this node")
 	}
-	snap, reports := translate(&objs, Options{AddressUsable: usable})
+	snap, reports := translate(objs, Options{AddressUsable: usable})
 	if len(reports.Gateways) != 1 {
 		t.Fatalf("reports: %+v", reports.Gateways)
 	}
@@ -140,7 +131,7 @@ spec:
 	}
 
 	objs.gateways[0].Spec.Addresses = objs.gateways[0].Spec.Addresses[1:]
-	snap, reports = translate(&objs, Options{AddressUsable: usable})
+	snap, reports = translate(objs, Options{AddressUsable: usable})
 	if c := meta.FindStatusCondition(reports.Gateways[0].Status.Conditions, "Programmed"); c == nil || c.Status != metav1.ConditionTrue {
 		t.Errorf("with the unusable address removed, Programmed = %+v; want True", c)
 	}
@@ -157,12 +148,7 @@ spec:
 // listener on another port is not accepted (PortUnavailable) and not
 // bound, while the listeners on mapped ports serve.
 func TestUnreachablePort(t *testing.T) {
-	input := `apiVersion: gateway.networking.k8s.io/v1
-kind: GatewayClass
-metadata: {name: hostgate}
-spec: {controllerName: hostgate.dev/gateway-controller}
----
-apiVersion: gateway.networking.k8s.io/v1
+	input := ourClass + `apiVersion: gateway.networking.k8s.io/v1
 kind: Gateway
 metadata: {name: gw, namespace: infra}
 spec:
@@ -172,12 +158,8 @@ spec:
   - {name: http, port: 80, protocol: HTTP}
   - {name: other, port: 8080, protocol: HTTP}
 `
-	var objs objects
-	if errs := decodeYAML("in.yaml", strings.NewReader(input), &objs); len(errs) > 0 {
-		t.Fatal(errs)
-	}
-	objs.sort(&orders{})
-	snap, reports := translate(&objs, Options{ReachablePorts: []int32{80, 443}})
+	objs := decodeStore(t, input)
+	snap, reports := translate(objs, Options{ReachablePorts: []int32{80, 443}})
 	for _, l := range reports.Gateways[0].Status.Listeners {
 		accepted := meta.FindStatusCondition(l.Conditions, "Accepted")
 		programmed := meta.FindStatusCondition(l.Conditions, "Programmed")
@@ -200,4 +182,23 @@ spec:
 	if !slices.Equal(names, []string{"127.0.0.5:80"}) {
 		t.Errorf("listeners = %v; want only 127.0.0.5:80", names)
 	}
+}
+
+// ourClass is our GatewayClass, as a test's input starts.
+const ourClass = `apiVersion: gateway.networking.k8s.io/v1
+kind: GatewayClass
+metadata: {name: hostgate}
+spec: {controllerName: hostgate.dev/gateway-controller}
+---
+`
+
+// decodeStore reads a test's YAML into a sorted store.
+func decodeStore(t *testing.T, input string) *objects {
+	t.Helper()
+	var objs objects
+	if errs := decodeYAML("in.yaml", strings.NewReader(input), &objs); len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	objs.sort(&orders{})
+	return &objs
 }
