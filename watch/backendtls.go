@@ -195,7 +195,7 @@ func (t *translator) notePolicyService(r *route, ref *gatewayv1.BackendObjectRef
 	}
 }
 
-// addPolicyAncestor records that g serves a route using the Services of
+// addPolicyAncestors records that g serves a route using the Services of
 // r that policies target.
 func (t *translator) addPolicyAncestors(r *route, g *gateway) {
 	for _, svc := range r.policyServices {
