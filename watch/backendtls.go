@@ -10,6 +10,9 @@ package watch
 // backend it applies to. A backend whose policy cannot be served answers
 // 5xx rather than fall back to plain text. Each policy's status has one
 // entry per Gateway of ours whose routes use a Service it targets.
+// Ingress backends are Service ports like any other and get the same TLS
+// (an implementation-specific use of the policy), but an Ingress is no
+// ancestor: a policy that only Ingresses use gets no status.
 
 import (
 	"fmt"
