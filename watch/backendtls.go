@@ -107,6 +107,10 @@ func (t *translator) resolvePolicy(obj *gatewayv1.BackendTLSPolicy) *backendPoli
 	p := &backendPolicy{obj: obj}
 	v := &obj.Spec.Validation
 	tls := &router.BackendTLS{ServerName: string(v.Hostname)}
+	if tls.ServerName == "" {
+		// The CRD requires it; files are not checked against the CRD.
+		p.accepted.first(string(gatewayv1.PolicyReasonInvalid), "spec.validation.hostname: required")
+	}
 	for i, san := range v.SubjectAltNames {
 		switch {
 		case san.Type == gatewayv1.HostnameSubjectAltNameType && san.Hostname != "":
