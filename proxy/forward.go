@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"io"
 	"log/slog"
@@ -25,7 +26,7 @@ import (
 // serve runs the pipeline for one request and executes its plan.
 func (s *Server) serve(w http.ResponseWriter, r *http.Request, l *listener, st *listenerState) {
 	rec := &recorder{ResponseWriter: w, writes: writeBound{stall: s.opts.IdleTimeout}}
-	ex := exchange{start: time.Now(), scheme: l.scheme, sets: *s.sets.Load()}
+	ex := exchange{start: time.Now(), scheme: l.scheme, sets: *s.sets.Load(), backendTLS: st.backendTLS}
 	defer s.observeHTTP(l, r, rec, &ex)
 	v := view{
 		Request: router.Request{Host: r.Host, Method: r.Method, Path: r.URL.EscapedPath(), RawQuery: r.URL.RawQuery, Header: r.Header},
@@ -72,6 +73,9 @@ type exchange struct {
 	retries int
 	// protocol is how the backend is spoken to: "", "h2c", "https", "h2".
 	protocol string
+	// backendTLS are the transports of the TLS identities of the table
+	// the plan comes from.
+	backendTLS map[*router.BackendTLS]*tlsTransports
 	// host is the endpoint last tried; open says a response from it is
 	// still being relayed and holds an in-flight count.
 	host *upstream.Host
@@ -115,6 +119,13 @@ type forwarder struct {
 	rp         *httputil.ReverseProxy
 	http1, h2c *http.Transport
 	tls, h2    *http.Transport
+	// byIdentity are the transports of backends with a TLS identity of
+	// their own, kept from one Apply to the next while some table uses
+	// them; applies counts the Applies. Both belong to Apply.
+	byIdentity map[string]*tlsTransports
+	applies    uint64
+	// dialer is every transport's.
+	dialer *net.Dialer
 	// mirrorSlots bounds the mirrored requests in flight; a mirror that
 	// finds no slot is dropped, never queued.
 	mirrorSlots chan struct{}
@@ -130,48 +141,52 @@ const (
 	mirrorSlots   = 256
 )
 
+// newTransport makes a transport to backends speaking the protocols
+// given, with a copy of tlsConfig: a transport with HTTP/2 adds "h2" to
+// the config's NextProtos, which "https" must not offer.
+func (f *forwarder) newTransport(http1, http2, h2c bool, tlsConfig *tls.Config) *http.Transport {
+	o := &f.s.opts
+	t := &http.Transport{
+		DialContext:            f.dialer.DialContext,
+		TLSClientConfig:        tlsConfig.Clone(),
+		TLSHandshakeTimeout:    o.DialTimeout,
+		MaxIdleConnsPerHost:    o.MaxIdleConnsPerEndpoint,
+		IdleConnTimeout:        o.UpstreamIdleTimeout,
+		ExpectContinueTimeout:  time.Second,
+		MaxResponseHeaderBytes: upstreamMaxHeaderBytes,
+		// The client's Accept-Encoding goes through as it is; the
+		// proxy must not ask for and undo compression itself.
+		DisableCompression: true,
+		Protocols:          new(http.Protocols),
+		// Request fields to HTTP/2 backends are not added to HPACK's
+		// dynamic table, as nginx and HAProxy do. gRPC clients send a
+		// new grpc-timeout on every call, and adding each one evicted
+		// another field. Encoding took 8.3% of the core in
+		// bench/run.sh's grpc, and 2.7% without the table, with 12%
+		// more calls/s; the bytes it would save stay on the backend's
+		// network.
+		HTTP2: &http.HTTP2Config{MaxEncoderHeaderTableSize: 1},
+	}
+	t.Protocols.SetHTTP1(http1)
+	t.Protocols.SetHTTP2(http2)
+	t.Protocols.SetUnencryptedHTTP2(h2c)
+	return t
+}
+
 func newForwarder(s *Server) *forwarder {
 	o := &s.opts
-	dialer := &net.Dialer{Timeout: o.DialTimeout, KeepAlive: 30 * time.Second}
-	transport := func(http1, http2, h2c bool) *http.Transport {
-		t := &http.Transport{
-			DialContext: dialer.DialContext,
-			// A copy each: a transport with HTTP/2 adds "h2" to the
-			// config's NextProtos, which "https" must not offer.
-			TLSClientConfig:        o.UpstreamTLS.Clone(),
-			TLSHandshakeTimeout:    o.DialTimeout,
-			MaxIdleConnsPerHost:    o.MaxIdleConnsPerEndpoint,
-			IdleConnTimeout:        o.UpstreamIdleTimeout,
-			ExpectContinueTimeout:  time.Second,
-			MaxResponseHeaderBytes: upstreamMaxHeaderBytes,
-			// The client's Accept-Encoding goes through as it is; the
-			// proxy must not ask for and undo compression itself.
-			DisableCompression: true,
-			Protocols:          new(http.Protocols),
-			// Request fields to HTTP/2 backends are not added to HPACK's
-			// dynamic table, as nginx and HAProxy do. gRPC clients send a
-			// new grpc-timeout on every call, and adding each one evicted
-			// another field. Encoding took 8.3% of the core in
-			// bench/run.sh's grpc, and 2.7% without the table, with 12%
-			// more calls/s; the bytes it would save stay on the backend's
-			// network.
-			HTTP2: &http.HTTP2Config{MaxEncoderHeaderTableSize: 1},
-		}
-		t.Protocols.SetHTTP1(http1)
-		t.Protocols.SetHTTP2(http2)
-		t.Protocols.SetUnencryptedHTTP2(h2c)
-		return t
-	}
 	f := &forwarder{
-		s:     s,
-		http1: transport(true, false, false),
-		h2c:   transport(false, false, true),
-		// "https" stays on HTTP/1.1 even where the backend offers h2, so
-		// that WebSocket upgrades to it keep working; "h2" asks for h2.
-		tls:         transport(true, false, false),
-		h2:          transport(false, true, false),
+		s:           s,
+		dialer:      &net.Dialer{Timeout: o.DialTimeout, KeepAlive: 30 * time.Second},
+		byIdentity:  map[string]*tlsTransports{},
 		mirrorSlots: make(chan struct{}, mirrorSlots),
 	}
+	f.http1 = f.newTransport(true, false, false, o.UpstreamTLS)
+	f.h2c = f.newTransport(false, false, true, o.UpstreamTLS)
+	// "https" stays on HTTP/1.1 even where the backend offers h2, so that
+	// WebSocket upgrades to it keep working; "h2" asks for h2.
+	f.tls = f.newTransport(true, false, false, o.UpstreamTLS)
+	f.h2 = f.newTransport(false, true, false, o.UpstreamTLS)
 	f.rp = &httputil.ReverseProxy{
 		Rewrite:        f.rewrite,
 		Transport:      f,
@@ -198,7 +213,19 @@ func (p *bufferPool) Get() []byte {
 
 func (p *bufferPool) Put(b []byte) { p.pool.Put(&b) }
 
-func (f *forwarder) transport(protocol string) *http.Transport {
+// transport is the transport of protocol and, for a backend with a TLS
+// identity, of that identity in tt; nil when tt lacks it.
+func (f *forwarder) transport(protocol string, b *router.BackendTLS, tt map[*router.BackendTLS]*tlsTransports) *http.Transport {
+	if b != nil {
+		t := tt[b]
+		switch {
+		case t == nil:
+			return nil
+		case protocol == "h2":
+			return t.h2
+		}
+		return t.https
+	}
 	switch protocol {
 	case "h2c":
 		return f.h2c
@@ -271,7 +298,7 @@ func (f *forwarder) rewrite(pr *httputil.ProxyRequest) {
 	}
 	setForwarded(pr.In, out.Header, ex.scheme, f.s.opts.TrustForwardedHeaders)
 	eachFilter(&ex.plan, router.FilterRequestHeaderModifier, func(flt *router.Filter) { modifyHeader(out.Header, flt.RequestHeaders) })
-	eachFilter(&ex.plan, router.FilterRequestMirror, func(flt *router.Filter) { f.mirror(out, flt.Mirror, ex.sets) })
+	eachFilter(&ex.plan, router.FilterRequestMirror, func(flt *router.Filter) { f.mirror(out, flt.Mirror, ex) })
 	if out.Body != nil && out.Body != http.NoBody {
 		ex.body.ReadCloser = out.Body
 		out.Body = &ex.body
@@ -382,7 +409,10 @@ func (b *attemptBody) Close() error {
 // attempt sends req to an endpoint of the exchange's set, moving to
 // another endpoint where tryAnother allows and the body is still unread.
 func (f *forwarder) attempt(req *http.Request, ex *exchange) (*http.Response, error) {
-	rt := f.transport(ex.protocol)
+	rt := f.transport(ex.protocol, ex.plan.backend.TLS, ex.backendTLS)
+	if rt == nil {
+		return nil, errNoTLSIdentity
+	}
 	var tried [maxConnectAttempts]*upstream.Host
 	for n := 0; ; n++ {
 		h := ex.plan.set.Pick(tried[:n])
@@ -418,6 +448,11 @@ func (f *forwarder) attempt(req *http.Request, ex *exchange) (*http.Response, er
 		tried[n] = h
 	}
 }
+
+// errNoTLSIdentity fails a request to a backend whose TLS identity has no
+// transport, which Apply makes for every identity of a table: it cannot
+// happen, and such a backend must not be reached with another's.
+var errNoTLSIdentity = errors.New("proxy: backend TLS identity has no transport")
 
 func isConnectError(err error) bool {
 	op, ok := errors.AsType[*net.OpError](err)
@@ -480,15 +515,16 @@ func deadlinePassed(ctx context.Context) bool {
 // response. It never delays the request: the copy goes out on its own
 // goroutine, and only requests without a body are mirrored, as a body
 // would have to be buffered or read in lockstep with the backend's.
-func (f *forwarder) mirror(out *http.Request, m *router.Mirror, sets map[string]*upstream.Set) {
+func (f *forwarder) mirror(out *http.Request, m *router.Mirror, ex *exchange) {
 	if m.Denominator > 0 && rand.Int32N(m.Denominator) >= m.Numerator {
 		return
 	}
 	if out.Body != nil && out.Body != http.NoBody {
 		return
 	}
-	set := sets[m.Backend.Name]
-	if set == nil || set.Len() == 0 {
+	set := ex.sets[m.Backend.Name]
+	rt := f.transport(m.Backend.Protocol, m.Backend.TLS, ex.backendTLS)
+	if set == nil || set.Len() == 0 || rt == nil {
 		return
 	}
 	select {
@@ -501,7 +537,6 @@ func (f *forwarder) mirror(out *http.Request, m *router.Mirror, sets map[string]
 	h := set.Pick(nil)
 	copyReq.URL.Host = h.Address()
 	copyReq.URL.Scheme = upstreamScheme(m.Backend.Protocol)
-	rt := f.transport(m.Backend.Protocol)
 	go func() {
 		defer func() { <-f.mirrorSlots }()
 		defer cancel()

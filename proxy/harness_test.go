@@ -137,6 +137,25 @@ func startBackendServer(t testing.TB, srv *http.Server) string {
 	return ln.Addr().String()
 }
 
+// startTLSBackend serves h over TLS on loopback, offering protos in ALPN,
+// with a certificate of ca for hosts, until the test ends.
+func startTLSBackend(t testing.TB, ca *tlstest.CA, protos []string, h http.Handler, hosts ...string) string {
+	t.Helper()
+	certPEM, keyPEM := ca.Issue(t, hosts...)
+	pair, err := tls.X509KeyPair(certPEM, keyPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{Certificates: []tls.Certificate{pair}, NextProtos: protos, MinVersion: tls.VersionTLS12})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { srv.Close() })
+	return ln.Addr().String()
+}
+
 // deadAddr returns a loopback address that refuses connections.
 func deadAddr(t *testing.T) string {
 	return freeAddr(t)

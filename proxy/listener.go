@@ -62,13 +62,15 @@ type listener struct {
 type listenerState struct {
 	routes *router.Table
 	tls    *tlsstore.Store
+	// backendTLS are the transports of the TLS identities of routes.
+	backendTLS map[*router.BackendTLS]*tlsTransports
 	// stats caches the series of each *router.Route of routes, which
 	// routeStats fills on first use.
 	stats sync.Map
 }
 
 func (l *listener) publish(cfg *Listener) {
-	l.state.Store(&listenerState{routes: cfg.Routes, tls: cfg.TLS})
+	l.state.Store(&listenerState{routes: cfg.Routes, tls: cfg.TLS, backendTLS: l.srv.fwd.backendTransports(cfg.Routes)})
 	l.stats.prune(cfg.Routes)
 }
 

@@ -121,6 +121,7 @@ func (s *Server) Apply(cfg Config) error {
 		}
 		s.listeners[addr] = l
 	}
+	s.fwd.dropUnusedTransports()
 	s.applied.Store(true)
 	return errors.Join(errs...)
 }

@@ -189,23 +189,11 @@ func TestCertificateSwap(t *testing.T) {
 // TestTLSBackends forwards to backends over TLS, with and without h2.
 func TestTLSBackends(t *testing.T) {
 	f := newTLSFixture(t)
-	certPEM, keyPEM := f.ca.Issue(t, "127.0.0.1")
-	pair, err := tls.X509KeyPair(certPEM, keyPEM)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{Certificates: []tls.Certificate{pair}, NextProtos: []string{"h2", "http/1.1"}, MinVersion: tls.VersionTLS12})
-	if err != nil {
-		t.Fatal(err)
-	}
-	backend := &http.Server{Handler: echo("tls"), ReadHeaderTimeout: 5 * time.Second}
-	go func() { _ = backend.Serve(ln) }()
-	t.Cleanup(func() { backend.Close() })
-
+	backend := startTLSBackend(t, f.ca, []string{"h2", "http/1.1"}, echo("tls"), "127.0.0.1")
 	opts := testOptions()
 	opts.UpstreamTLS = &tls.Config{RootCAs: f.ca.Pool, MinVersion: tls.VersionTLS12}
 	s := startServer(t, opts)
-	s.UpdateEndpoints(map[string][]Endpoint{"tls": {{Address: ln.Addr().String()}}})
+	s.UpdateEndpoints(map[string][]Endpoint{"tls": {{Address: backend}}})
 	rule := func(path, protocol string) router.Route {
 		return route(protocol, nil, router.Rule{Matches: prefix(path), Backends: []router.BackendRef{{Name: "tls", Weight: 1, Protocol: protocol}}})
 	}

@@ -2,6 +2,7 @@ package router
 
 import (
 	"cmp"
+	"crypto/sha256"
 	"fmt"
 	"io"
 	"iter"
@@ -43,6 +44,39 @@ func (t *Table) RouteIDs() iter.Seq[RouteID] {
 		for _, r := range t.routes {
 			if !yield(r.ID) {
 				return
+			}
+		}
+	}
+}
+
+// BackendTLS yields the TLS identity of every backend of t that has one,
+// mirrors' included, once per reference.
+func (t *Table) BackendTLS() iter.Seq[*BackendTLS] {
+	return func(yield func(*BackendTLS) bool) {
+		each := func(b *BackendRef) bool {
+			if b.TLS != nil && !yield(b.TLS) {
+				return false
+			}
+			for i := range b.Filters {
+				if m := b.Filters[i].Mirror; m != nil && m.Backend.TLS != nil && !yield(m.Backend.TLS) {
+					return false
+				}
+			}
+			return true
+		}
+		for _, r := range t.routes {
+			for ri := range r.Rules {
+				rule := &r.Rules[ri]
+				for fi := range rule.Filters {
+					if m := rule.Filters[fi].Mirror; m != nil && !each(&m.Backend) {
+						return
+					}
+				}
+				for bi := range rule.Backends {
+					if !each(&rule.Backends[bi]) {
+						return
+					}
+				}
 			}
 		}
 	}
@@ -264,6 +298,9 @@ func describeBackend(r BackendRef) string {
 	if r.Invalid {
 		s += " invalid"
 	}
+	if r.TLS != nil {
+		s += " " + describeBackendTLS(r.TLS)
+	}
 	if len(r.Filters) > 0 {
 		s += " filters=[" + strings.Join(describeFilters(r.Filters), "; ") + "]"
 	}
@@ -308,4 +345,18 @@ func (t *Table) WriteText(w io.Writer) error {
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+func describeBackendTLS(t *BackendTLS) string {
+	s := "tls=" + t.ServerName
+	if t.CAPEM == nil {
+		s += " ca=system"
+	} else {
+		sum := sha256.Sum256(t.CAPEM)
+		s += fmt.Sprintf(" ca=%x", sum[:8])
+	}
+	for _, san := range t.SubjectAltNames {
+		s += " san=" + san.Hostname + san.URI
+	}
+	return s
 }

@@ -289,4 +289,30 @@ type BackendRef struct {
 	// pick it get 500, as the Gateway API asks, and the other backends keep
 	// their share of the traffic.
 	Invalid bool
+	// TLS, set with Protocol "https" or "h2", is how the backend's
+	// certificate is checked; nil checks it as proxy/'s defaults say.
+	// References to one backend share one value, so that proxy/ can tell
+	// the identities of a table apart by pointer.
+	TLS *BackendTLS `json:",omitempty"`
+}
+
+// BackendTLS is the TLS identity a backend must prove (Gateway API
+// BackendTLSPolicy).
+type BackendTLS struct {
+	// ServerName is sent in SNI and, without SubjectAltNames, is the name
+	// the certificate must hold.
+	ServerName string
+	// CAPEM holds the certificates of the authorities to trust; nil trusts
+	// the system's roots.
+	CAPEM []byte
+	// SubjectAltNames, when given, replace ServerName in the check: the
+	// certificate must hold one of them.
+	SubjectAltNames []SubjectAltName `json:",omitempty"`
+}
+
+// SubjectAltName is a DNS name or a URI that a backend certificate may
+// hold; exactly one of them is set.
+type SubjectAltName struct {
+	Hostname string `json:",omitempty"`
+	URI      string `json:",omitempty"`
 }

@@ -403,6 +403,19 @@ func validateBackend(b *BackendRef) error {
 			return fmt.Errorf("filters[%d].%w", fi, err)
 		}
 	}
+	if t := b.TLS; t != nil {
+		switch {
+		case b.Protocol != "https" && b.Protocol != "h2":
+			return fmt.Errorf("tls: protocol %q does not use TLS", b.Protocol)
+		case t.ServerName == "":
+			return errors.New("tls.serverName: must not be empty")
+		}
+		for i, san := range t.SubjectAltNames {
+			if (san.Hostname == "") == (san.URI == "") {
+				return fmt.Errorf("tls.subjectAltNames[%d]: exactly one of hostname and uri must be set", i)
+			}
+		}
+	}
 	return nil
 }
 

@@ -43,6 +43,7 @@ var (
 		gatewayv1.ListenerConditionOverlappingTLSConfig, gatewayv1.ListenerConditionReady)
 	routeParentConditions = typesOf(gatewayv1.RouteConditionAccepted, gatewayv1.RouteConditionResolvedRefs,
 		gatewayv1.RouteConditionPartiallyInvalid)
+	policyAncestorConditions = typesOf(gatewayv1.PolicyConditionAccepted, gatewayv1.BackendTLSPolicyConditionResolvedRefs)
 )
 
 // conditions returns wanted with the transition times of current where
@@ -92,23 +93,54 @@ func gatewayStatus(current, wanted gatewayv1.GatewayStatus, now metav1.Time) (ga
 // routeStatus replaces the parents written by controller with wanted and
 // keeps those of other controllers in place.
 func routeStatus(current gatewayv1.RouteStatus, controller gatewayv1.GatewayController, wanted []gatewayv1.RouteParentStatus, now metav1.Time) (gatewayv1.RouteStatus, bool) {
-	out := gatewayv1.RouteStatus{Parents: []gatewayv1.RouteParentStatus{}}
-	for _, p := range current.Parents {
-		if p.ControllerName != controller {
-			out.Parents = append(out.Parents, p)
+	parents, changed := controllerEntries(current.Parents, wanted, controller, routeParentConditions, now,
+		func(p *gatewayv1.RouteParentStatus) entry {
+			return entry{&p.ParentRef, p.ControllerName, &p.Conditions}
+		})
+	return gatewayv1.RouteStatus{Parents: parents}, changed
+}
+
+// policyStatus replaces the ancestors written by controller with wanted
+// and keeps those of other controllers in place.
+func policyStatus(current gatewayv1.PolicyStatus, controller gatewayv1.GatewayController, wanted []gatewayv1.PolicyAncestorStatus, now metav1.Time) (gatewayv1.PolicyStatus, bool) {
+	ancestors, changed := controllerEntries(current.Ancestors, wanted, controller, policyAncestorConditions, now,
+		func(a *gatewayv1.PolicyAncestorStatus) entry {
+			return entry{&a.AncestorRef, a.ControllerName, &a.Conditions}
+		})
+	return gatewayv1.PolicyStatus{Ancestors: ancestors}, changed
+}
+
+// entry is what controllerEntries reads and sets of a route's parent
+// status or a policy's ancestor status.
+type entry struct {
+	ref        *gatewayv1.ParentReference
+	controller gatewayv1.GatewayController
+	conditions *[]metav1.Condition
+}
+
+// controllerEntries returns the entries of current that other
+// controllers wrote, unchanged and in their order, followed by wanted
+// with the transition times of controller's entries of the same
+// reference, and whether that differs from current.
+func controllerEntries[E any](current, wanted []E, controller gatewayv1.GatewayController, owned conditionTypes, now metav1.Time, parts func(*E) entry) ([]E, bool) {
+	out := []E{}
+	for i := range current {
+		if parts(&current[i]).controller != controller {
+			out = append(out, current[i])
 		}
 	}
 	for _, w := range wanted {
+		we := parts(&w)
 		var cur []metav1.Condition
-		for _, p := range current.Parents {
-			if p.ControllerName == controller && reflect.DeepEqual(p.ParentRef, w.ParentRef) {
-				cur = p.Conditions
+		for i := range current {
+			if ce := parts(&current[i]); ce.controller == controller && reflect.DeepEqual(*ce.ref, *we.ref) {
+				cur = *ce.conditions
 			}
 		}
-		w.Conditions = conditions(cur, w.Conditions, routeParentConditions, now)
-		out.Parents = append(out.Parents, w)
+		*we.conditions = conditions(cur, *we.conditions, owned, now)
+		out = append(out, w)
 	}
-	if len(current.Parents) == 0 && len(out.Parents) == 0 {
+	if len(current) == 0 && len(out) == 0 {
 		return current, false
 	}
 	return out, !equality.Semantic.DeepEqual(current, out)

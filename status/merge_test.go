@@ -1,6 +1,7 @@
 package status
 
 import (
+	"reflect"
 	"testing"
 	"time"
 
@@ -137,5 +138,33 @@ func TestIngressStatus(t *testing.T) {
 	}
 	if got, changed := ingressStatus(networkingv1.IngressStatus{}, lb); !changed || got.LoadBalancer.Ingress[0].IP != "192.0.2.1" {
 		t.Errorf("got %+v, %t", got, changed)
+	}
+}
+
+// TestPolicyStatusKeepsOtherControllers: a BackendTLSPolicy's ancestors
+// written by another controller stay exactly as they were, ours are
+// replaced, and a wanted status equal to the current one is not written.
+func TestPolicyStatusKeepsOtherControllers(t *testing.T) {
+	ours := gatewayv1.GatewayController("hostgate.dev/gateway-controller")
+	theirs := gatewayv1.PolicyAncestorStatus{AncestorRef: gatewayv1.ParentReference{Name: "unmanaged"}, ControllerName: "example.com/other",
+		Conditions: []metav1.Condition{cond("Accepted", "True", "Accepted", 1, before)}}
+	oursOld := gatewayv1.PolicyAncestorStatus{AncestorRef: gatewayv1.ParentReference{Name: "gw"}, ControllerName: ours,
+		Conditions: []metav1.Condition{cond("Accepted", "True", "Accepted", 1, before)}}
+	wanted := []gatewayv1.PolicyAncestorStatus{{AncestorRef: gatewayv1.ParentReference{Name: "gw"}, ControllerName: ours,
+		Conditions: []metav1.Condition{cond("Accepted", "False", "Conflicted", 2, metav1.Time{})}}}
+
+	current := gatewayv1.PolicyStatus{Ancestors: []gatewayv1.PolicyAncestorStatus{oursOld, theirs}}
+	got, changed := policyStatus(current, ours, wanted, now)
+	if !changed || len(got.Ancestors) != 2 || !reflect.DeepEqual(got.Ancestors[0], theirs) {
+		t.Fatalf("changed=%t ancestors=%+v; want theirs kept as it was, then ours", changed, got.Ancestors)
+	}
+	if c := got.Ancestors[1].Conditions[0]; c.Reason != "Conflicted" || c.LastTransitionTime != now {
+		t.Errorf("our ancestor: %+v, want Conflicted at %v", c, now)
+	}
+	if _, changed := policyStatus(got, ours, wanted, now); changed {
+		t.Error("an unchanged policy status would be written")
+	}
+	if got, _ := policyStatus(got, ours, nil, now); len(got.Ancestors) != 1 || got.Ancestors[0].ControllerName != theirs.ControllerName {
+		t.Errorf("ours removed: %+v, want theirs alone", got.Ancestors)
 	}
 }

@@ -1,6 +1,6 @@
 // Package status writes hostgate's Reports back to the cluster: conditions
-// on GatewayClasses, Gateways, HTTPRoutes and GRPCRoutes, addresses on
-// Gateways and Ingresses.
+// on GatewayClasses, Gateways, HTTPRoutes, GRPCRoutes and
+// BackendTLSPolicies, addresses on Gateways and Ingresses.
 //
 // Every hostgate instance serves traffic, but only one writes status: the
 // holder of a Lease (client-go leader election). The writer compares what
@@ -93,6 +93,7 @@ type Writer struct {
 	// drain). Only lead uses them.
 	httpRoutes []watch.RouteReport[*gatewayv1.HTTPRoute]
 	grpcRoutes []watch.RouteReport[*gatewayv1.GRPCRoute]
+	policies   []watch.PolicyReport
 	ingresses  []watch.IngressReport
 }
 
@@ -259,6 +260,7 @@ func (w *Writer) write(ctx context.Context, r *watch.Reports) {
 	// than it has still to write.
 	w.httpRoutes = append(w.httpRoutes[:0], r.HTTPRoutes...)
 	w.grpcRoutes = append(w.grpcRoutes[:0], r.GRPCRoutes...)
+	w.policies = append(w.policies[:0], r.BackendTLSPolicies...)
 	w.ingresses = append(w.ingresses[:0], r.Ingresses...)
 	for _, c := range r.GatewayClasses {
 		p.count(update(ctx, "GatewayClass", c.Object, classes.Get, classes.UpdateStatus,
@@ -289,6 +291,16 @@ func (w *Writer) write(ctx context.Context, r *watch.Reports) {
 			return update(ctx, "GRPCRoute", rr.Object, client.Get, client.UpdateStatus,
 				func(o *gatewayv1.GRPCRoute) *gatewayv1.RouteStatus { return &o.Status.RouteStatus },
 				wantedRoute(rr.Parents))
+		})
+	})
+	drain(w.policies, func(pr *watch.PolicyReport) {
+		writeUnsettled(p, pr.Object, pr.Ancestors, equality.Semantic.DeepEqual, func() (bool, error) {
+			client := w.gw.GatewayV1().BackendTLSPolicies(pr.Object.Namespace)
+			return update(ctx, "BackendTLSPolicy", pr.Object, client.Get, client.UpdateStatus,
+				func(o *gatewayv1.BackendTLSPolicy) *gatewayv1.PolicyStatus { return &o.Status },
+				func(current gatewayv1.PolicyStatus) (gatewayv1.PolicyStatus, bool) {
+					return policyStatus(current, controller, pr.Ancestors, now)
+				})
 		})
 	})
 	drain(w.ingresses, func(i *watch.IngressReport) {

@@ -243,29 +243,9 @@ func TestCreatesMissingGatewayClass(t *testing.T) {
 // changed that status.
 func TestRestoresStatusChangedBySomeoneElse(t *testing.T) {
 	const ns = "status-restored"
-	env, _, gw := inNamespace(t, ns)
+	_, gw := servedGateway(t, ns, "127.0.0.61")
 	ctx := context.Background()
-	w, err := New(env.Config, Options{LeaseNamespace: ns, Identity: "hostgate"}, quiet)
-	check(t, err)
-	src, err := watch.NewCluster(env.Config, watch.Options{}, func(_ *watch.Snapshot, r *watch.Reports) { w.Update(r) }, quiet)
-	check(t, err)
-	run(t, src.Start)
-	run(t, w.Start)
-	_, err = gw.GatewayV1().GatewayClasses().Create(ctx, &gatewayv1.GatewayClass{
-		ObjectMeta: metav1.ObjectMeta{Name: "status-restored"},
-		Spec:       gatewayv1.GatewayClassSpec{ControllerName: watch.DefaultGatewayController},
-	}, metav1.CreateOptions{})
-	check(t, err)
-	_, err = gw.GatewayV1().Gateways(ns).Create(ctx, &gatewayv1.Gateway{
-		ObjectMeta: metav1.ObjectMeta{Name: "gw"},
-		Spec: gatewayv1.GatewaySpec{
-			GatewayClassName: "status-restored",
-			Addresses:        []gatewayv1.GatewaySpecAddress{{Value: "127.0.0.61"}},
-			Listeners:        []gatewayv1.Listener{{Name: "http", Port: 8080, Protocol: gatewayv1.HTTPProtocolType}},
-		},
-	}, metav1.CreateOptions{})
-	check(t, err)
-	_, err = gw.GatewayV1().HTTPRoutes(ns).Create(ctx, &gatewayv1.HTTPRoute{
+	_, err := gw.GatewayV1().HTTPRoutes(ns).Create(ctx, &gatewayv1.HTTPRoute{
 		ObjectMeta: metav1.ObjectMeta{Name: "web"},
 		Spec:       gatewayv1.HTTPRouteSpec{CommonRouteSpec: gatewayv1.CommonRouteSpec{ParentRefs: []gatewayv1.ParentReference{{Name: "gw"}}}},
 	}, metav1.CreateOptions{})
@@ -282,6 +262,36 @@ func TestRestoresStatusChangedBySomeoneElse(t *testing.T) {
 	_, err = gw.GatewayV1().HTTPRoutes(ns).UpdateStatus(ctx, r, metav1.UpdateOptions{})
 	check(t, err)
 	eventually(t, "the cleared status written again", accepted)
+}
+
+// servedGateway runs translation and a status writer on the shared
+// cluster, with the namespace ns, a GatewayClass of our controller named
+// ns, and a Gateway "gw" of it on address.
+func servedGateway(t *testing.T, ns, address string) (kubernetes.Interface, gatewayclient.Interface) {
+	t.Helper()
+	env, kube, gw := inNamespace(t, ns)
+	ctx := context.Background()
+	w, err := New(env.Config, Options{LeaseNamespace: ns, Identity: "hostgate"}, quiet)
+	check(t, err)
+	src, err := watch.NewCluster(env.Config, watch.Options{}, func(_ *watch.Snapshot, r *watch.Reports) { w.Update(r) }, quiet)
+	check(t, err)
+	run(t, src.Start)
+	run(t, w.Start)
+	_, err = gw.GatewayV1().GatewayClasses().Create(ctx, &gatewayv1.GatewayClass{
+		ObjectMeta: metav1.ObjectMeta{Name: ns},
+		Spec:       gatewayv1.GatewayClassSpec{ControllerName: watch.DefaultGatewayController},
+	}, metav1.CreateOptions{})
+	check(t, err)
+	_, err = gw.GatewayV1().Gateways(ns).Create(ctx, &gatewayv1.Gateway{
+		ObjectMeta: metav1.ObjectMeta{Name: "gw"},
+		Spec: gatewayv1.GatewaySpec{
+			GatewayClassName: gatewayv1.ObjectName(ns),
+			Addresses:        []gatewayv1.GatewaySpecAddress{{Value: address}},
+			Listeners:        []gatewayv1.Listener{{Name: "http", Port: 8080, Protocol: gatewayv1.HTTPProtocolType}},
+		},
+	}, metav1.CreateOptions{})
+	check(t, err)
+	return kube, gw
 }
 
 // TestPassForgetsWrittenObjects checks that a pass of status writes lets

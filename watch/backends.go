@@ -104,12 +104,24 @@ func (t *translator) servicePort(svc *corev1.Service, port *corev1.ServicePort, 
 		return router.BackendRef{}, refErr(gatewayv1.RouteReasonBackendNotFound, "Service %s/%s: ExternalName Services are not supported", svc.Namespace, svc.Name)
 	}
 	protocol, ok := backendProtocol(port.AppProtocol, grpc)
+	policy := t.servicePolicy(svc, port)
+	if policy != nil {
+		protocol, ok = withTLS(protocol), true
+	}
 	if !ok {
 		return router.BackendRef{}, refErr(gatewayv1.RouteReasonUnsupportedProtocol, "Service %s/%s port %d: appProtocol %q is not supported", svc.Namespace, svc.Name, port.Port, *port.AppProtocol)
 	}
 	name := svc.Namespace + "/" + svc.Name + ":" + strconv.Itoa(int(port.Port))
+	if policy != nil && policy.tls == nil {
+		// Not served in plain text: the policy's status says why.
+		return router.BackendRef{Name: name, Weight: 1, Protocol: protocol, Invalid: true}, nil
+	}
 	t.registerEndpoints(name, svc, port)
-	return router.BackendRef{Name: name, Weight: 1, Protocol: protocol}, nil
+	ref := router.BackendRef{Name: name, Weight: 1, Protocol: protocol}
+	if policy != nil {
+		ref.TLS = policy.tls
+	}
+	return ref, nil
 }
 
 // backendProtocol maps a Service port's appProtocol to how the proxy

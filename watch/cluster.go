@@ -217,11 +217,12 @@ func (c *clusterStore) current() *objects {
 func (c *clusterStore) gatewayKinds() map[string]func() cache.SharedIndexInformer {
 	v1 := c.gateway.Gateway().V1()
 	return map[string]func() cache.SharedIndexInformer{
-		"gatewayclasses":  v1.GatewayClasses().Informer,
-		"gateways":        v1.Gateways().Informer,
-		"httproutes":      v1.HTTPRoutes().Informer,
-		"grpcroutes":      v1.GRPCRoutes().Informer,
-		"referencegrants": v1.ReferenceGrants().Informer,
+		"gatewayclasses":     v1.GatewayClasses().Informer,
+		"gateways":           v1.Gateways().Informer,
+		"httproutes":         v1.HTTPRoutes().Informer,
+		"grpcroutes":         v1.GRPCRoutes().Informer,
+		"referencegrants":    v1.ReferenceGrants().Informer,
+		"backendtlspolicies": v1.BackendTLSPolicies().Informer,
 	}
 }
 
@@ -389,7 +390,7 @@ func eventHandler(changed, statusChanged func()) cache.ResourceEventHandler {
 // with a status subresource, the generation counts changes of spec.
 func onlyStatusChanged(obj any, o, n metav1.Object) bool {
 	switch obj.(type) {
-	case *gatewayv1.HTTPRoute, *gatewayv1.GRPCRoute, *gatewayv1.Gateway, *gatewayv1.GatewayClass, *networkingv1.Ingress:
+	case *gatewayv1.HTTPRoute, *gatewayv1.GRPCRoute, *gatewayv1.Gateway, *gatewayv1.GatewayClass, *gatewayv1.BackendTLSPolicy, *networkingv1.Ingress:
 	default:
 		return false
 	}

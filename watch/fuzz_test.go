@@ -83,6 +83,35 @@ kind: ConfigMap
 metadata: {name: ca}
 data: {ca.crt: "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"}
 `,
+	`apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: r}
+spec:
+  parentRefs: [{name: g}]
+  rules: [{backendRefs: [{name: s, port: 443}, {name: t, port: 80}]}]
+---
+apiVersion: v1
+kind: Service
+metadata: {name: s}
+spec: {ports: [{name: b, port: 443, appProtocol: HTTPS}]}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: BackendTLSPolicy
+metadata: {name: p}
+spec:
+  targetRefs: [{group: "", kind: Service, name: s, sectionName: b}, {group: "", kind: Service, name: t}]
+  validation:
+    caCertificateRefs: [{group: "", kind: ConfigMap, name: ca}]
+    hostname: s.a.b
+    subjectAltNames: [{type: Hostname, hostname: x.a.b}, {type: URI, uri: "spiffe://a/b"}]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: BackendTLSPolicy
+metadata: {name: q}
+spec:
+  targetRefs: [{group: "", kind: Service, name: s}]
+  validation: {wellKnownCACertificates: System, hostname: s.a.b}
+`,
 	"apiVersion: v1\nkind: List\nitems:\n- {apiVersion: v1, kind: Service, metadata: {name: a}}\n",
 	"---\n# only a comment\n---\n",
 }

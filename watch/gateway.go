@@ -21,6 +21,8 @@ import (
 // suite reads it to choose its tests. It names what the router model and
 // this translator carry; keep it in step with the data plane.
 var supportedFeatures = []gatewayv1.FeatureName{
+	"BackendTLSPolicy",
+	"BackendTLSPolicySANValidation",
 	"GRPCRoute",
 	"GRPCRouteNamedRouteRule",
 	"GRPCRouteRequestHeaderModifier",

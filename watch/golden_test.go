@@ -162,6 +162,7 @@ type (
 		GatewayClasses []printedClass   `json:"gatewayClasses,omitempty"`
 		Gateways       []printedGateway `json:"gateways,omitempty"`
 		Routes         []printedRoute   `json:"routes,omitempty"`
+		Policies       []printedRoute   `json:"policies,omitempty"`
 		Ingresses      []printedIngress `json:"ingresses,omitempty"`
 	}
 	printedClass struct {
@@ -220,6 +221,13 @@ func describeReports(t testing.TB, r *Reports) string {
 	}
 	for _, rr := range r.GRPCRoutes {
 		p.Routes = append(p.Routes, printRoute("GRPCRoute", &rr.Object.ObjectMeta, rr.Parents))
+	}
+	for _, pr := range r.BackendTLSPolicies {
+		parents := make([]gatewayv1.RouteParentStatus, len(pr.Ancestors))
+		for i, a := range pr.Ancestors {
+			parents[i] = gatewayv1.RouteParentStatus{ParentRef: a.AncestorRef, ControllerName: a.ControllerName, Conditions: a.Conditions}
+		}
+		p.Policies = append(p.Policies, printRoute("BackendTLSPolicy", &pr.Object.ObjectMeta, parents))
 	}
 	for _, i := range r.Ingresses {
 		pi := printedIngress{Name: i.Object.Namespace + "/" + i.Object.Name, Problems: i.Problems}
@@ -290,6 +298,9 @@ func TestGoldenCoversReasons(t *testing.T) {
 		"Accepted=False NotAllowedByListeners", "Accepted=False NoMatchingListenerHostname", "Accepted=False NoMatchingParent",
 		"Accepted=False UnsupportedValue", "ResolvedRefs=True ResolvedRefs", "ResolvedRefs=False RefNotPermitted", "ResolvedRefs=False BackendNotFound",
 		"ResolvedRefs=False InvalidKind", "ResolvedRefs=False UnsupportedProtocol",
+		// BackendTLSPolicy ancestors
+		"Accepted=False Conflicted", "Accepted=False NoValidCACertificate", "Accepted=False Invalid",
+		"ResolvedRefs=False InvalidCACertificateRef", "ResolvedRefs=True ResolvedRefs",
 	} {
 		if !strings.Contains(all.String(), reason) {
 			t.Errorf("no golden case reports %q", reason)

@@ -34,7 +34,10 @@ func newGroups[K comparable, T object](key func(T) (K, bool)) *groups[K, T] {
 func (g *groups[K, T]) update(list []T) {
 	added, removed, first := g.members.update(list)
 	clear(g.changed)
-	g.all = first
+	// A kind with no objects yet changes no key: most clusters have no
+	// BackendTLSPolicy, and every result depending on one would otherwise
+	// be made again on every translation.
+	g.all = first && len(list) > 0
 	if first {
 		g.byKey = group(list, g.key)
 		return
@@ -112,6 +115,9 @@ type lookups struct {
 	// slices maps a Service to its EndpointSlices.
 	slices *groups[types.NamespacedName, *discoveryv1.EndpointSlice]
 	grants *groups[string, *gatewayv1.ReferenceGrant]
+	// policies are BackendTLSPolicies by namespace, which is the
+	// namespace of the Services they target.
+	policies *groups[string, *gatewayv1.BackendTLSPolicy]
 }
 
 func newLookups() *lookups {
@@ -124,7 +130,8 @@ func newLookups() *lookups {
 			svc := s.Labels[discoveryv1.LabelServiceName]
 			return types.NamespacedName{Namespace: s.Namespace, Name: svc}, svc != ""
 		}),
-		grants: newGroups(keyed((*gatewayv1.ReferenceGrant).GetNamespace)),
+		grants:   newGroups(keyed((*gatewayv1.ReferenceGrant).GetNamespace)),
+		policies: newGroups(keyed((*gatewayv1.BackendTLSPolicy).GetNamespace)),
 	}
 }
 
@@ -137,6 +144,7 @@ func (l *lookups) update(objs *objects) {
 	l.namespaces.update(objs.namespaces)
 	l.slices.update(objs.endpointSlices)
 	l.grants.update(objs.referenceGrants)
+	l.policies.update(objs.backendTLS)
 }
 
 func keyed[K any, T any](key func(T) K) func(T) (K, bool) {

@@ -118,6 +118,12 @@ func TestStateFileRoundTrip(t *testing.T) {
 		{Name: "apps/gw/https", CAPEM: certPEM},
 		{Name: "apps/gw/open", Hostname: "open.example.com", CAPEM: certPEM, Optional: true},
 	}
+	// Likewise a backend's TLS identity (BackendTLSPolicy).
+	want.Listeners[1].Routes[1].Rules[0].Backends = []router.BackendRef{
+		{Name: "apps/secure:443", Weight: 1, Protocol: "h2", TLS: &router.BackendTLS{ServerName: "secure.example.com", CAPEM: certPEM,
+			SubjectAltNames: []router.SubjectAltName{{Hostname: "san.example.com"}, {URI: "spiffe://cluster.local/ns/apps/sa/secure"}}}},
+		{Name: "apps/public:443", Weight: 1, Protocol: "https", TLS: &router.BackendTLS{ServerName: "public.example.com"}},
+	}
 	for i, at := range []time.Time{time.Date(2026, 11, 22, 1, 2, 3, 4, time.UTC), time.Date(2026, 11, 22, 1, 2, 4, 0, time.UTC)} {
 		if i == 1 {
 			want.Endpoints["default/web:80"] = want.Endpoints["default/web:80"][:1]

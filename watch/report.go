@@ -18,7 +18,11 @@ type Reports struct {
 	// Parents, so the writer removes it).
 	HTTPRoutes []RouteReport[*gatewayv1.HTTPRoute]
 	GRPCRoutes []RouteReport[*gatewayv1.GRPCRoute]
-	Ingresses  []IngressReport
+	// BackendTLSPolicies hold every policy that targets a Service our
+	// Gateways' routes use, or that still carries an ancestor status of
+	// ours (then with no Ancestors).
+	BackendTLSPolicies []PolicyReport
+	Ingresses          []IngressReport
 	// Read lists what kept the source from reading objects as written (a
 	// config file with a document that does not decode), one line each.
 	Read []string
@@ -47,6 +51,13 @@ type GatewayReport struct {
 type RouteReport[T RouteObject] struct {
 	Object  T
 	Parents []gatewayv1.RouteParentStatus
+}
+
+// PolicyReport is the wanted set of ancestor statuses written by our
+// controller on a BackendTLSPolicy.
+type PolicyReport struct {
+	Object    *gatewayv1.BackendTLSPolicy
+	Ancestors []gatewayv1.PolicyAncestorStatus
 }
 
 // RouteObject is an HTTPRoute or a GRPCRoute.

@@ -37,6 +37,9 @@ type route struct {
 	// lastParents are the status entries of the last translation with a
 	// memo (see memoParents).
 	lastParents parentsEntry
+	// policyServices are the Services of its backends that
+	// BackendTLSPolicies target.
+	policyServices []types.NamespacedName
 }
 
 func (t *translator) newRoute(kind router.Kind, meta *metav1.ObjectMeta, common *gatewayv1.CommonRouteSpec, hostnames []gatewayv1.Hostname, status []gatewayv1.RouteParentStatus) *route {
@@ -84,6 +87,7 @@ func (t *translator) backend(r *route, field string, ref gatewayv1.BackendRef, g
 	if ref.Weight != nil {
 		weight = *ref.Weight
 	}
+	t.notePolicyService(r, &ref.BackendObjectReference)
 	b, err := t.backendRef(r.from, ref.BackendObjectReference, grpc)
 	if err != nil {
 		r.resolvedRefs.first(string(err.reason), fmt.Sprintf("%s: %v", field, err))
@@ -144,6 +148,7 @@ func (t *translator) attachRoute(r *route) (parents []gatewayv1.RouteParentStatu
 			continue
 		}
 		ours = true
+		t.addPolicyAncestors(r, g)
 		accepted := t.attachToGateway(r, g, ref)
 		if accepted.ok() {
 			accepted = r.invalid

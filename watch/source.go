@@ -216,6 +216,11 @@ func (r *Reports) findProblems() []string {
 			add("GRPCRoute", rr.Object.Namespace, rr.Object.Name, "", p.Conditions)
 		}
 	}
+	for _, pr := range r.BackendTLSPolicies {
+		for _, a := range pr.Ancestors {
+			add("BackendTLSPolicy", pr.Object.Namespace, pr.Object.Name, "", a.Conditions)
+		}
+	}
 	for _, i := range r.Ingresses {
 		for _, p := range i.Problems {
 			out = append(out, "Ingress "+i.Object.Namespace+"/"+i.Object.Name+": "+p)

@@ -23,6 +23,7 @@ type objects struct {
 	httpRoutes      []*gatewayv1.HTTPRoute
 	grpcRoutes      []*gatewayv1.GRPCRoute
 	referenceGrants []*gatewayv1.ReferenceGrant
+	backendTLS      []*gatewayv1.BackendTLSPolicy
 	services        []*corev1.Service
 	endpointSlices  []*discoveryv1.EndpointSlice
 	secrets         []*corev1.Secret
@@ -58,6 +59,8 @@ func (o *objects) add(obj any, hint int) bool {
 		o.grpcRoutes = appendTo(o.grpcRoutes, v, hint)
 	case *gatewayv1.ReferenceGrant:
 		o.referenceGrants = appendTo(o.referenceGrants, v, hint)
+	case *gatewayv1.BackendTLSPolicy:
+		o.backendTLS = appendTo(o.backendTLS, v, hint)
 	case *corev1.Service:
 		o.services = appendTo(o.services, v, hint)
 	case *discoveryv1.EndpointSlice:

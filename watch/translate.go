@@ -112,6 +112,11 @@ type translator struct {
 	placed     []placement
 	// outcomes is attachRoute's scratch space.
 	outcomes []parentOutcome
+	// tlsPolicies are the BackendTLSPolicies of the namespaces resolved so
+	// far, and policyAncestors the Gateways whose routes use each Service
+	// some policy targets.
+	tlsPolicies     map[string]*namespacePolicies
+	policyAncestors map[types.NamespacedName][]*gateway
 }
 
 // placement is a socket and listener hostname a route went to.
@@ -156,6 +161,7 @@ func translateWith(objs *objects, opts Options, groups *lookups, prev, next *res
 	t.gatewaysOfOurClasses()
 	t.ingresses()
 	t.routes()
+	t.backendTLSPolicies()
 	t.finishGateways()
 	t.reports.Read = objs.readProblems
 	return t.snapshot(), &t.reports

@@ -12,8 +12,9 @@ package watch
 // one a translation without memo makes (TestMemoMatchesFreshTranslation).
 //
 // What is memoized: the translation of each HTTPRoute, GRPCRoute and
-// Ingress's routes (depending on the Services and ReferenceGrants they
-// looked up), the status entries of each translated route (depending on
+// Ingress's routes (depending on the Services, ReferenceGrants and
+// BackendTLSPolicies they looked up, and the ConfigMaps of the policies
+// that applied), the status entries of each translated route (depending on
 // whether each parent Gateway accepted it), the endpoint set of each
 // Service port (depending on the Service's EndpointSlices) and the check of
 // each TLS Secret's key pair; the lookups translation makes of those
@@ -121,6 +122,10 @@ type memoEntry struct {
 type deps struct {
 	services []types.NamespacedName
 	grants   []string
+	// policies are namespaces whose BackendTLSPolicies it looked up, and
+	// configMaps the CA bundles of those that applied.
+	policies   []string
+	configMaps []types.NamespacedName
 	// ports are the endpoint sets it registered.
 	ports []portDep
 }
@@ -212,6 +217,16 @@ func (t *translator) unchanged(d *deps) bool {
 			return false
 		}
 	}
+	for _, namespace := range d.policies {
+		if t.policies.changedKey(namespace) {
+			return false
+		}
+	}
+	for _, key := range d.configMaps {
+		if t.configMaps.changedKey(key) {
+			return false
+		}
+	}
 	return true
 }
 
@@ -224,6 +239,18 @@ func (t *translator) dependOnService(key types.NamespacedName) {
 func (t *translator) dependOnGrants(namespace string) {
 	if t.deps != nil {
 		t.deps.grants = append(t.deps.grants, namespace)
+	}
+}
+
+func (t *translator) dependOnPolicies(namespace string) {
+	if t.deps != nil {
+		t.deps.policies = append(t.deps.policies, namespace)
+	}
+}
+
+func (t *translator) dependOnConfigMap(key types.NamespacedName) {
+	if t.deps != nil {
+		t.deps.configMaps = append(t.deps.configMaps, key)
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"encoding/pem"
 	"math/big"
 	"net"
+	"net/url"
 	"testing"
 	"time"
 )
@@ -47,7 +48,7 @@ func NewCA(t testing.TB) *CA {
 }
 
 // Issue returns a PEM certificate and key for hosts: DNS names (wildcards
-// included) or IP addresses. The first host is also the subject name, so
+// included), IP addresses or URIs (with a scheme). The first host is also the subject name, so
 // tests can tell certificates apart by it.
 func (ca *CA) Issue(t testing.TB, hosts ...string) (certPEM, keyPEM []byte) {
 	t.Helper()
@@ -60,6 +61,8 @@ func (ca *CA) Issue(t testing.TB, hosts ...string) (certPEM, keyPEM []byte) {
 	for _, h := range hosts {
 		if ip := net.ParseIP(h); ip != nil {
 			tmpl.IPAddresses = append(tmpl.IPAddresses, ip)
+		} else if u, err := url.Parse(h); err == nil && u.Scheme != "" {
+			tmpl.URIs = append(tmpl.URIs, u)
 		} else {
 			tmpl.DNSNames = append(tmpl.DNSNames, h)
 		}

@@ -1,0 +1,117 @@
+package proxy
+
+import (
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hostgate/hostgate/router"
+	"github.com/hostgate/hostgate/tlsstore/tlstest"
+)
+
+// TestBackendTLS forwards to a TLS backend whose certificate comes from a
+// CA of its own, as BackendTLSPolicy asks: the server name is sent in SNI
+// and checked, or the subject alternative names are checked instead; a
+// wrong CA, server name or SAN list, or the system roots, fail the
+// request with 502. Identities of equal content share transports across
+// Applies, and those no table uses any more are dropped.
+func TestBackendTLS(t *testing.T) {
+	ca, other := tlstest.NewCA(t), tlstest.NewCA(t)
+	const uri = "spiffe://cluster.local/ns/apps/sa/backend"
+	backend := startTLSBackend(t, ca, []string{"h2", "http/1.1"}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, "sni=%s proto=%s", r.TLS.ServerName, r.Proto)
+	}), "backend.example.com", uri)
+	s := startServer(t, testOptions())
+	s.UpdateEndpoints(map[string][]Endpoint{"tls": {{Address: backend}}})
+	right := &router.BackendTLS{ServerName: "backend.example.com", CAPEM: ca.PEM}
+	cases := []struct {
+		path, protocol string
+		tls            *router.BackendTLS
+		status         int
+		body           string
+	}{
+		{"/right", "https", right, 200, "sni=backend.example.com proto=HTTP/1.1"},
+		{"/h2", "h2", right, 200, "sni=backend.example.com proto=HTTP/2.0"},
+		{"/wrong-ca", "https", &router.BackendTLS{ServerName: "backend.example.com", CAPEM: other.PEM}, 502, ""},
+		{"/wrong-host", "https", &router.BackendTLS{ServerName: "other.example.com", CAPEM: ca.PEM}, 502, ""},
+		{"/system", "https", &router.BackendTLS{ServerName: "backend.example.com"}, 502, ""},
+		{"/san-dns", "https", &router.BackendTLS{ServerName: "sni.example.com", CAPEM: ca.PEM,
+			SubjectAltNames: []router.SubjectAltName{{Hostname: "nope.example.com"}, {Hostname: "backend.example.com"}}}, 200, "sni=sni.example.com proto=HTTP/1.1"},
+		{"/san-uri", "h2", &router.BackendTLS{ServerName: "sni.example.com", CAPEM: ca.PEM,
+			SubjectAltNames: []router.SubjectAltName{{URI: uri}}}, 200, "sni=sni.example.com proto=HTTP/2.0"},
+		{"/san-miss", "https", &router.BackendTLS{ServerName: "backend.example.com", CAPEM: ca.PEM,
+			SubjectAltNames: []router.SubjectAltName{{Hostname: "nope.example.com"}, {URI: "spiffe://cluster.local/ns/apps/sa/other"}}}, 502, ""},
+		{"/san-wrong-ca", "https", &router.BackendTLS{ServerName: "backend.example.com", CAPEM: other.PEM,
+			SubjectAltNames: []router.SubjectAltName{{Hostname: "backend.example.com"}}}, 502, ""},
+	}
+	table := func() *router.Table {
+		var routes []router.Route
+		for _, c := range cases {
+			// A copy of each identity, as a new translation makes.
+			id := *c.tls
+			routes = append(routes, route(c.path, nil, router.Rule{Matches: prefix(c.path), Backends: []router.BackendRef{{Name: "tls", Weight: 1, Protocol: c.protocol, TLS: &id}}}))
+		}
+		return compile(t, routes...)
+	}
+	addr := apply(t, s, Listener{Address: "127.0.0.1:0", Routes: table()})[0]
+	for _, c := range cases {
+		resp, body := get(t, http.DefaultClient, "http://"+addr+c.path)
+		if resp.StatusCode != c.status || c.body != "" && body != c.body {
+			t.Errorf("%s: %d %q, want %d %q", c.path, resp.StatusCode, body, c.status, c.body)
+		}
+	}
+
+	transports := s.fwd.byIdentity[tlsIdentity(right)]
+	apply(t, s, Listener{Address: "127.0.0.1:0", Routes: table()})
+	if len(s.fwd.byIdentity) != len(cases)-1 || s.fwd.byIdentity[tlsIdentity(right)] != transports {
+		t.Errorf("after an Apply of equal identities: %d of them, right's transports kept: %t", len(s.fwd.byIdentity), s.fwd.byIdentity[tlsIdentity(right)] == transports)
+	}
+	apply(t, s, Listener{Address: "127.0.0.1:0", Routes: compile(t, route("plain", nil, router.Rule{Backends: backends("tls")}))})
+	if len(s.fwd.byIdentity) != 0 {
+		t.Errorf("%d identities kept though no table uses them", len(s.fwd.byIdentity))
+	}
+}
+
+// TestBackendTLSGRPC calls a gRPC-like backend over h2 with TLS, the way
+// a GRPCRoute backend with a BackendTLSPolicy is reached: a client on h2c
+// to the proxy, h2 over TLS to the backend.
+func TestBackendTLSGRPC(t *testing.T) {
+	ca := tlstest.NewCA(t)
+	backend := startTLSBackend(t, ca, []string{"h2"}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/grpc")
+		w.Header().Set("Trailer", "Grpc-Status")
+		fmt.Fprintf(w, "sni=%s proto=%s", r.TLS.ServerName, r.Proto)
+		w.Header().Set("Grpc-Status", "0")
+	}), "grpc.example.com")
+	s := startServer(t, testOptions())
+	s.UpdateEndpoints(map[string][]Endpoint{"grpc": {{Address: backend}}})
+	r := router.Route{ID: router.RouteID{Kind: router.KindGRPCRoute, Namespace: "ns", Name: "grpc"}, Rules: []router.Rule{{
+		Backends: []router.BackendRef{{Name: "grpc", Weight: 1, Protocol: "h2", TLS: &router.BackendTLS{ServerName: "grpc.example.com", CAPEM: ca.PEM}}},
+	}}}
+	addr := apply(t, s, Listener{Address: "127.0.0.1:0", Routes: compile(t, r)})[0]
+	h2c := &http.Transport{Protocols: new(http.Protocols), DialContext: (&net.Dialer{}).DialContext}
+	h2c.Protocols.SetUnencryptedHTTP2(true)
+	t.Cleanup(h2c.CloseIdleConnections)
+	req, err := http.NewRequest(http.MethodPost, "http://"+addr+"/echo.Echo/Call", strings.NewReader("\x00\x00\x00\x00\x00"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/grpc")
+	req.Header.Set("TE", "trailers")
+	resp, err := (&http.Client{Transport: h2c, Timeout: 10 * time.Second}).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != 200 || string(body) != "sni=grpc.example.com proto=HTTP/2.0" || resp.Trailer.Get("Grpc-Status") != "0" {
+		t.Errorf("gRPC over TLS: %d %q grpc-status=%q", resp.StatusCode, body, resp.Trailer.Get("Grpc-Status"))
+	}
+}
