@@ -15,6 +15,11 @@ package watch
 // allows) sets the Gateway's ResolvedRefs to False and leaves it Accepted;
 // its routes' TLS backends are then reached without a client certificate,
 // and a backend that requires one refuses them (502).
+//
+// A request cannot tell two Gateways apart that share a socket (both
+// without addresses, on one port) and a listener hostname: a route
+// attached to both is placed there once, through the one its parentRefs
+// name first, and presents that one's certificate.
 
 import (
 	"fmt"

@@ -28,6 +28,7 @@ var supportedFeatures = []gatewayv1.FeatureName{
 	"GRPCRouteRequestHeaderModifier",
 	"Gateway",
 	"GatewayAddressEmpty",
+	"GatewayBackendClientCertificate",
 	"GatewayFrontendClientCertificateValidation",
 	"GatewayFrontendClientCertificateValidationInsecureFallback",
 	"GatewayHTTPListenerIsolation",
