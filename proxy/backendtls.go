@@ -14,7 +14,8 @@ import (
 )
 
 // Backends with a TLS identity of their own (router.BackendTLS, from a
-// BackendTLSPolicy) get transports of their own: a pool of connections is
+// BackendTLSPolicy, with the client certificate of the Gateway they are
+// reached through) get transports of their own: a pool of connections is
 // only good for the server name and authorities it was verified with.
 // Transports are made when a configuration is applied, one pair per
 // distinct identity, and kept by the identity's content, so that their
@@ -45,6 +46,14 @@ func tlsIdentity(b *router.BackendTLS) string {
 	}
 	for _, san := range b.SubjectAltNames {
 		fmt.Fprintf(&k, "\x00%q %q", san.Hostname, san.URI)
+	}
+	if c := b.ClientCertificate; c != nil {
+		// A connection made with one client certificate must never carry
+		// the requests of a backend that asks for another, or for none.
+		k.WriteString("\x00client:")
+		k.Write(c.CertPEM)
+		k.WriteByte(0)
+		k.Write(c.KeyPEM)
 	}
 	return k.String()
 }
@@ -113,6 +122,19 @@ func backendTLSConfig(base *tls.Config, b *router.BackendTLS) (*tls.Config, erro
 			err = errors.New("no CA certificate parses: every certificate fails")
 		}
 	}
+	if c := b.ClientCertificate; c != nil {
+		pair, perr := tls.X509KeyPair(c.CertPEM, c.KeyPEM)
+		if perr != nil {
+			// Without its certificate the connection goes out with none,
+			// which a backend that asks for one refuses.
+			err = errors.Join(err, fmt.Errorf("client certificate %s: %w", c.Name, perr))
+		} else {
+			cfg.Certificates = []tls.Certificate{pair}
+		}
+	} else {
+		cfg.Certificates = nil
+	}
+	cfg.GetClientCertificate = nil
 	if len(b.SubjectAltNames) > 0 {
 		// The chain is verified here rather than by crypto/tls, which
 		// would check it for the server name: with subjectAltNames the

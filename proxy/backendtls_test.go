@@ -1,8 +1,11 @@
 package proxy
 
 import (
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"io"
+	"log"
 	"net"
 	"net/http"
 	"strings"
@@ -113,5 +116,75 @@ func TestBackendTLSGRPC(t *testing.T) {
 	}
 	if resp.StatusCode != 200 || string(body) != "sni=grpc.example.com proto=HTTP/2.0" || resp.Trailer.Get("Grpc-Status") != "0" {
 		t.Errorf("gRPC over TLS: %d %q grpc-status=%q", resp.StatusCode, body, resp.Trailer.Get("Grpc-Status"))
+	}
+}
+
+// TestBackendTLSClientCertificate forwards to a TLS backend that requires
+// a client certificate from a CA of its own, as a Gateway's
+// spec.tls.backend.clientCertificateRef asks: the identity that carries
+// the right certificate gets 200 (HTTP/1.1 and h2) and the backend sees
+// it; one without a certificate, or with one the backend does not trust,
+// gets 502, also after the right one has left connections in a pool: the
+// client certificate is part of the identity transports are kept by.
+func TestBackendTLSClientCertificate(t *testing.T) {
+	ca, clientCA, other := tlstest.NewCA(t), tlstest.NewCA(t), tlstest.NewCA(t)
+	certPEM, keyPEM := ca.Issue(t, "backend.example.com")
+	pair, err := tls.X509KeyPair(certPEM, keyPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	clientCAs := x509.NewCertPool()
+	clientCAs.AppendCertsFromPEM(clientCA.PEM)
+	ln, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{Certificates: []tls.Certificate{pair}, NextProtos: []string{"h2", "http/1.1"},
+		ClientAuth: tls.RequireAndVerifyClientCert, ClientCAs: clientCAs, MinVersion: tls.VersionTLS12})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{ReadHeaderTimeout: 5 * time.Second, ErrorLog: log.New(io.Discard, "", 0),
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			fmt.Fprintf(w, "client=%s proto=%s", r.TLS.PeerCertificates[0].Subject.CommonName, r.Proto)
+		})}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { srv.Close() })
+
+	s := startServer(t, testOptions())
+	s.UpdateEndpoints(map[string][]Endpoint{"mtls": {{Address: ln.Addr().String()}}})
+	clientCert, clientKey := clientCA.Issue(t, "gateway.example.com")
+	untrustedCert, untrustedKey := other.Issue(t, "stranger.example.com")
+	identity := func(c *router.ClientCertificate) *router.BackendTLS {
+		return &router.BackendTLS{ServerName: "backend.example.com", CAPEM: ca.PEM, ClientCertificate: c}
+	}
+	right := &router.ClientCertificate{Name: "infra/client", CertPEM: clientCert, KeyPEM: router.PrivateKey(clientKey)}
+	cases := []struct {
+		path, protocol string
+		tls            *router.BackendTLS
+		status         int
+		body           string
+	}{
+		{"/right", "https", identity(right), 200, "client=gateway.example.com proto=HTTP/1.1"},
+		{"/right-h2", "h2", identity(right), 200, "client=gateway.example.com proto=HTTP/2.0"},
+		{"/none", "https", identity(nil), 502, ""},
+		{"/none-h2", "h2", identity(nil), 502, ""},
+		{"/untrusted", "https", identity(&router.ClientCertificate{Name: "infra/other", CertPEM: untrustedCert, KeyPEM: router.PrivateKey(untrustedKey)}), 502, ""},
+		{"/bad-key", "https", identity(&router.ClientCertificate{Name: "infra/bad", CertPEM: clientCert, KeyPEM: router.PrivateKey(untrustedKey)}), 502, ""},
+	}
+	var routes []router.Route
+	for _, c := range cases {
+		routes = append(routes, route(c.path, nil, router.Rule{Matches: prefix(c.path), Backends: []router.BackendRef{{Name: "mtls", Weight: 1, Protocol: c.protocol, TLS: c.tls}}}))
+	}
+	addr := apply(t, s, Listener{Address: "127.0.0.1:0", Routes: compile(t, routes...)})[0]
+	for round := range 2 {
+		for _, c := range cases {
+			resp, body := get(t, http.DefaultClient, "http://"+addr+c.path)
+			if resp.StatusCode != c.status || c.body != "" && body != c.body {
+				t.Errorf("round %d %s: %d %q, want %d %q", round, c.path, resp.StatusCode, body, c.status, c.body)
+			}
+		}
+	}
+	if n := len(s.fwd.byIdentity); n != 4 {
+		t.Errorf("%d identities, want 4: none, right, untrusted, bad key", n)
+	}
+	if text := fmt.Sprintf("%v %+v %#v", *right, *identity(right), right.KeyPEM); strings.Contains(text, "PRIVATE KEY") {
+		t.Errorf("a printed client certificate shows its key: %s", text)
 	}
 }

@@ -358,5 +358,9 @@ func describeBackendTLS(t *BackendTLS) string {
 	for _, san := range t.SubjectAltNames {
 		s += " san=" + san.Hostname + san.URI
 	}
+	if c := t.ClientCertificate; c != nil {
+		sum := sha256.Sum256(c.CertPEM)
+		s += fmt.Sprintf(" client=%s/%x", c.Name, sum[:8])
+	}
 	return s
 }

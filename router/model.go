@@ -11,6 +11,7 @@
 package router
 
 import (
+	"fmt"
 	"slices"
 	"time"
 )
@@ -308,7 +309,34 @@ type BackendTLS struct {
 	// SubjectAltNames, when given, replace ServerName in the check: the
 	// certificate must hold one of them.
 	SubjectAltNames []SubjectAltName `json:",omitempty"`
+	// ClientCertificate, when set, is presented to the backend (Gateway
+	// API Gateway spec.tls.backend.clientCertificateRef): backends of
+	// routes on different Gateways may differ in it alone.
+	ClientCertificate *ClientCertificate `json:",omitempty"`
 }
+
+// ClientCertificate is a certificate chain and its key that proxy/
+// presents to backends.
+type ClientCertificate struct {
+	// Name is where it comes from, e.g. a Secret's "namespace/name".
+	Name    string
+	CertPEM []byte
+	KeyPEM  PrivateKey
+}
+
+// PrivateKey is PEM key material. It prints as "[REDACTED]" so that a
+// logged or dumped table does not leak keys.
+type PrivateKey []byte
+
+// Format implements fmt.Formatter for every verb.
+func (PrivateKey) Format(f fmt.State, _ rune) { _, _ = f.Write([]byte("[REDACTED]")) }
+
+// MarshalText keeps keys out of JSON and YAML encodings too.
+func (PrivateKey) MarshalText() ([]byte, error) { return []byte("[REDACTED]"), nil }
+
+// UnmarshalText reads what MarshalText writes as no key at all: a key
+// cannot come back from an encoding, and whoever keeps one keeps it apart.
+func (k *PrivateKey) UnmarshalText([]byte) error { *k = nil; return nil }
 
 // SubjectAltName is a DNS name or a URI that a backend certificate may
 // hold; exactly one of them is set.

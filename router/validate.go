@@ -409,6 +409,8 @@ func validateBackend(b *BackendRef) error {
 			return fmt.Errorf("tls: protocol %q does not use TLS", b.Protocol)
 		case t.ServerName == "":
 			return errors.New("tls.serverName: must not be empty")
+		case t.ClientCertificate != nil && (len(t.ClientCertificate.CertPEM) == 0 || len(t.ClientCertificate.KeyPEM) == 0):
+			return fmt.Errorf("tls.clientCertificate %s: needs a certificate and a key", t.ClientCertificate.Name)
 		}
 		for i, san := range t.SubjectAltNames {
 			if (san.Hostname == "") == (san.URI == "") {

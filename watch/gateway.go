@@ -28,6 +28,7 @@ var supportedFeatures = []gatewayv1.FeatureName{
 	"GRPCRouteRequestHeaderModifier",
 	"Gateway",
 	"GatewayAddressEmpty",
+	"GatewayBackendClientCertificate",
 	"GatewayFrontendClientCertificateValidation",
 	"GatewayFrontendClientCertificateValidationInsecureFallback",
 	"GatewayHTTPListenerIsolation",
@@ -113,6 +114,15 @@ type gateway struct {
 	listeners  []*listener
 	accepted   problem
 	programmed problem
+	// hasBackendTLS is whether spec.tls.backend names a client
+	// certificate, clientCert that certificate when it resolves (keyed by
+	// clientCertKey) and resolvedRefs the problem when it does not.
+	// withCert are the TLS identities of its routes' backends with it.
+	hasBackendTLS bool
+	clientCert    *router.ClientCertificate
+	clientCertKey string
+	resolvedRefs  problem
+	withCert      map[*router.BackendTLS]*router.BackendTLS
 }
 
 // listener is one listener of a Gateway.
@@ -154,6 +164,7 @@ func (t *translator) gatewaysOfOurClasses() {
 			g.listeners = append(g.listeners, t.listener(g, &g.obj.Spec.Listeners[i]))
 		}
 		markConflicts(g.listeners)
+		t.backendClientCert(g)
 		if g.obj.Spec.Infrastructure != nil && g.obj.Spec.Infrastructure.ParametersRef != nil {
 			g.accepted.first(string(gatewayv1.GatewayReasonInvalidParameters), "spec.infrastructure.parametersRef: hostgate takes no parameters")
 		}
@@ -488,6 +499,14 @@ func (t *translator) gatewayStatus(g *gateway) gatewayv1.GatewayStatus {
 			fmt.Sprintf("%d of %d listeners are programmed", serving, len(g.listeners))))
 	} else {
 		setCondition(&st.Conditions, condition(gatewayv1.GatewayConditionProgrammed, false, programmed.reason, gen, programmed.message))
+	}
+	switch {
+	case !g.hasBackendTLS:
+		// Set only for the client certificate, its one reference.
+	case g.resolvedRefs.ok():
+		setCondition(&st.Conditions, condition(gatewayv1.GatewayConditionResolvedRefs, true, gatewayv1.GatewayReasonResolvedRefs, gen, "all references resolved"))
+	default:
+		setCondition(&st.Conditions, condition(gatewayv1.GatewayConditionResolvedRefs, false, gatewayv1.GatewayConditionReason(g.resolvedRefs.reason), gen, g.resolvedRefs.message))
 	}
 	if msg := insecureFrontendValidation(g.obj); msg != "" {
 		setCondition(&st.Conditions, condition(gatewayv1.GatewayConditionInsecureFrontendValidationMode, true,

@@ -288,7 +288,7 @@ func TestGoldenCoversReasons(t *testing.T) {
 		// Gateway
 		"Accepted=True ListenersNotValid", "Accepted=False ListenersNotValid", "Accepted=False UnsupportedAddress",
 		"Programmed=True Programmed", "Programmed=False AddressNotAssigned", "Programmed=False AddressNotUsable",
-		"InsecureFrontendValidationMode=True ConfigurationChanged",
+		"InsecureFrontendValidationMode=True ConfigurationChanged", "ResolvedRefs=True ResolvedRefs", "ResolvedRefs=False InvalidClientCertificateRef",
 		// Listener
 		"Accepted=False UnsupportedProtocol", "Accepted=False PortUnavailable", "Conflicted=True ProtocolConflict", "Conflicted=True HostnameConflict",
 		"Conflicted=False NoConflicts", "ResolvedRefs=False InvalidCertificateRef", "ResolvedRefs=False RefNotPermitted", "ResolvedRefs=False InvalidRouteKinds",

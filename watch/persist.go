@@ -49,6 +49,10 @@ type stateFile struct {
 	Written   time.Time             `json:"written"`
 	Listeners []stateListener       `json:"listeners"`
 	Endpoints map[string][]Endpoint `json:"endpoints"`
+	// ClientKeys are the keys of the client certificates that routes
+	// present to backends, by certificate name: the routes' own copies
+	// redact themselves.
+	ClientKeys map[string]string `json:"clientKeys,omitempty"`
 }
 
 // stateListener is a Listener whose Certs keep their keys: the outer Certs
@@ -244,6 +248,16 @@ func encodeState(snap *Snapshot, now time.Time) ([]byte, error) {
 			sl.Certs = append(sl.Certs, stateCert{Name: c.Name, Hostnames: c.Hostnames, CertPEM: string(c.CertPEM), KeyPEM: string(c.KeyPEM)})
 		}
 		out.Listeners = append(out.Listeners, sl)
+		for i := range l.Routes {
+			eachBackendTLS(l.Routes[i].Rules, func(b *router.BackendTLS) {
+				if c := b.ClientCertificate; c != nil {
+					if out.ClientKeys == nil {
+						out.ClientKeys = map[string]string{}
+					}
+					out.ClientKeys[c.Name] = string(c.KeyPEM)
+				}
+			})
+		}
 	}
 	return json.Marshal(out)
 }
@@ -303,6 +317,9 @@ func decodeState(data []byte) (*Snapshot, time.Time, error) {
 		l := sl.Listener
 		for _, c := range sl.Certs {
 			l.Certs = append(l.Certs, Cert{Name: c.Name, Hostnames: c.Hostnames, CertPEM: []byte(c.CertPEM), KeyPEM: PrivateKey(c.KeyPEM)})
+		}
+		if err := restoreClientKeys(l.Routes, in.ClientKeys); err != nil {
+			return nil, time.Time{}, fmt.Errorf("listeners[%d] %q: %w", i, l.Name, err)
 		}
 		if err := validateListener(&l, names); err != nil {
 			return nil, time.Time{}, fmt.Errorf("listeners[%d] %q: %w", i, l.Name, err)
@@ -373,4 +390,55 @@ func validateEndpoints(eps []Endpoint) error {
 		}
 	}
 	return nil
+}
+
+// restoreClientKeys gives the client certificates of routes, decoded
+// without their keys, the keys kept apart in the file, and checks each
+// pair.
+func restoreClientKeys(routes []router.Route, keys map[string]string) error {
+	var err error
+	for i := range routes {
+		eachBackendTLS(routes[i].Rules, func(b *router.BackendTLS) {
+			c := b.ClientCertificate
+			if c == nil || err != nil {
+				return
+			}
+			key, ok := keys[c.Name]
+			if !ok {
+				err = fmt.Errorf("routes[%d] %s: client certificate %s: no key in clientKeys", i, routes[i].ID, c.Name)
+				return
+			}
+			// Decoded apart from other routes': no other value shares it.
+			c.KeyPEM = router.PrivateKey(key)
+			if _, perr := tls.X509KeyPair(c.CertPEM, c.KeyPEM); perr != nil {
+				err = fmt.Errorf("routes[%d] %s: client certificate %s: %w", i, routes[i].ID, c.Name, perr)
+			}
+		})
+	}
+	return err
+}
+
+// eachBackendTLS calls f with the TLS identity of every backend of rules
+// that has one, mirrors included.
+func eachBackendTLS(rules []router.Rule, f func(*router.BackendTLS)) {
+	var ref func(b *router.BackendRef)
+	filters := func(fs []router.Filter) {
+		for i := range fs {
+			if m := fs[i].Mirror; m != nil {
+				ref(&m.Backend)
+			}
+		}
+	}
+	ref = func(b *router.BackendRef) {
+		if b.TLS != nil {
+			f(b.TLS)
+		}
+		filters(b.Filters)
+	}
+	for i := range rules {
+		filters(rules[i].Filters)
+		for j := range rules[i].Backends {
+			ref(&rules[i].Backends[j])
+		}
+	}
 }

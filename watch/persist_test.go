@@ -123,6 +123,9 @@ func TestStateFileRoundTrip(t *testing.T) {
 		{Name: "apps/secure:443", Weight: 1, Protocol: "h2", TLS: &router.BackendTLS{ServerName: "secure.example.com", CAPEM: certPEM,
 			SubjectAltNames: []router.SubjectAltName{{Hostname: "san.example.com"}, {URI: "spiffe://cluster.local/ns/apps/sa/secure"}}}},
 		{Name: "apps/public:443", Weight: 1, Protocol: "https", TLS: &router.BackendTLS{ServerName: "public.example.com"}},
+		// With the client certificate of a Gateway (its key kept apart).
+		{Name: "apps/mtls:443", Weight: 1, Protocol: "https", TLS: &router.BackendTLS{ServerName: "mtls.example.com",
+			ClientCertificate: &router.ClientCertificate{Name: "infra/client", CertPEM: certPEM, KeyPEM: router.PrivateKey(keyPEM)}}},
 	}
 	for i, at := range []time.Time{time.Date(2026, 11, 22, 1, 2, 3, 4, time.UTC), time.Date(2026, 11, 22, 1, 2, 4, 0, time.UTC)} {
 		if i == 1 {
@@ -247,6 +250,48 @@ func TestStateFileRefused(t *testing.T) {
 			t.Errorf("error %v, want not a regular file", err)
 		}
 	})
+}
+
+// TestStateFileClientKeys: the key of a client certificate that routes
+// present to backends is kept once, apart from the routes (whose copies
+// redact it), and a file whose routes need a key it lacks, or whose key
+// does not match, is refused.
+func TestStateFileClientKeys(t *testing.T) {
+	certPEM, keyPEM := selfSigned(t, "client.example.com")
+	_, otherKey := selfSigned(t, "client.example.com")
+	snap := stateSnapshot(certPEM, keyPEM)
+	snap.Listeners[1].Routes[1].Rules[0].Backends = []router.BackendRef{{Name: "apps/mtls:443", Weight: 1, Protocol: "https",
+		TLS: &router.BackendTLS{ServerName: "mtls.example.com", ClientCertificate: &router.ClientCertificate{Name: "infra/client", CertPEM: certPEM, KeyPEM: router.PrivateKey(keyPEM)}}}}
+	valid, err := encodeState(snap, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var f map[string]any
+	if err := json.Unmarshal(valid, &f); err != nil {
+		t.Fatal(err)
+	}
+	listeners, _ := json.Marshal(f["listeners"])
+	if !strings.Contains(string(listeners), "[REDACTED]") || strings.Count(string(valid), strings.ReplaceAll(strings.TrimSpace(string(keyPEM)), "\n", `\n`)) != 2 {
+		t.Errorf("want the key once in clientKeys (and once in the listener's certs), redacted in routes:\n%s", valid)
+	}
+	got, _, err := decodeState(valid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := got.Listeners[1].Routes[1].Rules[0].Backends[0].TLS.ClientCertificate; !bytes.Equal(c.KeyPEM, keyPEM) {
+		t.Errorf("key read back %q, want the one written", []byte(c.KeyPEM))
+	}
+	for name, keys := range map[string]any{"no key": nil, "other key": map[string]any{"infra/client": string(otherKey)}} {
+		if keys == nil {
+			delete(f, "clientKeys")
+		} else {
+			f["clientKeys"] = keys
+		}
+		data, _ := json.Marshal(f)
+		if _, _, err := decodeState(data); err == nil || !strings.Contains(err.Error(), "client certificate infra/client") {
+			t.Errorf("%s: error %v, want one naming the client certificate", name, err)
+		}
+	}
 }
 
 // TestStateFileCoalesces saves a thousand changes in a burst: they cost a

@@ -40,6 +40,9 @@ type route struct {
 	// policyServices are the Services of its backends that
 	// BackendTLSPolicies target.
 	policyServices []types.NamespacedName
+	// certRules are its rules as placed on Gateways with a client
+	// certificate for backends (see rulesOn).
+	certRules []certRules
 }
 
 func (t *translator) newRoute(kind router.Kind, meta *metav1.ObjectMeta, common *gatewayv1.CommonRouteSpec, hostnames []gatewayv1.Hostname, status []gatewayv1.RouteParentStatus) *route {
@@ -260,8 +263,9 @@ func (t *translator) attachToGateway(r *route, g *gateway, ref *gatewayRef) prob
 		if !r.invalid.ok() {
 			continue
 		}
+		rules := t.rulesOn(r, g)
 		for _, s := range l.sockets {
-			t.place(s, router.Route{ID: r.id, Created: r.created, Hostnames: hostnames, Listener: l.hostname, Rules: r.rules})
+			t.place(s, router.Route{ID: r.id, Created: r.created, Hostnames: hostnames, Listener: l.hostname, Rules: rules})
 		}
 	}
 	var p problem
