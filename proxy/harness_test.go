@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/quic-go/quic-go"
+	"github.com/quic-go/quic-go/http3"
 
 	"github.com/hostgate/hostgate/router"
 	"github.com/hostgate/hostgate/tlsstore"
@@ -269,4 +271,24 @@ func (f *tlsFixture) client(addr string, h2 bool) *http.Client {
 	tr.Protocols.SetHTTP1(!h2)
 	tr.Protocols.SetHTTP2(h2)
 	return &http.Client{Transport: tr, Timeout: 10 * time.Second}
+}
+
+// h2cTransport speaks HTTP/2 with prior knowledge over cleartext.
+func h2cTransport() *http.Transport {
+	tr := &http.Transport{Protocols: new(http.Protocols)}
+	tr.Protocols.SetUnencryptedHTTP2(true)
+	return tr
+}
+
+// h3Transport speaks HTTP/3 to addr, whatever host a URL names, trusting
+// the fixture's CA; it is closed when the test ends.
+func (f *tlsFixture) h3Transport(t testing.TB, addr string) *http3.Transport {
+	tr := &http3.Transport{
+		TLSClientConfig: &tls.Config{RootCAs: f.ca.Pool, MinVersion: tls.VersionTLS13},
+		Dial: func(ctx context.Context, _ string, tlsCfg *tls.Config, cfg *quic.Config) (*quic.Conn, error) {
+			return quic.DialAddr(ctx, addr, tlsCfg, cfg)
+		},
+	}
+	t.Cleanup(func() { tr.Close() })
+	return tr
 }

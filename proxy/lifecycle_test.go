@@ -3,7 +3,6 @@ package proxy
 import (
 	"bufio"
 	"context"
-	"crypto/tls"
 	"fmt"
 	"io"
 	"net"
@@ -12,9 +11,6 @@ import (
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/quic-go/quic-go"
-	"github.com/quic-go/quic-go/http3"
 
 	"github.com/hostgate/hostgate/internal/streamtest"
 	"github.com/hostgate/hostgate/router"
@@ -335,15 +331,8 @@ func TestRemovedListenerDrains(t *testing.T) {
 		Listener{Address: plain, Routes: routes},
 		Listener{Address: secure, Protocol: HTTPS, Routes: routes, TLS: f.store(t, "app.test")})
 
-	h2c := &http.Transport{Protocols: new(http.Protocols)}
-	h2c.Protocols.SetUnencryptedHTTP2(true)
-	h3 := &http3.Transport{
-		TLSClientConfig: &tls.Config{RootCAs: f.ca.Pool, MinVersion: tls.VersionTLS13},
-		Dial: func(ctx context.Context, _ string, tlsCfg *tls.Config, cfg *quic.Config) (*quic.Conn, error) {
-			return quic.DialAddr(ctx, secure, tlsCfg, cfg)
-		},
-	}
-	t.Cleanup(func() { h3.Close() })
+	h2c := h2cTransport()
+	h3 := f.h3Transport(t, secure)
 	requests := map[string]func() (*http.Response, error){
 		"HTTP/1.1":  func() (*http.Response, error) { return http.Get("http://" + plain + "/") },
 		"h2c":       func() (*http.Response, error) { return (&http.Client{Transport: h2c}).Get("http://" + plain + "/") },

@@ -2,8 +2,6 @@ package proxy
 
 import (
 	"bufio"
-	"context"
-	"crypto/tls"
 	"fmt"
 	"io"
 	"net"
@@ -11,9 +9,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/quic-go/quic-go"
-	"github.com/quic-go/quic-go/http3"
 
 	"github.com/hostgate/hostgate/router"
 )
@@ -75,15 +70,8 @@ func TestSlowRequestBody(t *testing.T) {
 		}
 	})
 
-	h2c := &http.Transport{Protocols: new(http.Protocols)}
-	h2c.Protocols.SetUnencryptedHTTP2(true)
-	h3 := &http3.Transport{
-		TLSClientConfig: &tls.Config{RootCAs: f.ca.Pool, MinVersion: tls.VersionTLS13},
-		Dial: func(ctx context.Context, _ string, tlsCfg *tls.Config, cfg *quic.Config) (*quic.Conn, error) {
-			return quic.DialAddr(ctx, secure, tlsCfg, cfg)
-		},
-	}
-	t.Cleanup(func() { h3.Close() })
+	h2c := h2cTransport()
+	h3 := f.h3Transport(t, secure)
 	for _, c := range []struct {
 		name   string
 		client *http.Client
@@ -208,8 +196,7 @@ func TestSlowReader(t *testing.T) {
 		released <- -1
 	}))}}})
 	addr := apply(t, s, Listener{Address: "127.0.0.1:0", Routes: compile(t, route("big", nil, router.Rule{Backends: backends("big")}))})[0]
-	h2c := &http.Transport{Protocols: new(http.Protocols)}
-	h2c.Protocols.SetUnencryptedHTTP2(true)
+	h2c := h2cTransport()
 	t.Cleanup(h2c.CloseIdleConnections)
 	for name, ask := range map[string]func(t *testing.T){
 		"HTTP/1.1": func(t *testing.T) {

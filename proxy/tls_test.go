@@ -39,13 +39,7 @@ func TestTLSProtocols(t *testing.T) {
 	resolve := "app.example.com:" + port + ":127.0.0.1"
 	altSvc := fmt.Sprintf(`h3=":%s"; ma=86400`, port)
 
-	h3 := &http3.Transport{
-		TLSClientConfig: &tls.Config{RootCAs: f.ca.Pool, MinVersion: tls.VersionTLS13},
-		Dial: func(ctx context.Context, _ string, tlsCfg *tls.Config, cfg *quic.Config) (*quic.Conn, error) {
-			return quic.DialAddr(ctx, addr, tlsCfg, cfg)
-		},
-	}
-	t.Cleanup(func() { h3.Close() })
+	h3 := f.h3Transport(t, addr)
 
 	tests := []struct {
 		name, proto string
@@ -226,13 +220,7 @@ func TestMisdirectedRequest(t *testing.T) {
 			onListener(route("any", nil, router.Rule{Backends: backends("any")}), "")),
 	})[0]
 	_, port, _ := net.SplitHostPort(addr)
-	h3 := &http3.Transport{
-		TLSClientConfig: &tls.Config{RootCAs: f.ca.Pool, MinVersion: tls.VersionTLS13},
-		Dial: func(ctx context.Context, _ string, tlsCfg *tls.Config, cfg *quic.Config) (*quic.Conn, error) {
-			return quic.DialAddr(ctx, addr, tlsCfg, cfg)
-		},
-	}
-	t.Cleanup(func() { h3.Close() })
+	h3 := f.h3Transport(t, addr)
 	clients := map[string]*http.Client{
 		"HTTP/1.1": f.client(addr, false),
 		"h2":       f.client(addr, true),
