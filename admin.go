@@ -110,6 +110,15 @@ func (a *admin) routes(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}
+	if len(gen.Annotations) > 0 {
+		b.WriteString("\ningress-nginx annotations\n")
+		for _, ing := range gen.Annotations {
+			fmt.Fprintf(&b, "  Ingress %s\n", ing.Ingress)
+			for _, o := range ing.Annotations {
+				fmt.Fprintf(&b, "    %s\n", o)
+			}
+		}
+	}
 	if len(gen.LeftOut)+len(gen.Problems) > 0 {
 		b.WriteString("\nleft out or not served as written\n")
 		for _, msg := range slices.Concat(gen.Problems, gen.LeftOut) {

@@ -26,6 +26,9 @@ type generation struct {
 	// Problems are what translation left out or could not serve as
 	// written, one line per object and condition (as in their status).
 	Problems []string `json:"problems,omitempty"`
+	// Annotations are the outcomes of the ingress-nginx annotations of
+	// each Ingress that has some.
+	Annotations []watch.IngressAnnotations `json:"ingressAnnotations,omitempty"`
 
 	config proxy.Config
 }

@@ -31,6 +31,7 @@ type controllerMetrics struct {
 	lastChange  prometheus.Gauge
 	compileTime prometheus.Histogram
 	applyErrors prometheus.Counter
+	annotations *prometheus.GaugeVec
 }
 
 func newController(srv *proxy.Server, current *atomic.Pointer[generation], log *slog.Logger, reg prometheus.Registerer) *controller {
@@ -49,15 +50,27 @@ func newController(srv *proxy.Server, current *atomic.Pointer[generation], log *
 			Name: "hostgate_config_apply_errors_total", Help: "Configurations of which some listener could not be opened.",
 		}),
 	}
-	reg.MustRegister(m.generation, m.lastChange, m.compileTime, m.applyErrors)
+	m.annotations = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "hostgate_ingress_annotations",
+		Help: "Ingresses of ours that carry each ingress-nginx annotation, by what hostgate does with it (honoured, ignored, refused, invalid).",
+	}, []string{"annotation", "outcome"})
+	reg.MustRegister(m.generation, m.lastChange, m.compileTime, m.applyErrors, m.annotations)
 	return &controller{srv: srv, current: current, log: log, metrics: m}
 }
 
-// publish is called by the source, one snapshot at a time, with what
-// lists the problems translation found (objects or fields it left out; nil
-// for none). The list is asked for once the proxy serves the snapshot:
-// with 10,000 routes, finding it takes milliseconds.
-func (c *controller) publish(snap *watch.Snapshot, problems func() []string) {
+// findings are what translation found besides the Snapshot: the problems
+// (objects or fields it left out) and the outcome of each ingress-nginx
+// annotation. *watch.Reports has them.
+type findings interface {
+	Problems() []string
+	IngressAnnotations() []watch.IngressAnnotations
+}
+
+// publish is called by the source, one snapshot at a time, with the
+// findings of its translation (nil for none). They are asked for once the
+// proxy serves the snapshot: with 10,000 routes, finding the problems
+// takes milliseconds.
+func (c *controller) publish(snap *watch.Snapshot, found findings) {
 	// Only the endpoint sets that changed go to the proxy: with 10,000 of
 	// them, converting and comparing them all was a good part of a change.
 	var lastEndpoints map[string][]watch.Endpoint
@@ -73,10 +86,12 @@ func (c *controller) publish(snap *watch.Snapshot, problems func() []string) {
 	}
 	if c.last != nil && sameListeners(c.last.Listeners, snap.Listeners) {
 		updateEndpoints()
-		if gen, list := c.current.Load(), listProblems(problems); gen != nil && !slices.Equal(gen.Problems, list) {
+		if gen := c.current.Load(); gen != nil {
 			next := *gen
-			next.Problems = list
-			c.current.Store(&next)
+			c.describeFindings(&next, found)
+			if !slices.Equal(gen.Problems, next.Problems) || !slices.EqualFunc(gen.Annotations, next.Annotations, sameIngressAnnotations) {
+				c.current.Store(&next)
+			}
 		}
 		c.last = snap
 		c.log.Debug("endpoints updated", "endpoint_sets", len(snap.Endpoints), "changed", endpointsChanged)
@@ -94,7 +109,7 @@ func (c *controller) publish(snap *watch.Snapshot, problems func() []string) {
 		c.log.Error("some listeners could not be opened", "generation", gen.Number, "error", err)
 	}
 	applied := time.Now()
-	gen.Problems = listProblems(problems)
+	c.describeFindings(gen, found)
 	c.current.Store(gen)
 	c.last = snap
 	c.metrics.generation.Set(float64(gen.Number))
@@ -105,9 +120,21 @@ func (c *controller) publish(snap *watch.Snapshot, problems func() []string) {
 		"compile_seconds", compiled.Sub(start).Seconds(), "apply_seconds", applied.Sub(compiled).Seconds())
 }
 
-func listProblems(problems func() []string) []string {
-	if problems == nil {
-		return nil
+// describeFindings puts found into gen, and counts the annotations of
+// each kind and outcome in the metric.
+func (c *controller) describeFindings(gen *generation, found findings) {
+	gen.Problems, gen.Annotations = nil, nil
+	if found != nil {
+		gen.Problems, gen.Annotations = found.Problems(), found.IngressAnnotations()
 	}
-	return problems()
+	c.metrics.annotations.Reset()
+	for _, ing := range gen.Annotations {
+		for _, o := range ing.Annotations {
+			c.metrics.annotations.WithLabelValues(o.Annotation, string(o.Outcome)).Inc()
+		}
+	}
+}
+
+func sameIngressAnnotations(a, b watch.IngressAnnotations) bool {
+	return a.Ingress == b.Ingress && slices.Equal(a.Annotations, b.Annotations)
 }

@@ -72,7 +72,7 @@ func TestEndpointChurnDoesNotRecompile(t *testing.T) {
 	}
 	// The problems /debug/routes shows follow every snapshot, whether it
 	// compiles a generation or only changes endpoints.
-	problems := func(list ...string) func() []string { return func() []string { return list } }
+	problems := func(list ...string) findings { return problemList(list) }
 	ctrl.publish(&watch.Snapshot{Listeners: listener("/api"), Endpoints: endpoints("10.0.0.3:8080")}, problems("HTTPRoute default/web: Accepted=False"))
 	if got := current.Load().Problems; !reflect.DeepEqual(got, []string{"HTTPRoute default/web: Accepted=False"}) || current.Load().Number != 2 {
 		t.Errorf("after an endpoint change with a problem: generation %d, problems %q", current.Load().Number, got)
@@ -233,3 +233,9 @@ func perturb(t *testing.T, v reflect.Value) {
 		t.Fatalf("perturb: %s is not handled", v.Type())
 	}
 }
+
+// problemList is findings of problems alone.
+type problemList []string
+
+func (l problemList) Problems() []string                           { return l }
+func (problemList) IngressAnnotations() []watch.IngressAnnotations { return nil }

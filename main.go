@@ -65,8 +65,10 @@ type config struct {
 	logLevel         slog.Level
 	accessLog        bool
 	profiling        bool
-	printVersion     bool
-	stateFile        string
+	// ingressStatus is whether the status writer writes Ingress status.
+	ingressStatus bool
+	printVersion  bool
+	stateFile     string
 	// state is the --state-file (cluster mode).
 	state *watch.StateFile
 	// statusWriteErrors counts failed status writes (cluster mode).
@@ -89,7 +91,16 @@ func parseFlags(args []string, output io.Writer) (*config, error) {
 	fs.StringVar(&c.adminAddr, "admin-addr", ":10254", "address of /healthz, /readyz, /metrics and /debug/routes")
 	fs.StringVar(&c.watch.IngressHTTPAddr, "http-addr", ":80", "address Ingresses are served on over HTTP; empty to disable")
 	fs.StringVar(&c.watch.IngressHTTPSAddr, "https-addr", ":443", "address Ingresses are served on over HTTPS (TCP and UDP); empty to disable")
-	fs.StringVar(&c.watch.IngressClass, "ingress-class", watch.DefaultIngressClass, "IngressClass name to serve")
+	fs.Func("ingress-class", "comma-separated IngressClass names to serve, whatever controller their IngressClass names (default "+watch.DefaultIngressClass+"; \""+watch.DefaultIngressClass+",nginx\" takes over ingress-nginx's Ingresses)", func(s string) error {
+		c.watch.IngressClasses = splitList(s)
+		if len(c.watch.IngressClasses) == 0 {
+			return errors.New("names no class")
+		}
+		return nil
+	})
+	sslRedirect := fs.Bool("ingress-ssl-redirect", true, "redirect plain HTTP requests for Ingress hosts with TLS to HTTPS with 308, as ingress-nginx does (its ssl-redirect annotation turns it off per Ingress)")
+	fs.StringVar(&c.watch.IngressHSTS, "ingress-hsts", watch.DefaultHSTS, "Strict-Transport-Security header on HTTPS answers for Ingresses; \""+watch.HSTSOff+"\" sends none")
+	fs.BoolVar(&c.ingressStatus, "ingress-status", true, "write the addresses of Ingresses of our classes to their status; false while another controller (ingress-nginx during a migration) still writes it")
 	fs.StringVar(&c.watch.GatewayController, "gateway-controller", watch.DefaultGatewayController, "GatewayClass controllerName to serve")
 	fs.StringVar(&c.gatewayClassName, "gateway-class", "hostgate", "GatewayClass (of --gateway-controller) to create when missing; empty creates none")
 	fs.Func("address-pool", "comma-separated IP addresses given one per Gateway without spec.addresses (default: Gateways share the node's addresses)", func(s string) error {
@@ -132,6 +143,10 @@ func parseFlags(args []string, output io.Writer) (*config, error) {
 	}
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected arguments %q: hostgate takes only flags", fs.Args())
+	}
+	c.watch.NoIngressSSLRedirect = !*sslRedirect
+	if strings.ContainsFunc(c.watch.IngressHSTS, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
+		return nil, fmt.Errorf("-ingress-hsts %q: must not hold control characters", c.watch.IngressHSTS)
 	}
 	switch c.logFormat {
 	case "json", "text":

@@ -27,11 +27,11 @@ type source struct {
 	restored bool
 }
 
-func newSource(c *config, log *slog.Logger, publish func(*watch.Snapshot, func() []string)) (*source, error) {
+func newSource(c *config, log *slog.Logger, publish func(*watch.Snapshot, findings)) (*source, error) {
 	if c.configPath != "" {
 		files := watch.FileConfig{Path: c.configPath, Settle: c.configSettle, Metrics: c.metrics}
 		s, err := watch.NewFile(files, c.watch, func(snap *watch.Snapshot, reports *watch.Reports) {
-			publish(snap, reports.Problems)
+			publish(snap, reports)
 		}, log)
 		if err != nil {
 			return nil, fmt.Errorf("--config %s: %w", c.configPath, err)
@@ -50,6 +50,7 @@ func newSource(c *config, log *slog.Logger, publish func(*watch.Snapshot, func()
 		GatewayController: c.watch.GatewayController,
 		WriteErrors:       c.statusWriteErrors,
 		GatewayClassName:  c.gatewayClassName,
+		NoIngressStatus:   !c.ingressStatus,
 	}, log.With("component", "status"))
 	if err != nil {
 		return nil, err
@@ -67,7 +68,7 @@ func newSource(c *config, log *slog.Logger, publish func(*watch.Snapshot, func()
 			src.restored = false
 			src.state.Serving(false)
 		}
-		publish(snap, reports.Problems)
+		publish(snap, reports)
 		writer.Update(reports)
 		if src.state == nil {
 			return
@@ -87,7 +88,7 @@ func newSource(c *config, log *slog.Logger, publish func(*watch.Snapshot, func()
 // node starting while the API server is unreachable serves what it served
 // before instead of nothing. A file that cannot be used is skipped with
 // the reason: the node then waits for the API server, as without one.
-func (s *source) restore(publish func(*watch.Snapshot, func() []string), log *slog.Logger) {
+func (s *source) restore(publish func(*watch.Snapshot, findings), log *slog.Logger) {
 	snap, written, err := s.state.Load()
 	switch {
 	case errors.Is(err, fs.ErrNotExist):

@@ -14,6 +14,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"regexp"
 	"strconv"
 	"strings"
 
@@ -95,7 +96,7 @@ func decide(routes *router.Table, sets map[string]*upstream.Set, v *view) plan {
 		case router.FilterRequestRedirect:
 			p.action, p.redirect = actRedirect, f.Redirect
 			if f.Redirect.Path != nil {
-				p.path = modifyPath(v.Path, matchedPrefix(p.target), f.Redirect.Path)
+				p.path = modifyPath(v.Path, p.target, f.Redirect.Path)
 			}
 			return p
 		case router.FilterURLRewrite:
@@ -131,7 +132,7 @@ func (p *plan) rewrite(v *view, rw *router.Rewrite) {
 		p.host = rw.Hostname
 	}
 	if rw.Path != nil {
-		p.path = modifyPath(v.Path, matchedPrefix(p.target), rw.Path)
+		p.path = modifyPath(v.Path, p.target, rw.Path)
 	}
 }
 
@@ -173,13 +174,18 @@ func matchedPrefix(target *router.Target) string {
 	return strings.TrimSuffix(target.Match.Path.Value, "/")
 }
 
-// modifyPath applies a path modifier. A prefix replacement keeps the rest
-// of the path, so "/foo" → "/bar" turns "/foo/x" into "/bar/x", and "/foo"
-// → "/" turns "/foo/x" into "/x" and "/foo" into "/".
-func modifyPath(path, prefix string, m *router.PathModifier) string {
-	if m.Type == router.ReplaceFullPath {
+// modifyPath applies a path modifier to the path target matched. A prefix
+// replacement keeps the rest of the path, so "/foo" → "/bar" turns
+// "/foo/x" into "/bar/x", and "/foo" → "/" turns "/foo/x" into "/x" and
+// "/foo" into "/".
+func modifyPath(path string, target *router.Target, m *router.PathModifier) string {
+	switch m.Type {
+	case router.ReplaceFullPath:
 		return m.Value
+	case router.ReplaceRegexCaptures:
+		return expandCaptures(m.Value, path, target.Pattern)
 	}
+	prefix := matchedPrefix(target)
 	rest := path[min(len(prefix), len(path)):]
 	out := strings.TrimSuffix(m.Value, "/") + rest
 	if out == "" {
@@ -188,12 +194,41 @@ func modifyPath(path, prefix string, m *router.PathModifier) string {
 	return out
 }
 
+// expandCaptures fills $1 to $9 in template with the captures of pattern
+// in path, as nginx's rewrite does: one digit each, and a capture that
+// took no part in the match is empty. The result always starts with "/".
+func expandCaptures(template, path string, pattern *regexp.Regexp) string {
+	var groups []int
+	if pattern != nil {
+		groups = pattern.FindStringSubmatchIndex(path)
+	}
+	out := make([]byte, 0, len(template)+len(path))
+	for i := 0; i < len(template); i++ {
+		c := template[i]
+		if c != '$' || i+1 == len(template) || template[i+1] < '0' || template[i+1] > '9' {
+			out = append(out, c)
+			continue
+		}
+		i++
+		if n := int(template[i]-'0') * 2; n+1 < len(groups) && groups[n] >= 0 {
+			out = append(out, path[groups[n]:groups[n+1]]...)
+		}
+	}
+	if len(out) == 0 || out[0] != '/' {
+		out = append([]byte{'/'}, out...)
+	}
+	return string(out)
+}
+
 // location builds the Location of a redirect. Unset parts keep the
 // request's; the port follows the Gateway API: the redirect's, else the
 // scheme's well-known one when the scheme changes, else the listener's, and
 // it is left out when it is the scheme's default.
 func location(v *view, p *plan) string {
 	rd := p.redirect
+	if rd.Location != "" {
+		return rd.Location
+	}
 	scheme := v.scheme
 	if rd.Scheme != "" {
 		scheme = rd.Scheme

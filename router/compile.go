@@ -324,7 +324,7 @@ func (c *compiler) placePath(cond *entry, p PathMatch) error {
 		if err != nil {
 			return fmt.Errorf("path: %w", err)
 		}
-		cond.place, cond.pattern = placeRegex, re
+		cond.place, cond.pattern, cond.target.Pattern = placeRegex, re, re
 	default:
 		cond.place, cond.path = placePrefix, trimPrefixValue(p.Value)
 		if p.Value == "" {

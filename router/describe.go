@@ -225,6 +225,7 @@ func describeFilter(f *Filter) string {
 		describeHeaderModifier(&b, f.ResponseHeaders)
 	case FilterRequestRedirect:
 		r := f.Redirect
+		describeSet(&b, "location", r.Location)
 		describeSet(&b, "scheme", r.Scheme)
 		describeSet(&b, "hostname", r.Hostname)
 		if r.Port != 0 {

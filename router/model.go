@@ -237,11 +237,18 @@ const (
 	// ReplacePrefixMatch replaces the part of the path that the rule's
 	// PathPrefix matched.
 	ReplacePrefixMatch
+	// ReplaceRegexCaptures replaces the whole path with Value, in which
+	// $1 to $9 stand for the captures of the rule's PathRegularExpression
+	// (ingress-nginx's rewrite-target). It needs regex matches only.
+	ReplaceRegexCaptures
 )
 
 func (t PathModifierType) String() string {
-	if t == ReplacePrefixMatch {
+	switch t {
+	case ReplacePrefixMatch:
 		return "ReplacePrefixMatch"
+	case ReplaceRegexCaptures:
+		return "ReplaceRegexCaptures"
 	}
 	return "ReplaceFullPath"
 }
@@ -255,6 +262,10 @@ type PathModifier struct {
 // Redirect answers with a redirect instead of forwarding. Empty or zero
 // fields keep the request's value.
 type Redirect struct {
+	// Location, when set, is the whole Location sent, whatever the
+	// request (ingress-nginx's permanent-redirect); the parts below are
+	// then empty.
+	Location   string `json:",omitempty"`
 	Scheme     string
 	Hostname   string
 	Port       int

@@ -1,5 +1,7 @@
 package router
 
+import "regexp"
+
 // Request is what Lookup needs of an HTTP request. Host may carry a port and
 // any case; Path is the request path as sent (not decoded); RawQuery is the
 // query string without "?".
@@ -29,4 +31,7 @@ type Target struct {
 	// MatchIndex is its index in Rule.Matches, -1 when nil.
 	Match      *Match
 	MatchIndex int
+	// Pattern is the compiled expression of a PathRegularExpression
+	// match, whole-path anchored, for ReplaceRegexCaptures; nil otherwise.
+	Pattern *regexp.Regexp
 }

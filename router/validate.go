@@ -1,6 +1,7 @@
 package router
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"net"
@@ -101,25 +102,30 @@ func validateLabel(label string) error {
 }
 
 func validateRule(kind Kind, rule *Rule) error {
-	prefixOnly := false
+	// A modifier that replaces what the match matched needs matches of
+	// its kind.
+	var needs *PathModifier
 	for fi := range rule.Filters {
 		if err := validateFilter(&rule.Filters[fi]); err != nil {
 			return fmt.Errorf("filters[%d].%w", fi, err)
 		}
-		prefixOnly = prefixOnly || usesPrefixReplacement(&rule.Filters[fi])
+		needs = cmp.Or(needs, matchDependentPath(&rule.Filters[fi]))
 	}
 	for bi := range rule.Backends {
 		for fi := range rule.Backends[bi].Filters {
-			prefixOnly = prefixOnly || usesPrefixReplacement(&rule.Backends[bi].Filters[fi])
+			needs = cmp.Or(needs, matchDependentPath(&rule.Backends[bi].Filters[fi]))
 		}
+	}
+	if needs != nil && len(rule.Matches) == 0 && needs.Type == ReplaceRegexCaptures {
+		return errors.New("matches: ReplaceRegexCaptures needs a PathRegularExpression match")
 	}
 	for mi := range rule.Matches {
 		m := &rule.Matches[mi]
 		if err := validateMatch(kind, m); err != nil {
 			return fmt.Errorf("matches[%d].%w", mi, err)
 		}
-		if prefixOnly && m.Path.Type != PathPrefix {
-			return fmt.Errorf("matches[%d].path.type: ReplacePrefixMatch needs a PathPrefix match, not %s", mi, m.Path.Type)
+		if needs != nil && m.Path.Type != matchTypeFor(needs.Type) {
+			return fmt.Errorf("matches[%d].path.type: %s needs a %s match, not %s", mi, needs.Type, matchTypeFor(needs.Type), m.Path.Type)
 		}
 	}
 	for bi := range rule.Backends {
@@ -157,7 +163,9 @@ func validateRetry(r *Retry) error {
 	return nil
 }
 
-func usesPrefixReplacement(f *Filter) bool {
+// matchDependentPath is f's path modifier if it replaces what a match
+// matched, nil otherwise.
+func matchDependentPath(f *Filter) *PathModifier {
 	var p *PathModifier
 	switch {
 	case f.Redirect != nil:
@@ -165,7 +173,18 @@ func usesPrefixReplacement(f *Filter) bool {
 	case f.Rewrite != nil:
 		p = f.Rewrite.Path
 	}
-	return p != nil && p.Type == ReplacePrefixMatch
+	if p == nil || p.Type == ReplaceFullPath {
+		return nil
+	}
+	return p
+}
+
+// matchTypeFor is the path match a modifier of type t depends on.
+func matchTypeFor(t PathModifierType) PathMatchType {
+	if t == ReplaceRegexCaptures {
+		return PathRegularExpression
+	}
+	return PathPrefix
 }
 
 func validateMatch(kind Kind, m *Match) error {
@@ -339,10 +358,18 @@ func validateRedirect(r *Redirect) error {
 	if r.Port < 0 || r.Port > 65535 {
 		return fmt.Errorf("port %d: out of range", r.Port)
 	}
+	if r.Location != "" {
+		if r.Scheme != "" || r.Hostname != "" || r.Port != 0 || r.Path != nil {
+			return errors.New("location: a whole Location leaves scheme, hostname, port and path empty")
+		}
+		if len(r.Location) > maxPathLen || hasControl(r.Location) {
+			return fmt.Errorf("location %s: must be at most %d characters without control characters", quote(r.Location), maxPathLen)
+		}
+	}
 	switch r.StatusCode {
-	case 0, 301, 302, 303, 307, 308:
+	case 0, 300, 301, 302, 303, 304, 305, 307, 308:
 	default:
-		return fmt.Errorf("statusCode %d: must be 301, 302, 303, 307 or 308", r.StatusCode)
+		return fmt.Errorf("statusCode %d: must be a redirect status (301, 302, 303, 307 or 308)", r.StatusCode)
 	}
 	return validatePathModifier(r.Path)
 }
@@ -361,11 +388,12 @@ func validatePathModifier(p *PathModifier) error {
 		return nil
 	}
 	switch p.Type {
-	case ReplaceFullPath, ReplacePrefixMatch:
+	case ReplaceFullPath, ReplacePrefixMatch, ReplaceRegexCaptures:
 	default:
 		return fmt.Errorf("path.type: unknown path modifier %d", p.Type)
 	}
-	if p.Value != "" && !strings.HasPrefix(p.Value, "/") {
+	// A capture may hold the leading "/" itself.
+	if p.Value != "" && !strings.HasPrefix(p.Value, "/") && !(p.Type == ReplaceRegexCaptures && strings.HasPrefix(p.Value, "$")) {
 		return fmt.Errorf("path %s: must start with \"/\"", quote(p.Value))
 	}
 	if len(p.Value) > maxPathLen || hasControl(p.Value) || strings.ContainsAny(p.Value, " ?#") {

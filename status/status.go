@@ -24,6 +24,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/leaderelection"
@@ -55,6 +56,9 @@ type Options struct {
 	// GatewayClass in the same run as the CRD that defines the kind. An
 	// existing class of that name is never changed.
 	GatewayClassName string
+	// NoIngressStatus leaves the status of Ingresses to another controller
+	// (ingress-nginx during a migration); Events are still posted.
+	NoIngressStatus bool
 }
 
 // Leader election timing, client-go's usual values: a new writer takes
@@ -95,6 +99,9 @@ type Writer struct {
 	grpcRoutes []watch.RouteReport[*gatewayv1.GRPCRoute]
 	policies   []watch.PolicyReport
 	ingresses  []watch.IngressReport
+	// annotationEvents is the message of the last annotation Event
+	// posted per Ingress (events.go). Only lead uses it.
+	annotationEvents map[types.UID]string
 }
 
 // New returns a Writer for the cluster behind cfg.
@@ -261,7 +268,11 @@ func (w *Writer) write(ctx context.Context, r *watch.Reports) {
 	w.httpRoutes = append(w.httpRoutes[:0], r.HTTPRoutes...)
 	w.grpcRoutes = append(w.grpcRoutes[:0], r.GRPCRoutes...)
 	w.policies = append(w.policies[:0], r.BackendTLSPolicies...)
-	w.ingresses = append(w.ingresses[:0], r.Ingresses...)
+	if !w.opts.NoIngressStatus {
+		w.ingresses = append(w.ingresses[:0], r.Ingresses...)
+	}
+	// Before the writes, which must not keep r alive.
+	w.emitAnnotationEvents(ctx, r.Ingresses)
 	for _, c := range r.GatewayClasses {
 		p.count(update(ctx, "GatewayClass", c.Object, classes.Get, classes.UpdateStatus,
 			func(o *gatewayv1.GatewayClass) *gatewayv1.GatewayClassStatus { return &o.Status },

@@ -191,9 +191,10 @@ type (
 		Conditions []string `json:"conditions"`
 	}
 	printedIngress struct {
-		Name      string   `json:"name"`
-		Addresses []string `json:"addresses,omitempty"`
-		Problems  []string `json:"problems,omitempty"`
+		Name        string   `json:"name"`
+		Addresses   []string `json:"addresses,omitempty"`
+		Problems    []string `json:"problems,omitempty"`
+		Annotations []string `json:"annotations,omitempty"`
 	}
 )
 
@@ -231,6 +232,9 @@ func describeReports(t testing.TB, r *Reports) string {
 	}
 	for _, i := range r.Ingresses {
 		pi := printedIngress{Name: i.Object.Namespace + "/" + i.Object.Name, Problems: i.Problems}
+		for _, a := range i.Annotations {
+			pi.Annotations = append(pi.Annotations, a.String())
+		}
 		for _, a := range i.LoadBalancer.Ingress {
 			pi.Addresses = append(pi.Addresses, a.IP)
 		}

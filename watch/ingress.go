@@ -2,6 +2,7 @@ package watch
 
 import (
 	"fmt"
+	"regexp"
 	"slices"
 	"strings"
 
@@ -49,10 +50,10 @@ func (t *translator) ingressSockets() []*socket {
 	return out
 }
 
-// ourIngress reports whether ing belongs to our class: by
-// spec.ingressClassName (or the legacy annotation) naming our class or an
-// IngressClass of our controller, or, without a class, by an IngressClass
-// of our controller marked default.
+// ourIngress reports whether ing belongs to one of our classes: by
+// spec.ingressClassName (or the legacy annotation) naming one of
+// --ingress-class or an IngressClass of our controller, or, without a
+// class, by an IngressClass of our controller marked default.
 func (t *translator) ourIngress(ing *networkingv1.Ingress) bool {
 	name := ing.Annotations[annotationIngressClass]
 	if ing.Spec.IngressClassName != nil {
@@ -63,12 +64,12 @@ func (t *translator) ourIngress(ing *networkingv1.Ingress) bool {
 			return c.Spec.Controller == IngressController && c.Annotations[annotationDefaultClass] == "true"
 		})
 	}
-	for _, c := range t.objs.ingressClasses {
-		if c.Name == name {
-			return c.Spec.Controller == IngressController
-		}
+	if slices.Contains(t.opts.IngressClasses, name) {
+		return true
 	}
-	return name == t.opts.IngressClass
+	return slices.ContainsFunc(t.objs.ingressClasses, func(c *networkingv1.IngressClass) bool {
+		return c.Name == name && c.Spec.Controller == IngressController
+	})
 }
 
 func (t *translator) ingresses() {
@@ -78,19 +79,24 @@ func (t *translator) ingresses() {
 	for _, a := range t.nodeAddresses {
 		loadBalancer.Ingress = append(loadBalancer.Ingress, networkingv1.IngressLoadBalancerIngress{IP: a})
 	}
+	hosts := t.nginxHosts()
 	for _, ing := range t.objs.ingresses {
 		if !t.ourIngress(ing) {
 			continue
 		}
 		report := IngressReport{Object: ing, LoadBalancer: loadBalancer}
-		translated := memoized(t, ing, func() ingressRoutes { return t.ingressRoutes(ing) })
-		routes := translated.routes
+		// The key holds what the routes read of other Ingresses.
+		key := ingressKey{ing, hosts.context(ing)}
+		translated := memoized(t, key, func() ingressRoutes { return t.ingressRoutes(ing, &hosts) })
 		certs, certProblems := t.ingressCerts(ing)
 		// A new slice: the memoized one is shared with other translations.
 		report.Problems = slices.Concat(translated.problems, certProblems)
+		report.Annotations = translated.annotations
 		for _, s := range sockets {
+			routes := translated.plain
 			if s.protocol == ProtocolHTTPS {
 				s.certs = append(s.certs, certs...)
+				routes = translated.secure
 			}
 			for _, r := range routes {
 				s.add(r)
@@ -100,18 +106,32 @@ func (t *translator) ingresses() {
 	}
 }
 
-// ingressRoutes are the routes of one Ingress and the problems found
-// making them.
-type ingressRoutes struct {
-	routes   []router.Route
-	problems []string
+// ingressKey is what an Ingress's routes are memoized under.
+type ingressKey struct {
+	ing   *networkingv1.Ingress
+	hosts string
 }
+
+// ingressRoutes are the routes of one Ingress, for plain HTTP and for
+// HTTPS, the problems found making them and the outcome of each
+// ingress-nginx annotation.
+type ingressRoutes struct {
+	plain, secure []router.Route
+	problems      []string
+	annotations   []AnnotationOutcome
+}
+
+// acmeChallengePath is never redirected to HTTPS: certificate authorities
+// ask for it over plain HTTP (ingress-nginx's no-tls-redirect-locations).
+const acmeChallengePath = "/.well-known/acme-challenge"
 
 // ingressRoutes makes one route per host of ing (rules without a host and
 // the defaultBackend share the route without hostnames), each of its rules
-// one path. A route that the router would refuse is left out whole.
-func (t *translator) ingressRoutes(ing *networkingv1.Ingress) ingressRoutes {
+// one path, with the filters its ingress-nginx annotations ask for. A
+// route that the router would refuse is left out whole.
+func (t *translator) ingressRoutes(ing *networkingv1.Ingress, hosts *nginxHosts) ingressRoutes {
 	var problems []string
+	nginx, outcomes := parseNginxAnnotations(ing)
 	id := router.RouteID{Kind: router.KindIngress, Namespace: ing.Namespace, Name: ing.Name}
 	var routes []router.Route
 	routeFor := func(host string) *router.Route {
@@ -139,10 +159,11 @@ func (t *translator) ingressRoutes(ing *networkingv1.Ingress) ingressRoutes {
 		if rule.HTTP == nil {
 			continue
 		}
-		r := routeFor(strings.ToLower(rule.Host))
+		host := strings.ToLower(rule.Host)
+		r := routeFor(host)
 		for j, p := range rule.HTTP.Paths {
 			field := fmt.Sprintf("spec.rules[%d].http.paths[%d]", i, j)
-			match, err := ingressPath(p)
+			match, err := ingressPath(p, hosts.regex[host])
 			if err != nil {
 				problems = append(problems, fmt.Sprintf("%s: %v", field, err))
 				continue
@@ -150,29 +171,159 @@ func (t *translator) ingressRoutes(ing *networkingv1.Ingress) ingressRoutes {
 			r.Rules = append(r.Rules, router.Rule{
 				Name:     fmt.Sprintf("rules[%d].paths[%d]", i, j),
 				Matches:  []router.Match{match},
+				Filters:  nginx.pathFilters(p.Path),
 				Backends: backend(field+".backend", &p.Backend),
 			})
 		}
 	}
 	if db := ing.Spec.DefaultBackend; db != nil {
 		r := routeFor("")
-		r.Rules = append(r.Rules, router.Rule{Name: "defaultBackend", Backends: backend("spec.defaultBackend", db)})
+		r.Rules = append(r.Rules, router.Rule{Name: "defaultBackend", Filters: nginx.pathFilters(""), Backends: backend("spec.defaultBackend", db)})
 	}
-	valid := routes[:0]
+	routes = t.nginxHostRoutes(routes, &nginx, hosts, outcomes)
+	var out ingressRoutes
 	for _, r := range routes {
 		if err := router.Validate(&r); err != nil {
 			problems = append(problems, err.Error())
 			continue
 		}
-		valid = append(valid, r)
+		out.plain = append(out.plain, t.plainIngressRoute(r, &nginx, hosts))
+		out.secure = append(out.secure, t.secureIngressRoute(r))
 	}
-	return ingressRoutes{valid, problems}
+	for _, o := range outcomes {
+		if o.Outcome != Honoured {
+			problems = append(problems, o.String())
+		}
+	}
+	out.problems, out.annotations = problems, outcomes
+	return out
 }
 
+// nginxHostRoutes adds to routes what ingress-nginx adds per host: the
+// app-root redirect of "/" and the from-to-www redirect host.
+func (t *translator) nginxHostRoutes(routes []router.Route, nginx *nginxSettings, hosts *nginxHosts, outcomes []AnnotationOutcome) []router.Route {
+	n := len(routes)
+	for i := range routes[:n] {
+		r := &routes[i]
+		if nginx.appRoot != "" && nginx.redirect == nil {
+			r.Rules = append(r.Rules, router.Rule{
+				Name:    "app-root",
+				Matches: []router.Match{{Path: router.PathMatch{Type: router.PathExact, Value: "/"}}},
+				Filters: []router.Filter{{Type: router.FilterRequestRedirect, Redirect: &router.Redirect{
+					Path: &router.PathModifier{Type: router.ReplaceFullPath, Value: nginx.appRoot}, StatusCode: 302,
+				}}},
+			})
+		}
+		if !nginx.fromToWWW || len(r.Hostnames) == 0 || strings.HasPrefix(r.Hostnames[0], "*") {
+			continue
+		}
+		host := r.Hostnames[0]
+		alt := wwwAlternative(host)
+		if hosts.served[alt] {
+			i := slices.IndexFunc(outcomes, func(o AnnotationOutcome) bool {
+				return o.Annotation == NginxAnnotationPrefix+"from-to-www-redirect"
+			})
+			outcomes[i].Outcome, outcomes[i].Reason = Ignored, fmt.Sprintf("for %s: an Ingress serves %s", host, alt)
+			continue
+		}
+		routes = append(routes, router.Route{
+			ID: r.ID, Created: r.Created, Hostnames: []string{alt},
+			Rules: []router.Rule{{Name: "from-to-www-redirect", Filters: []router.Filter{{
+				Type: router.FilterRequestRedirect, Redirect: &router.Redirect{Hostname: host, StatusCode: 308},
+			}}}},
+		})
+	}
+	return routes
+}
+
+// pathFilters are the filters ingress-nginx's annotations put on every
+// path: a redirect instead of the backend, or a rewrite of the path.
+func (s *nginxSettings) pathFilters(path string) []router.Filter {
+	if s.redirect != nil {
+		return []router.Filter{{Type: router.FilterRequestRedirect, Redirect: s.redirect}}
+	}
+	// A rewrite to the path itself is none (ingress-nginx's needsRewrite).
+	if s.rewriteTarget == "" || s.rewriteTarget == path {
+		return nil
+	}
+	filters := []router.Filter{{Type: router.FilterURLRewrite, Rewrite: &router.Rewrite{
+		Path: &router.PathModifier{Type: router.ReplaceRegexCaptures, Value: s.rewriteTarget},
+	}}}
+	if s.forwardedPrefix != "" {
+		filters = append(filters, router.Filter{Type: router.FilterRequestHeaderModifier, RequestHeaders: &router.HeaderModifier{
+			Set: []router.Header{{Name: "X-Forwarded-Prefix", Value: s.forwardedPrefix}},
+		}})
+	}
+	return filters
+}
+
+// plainIngressRoute is r as served over plain HTTP: where its host has
+// TLS (or the Ingress forces it), every rule redirects to HTTPS with 308,
+// as ingress-nginx does, except ACME challenges and rules that redirect
+// already.
+func (t *translator) plainIngressRoute(r router.Route, nginx *nginxSettings, hosts *nginxHosts) router.Route {
+	tls := len(r.Hostnames) > 0 && hosts.tls[r.Hostnames[0]]
+	if t.opts.NoIngressSSLRedirect || !(nginx.forceSSLRedirect || tls && nginx.sslRedirect) {
+		return r
+	}
+	redirect := &router.Redirect{Scheme: "https", StatusCode: 308}
+	if _, port, err := splitHostPort(t.opts.IngressHTTPSAddr); err == nil && port != 443 {
+		redirect.Port = port
+	}
+	rules := slices.Clone(r.Rules)
+	for i := range rules {
+		rule := &rules[i]
+		if redirectsAlready(rule) || slices.ContainsFunc(rule.Matches, func(m router.Match) bool {
+			return strings.HasPrefix(strings.TrimPrefix(m.Path.Value, nginxRegexOpen), acmeChallengePath)
+		}) {
+			continue
+		}
+		rule.Filters = append([]router.Filter{{Type: router.FilterRequestRedirect, Redirect: redirect}}, rule.Filters...)
+	}
+	r.Rules = rules
+	return r
+}
+
+func redirectsAlready(rule *router.Rule) bool {
+	return slices.ContainsFunc(rule.Filters, func(f router.Filter) bool { return f.Type == router.FilterRequestRedirect })
+}
+
+// secureIngressRoute is r as served over HTTPS: with HSTS on every answer
+// unless --ingress-hsts turned it off.
+func (t *translator) secureIngressRoute(r router.Route) router.Route {
+	if t.opts.IngressHSTS == HSTSOff {
+		return r
+	}
+	hsts := router.Filter{Type: router.FilterResponseHeaderModifier, ResponseHeaders: &router.HeaderModifier{
+		Set: []router.Header{{Name: "Strict-Transport-Security", Value: t.opts.IngressHSTS}},
+	}}
+	rules := slices.Clone(r.Rules)
+	for i := range rules {
+		rules[i].Filters = append(slices.Clip(rules[i].Filters), hsts)
+	}
+	r.Rules = rules
+	return r
+}
+
+// A path on a regex host becomes nginxRegexOpen + path + nginxRegexClose:
+// case-insensitive, and free to end anywhere.
+const (
+	nginxRegexOpen  = "(?i:"
+	nginxRegexClose = ")(?s:.*)"
+)
+
 // ingressPath maps an Ingress path to a router match. ImplementationSpecific
-// is served as Prefix, element-wise.
-func ingressPath(p networkingv1.HTTPIngressPath) (router.Match, error) {
+// is served as Prefix, element-wise. On a host ingress-nginx treats as
+// regex, every path is a case-insensitive regular expression that must
+// match the start of the request path (nginx's location ~* "^path").
+func ingressPath(p networkingv1.HTTPIngressPath, regex bool) (router.Match, error) {
 	value := p.Path
+	if regex {
+		if _, err := regexp.Compile("(?i)" + value); err != nil {
+			return router.Match{}, fmt.Errorf("path %q: not a regular expression (use-regex or rewrite-target is set for this host): %v", value, err)
+		}
+		return router.Match{Path: router.PathMatch{Type: router.PathRegularExpression, Value: nginxRegexOpen + value + nginxRegexClose}}, nil
+	}
 	pathType := networkingv1.PathTypeImplementationSpecific
 	if p.PathType != nil {
 		pathType = *p.PathType

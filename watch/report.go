@@ -72,4 +72,26 @@ type IngressReport struct {
 	Object       *networkingv1.Ingress
 	LoadBalancer networkingv1.IngressLoadBalancerStatus
 	Problems     []string
+	// Annotations are the outcomes of its ingress-nginx annotations.
+	Annotations []AnnotationOutcome
+}
+
+// IngressAnnotations are the outcomes of the ingress-nginx annotations of
+// one Ingress.
+type IngressAnnotations struct {
+	// Ingress is "namespace/name".
+	Ingress     string              `json:"ingress"`
+	Annotations []AnnotationOutcome `json:"annotations"`
+}
+
+// IngressAnnotations lists the Ingresses of ours that carry ingress-nginx
+// annotations, with the outcome of each.
+func (r *Reports) IngressAnnotations() []IngressAnnotations {
+	var out []IngressAnnotations
+	for _, i := range r.Ingresses {
+		if len(i.Annotations) > 0 {
+			out = append(out, IngressAnnotations{i.Object.Namespace + "/" + i.Object.Name, i.Annotations})
+		}
+	}
+	return out
 }

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/netip"
 	"slices"
+	"strings"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -28,8 +29,10 @@ type Source struct {
 	run func(ctx context.Context, changed func()) error
 	// list returns the current store.
 	list func() *objects
-	// lastProblems suppresses logging the same problems again.
-	lastProblems []string
+	// lastProblems suppresses logging the same problems again, and
+	// lastAnnotations the same annotation outcomes of an Ingress.
+	lastProblems    []string
+	lastAnnotations map[string][]AnnotationOutcome
 	// memo keeps per-object results for the next translation.
 	memo *memo
 	// statusKick is statusChanged's signal to Start.
@@ -150,6 +153,7 @@ func (s *Source) translate() {
 		s.opts.TranslationTime.Observe(done.Sub(listed).Seconds())
 	}
 	s.publish(snap, reports)
+	s.logAnnotations(reports)
 	s.log.Info("translated",
 		"list_seconds", listed.Sub(start).Seconds(),
 		"translate_seconds", done.Sub(listed).Seconds(),
@@ -169,6 +173,32 @@ func (s *Source) logProblems(r *Reports) {
 	for _, p := range problems {
 		s.log.Warn("not served as written", "problem", p)
 	}
+}
+
+// logAnnotations logs, for each Ingress whose ingress-nginx annotations
+// or their outcomes changed, what hostgate does with each of them.
+func (s *Source) logAnnotations(r *Reports) {
+	seen := make(map[string][]AnnotationOutcome, len(s.lastAnnotations))
+	for _, ing := range r.IngressAnnotations() {
+		seen[ing.Ingress] = ing.Annotations
+		if slices.Equal(s.lastAnnotations[ing.Ingress], ing.Annotations) {
+			continue
+		}
+		attrs := []any{"ingress", ing.Ingress}
+		for _, outcome := range []Outcome{Honoured, Ignored, Refused, Invalid} {
+			var names []string
+			for _, o := range ing.Annotations {
+				if o.Outcome == outcome {
+					names = append(names, strings.TrimPrefix(o.Annotation, NginxAnnotationPrefix))
+				}
+			}
+			if len(names) > 0 {
+				attrs = append(attrs, string(outcome), names)
+			}
+		}
+		s.log.Info("ingress-nginx annotations", attrs...)
+	}
+	s.lastAnnotations = seen
 }
 
 // Problems lists what keeps objects from being served as written: the

@@ -32,6 +32,11 @@ const (
 	// DefaultIngressClass is the IngressClass name hostgate serves when no
 	// IngressClass object says otherwise.
 	DefaultIngressClass = "hostgate"
+	// DefaultHSTS is ingress-nginx's HSTS header (its hsts, hsts-max-age
+	// and hsts-include-subdomains defaults).
+	DefaultHSTS = "max-age=31536000; includeSubDomains"
+	// HSTSOff as Options.IngressHSTS sends no HSTS header.
+	HSTSOff = "off"
 	// IngressController is the spec.controller of hostgate's IngressClasses.
 	IngressController = "hostgate.dev/ingress-controller"
 	// DefaultGatewayController is the spec.controllerName of hostgate's
@@ -41,10 +46,18 @@ const (
 
 // Options are the flags that shape translation.
 type Options struct {
-	// IngressClass names the class of Ingresses to serve (DefaultIngressClass
-	// when empty). An IngressClass object of that name, or one marked
-	// default, must name IngressController if it exists.
-	IngressClass string
+	// IngressClasses name the classes of Ingresses to serve
+	// (DefaultIngressClass when empty), whatever controller an
+	// IngressClass of that name names: a migration serves "nginx" too.
+	// Ingresses of an IngressClass that names IngressController are served
+	// as well, and those without class when such a class is the default.
+	IngressClasses []string
+	// NoIngressSSLRedirect turns off what ingress-nginx does by default:
+	// redirecting plain HTTP requests for hosts with TLS to HTTPS (308).
+	NoIngressSSLRedirect bool
+	// IngressHSTS is the Strict-Transport-Security header sent on HTTPS
+	// answers for Ingresses (DefaultHSTS when empty, none when HSTSOff).
+	IngressHSTS string
 	// GatewayController is the controllerName of the GatewayClasses to serve
 	// (DefaultGatewayController when empty).
 	GatewayController string
@@ -75,8 +88,11 @@ type Options struct {
 }
 
 func (o Options) withDefaults() Options {
-	if o.IngressClass == "" {
-		o.IngressClass = DefaultIngressClass
+	if len(o.IngressClasses) == 0 {
+		o.IngressClasses = []string{DefaultIngressClass}
+	}
+	if o.IngressHSTS == "" {
+		o.IngressHSTS = DefaultHSTS
 	}
 	if o.GatewayController == "" {
 		o.GatewayController = DefaultGatewayController

@@ -1,0 +1,259 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/hostgate/hostgate/internal/kubetest"
+	"github.com/hostgate/hostgate/tlsstore/tlstest"
+	"github.com/hostgate/hostgate/watch"
+)
+
+// nginxIngresses are Ingresses of class nginx as a cluster moved from
+// ingress-nginx carries them; %[1]d is the backend's port.
+const nginxIngresses = `
+apiVersion: networking.k8s.io/v1
+kind: Ingress
+metadata:
+  name: rewrite
+  namespace: default
+  annotations:
+    nginx.ingress.kubernetes.io/rewrite-target: /$2
+    nginx.ingress.kubernetes.io/x-forwarded-prefix: /something
+    nginx.ingress.kubernetes.io/configuration-snippet: 'more_set_headers "X-Evil: 1";'
+spec:
+  ingressClassName: nginx
+  tls: [{hosts: [app.example.com], secretName: app-tls}]
+  rules:
+  - host: app.example.com
+    http:
+      paths:
+      - {path: /something(/|$)(.*), pathType: ImplementationSpecific, backend: {service: {name: web, port: {number: 80}}}}
+---
+# cert-manager's solver: an Ingress of its own on the same host, whose path
+# is a regex too there (the host has a rewrite).
+apiVersion: networking.k8s.io/v1
+kind: Ingress
+metadata: {name: acme-solver, namespace: default}
+spec:
+  ingressClassName: nginx
+  rules:
+  - host: app.example.com
+    http:
+      paths:
+      - {path: /.well-known/acme-challenge/token, pathType: Exact, backend: {service: {name: web, port: {number: 80}}}}
+---
+apiVersion: networking.k8s.io/v1
+kind: Ingress
+metadata:
+  name: moved
+  namespace: default
+  annotations:
+    nginx.ingress.kubernetes.io/permanent-redirect: https://new.example.com/landing
+    nginx.ingress.kubernetes.io/from-to-www-redirect: "true"
+spec:
+  ingressClassName: nginx
+  rules:
+  - host: old.example.com
+    http:
+      paths:
+      - {path: /, pathType: Prefix, backend: {service: {name: web, port: {number: 80}}}}
+---
+apiVersion: networking.k8s.io/v1
+kind: Ingress
+metadata:
+  name: root
+  namespace: default
+  annotations:
+    nginx.ingress.kubernetes.io/app-root: /app1
+spec:
+  ingressClassName: nginx
+  rules:
+  - host: root.example.com
+    http:
+      paths:
+      - {path: /, pathType: Prefix, backend: {service: {name: web, port: {number: 80}}}}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: web, namespace: default}
+spec:
+  ports: [{port: 80, targetPort: %[1]d}]
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata:
+  name: web-1
+  namespace: default
+  labels: {kubernetes.io/service-name: web}
+addressType: IPv4
+endpoints: [{addresses: [127.0.0.1], conditions: {ready: true}}]
+ports: [{port: %[1]d}]
+`
+
+// TestIngressNginxAnnotations serves Ingresses of class nginx with their
+// ingress-nginx annotations over real sockets: rewrites with captures on
+// case-insensitive regex paths, the HTTPS redirect (308, to the HTTPS
+// port) of a host with TLS but not of ACME challenges, HSTS, permanent
+// redirects, from-to-www and app-root; the snippet is refused, reported in
+// /debug/routes and the metric, and the rest of its Ingress serves.
+func TestIngressNginxAnnotations(t *testing.T) {
+	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, "path=%s prefix=%s evil=%s", r.URL.Path, r.Header.Get("X-Forwarded-Prefix"), r.Header.Get("X-Evil"))
+	}))
+	defer backend.Close()
+	ca := tlstest.NewCA(t)
+	httpPort, httpsPort := freePort(t), freePort(t)
+	dir := t.TempDir()
+	config := fmt.Sprintf(nginxIngresses, backend.Listener.Addr().(*net.TCPAddr).Port) + tlsSecret(t, ca, "default", "app-tls", "app.example.com")
+	if err := os.WriteFile(filepath.Join(dir, "config.yaml"), []byte(config), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	h := startHostgate(t, "--config", dir, "--ingress-class", "hostgate,nginx",
+		"--http-addr", fmt.Sprintf("127.0.0.1:%d", httpPort), "--https-addr", fmt.Sprintf("127.0.0.1:%d", httpsPort))
+	plain := fmt.Sprintf("http://127.0.0.1:%d", httpPort)
+	secure := fmt.Sprintf("https://127.0.0.1:%d", httpsPort)
+	client := &http.Client{
+		Transport:     &http.Transport{TLSClientConfig: &tls.Config{RootCAs: ca.Pool, ServerName: "app.example.com"}},
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
+	// do sends a GET for host and says what came back.
+	do := func(url, host string) (code int, location, hsts, body string) {
+		req, err := http.NewRequest("GET", url, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Host = host
+		resp, err := client.Do(req)
+		if err != nil {
+			return 0, "", "", err.Error()
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, resp.Header.Get("Location"), resp.Header.Get("Strict-Transport-Security"), string(b)
+	}
+	eventually(t, "rewrite with captures", func() string {
+		// Case-insensitive, like nginx's ~*; $2 is what follows.
+		if code, _, hsts, body := do(secure+"/SomeThing/new/x", "app.example.com"); code != 200 || body != "path=/new/x prefix=/something evil=" || hsts != watch.DefaultHSTS {
+			return fmt.Sprintf("rewritten request: %d %q HSTS %q", code, body, hsts)
+		}
+		return ""
+	})
+	if code, _, _, body := do(secure+"/something", "app.example.com"); code != 200 || body != "path=/ prefix=/something evil=" {
+		t.Errorf("/something: %d %q, want the backend to see /", code, body)
+	}
+	want := fmt.Sprintf("https://app.example.com:%d/something/x?q=1", httpsPort)
+	if code, location, hsts, _ := do(plain+"/something/x?q=1", "app.example.com"); code != 308 || location != want || hsts != "" {
+		t.Errorf("plain HTTP for a TLS host: %d Location %q HSTS %q, want 308 to %s without HSTS", code, location, hsts, want)
+	}
+	if code, _, _, body := do(plain+"/.well-known/acme-challenge/token", "app.example.com"); code != 200 || !strings.HasPrefix(body, "path=/.well-known/acme-challenge/token") {
+		t.Errorf("ACME challenge over plain HTTP: %d %q, want it served, not redirected", code, body)
+	}
+	if code, location, _, _ := do(plain+"/any/path?x=1", "old.example.com"); code != 301 || location != "https://new.example.com/landing" {
+		t.Errorf("permanent-redirect: %d %q, want 301 to exactly the annotation's URL", code, location)
+	}
+	if code, location, _, _ := do(plain+"/a?b=c", "www.old.example.com"); code != 308 || location != fmt.Sprintf("http://old.example.com:%d/a?b=c", httpPort) {
+		t.Errorf("from-to-www-redirect: %d %q", code, location)
+	}
+	if code, location, _, _ := do(plain+"/", "root.example.com"); code != 302 || location != fmt.Sprintf("http://root.example.com:%d/app1", httpPort) {
+		t.Errorf("app-root: %d %q, want 302 to /app1", code, location)
+	}
+	if code, _, _, body := do(plain+"/other", "root.example.com"); code != 200 || body != "path=/other prefix= evil=" {
+		t.Errorf("app-root leaves other paths: %d %q", code, body)
+	}
+
+	eventually(t, "refusal in debug routes", expect(h.admin+"/debug/routes", "", 200,
+		`Ingress default/rewrite: annotation nginx.ingress.kubernetes.io/configuration-snippet="more_set_headers \"X-Evil: 1\";": refused`))
+	eventually(t, "metric", expect(h.admin+"/metrics", "", 200,
+		`hostgate_ingress_annotations{annotation="nginx.ingress.kubernetes.io/rewrite-target",outcome="honoured"} 1`))
+	resp, err := http.Get(h.admin + "/debug/routes?format=json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var gen generation
+	if err := json.NewDecoder(resp.Body).Decode(&gen); err != nil {
+		t.Fatal(err)
+	}
+	outcomes := map[string]watch.Outcome{}
+	for _, ing := range gen.Annotations {
+		for _, o := range ing.Annotations {
+			outcomes[ing.Ingress+" "+strings.TrimPrefix(o.Annotation, watch.NginxAnnotationPrefix)] = o.Outcome
+		}
+	}
+	for key, want := range map[string]watch.Outcome{
+		"default/rewrite rewrite-target":        watch.Honoured,
+		"default/rewrite configuration-snippet": watch.Refused,
+		"default/moved permanent-redirect":      watch.Honoured,
+		"default/root app-root":                 watch.Honoured,
+	} {
+		if outcomes[key] != want {
+			t.Errorf("/debug/routes JSON: %s is %q, want %q (all: %v)", key, outcomes[key], want, outcomes)
+		}
+	}
+}
+
+// TestIngressNginxMigration runs hostgate on a cluster beside an
+// ingress-nginx that still owns the Ingress status: with --ingress-class
+// hostgate,nginx and --ingress-status=false it serves the class nginx
+// Ingress, leaves its status alone, and says with a Warning Event on the
+// Ingress which annotations it does not honour.
+func TestIngressNginxMigration(t *testing.T) {
+	env := kubetest.Shared(t)
+	c := newCluster(t, env, "nginx-migration")
+	_, backend := serveHTTP(t, podAddress(t), answer("migrated"))
+	c.backend("web", backend)
+	c.must(c.kube.NetworkingV1().IngressClasses().Create(t.Context(), &networkingv1.IngressClass{
+		ObjectMeta: metav1.ObjectMeta{Name: "nginx"},
+		Spec:       networkingv1.IngressClassSpec{Controller: "k8s.io/ingress-nginx"},
+	}, metav1.CreateOptions{}))
+	t.Cleanup(func() {
+		_ = c.kube.NetworkingV1().IngressClasses().Delete(context.Background(), "nginx", metav1.DeleteOptions{})
+	})
+	ingress := &networkingv1.Ingress{
+		ObjectMeta: metav1.ObjectMeta{Name: "web", Annotations: map[string]string{
+			watch.NginxAnnotationPrefix + "server-snippet": "return 200;",
+			watch.NginxAnnotationPrefix + "use-regex":      "true",
+		}},
+		Spec: networkingv1.IngressSpec{
+			IngressClassName: new("nginx"),
+			DefaultBackend:   &networkingv1.IngressBackend{Service: &networkingv1.IngressServiceBackend{Name: "web", Port: networkingv1.ServiceBackendPort{Number: 80}}},
+		},
+	}
+	c.must(c.kube.NetworkingV1().Ingresses(c.ns).Create(t.Context(), ingress, metav1.CreateOptions{}))
+	port := freePort(t)
+	c.hostgate(env, "--ingress-class", "hostgate,nginx", "--ingress-status=false", "--http-addr", fmt.Sprintf("127.0.0.1:%d", port), "--https-addr=", "--status-addresses", "127.0.0.1")
+	eventuallyWithin(t, time.Minute, "the Ingress of class nginx", expect(fmt.Sprintf("http://127.0.0.1:%d/", port), "any.example.com", 200, "migrated"))
+	eventuallyWithin(t, time.Minute, "an Event on the Ingress", func() string {
+		events, err := c.kube.CoreV1().Events(c.ns).List(t.Context(), metav1.ListOptions{FieldSelector: "involvedObject.kind=Ingress,involvedObject.name=web"})
+		if err != nil {
+			return err.Error()
+		}
+		for _, e := range events.Items {
+			if e.Type == corev1.EventTypeWarning && e.Reason == "AnnotationsNotHonoured" && strings.Contains(e.Message, "server-snippet refused") && !strings.Contains(e.Message, "use-regex") {
+				return ""
+			}
+		}
+		return fmt.Sprintf("no Warning naming the refused snippet alone among %d events", len(events.Items))
+	})
+	ing, err := c.kube.NetworkingV1().Ingresses(c.ns).Get(t.Context(), "web", metav1.GetOptions{})
+	c.must(ing, err)
+	if len(ing.Status.LoadBalancer.Ingress) != 0 {
+		t.Errorf("with --ingress-status=false hostgate wrote the Ingress status: %v", ing.Status.LoadBalancer.Ingress)
+	}
+}

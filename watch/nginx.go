@@ -1,0 +1,389 @@
+package watch
+
+// ingress-nginx's annotations.
+//
+// Ingresses moved from ingress-nginx carry nginx.ingress.kubernetes.io/*
+// annotations. Each one hostgate knows is parsed here into a typed value
+// (nginxSettings) with the semantics ingress-nginx documents, and every one
+// gets an outcome: honoured, ignored (hostgate does not do it yet, or it
+// has no effect here), refused (snippets and modsecurity: text for nginx
+// that hostgate never executes) or invalid (a value that does not parse,
+// which leaves the annotation out and the rest of the Ingress serving).
+// The outcomes go into the Ingress's report, so that /debug/routes, the
+// log, Events and a metric show what a migrated Ingress lost; `hostgate
+// check ingress-nginx` prints them before a migration.
+//
+// Some annotations act on every Ingress of a host, as ingress-nginx's
+// server blocks do: use-regex and rewrite-target make every path of the
+// host a regular expression, TLS on a host redirects all of its HTTP
+// requests, and from-to-www-redirect only adds a host no Ingress serves.
+// nginxHosts gathers those facts once per translation.
+
+import (
+	"fmt"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+
+	networkingv1 "k8s.io/api/networking/v1"
+
+	"github.com/hostgate/hostgate/router"
+)
+
+// NginxAnnotationPrefix starts every ingress-nginx annotation.
+const NginxAnnotationPrefix = "nginx.ingress.kubernetes.io/"
+
+// Outcome is what hostgate does with an annotation.
+type Outcome string
+
+const (
+	Honoured Outcome = "honoured"
+	Ignored  Outcome = "ignored"
+	Refused  Outcome = "refused"
+	Invalid  Outcome = "invalid"
+)
+
+// AnnotationOutcome is what became of one annotation of an Ingress.
+type AnnotationOutcome struct {
+	Annotation string  `json:"annotation"`
+	Value      string  `json:"value"`
+	Outcome    Outcome `json:"outcome"`
+	Reason     string  `json:"reason,omitempty"`
+}
+
+func (o AnnotationOutcome) String() string {
+	s := fmt.Sprintf("annotation %s=%q: %s", o.Annotation, o.Value, o.Outcome)
+	if o.Reason != "" {
+		s += ": " + o.Reason
+	}
+	return s
+}
+
+// nginxSettings are the typed values of an Ingress's annotations.
+type nginxSettings struct {
+	// useRegex makes the Ingress's paths regular expressions (and, with
+	// rewriteTarget, every path of its hosts: nginxHosts).
+	useRegex bool
+	// rewriteTarget replaces the path of a forwarded request; $1 to $9
+	// stand for the captures of the path's expression.
+	rewriteTarget string
+	// forwardedPrefix is sent as X-Forwarded-Prefix with rewritten
+	// requests.
+	forwardedPrefix string
+	// appRoot is where requests for "/" are redirected (302).
+	appRoot string
+	// redirect answers every request of the Ingress instead of
+	// forwarding it (permanent-redirect, temporal-redirect).
+	redirect *router.Redirect
+	// fromToWWW adds a redirect from www.<host> to <host>, or back.
+	fromToWWW bool
+	// sslRedirect is false where the Ingress turned the redirect of
+	// hosts with TLS off; forceSSLRedirect redirects without TLS too.
+	sslRedirect, forceSSLRedirect bool
+}
+
+// nginxParse reads one annotation's value into s. An error makes the
+// annotation invalid: it has no effect and the reason is reported.
+type nginxParse func(value string, s *nginxSettings) error
+
+// nginxHonoured are the annotations hostgate acts on.
+var nginxHonoured = map[string]nginxParse{
+	"use-regex": func(v string, s *nginxSettings) (err error) {
+		s.useRegex, err = parseNginxBool(v)
+		return err
+	},
+	"rewrite-target": func(v string, s *nginxSettings) (err error) {
+		s.rewriteTarget, err = parseRewriteTarget(v)
+		return err
+	},
+	"x-forwarded-prefix": func(v string, s *nginxSettings) error {
+		if err := checkHeaderValue(v); err != nil {
+			return err
+		}
+		s.forwardedPrefix = v
+		return nil
+	},
+	"app-root": func(v string, s *nginxSettings) error {
+		u, err := url.ParseRequestURI(v)
+		if err != nil || u.IsAbs() || !strings.HasPrefix(v, "/") || u.RawQuery != "" {
+			return fmt.Errorf("must be a path that starts with \"/\"")
+		}
+		if err := checkPath(v); err != nil {
+			return err
+		}
+		s.appRoot = v
+		return nil
+	},
+	"permanent-redirect":      func(v string, s *nginxSettings) error { return s.setRedirect(v, 301) },
+	"temporal-redirect":       func(v string, s *nginxSettings) error { return s.setRedirect(v, 302) },
+	"permanent-redirect-code": func(v string, s *nginxSettings) error { return nil }, // read with permanent-redirect
+	"temporal-redirect-code":  func(v string, s *nginxSettings) error { return nil }, // read with temporal-redirect
+	"from-to-www-redirect": func(v string, s *nginxSettings) (err error) {
+		s.fromToWWW, err = parseNginxBool(v)
+		return err
+	},
+	"ssl-redirect": func(v string, s *nginxSettings) (err error) {
+		s.sslRedirect, err = parseNginxBool(v)
+		return err
+	},
+	"force-ssl-redirect": func(v string, s *nginxSettings) (err error) {
+		s.forceSSLRedirect, err = parseNginxBool(v)
+		return err
+	},
+}
+
+// nginxRefused are annotations whose values are nginx configuration or
+// rules for an nginx module: text that hostgate never executes.
+var nginxRefused = map[string]string{
+	"configuration-snippet":             "a snippet is nginx configuration; hostgate never executes annotation text",
+	"server-snippet":                    "a snippet is nginx configuration; hostgate never executes annotation text",
+	"auth-snippet":                      "a snippet is nginx configuration; hostgate never executes annotation text",
+	"stream-snippet":                    "a snippet is nginx configuration; hostgate never executes annotation text",
+	"modsecurity-snippet":               "a snippet is nginx configuration; hostgate never executes annotation text",
+	"enable-modsecurity":                "hostgate has no ModSecurity web application firewall",
+	"enable-owasp-core-rules":           "hostgate has no ModSecurity web application firewall",
+	"modsecurity-transaction-id":        "hostgate has no ModSecurity web application firewall",
+	"enable-opentelemetry":              "hostgate does not export OpenTelemetry traces",
+	"opentelemetry-trust-incoming-span": "hostgate does not export OpenTelemetry traces",
+}
+
+// nginxNotYet are ingress-nginx annotations hostgate knows but does not
+// act on yet.
+var nginxNotYet = []string{
+	"ssl-passthrough", "auth-tls-secret", "auth-tls-verify-client", "auth-tls-verify-depth",
+	"auth-tls-pass-certificate-to-upstream", "auth-tls-error-page", "auth-tls-match-cn",
+	"proxy-ssl-secret", "proxy-ssl-verify", "proxy-ssl-name", "proxy-ssl-server-name",
+	"proxy-ssl-verify-depth", "proxy-ssl-protocols", "proxy-ssl-ciphers",
+	"backend-protocol", "upstream-vhost", "service-upstream", "upstream-hash-by", "load-balance",
+	"proxy-next-upstream", "proxy-next-upstream-tries", "proxy-next-upstream-timeout",
+	"proxy-connect-timeout", "proxy-send-timeout", "proxy-read-timeout", "proxy-body-size",
+	"proxy-buffering", "proxy-request-buffering", "proxy-buffer-size", "proxy-buffers-number",
+	"proxy-max-temp-file-size", "proxy-http-version", "proxy-cookie-domain", "proxy-cookie-path",
+	"proxy-redirect-from", "proxy-redirect-to", "client-body-buffer-size",
+	"custom-http-errors", "default-backend", "disable-proxy-intercept-errors",
+	"whitelist-source-range", "allowlist-source-range", "denylist-source-range",
+	"auth-type", "auth-secret", "auth-secret-type", "auth-realm",
+	"auth-url", "auth-method", "auth-signin", "auth-signin-redirect-param", "auth-response-headers",
+	"auth-request-redirect", "auth-cache-key", "auth-cache-duration", "auth-keepalive",
+	"auth-proxy-set-headers", "auth-always-set-cookie", "enable-global-auth",
+	"limit-rps", "limit-rpm", "limit-burst-multiplier", "limit-connections", "limit-whitelist",
+	"limit-allowlist", "limit-rate", "limit-rate-after",
+	"enable-cors", "cors-allow-origin", "cors-allow-methods", "cors-allow-headers",
+	"cors-expose-headers", "cors-allow-credentials", "cors-max-age",
+	"canary", "canary-by-header", "canary-by-header-value", "canary-by-header-pattern",
+	"canary-by-cookie", "canary-weight", "canary-weight-total",
+	"affinity", "affinity-mode", "affinity-canary-behavior", "session-cookie-name", "session-cookie-path",
+	"session-cookie-domain", "session-cookie-samesite", "session-cookie-conditional-samesite-none",
+	"session-cookie-expires", "session-cookie-max-age", "session-cookie-secure",
+	"session-cookie-change-on-failure", "session-cookie-partitioned",
+	"custom-headers", "enable-access-log", "enable-rewrite-log", "server-alias", "mirror-target",
+	"mirror-host", "mirror-request-body", "satisfy", "ssl-ciphers", "ssl-prefer-server-ciphers",
+	"connection-proxy-header", "preserve-trailing-slash", "use-port-in-redirects", "relative-redirects",
+	"http2-push-preload", "x-forwarded-prefix-header",
+}
+
+// parseNginxAnnotations reads the ingress-nginx annotations of ing, in
+// name order, with defaults for those it does not carry.
+func parseNginxAnnotations(ing *networkingv1.Ingress) (nginxSettings, []AnnotationOutcome) {
+	s := nginxSettings{sslRedirect: true}
+	var outcomes []AnnotationOutcome
+	for _, name := range sortedNginxNames(ing.Annotations) {
+		value := ing.Annotations[name]
+		short := strings.TrimPrefix(name, NginxAnnotationPrefix)
+		o := AnnotationOutcome{Annotation: name, Value: value}
+		if parse, ok := nginxHonoured[short]; ok {
+			if err := parse(value, &s); err != nil {
+				o.Outcome, o.Reason = Invalid, err.Error()
+			} else {
+				o.Outcome = Honoured
+			}
+		} else if reason, ok := nginxRefused[short]; ok {
+			o.Outcome, o.Reason = Refused, reason
+		} else if slices.Contains(nginxNotYet, short) {
+			o.Outcome, o.Reason = Ignored, "not supported by hostgate yet"
+		} else {
+			o.Outcome, o.Reason = Ignored, "not an ingress-nginx annotation hostgate knows"
+		}
+		outcomes = append(outcomes, o)
+	}
+	s.settleRedirects(ing.Annotations, outcomes)
+	return s, outcomes
+}
+
+// sortedNginxNames are the names of the ingress-nginx annotations among
+// annotations, sorted.
+func sortedNginxNames(annotations map[string]string) []string {
+	var names []string
+	for name := range annotations {
+		if strings.HasPrefix(name, NginxAnnotationPrefix) {
+			names = append(names, name)
+		}
+	}
+	slices.Sort(names)
+	return names
+}
+
+// setRedirect reads a permanent- or temporal-redirect URL. ingress-nginx
+// sends the URL as written, so the Location is exactly it.
+func (s *nginxSettings) setRedirect(value string, code int) error {
+	u, err := url.Parse(value)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Errorf("must be an http or https URL")
+	}
+	if strings.Contains(value, "$") {
+		return fmt.Errorf("nginx variables are not expanded by hostgate")
+	}
+	if err := checkHeaderValue(value); err != nil {
+		return err
+	}
+	// temporal-redirect wins over permanent-redirect, as in ingress-nginx.
+	if s.redirect == nil || code == 302 {
+		s.redirect = &router.Redirect{Location: value, StatusCode: code}
+	}
+	return nil
+}
+
+// settleRedirects applies the -code annotations to the redirect they
+// belong to, and says which redirect annotation lost to the other.
+func (s *nginxSettings) settleRedirects(annotations map[string]string, outcomes []AnnotationOutcome) {
+	outcome := func(short string) *AnnotationOutcome {
+		i := slices.IndexFunc(outcomes, func(o AnnotationOutcome) bool { return o.Annotation == NginxAnnotationPrefix+short })
+		if i < 0 {
+			return nil
+		}
+		return &outcomes[i]
+	}
+	if p, t := outcome("permanent-redirect"), outcome("temporal-redirect"); p != nil && p.Outcome == Honoured && t != nil && t.Outcome == Honoured {
+		p.Outcome, p.Reason = Ignored, "temporal-redirect takes precedence"
+	}
+	for _, r := range []struct {
+		of       string
+		code     int
+		min, max int
+	}{{"permanent-redirect", 301, 300, 308}, {"temporal-redirect", 302, 300, 307}} {
+		o := outcome(r.of + "-code")
+		if o == nil {
+			continue
+		}
+		redirect := outcome(r.of)
+		if redirect == nil || redirect.Outcome != Honoured {
+			o.Outcome, o.Reason = Ignored, "without "+NginxAnnotationPrefix+r.of
+			continue
+		}
+		code, err := strconv.Atoi(annotations[o.Annotation])
+		if err != nil || code < r.min || code > r.max {
+			o.Outcome, o.Reason = Invalid, fmt.Sprintf("must be a status code from %d to %d; %d is sent", r.min, r.max, r.code)
+			continue
+		}
+		s.redirect.StatusCode = code
+	}
+}
+
+// parseNginxBool reads a boolean as ingress-nginx does (Go's ParseBool).
+func parseNginxBool(v string) (bool, error) {
+	b, err := strconv.ParseBool(v)
+	if err != nil {
+		return false, fmt.Errorf("must be true or false")
+	}
+	return b, nil
+}
+
+// parseRewriteTarget reads a rewrite target: a path in which $1 to $9
+// stand for the captures of the path's expression. Any other "$" would be
+// an nginx variable, which hostgate does not have.
+func parseRewriteTarget(v string) (string, error) {
+	if v == "" {
+		return "", fmt.Errorf("must not be empty")
+	}
+	for i := 0; i < len(v); i++ {
+		if v[i] == '$' && (i+1 == len(v) || v[i+1] < '0' || v[i+1] > '9') {
+			return "", fmt.Errorf("only $1 to $9 (captures of the path) may follow a \"$\"; nginx variables are not expanded")
+		}
+	}
+	if !strings.HasPrefix(v, "/") && !strings.HasPrefix(v, "$") {
+		v = "/" + v
+	}
+	if err := checkPath(v); err != nil {
+		return "", err
+	}
+	return v, nil
+}
+
+// checkPath refuses what no request path may hold.
+func checkPath(v string) error {
+	if len(v) > 1024 || strings.ContainsAny(v, " ?#") || strings.ContainsFunc(v, isControl) {
+		return fmt.Errorf("must be at most 1024 characters of a path, without spaces, control characters, '?' or '#'")
+	}
+	return nil
+}
+
+// checkHeaderValue refuses what would end a header line.
+func checkHeaderValue(v string) error {
+	if len(v) > 4096 || strings.ContainsFunc(v, isControl) {
+		return fmt.Errorf("must be at most 4096 characters without control characters")
+	}
+	return nil
+}
+
+func isControl(r rune) bool { return r < 0x20 || r == 0x7f }
+
+// nginxHosts are what ingress-nginx decides per host rather than per
+// Ingress, over every Ingress of ours.
+type nginxHosts struct {
+	// regex hosts have every path treated as a case-insensitive regular
+	// expression (use-regex or rewrite-target on some Ingress of theirs).
+	regex map[string]bool
+	// tls hosts are named in some Ingress's spec.tls.
+	tls map[string]bool
+	// served hosts have rules in some Ingress.
+	served map[string]bool
+}
+
+func (t *translator) nginxHosts() nginxHosts {
+	h := nginxHosts{regex: map[string]bool{}, tls: map[string]bool{}, served: map[string]bool{}}
+	for _, ing := range t.objs.ingresses {
+		if !t.ourIngress(ing) {
+			continue
+		}
+		regex := false
+		if b, err := parseNginxBool(ing.Annotations[NginxAnnotationPrefix+"use-regex"]); err == nil && b {
+			regex = true
+		}
+		target, err := parseRewriteTarget(ing.Annotations[NginxAnnotationPrefix+"rewrite-target"])
+		for _, rule := range ing.Spec.Rules {
+			host := strings.ToLower(rule.Host)
+			h.served[host] = true
+			// A rewrite to the path itself is none (ingress-nginx's
+			// needsRewrite).
+			if regex || err == nil && rule.HTTP != nil && slices.ContainsFunc(rule.HTTP.Paths, func(p networkingv1.HTTPIngressPath) bool { return p.Path != target }) {
+				h.regex[host] = true
+			}
+		}
+		for _, tls := range ing.Spec.TLS {
+			for _, host := range tls.Hosts {
+				h.tls[strings.ToLower(host)] = true
+			}
+		}
+	}
+	return h
+}
+
+// context is what of h the translation of ing reads: part of the key its
+// memoized translation is kept under.
+func (h *nginxHosts) context(ing *networkingv1.Ingress) string {
+	var b strings.Builder
+	for _, rule := range ing.Spec.Rules {
+		host := strings.ToLower(rule.Host)
+		fmt.Fprintf(&b, "%s:%t,%t,%t,%t;", host, h.regex[host], h.tls[host], h.served[wwwAlternative(host)], h.tls[wwwAlternative(host)])
+	}
+	return b.String()
+}
+
+// wwwAlternative is the host from-to-www-redirect redirects from.
+func wwwAlternative(host string) string {
+	if rest, ok := strings.CutPrefix(host, "www."); ok {
+		return rest
+	}
+	return "www." + host
+}

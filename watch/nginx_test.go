@@ -1,0 +1,140 @@
+package watch
+
+import (
+	"strings"
+	"testing"
+
+	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/hostgate/hostgate/router"
+)
+
+// TestNginxAnnotationValues checks each value ingress-nginx users write,
+// good and bad: the outcome, and for good ones the typed value.
+func TestNginxAnnotationValues(t *testing.T) {
+	for _, tc := range []struct {
+		name, value string
+		want        Outcome
+		check       func(s nginxSettings) bool
+	}{
+		{"use-regex", "true", Honoured, func(s nginxSettings) bool { return s.useRegex }},
+		{"use-regex", "True", Honoured, func(s nginxSettings) bool { return s.useRegex }},
+		{"use-regex", "on", Invalid, nil},
+		{"rewrite-target", "/$1", Honoured, func(s nginxSettings) bool { return s.rewriteTarget == "/$1" }},
+		{"rewrite-target", "$1", Honoured, func(s nginxSettings) bool { return s.rewriteTarget == "$1" }},
+		{"rewrite-target", "api/$2", Honoured, func(s nginxSettings) bool { return s.rewriteTarget == "/api/$2" }},
+		{"rewrite-target", "/$request_uri", Invalid, nil},
+		{"rewrite-target", "/x?y", Invalid, nil},
+		{"rewrite-target", "/$", Invalid, nil},
+		{"app-root", "/app1", Honoured, func(s nginxSettings) bool { return s.appRoot == "/app1" }},
+		{"app-root", "app1", Invalid, nil},
+		{"app-root", "/a\nb", Invalid, nil},
+		{"permanent-redirect", "https://example.com/x?y=1", Honoured, func(s nginxSettings) bool {
+			return s.redirect.Location == "https://example.com/x?y=1" && s.redirect.StatusCode == 301
+		}},
+		{"permanent-redirect", "https://example.com$request_uri", Invalid, nil},
+		{"permanent-redirect", "/relative", Invalid, nil},
+		{"temporal-redirect", "http://example.com", Honoured, func(s nginxSettings) bool { return s.redirect.StatusCode == 302 }},
+		{"x-forwarded-prefix", "/api", Honoured, func(s nginxSettings) bool { return s.forwardedPrefix == "/api" }},
+		{"x-forwarded-prefix", "/a\r\nX-Evil: 1", Invalid, nil},
+		{"ssl-redirect", "false", Honoured, func(s nginxSettings) bool { return !s.sslRedirect }},
+		{"force-ssl-redirect", "true", Honoured, func(s nginxSettings) bool { return s.forceSSLRedirect }},
+		{"from-to-www-redirect", "true", Honoured, func(s nginxSettings) bool { return s.fromToWWW }},
+		{"server-snippet", "return 200;", Refused, nil},
+		{"enable-modsecurity", "true", Refused, nil},
+		{"limit-rps", "10", Ignored, nil},
+		{"no-such-annotation", "x", Ignored, nil},
+	} {
+		ing := &networkingv1.Ingress{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{NginxAnnotationPrefix + tc.name: tc.value}}}
+		s, outcomes := parseNginxAnnotations(ing)
+		if len(outcomes) != 1 || outcomes[0].Outcome != tc.want {
+			t.Errorf("%s=%q: outcomes %v, want one %s", tc.name, tc.value, outcomes, tc.want)
+			continue
+		}
+		if tc.want != Honoured && outcomes[0].Reason == "" {
+			t.Errorf("%s=%q: %s without a reason", tc.name, tc.value, tc.want)
+		}
+		if tc.check != nil && !tc.check(s) {
+			t.Errorf("%s=%q: parsed as %+v", tc.name, tc.value, s)
+		}
+	}
+}
+
+// TestNginxRedirectCodes: the -code annotations change their redirect's
+// status within ingress-nginx's bounds, and temporal-redirect wins.
+func TestNginxRedirectCodes(t *testing.T) {
+	for _, tc := range []struct {
+		annotations map[string]string
+		code        int
+		outcomes    string
+	}{
+		{map[string]string{"permanent-redirect": "https://a.example", "permanent-redirect-code": "308"}, 308, "honoured honoured"},
+		{map[string]string{"permanent-redirect": "https://a.example", "permanent-redirect-code": "200"}, 301, "honoured invalid"},
+		{map[string]string{"temporal-redirect": "https://a.example", "temporal-redirect-code": "307"}, 307, "honoured honoured"},
+		{map[string]string{"temporal-redirect": "https://a.example", "temporal-redirect-code": "308"}, 302, "honoured invalid"},
+		{map[string]string{"permanent-redirect": "https://a.example", "temporal-redirect": "https://b.example"}, 302, "ignored honoured"},
+		{map[string]string{"permanent-redirect-code": "308"}, 0, "ignored"},
+	} {
+		ing := &networkingv1.Ingress{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{}}}
+		for k, v := range tc.annotations {
+			ing.Annotations[NginxAnnotationPrefix+k] = v
+		}
+		s, outcomes := parseNginxAnnotations(ing)
+		var got []string
+		for _, o := range outcomes {
+			got = append(got, string(o.Outcome))
+		}
+		code := 0
+		if s.redirect != nil {
+			code = s.redirect.StatusCode
+		}
+		if code != tc.code || strings.Join(got, " ") != tc.outcomes {
+			t.Errorf("%v: code %d, outcomes %v; want %d, %s", tc.annotations, code, outcomes, tc.code, tc.outcomes)
+		}
+	}
+}
+
+// FuzzNginxAnnotations: whatever an annotation holds, translation gives
+// each annotation one outcome, never panics, and every route it serves
+// passes the router's validation.
+func FuzzNginxAnnotations(f *testing.F) {
+	for _, seed := range [][3]string{
+		{"rewrite-target", "/$2", "/something(/|$)(.*)"},
+		{"use-regex", "true", "/a(["},
+		{"permanent-redirect", "https://x.example/$1", "/"},
+		{"app-root", "/app", "/"},
+		{"from-to-www-redirect", "true", "/"},
+		{"x-forwarded-prefix", "/p", "/"},
+	} {
+		f.Add(seed[0], seed[1], seed[2])
+	}
+	f.Fuzz(func(t *testing.T, name, value, path string) {
+		objs := &objects{}
+		ing := &networkingv1.Ingress{
+			ObjectMeta: metav1.ObjectMeta{Name: "fuzz", Namespace: "default", Annotations: map[string]string{
+				NginxAnnotationPrefix + name:             value,
+				NginxAnnotationPrefix + "rewrite-target": "/$1",
+			}},
+			Spec: networkingv1.IngressSpec{
+				IngressClassName: new(DefaultIngressClass),
+				TLS:              []networkingv1.IngressTLS{{Hosts: []string{"www.fuzz.example"}}},
+				Rules: []networkingv1.IngressRule{{Host: "www.fuzz.example", IngressRuleValue: networkingv1.IngressRuleValue{HTTP: &networkingv1.HTTPIngressRuleValue{
+					Paths: []networkingv1.HTTPIngressPath{{Path: path, Backend: networkingv1.IngressBackend{Service: &networkingv1.IngressServiceBackend{Name: "web", Port: networkingv1.ServiceBackendPort{Number: 80}}}}},
+				}}}},
+			},
+		}
+		objs.ingresses = append(objs.ingresses, ing)
+		snap, reports := translate(objs, goldenOptions)
+		if len(reports.Ingresses) != 1 || len(reports.Ingresses[0].Annotations) != len(ing.Annotations) {
+			t.Fatalf("outcomes %v for annotations %v", reports.Ingresses, ing.Annotations)
+		}
+		for _, l := range snap.Listeners {
+			for i := range l.Routes {
+				if err := router.Validate(&l.Routes[i]); err != nil {
+					t.Fatalf("served a route the router refuses: %v", err)
+				}
+			}
+		}
+	})
+}
