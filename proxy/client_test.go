@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"crypto/tls"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"net/netip"
@@ -215,15 +214,7 @@ func roundTripOn(t *testing.T, c net.Conn, h2 bool, url string) string {
 	} else if err = req.Write(c); err == nil {
 		resp, err = http.ReadResponse(bufio.NewReader(c), req)
 	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(body)
+	return bodyOf(t, resp, err)
 }
 
 // TestProxyProtocol sends the PROXY header, versions 1 and 2, before
@@ -285,11 +276,8 @@ func TestProxyProtocol(t *testing.T) {
 				// Sent by hand: the helper's clients do not take fields.
 				fmt.Fprintf(c, "GET / HTTP/1.1\r\nHost: app.test\r\nX-Forwarded-For: 192.0.2.8\r\n\r\n")
 				resp, err := http.ReadResponse(bufio.NewReader(c), nil)
-				if err != nil {
-					t.Fatal(err)
-				}
-				body, _ := io.ReadAll(resp.Body)
-				if want := "X-Forwarded-For=" + tt.wantXFF + "\n"; !strings.Contains(string(body), want) {
+				body := bodyOf(t, resp, err)
+				if want := "X-Forwarded-For=" + tt.wantXFF + "\n"; !strings.Contains(body, want) {
 					t.Errorf("backend got no %q:\n%s", want, body)
 				}
 			} else {

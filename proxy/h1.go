@@ -102,7 +102,9 @@ type h1conn struct {
 	scratch     [64]byte
 }
 
-// handoffListener hands connections from the engine to net/http.
+// handoffListener is a listener that deliver feeds: the engine hands
+// connections to net/http through one, and the PROXY protocol listener
+// those whose header it read.
 type handoffListener struct {
 	addr  net.Addr
 	conns chan net.Conn

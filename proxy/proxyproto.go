@@ -26,7 +26,6 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
@@ -219,15 +218,12 @@ type proxyListener struct {
 	timeout time.Duration
 	// rejected counts refusals by reason.
 	rejected *[numPPReasons]prometheus.Counter
-	conns    chan net.Conn
-	// done closes once the listener stopped, for the reason in err.
-	done chan struct{}
-	err  error
-	once sync.Once
+	// ready hands on the connections whose header was read.
+	ready *handoffListener
 }
 
 func newProxyListener(ln net.Listener, from prefixSet, timeout time.Duration, rejected *[numPPReasons]prometheus.Counter) *proxyListener {
-	l := &proxyListener{Listener: ln, from: from, timeout: timeout, rejected: rejected, conns: make(chan net.Conn), done: make(chan struct{})}
+	l := &proxyListener{Listener: ln, from: from, timeout: timeout, rejected: rejected, ready: newHandoffListener(ln.Addr())}
 	go l.acceptLoop()
 	return l
 }
@@ -236,11 +232,13 @@ func (l *proxyListener) acceptLoop() {
 	for {
 		c, err := l.Listener.Accept()
 		if err != nil {
-			if ne, ok := err.(net.Error); ok && ne.Timeout() || errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE) {
+			if errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE) {
+				// Out of descriptors: wait for some to close, as
+				// net/http does.
 				time.Sleep(10 * time.Millisecond)
 				continue
 			}
-			l.stop(err)
+			l.ready.Close()
 			return
 		}
 		if !l.from.contains(addrOf(c.RemoteAddr())) {
@@ -275,33 +273,16 @@ func (l *proxyListener) handshake(c net.Conn) {
 	if src.IsValid() {
 		pc.remote = net.TCPAddrFromAddrPort(src)
 	}
-	select {
-	case l.conns <- pc:
-	case <-l.done:
+	if !l.ready.deliver(pc) {
 		c.Close()
 	}
 }
 
-func (l *proxyListener) Accept() (net.Conn, error) {
-	select {
-	case c := <-l.conns:
-		return c, nil
-	case <-l.done:
-		return nil, l.err
-	}
-}
+func (l *proxyListener) Accept() (net.Conn, error) { return l.ready.Accept() }
 
 func (l *proxyListener) Close() error {
-	err := l.Listener.Close()
-	l.stop(net.ErrClosed)
-	return err
-}
-
-func (l *proxyListener) stop(err error) {
-	l.once.Do(func() {
-		l.err = err
-		close(l.done)
-	})
+	l.ready.Close()
+	return l.Listener.Close()
 }
 
 // proxiedConn is a connection whose PROXY header was read: its remote
