@@ -68,7 +68,9 @@ type config struct {
 	// ingressStatus is whether the status writer writes Ingress status.
 	ingressStatus bool
 	printVersion  bool
-	stateFile     string
+	// trustAllForwarded is the deprecated -trust-forwarded-headers.
+	trustAllForwarded bool
+	stateFile         string
 	// state is the --state-file (cluster mode).
 	state *watch.StateFile
 	// statusWriteErrors counts failed status writes (cluster mode).
@@ -79,6 +81,7 @@ type config struct {
 
 func parseFlags(args []string, output io.Writer) (*config, error) {
 	c := &config{proxy: proxy.DefaultOptions()}
+	var requestID, serverHeader bool
 	fs := flag.NewFlagSet("hostgate", flag.ContinueOnError)
 	fs.SetOutput(output)
 	fs.StringVar(&c.configPath, "config", "", "serve the Kubernetes objects in this YAML file or folder instead of a cluster's (reloaded on change)")
@@ -118,7 +121,20 @@ func parseFlags(args []string, output io.Writer) (*config, error) {
 		c.watch.ReachablePorts, err = portList(s)
 		return err
 	})
-	fs.BoolVar(&c.proxy.TrustForwardedHeaders, "trust-forwarded-headers", false, "keep the X-Forwarded-For, -Proto and -Host headers sent by clients (only behind a trusted load balancer); X-Forwarded-Client-Cert is always hostgate's own")
+	fs.Func("trusted-proxies", "comma-separated CIDRs or addresses of the proxies and load balancers in front: a connection from one keeps its X-Forwarded-For, -Proto, -Host and X-Request-ID, and its client is the rightmost X-Forwarded-For address outside them (ingress-nginx's use-forwarded-headers with proxy-real-ip-cidr); X-Forwarded-Client-Cert is always hostgate's own (default: none)", func(s string) error {
+		var err error
+		c.proxy.TrustedProxies, err = prefixList(s)
+		return err
+	})
+	fs.BoolVar(&c.trustAllForwarded, "trust-forwarded-headers", false, "deprecated: --trusted-proxies 0.0.0.0/0,::/0 (every peer)")
+	fs.BoolVar(&c.proxy.ProxyProtocol, "proxy-protocol", false, "every TCP connection to the HTTP and HTTPS listeners starts with a PROXY protocol header (v1 or v2), whose address is the client's; connections from outside --proxy-protocol-from, and bad or late headers, are closed")
+	fs.Func("proxy-protocol-from", "comma-separated CIDRs or addresses that may send a PROXY protocol header (default: --trusted-proxies)", func(s string) error {
+		var err error
+		c.proxy.ProxyProtocolFrom, err = prefixList(s)
+		return err
+	})
+	fs.BoolVar(&requestID, "request-id", true, "send backends an X-Request-ID, generated unless a trusted proxy sent one (false: the client's goes on as it came)")
+	fs.BoolVar(&serverHeader, "server-header", true, "answers carry \"Server: hostgate\" unless the backend sent its own (false: hostgate adds none)")
 	fs.Func("load-balancing", "round-robin or least-request (default round-robin)", oneOf(&c.proxy.LoadBalancing, proxy.RoundRobin, proxy.LeastRequest))
 	fs.Func("http1-engine", "native (hostgate's own HTTP/1.1 engine) or stdlib (net/http for every connection) (default native)", oneOf(&c.proxy.HTTP1Engine, proxy.EngineNative, proxy.EngineStdlib))
 	fs.DurationVar(&c.proxy.ReadHeaderTimeout, "read-header-timeout", c.proxy.ReadHeaderTimeout, "time a client has to send request headers")
@@ -140,6 +156,16 @@ func parseFlags(args []string, output io.Writer) (*config, error) {
 	fs.BoolVar(&c.printVersion, "version", false, "print the version and exit")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
+	}
+	c.proxy.DisableRequestID, c.proxy.DisableServerHeader = !requestID, !serverHeader
+	if c.trustAllForwarded {
+		if c.proxy.TrustedProxies != nil {
+			return nil, errors.New("-trust-forwarded-headers and -trusted-proxies exclude each other: the first is the second with every address")
+		}
+		c.proxy.TrustedProxies = []netip.Prefix{netip.MustParsePrefix("0.0.0.0/0"), netip.MustParsePrefix("::/0")}
+	}
+	if c.proxy.ProxyProtocol && len(c.proxy.ProxyProtocolFrom) == 0 && len(c.proxy.TrustedProxies) == 0 {
+		return nil, errors.New("-proxy-protocol needs -proxy-protocol-from or -trusted-proxies: the addresses of the load balancers that send it")
 	}
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected arguments %q: hostgate takes only flags", fs.Args())
@@ -250,6 +276,31 @@ func ipList(s string) ([]string, error) {
 	return out, nil
 }
 
+// prefixList parses comma-separated CIDRs or addresses, an address
+// standing for itself alone.
+func prefixList(s string) ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for _, item := range splitList(s) {
+		p, err := netip.ParsePrefix(item)
+		if err != nil {
+			addr, addrErr := netip.ParseAddr(item)
+			if addrErr != nil || addr.Zone() != "" {
+				return nil, fmt.Errorf("%q is neither a CIDR nor an IP address", item)
+			}
+			p = netip.PrefixFrom(addr, addr.BitLen())
+		}
+		if p.Addr().Is4In6() && p.Bits() >= 96 {
+			// Clients' addresses are compared unmapped.
+			p = netip.PrefixFrom(p.Addr().Unmap(), p.Bits()-96)
+		}
+		out = append(out, p.Masked())
+	}
+	if out == nil {
+		return nil, errors.New("no address given")
+	}
+	return out, nil
+}
+
 // portList parses comma-separated port numbers; none gives nil.
 func portList(s string) ([]int32, error) {
 	var out []int32
@@ -291,6 +342,9 @@ func run(ctx context.Context, args []string, logOutput io.Writer, h *hooks) erro
 		return nil
 	}
 	log := newLogger(c, logOutput)
+	if c.trustAllForwarded {
+		log.Warn("-trust-forwarded-headers is deprecated: it is -trusted-proxies 0.0.0.0/0,::/0, which lets any client choose its address; name the load balancers instead")
+	}
 	logClientGoTo(log)
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -384,6 +438,7 @@ func accessLogger(log *slog.Logger) func(*proxy.AccessRecord) {
 			"listener", r.Listener, "remote_addr", r.RemoteAddr, "proto", r.Proto,
 			"method", r.Method, "host", r.Host, "path", r.Path, "status", r.Status,
 			"bytes_sent", r.BytesSent, "duration_seconds", r.Duration.Seconds(),
-			"route", r.Route.String(), "backend", r.Backend, "endpoint", r.Endpoint)
+			"route", r.Route.String(), "backend", r.Backend, "endpoint", r.Endpoint,
+			"client", r.Client.String(), "request_id", r.RequestID)
 	}
 }

@@ -230,6 +230,11 @@ func TestBadFlagsAreRejected(t *testing.T) {
 		{"stray"},
 		{"--address-pool", "not-an-ip", "--config", "testdata"},
 		{"--config-settle", "-1s", "--config", "examples/quickstart"},
+		{"--trusted-proxies", "10.0.0.0/33", "--config", "examples/quickstart"},
+		{"--trusted-proxies", "", "--config", "examples/quickstart"},
+		{"--proxy-protocol-from", "fe80::1%eth0", "--config", "examples/quickstart"},
+		{"--proxy-protocol", "--config", "examples/quickstart"},
+		{"--trust-forwarded-headers", "--trusted-proxies", "10.0.0.0/8", "--config", "examples/quickstart"},
 	} {
 		err := run(context.Background(), args, io.Discard, nil)
 		if err == nil {
@@ -271,6 +276,28 @@ func TestConnectionCapFlags(t *testing.T) {
 	}
 	if c.proxy.MaxConnections != proxy.NoCap || c.proxy.MaxConnectionsPerAddress != 7 {
 		t.Errorf("caps %d and %d, want %d and 7", c.proxy.MaxConnections, c.proxy.MaxConnectionsPerAddress, proxy.NoCap)
+	}
+}
+
+// TestClientFlags: address lists, the deprecated trust-everyone flag, and
+// the switches that proxy.Options spells as Disable*.
+func TestClientFlags(t *testing.T) {
+	c, err := parseFlags([]string{"--trusted-proxies", "10.0.0.1, 192.168.7.0/16,::ffff:172.16.0.0/108", "--proxy-protocol", "--request-id=false", "--server-header=false"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := fmt.Sprint(c.proxy.TrustedProxies); got != "[10.0.0.1/32 192.168.0.0/16 172.16.0.0/12]" {
+		t.Errorf("trusted proxies %s", got)
+	}
+	if !c.proxy.ProxyProtocol || !c.proxy.DisableRequestID || !c.proxy.DisableServerHeader {
+		t.Errorf("options %+v", c.proxy)
+	}
+	c, err = parseFlags([]string{"--trust-forwarded-headers"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := fmt.Sprint(c.proxy.TrustedProxies); got != "[0.0.0.0/0 ::/0]" || c.proxy.DisableRequestID || c.proxy.DisableServerHeader {
+		t.Errorf("--trust-forwarded-headers: trusted proxies %s, options %+v", got, c.proxy)
 	}
 }
 

@@ -20,7 +20,6 @@ import (
 	"context"
 	"io"
 	"maps"
-	"net"
 	"net/http"
 	"net/textproto"
 	"strconv"
@@ -105,19 +104,10 @@ func (f *forwarder) bridge(w http.ResponseWriter, r *http.Request, ex *exchange)
 	if !lengthKnown(r) {
 		return false
 	}
-	client, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		client = r.RemoteAddr
-	}
 	// The server made the header for this request alone, and nothing
 	// reads it after the backend's answer: it is edited in place.
 	h := r.Header
-	xff, proto, fhost := forwarded(client, r.Host, ex.scheme, h, s.opts.TrustForwardedHeaders)
-	// One allocation for the three; each value's capacity ends with it,
-	// so that a modifier adding to one copies it.
-	fwd := []string{xff, proto, fhost}
-	h["X-Forwarded-For"], h["X-Forwarded-Proto"], h["X-Forwarded-Host"] = fwd[0:1:1], fwd[1:2:2], fwd[2:3:3]
-	setClientCert(h, r, ex.scheme)
+	setForwarded(r, h, ex)
 	eachFilter(&ex.plan, router.FilterRequestHeaderModifier, func(flt *router.Filter) { modifyHeader(h, flt.RequestHeaders) })
 
 	b := bridgeStates.Get().(*bridgeState)
@@ -273,8 +263,11 @@ func (f *forwarder) relayResponse(w http.ResponseWriter, r *http.Request, uc *up
 	mode := resp.bodyMode(r.Method)
 	reusable := resp.reusable(mode) && requestSent
 
+	f.s.serverField(&resp.fields)
 	editResponse(&ex.plan, &resp.fields)
 	h := w.Header()
+	// The Server ServeHTTP put there gives way to the response's.
+	delete(h, "Server")
 	copyFields(h, resp.fields)
 	if resp.contentLength >= 0 && mode != bodyChunked {
 		h["Content-Length"] = []string{strconv.FormatInt(resp.contentLength, 10)}

@@ -24,4 +24,7 @@
 // sees it: it refuses ambiguous HTTP/1.1 framing (request smuggling) and
 // closes HTTP/2 connections that reset streams in a flood (rapid reset).
 // For it to read plaintext, TLS is terminated by the guard's listener.
+// Beneath TLS, a PROXY protocol header, where one is expected, is read
+// first (proxyproto.go); who a request comes from, the real client behind
+// trusted proxies, is worked out once per request (client.go).
 package proxy

@@ -26,12 +26,15 @@ import (
 // serve runs the pipeline for one request and executes its plan.
 func (s *Server) serve(w http.ResponseWriter, r *http.Request, l *listener, st *listenerState) {
 	rec := &recorder{ResponseWriter: w, writes: writeBound{stall: s.opts.IdleTimeout}}
-	ex := exchange{start: time.Now(), scheme: l.scheme, sets: *s.sets.Load(), backendTLS: st.backendTLS}
+	ex := exchange{start: time.Now(), scheme: l.scheme, sets: *s.sets.Load(), backendTLS: st.backendTLS, answer: w.Header()}
 	defer s.observeHTTP(l, r, rec, &ex)
+	conn, connText := remoteOf(r.RemoteAddr)
+	ex.from = s.originOf(conn, connText, r.Header)
 	v := view{
 		Request: router.Request{Host: r.Host, Method: r.Method, Path: r.URL.EscapedPath(), RawQuery: r.URL.RawQuery, Header: r.Header},
 		scheme:  l.scheme,
 		port:    l.port,
+		client:  ex.from.client,
 	}
 	if l.scheme == "https" && st.routes != nil && st.routes.Shared() {
 		v.serverName, v.tls = serverNameOf(r), st.tls
@@ -60,6 +63,9 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, l *listener, st *
 type exchange struct {
 	start  time.Time
 	scheme string
+	from   origin
+	// answer is the header of the answer to the client on net/http.
+	answer http.Header
 	sets   map[string]*upstream.Set
 	plan   plan
 	// stats are the series of the request's route.
@@ -296,7 +302,7 @@ func (f *forwarder) rewrite(pr *httputil.ProxyRequest) {
 	if ex.plan.host != "" {
 		out.Host = ex.plan.host
 	}
-	setForwarded(pr.In, out.Header, ex.scheme, f.s.opts.TrustForwardedHeaders)
+	setForwarded(pr.In, out.Header, ex)
 	eachFilter(&ex.plan, router.FilterRequestHeaderModifier, func(flt *router.Filter) { modifyHeader(out.Header, flt.RequestHeaders) })
 	eachFilter(&ex.plan, router.FilterRequestMirror, func(flt *router.Filter) { f.mirror(out, flt.Mirror, ex) })
 	if out.Body != nil && out.Body != http.NoBody {
@@ -322,6 +328,15 @@ func (f *forwarder) modifyResponse(resp *http.Response) error {
 		return err
 	}
 	ex.switched = resp.StatusCode == http.StatusSwitchingProtocols
+	if s := f.s.server; s != nil {
+		// The backend's, or else the one ServeHTTP put on the answer,
+		// before the response header modifiers, which may remove it;
+		// ReverseProxy adds the response's fields to the answer's.
+		delete(ex.answer, "Server")
+		if _, ok := resp.Header["Server"]; !ok {
+			resp.Header["Server"] = s
+		}
+	}
 	editResponse(&ex.plan, resp.Header)
 	return nil
 }

@@ -27,6 +27,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"os"
 	"strconv"
@@ -90,8 +91,10 @@ type h1conn struct {
 	br *bufio.Reader
 	// bw is the writer of the exchange under way, nil between them.
 	bw *bufio.Writer
-	// remote is the client's address, client its IP.
+	// remote is the connection's address, client its IP, and peer that
+	// IP parsed (the PROXY header's, with ProxyProtocol).
 	remote, client string
+	peer           netip.Addr
 	req            h1head
 	resp           h1head
 	// body is the request body, rbody the response body.
@@ -99,7 +102,9 @@ type h1conn struct {
 	scratch     [64]byte
 }
 
-// handoffListener hands connections from the engine to net/http.
+// handoffListener is a listener that deliver feeds: the engine hands
+// connections to net/http through one, and the PROXY protocol listener
+// those whose header it read.
 type handoffListener struct {
 	addr  net.Addr
 	conns chan net.Conn
@@ -158,7 +163,7 @@ func (l *listener) acceptH1(ln guardListener) {
 
 func (l *listener) serveH1(gc *guardConn) {
 	tc, _ := beneath[*trackedConn](gc)
-	c := &h1conn{l: l, gc: gc, tc: tc, remote: gc.RemoteAddr().String()}
+	c := &h1conn{l: l, gc: gc, tc: tc, remote: gc.RemoteAddr().String(), peer: addrOf(gc.RemoteAddr())}
 	c.client = c.remote
 	if host, _, err := net.SplitHostPort(c.remote); err == nil {
 		c.client = host
@@ -317,10 +322,12 @@ func (c *h1conn) exchange(n int) (keep, handOff bool) {
 	s := l.srv
 	st := l.state.Load()
 	ex := exchange{start: time.Now(), scheme: l.scheme, sets: *s.sets.Load()}
+	ex.from = s.originOf(c.peer, c.client, req)
 	v := view{
 		Request: router.Request{Host: req.host, Method: req.method, Path: req.path, RawQuery: req.query, Header: req},
 		scheme:  l.scheme,
 		port:    l.port,
+		client:  ex.from.client,
 	}
 	if l.scheme == "https" && st.routes != nil && st.routes.Shared() {
 		v.tls = st.tls
@@ -354,6 +361,7 @@ func (c *h1conn) exchange(n int) (keep, handOff bool) {
 		status, sent, keep = c.forward(&ex, keep)
 	case actRedirect, actPreflight:
 		c.resp.reset("")
+		s.serverField(&c.resp.fields)
 		status = answer(&ex.plan, &v, &c.resp.fields)
 		keep = keep && c.body.done
 		c.statusLine(status)
@@ -413,6 +421,9 @@ func (c *h1conn) writeError(status int, keep bool) (int, int64, bool) {
 	c.bw.WriteString("Content-Type: text/plain; charset=utf-8\r\nContent-Length: ")
 	c.bw.Write(strconv.AppendInt(c.scratch[:0], int64(len(body)), 10))
 	c.bw.WriteString("\r\nX-Content-Type-Options: nosniff\r\n")
+	if c.l.srv.server != nil {
+		c.bw.WriteString("Server: " + serverName + "\r\n")
+	}
 	c.endHead(keep, false)
 	var sent int64
 	if c.req.method != http.MethodHead {
@@ -493,11 +504,16 @@ func (c *h1conn) forward(ex *exchange, keep bool) (status int, sent int64, keepO
 	if c.gc.SetReadDeadline(deadline) != nil {
 		return 0, 0, false
 	}
-	xff, proto, fhost := forwarded(c.client, req.host, ex.scheme, req, s.opts.TrustForwardedHeaders)
+	o := &ex.from
+	xff, proto, fhost := forwarded(o.connText, req.host, ex.scheme, req, o.trusted)
 	req.fields = append(req.fields,
 		h1field{name: "X-Forwarded-For", value: xff},
 		h1field{name: "X-Forwarded-Proto", value: proto},
-		h1field{name: "X-Forwarded-Host", value: fhost})
+		h1field{name: "X-Forwarded-Host", value: fhost},
+		h1field{name: "X-Real-Ip", value: o.clientText})
+	if o.requestID != "" {
+		req.fields = append(req.fields, h1field{name: "X-Request-Id", value: o.requestID})
+	}
 	if cert := c.clientCert(); cert != "" {
 		req.fields = append(req.fields, h1field{name: clientCertField, value: cert})
 	}
@@ -957,6 +973,7 @@ func (c *h1conn) relayResponse(uc *upConn, ex *exchange, keep bool) (status int,
 	keep = keep && c.body.done
 	reusable := resp.reusable(mode) && c.body.done
 
+	c.l.srv.serverField(&resp.fields)
 	editResponse(&ex.plan, &resp.fields)
 	c.statusLine(status)
 	c.writeFields(resp.fields, chunked)

@@ -247,7 +247,7 @@ func checkRequestField(h *h1head, f *h1field) bool {
 		// Other expectations get net/http's 417.
 		h.expect100 = true
 		return strings.EqualFold(f.value, "100-continue")
-	case "X-Forwarded-For", "X-Forwarded-Proto", "X-Forwarded-Host", clientCertField:
+	case "X-Forwarded-For", "X-Forwarded-Proto", "X-Forwarded-Host", "X-Real-Ip", "X-Request-Id", clientCertField:
 		f.hop = true // replaced by the proxy's
 	case "Forwarded":
 		f.hop = true // dropped, as ReverseProxy drops it

@@ -177,15 +177,22 @@ func get(t *testing.T, c *http.Client, url string, header ...string) (*http.Resp
 		}
 	}
 	resp, err := c.Do(req)
+	return resp, bodyOf(t, resp, err)
+}
+
+// bodyOf reads and closes the body of resp, the outcome of a request that
+// must not fail.
+func bodyOf(t testing.TB, resp *http.Response, err error) string {
+	t.Helper()
 	if err != nil {
-		t.Fatalf("GET %s: %v", url, err)
+		t.Fatal(err)
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(resp.Body)
 	if err != nil {
-		t.Fatalf("GET %s: read body: %v", url, err)
+		t.Fatalf("read body: %v", err)
 	}
-	return resp, string(body)
+	return string(body)
 }
 
 // noRedirects is a client that shows redirects instead of following them.

@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"net"
 	"net/http"
 	"strings"
 
@@ -57,18 +56,23 @@ func modifyHeader(h headerEditor, m *router.HeaderModifier) {
 	}
 }
 
-// setForwarded sets X-Forwarded-For, -Proto, -Host and -Client-Cert on
-// out from in.
-func setForwarded(in *http.Request, out http.Header, scheme string, trusted bool) {
-	client, _, err := net.SplitHostPort(in.RemoteAddr)
-	if err != nil {
-		client = in.RemoteAddr
+// setForwarded sets X-Forwarded-For, -Proto, -Host, -Client-Cert,
+// X-Real-IP and X-Request-ID on out, the header of a request to a
+// backend, from in, the client's request.
+func setForwarded(in *http.Request, out http.Header, ex *exchange) {
+	o := &ex.from
+	xff, proto, fhost := forwarded(o.connText, in.Host, ex.scheme, in.Header, o.trusted)
+	// One allocation for all; each value's capacity ends with it, so
+	// that a modifier adding to one copies it.
+	fwd := []string{xff, proto, fhost, o.clientText, o.requestID}
+	out["X-Forwarded-For"], out["X-Forwarded-Proto"], out["X-Forwarded-Host"] = fwd[0:1:1], fwd[1:2:2], fwd[2:3:3]
+	out["X-Real-Ip"] = fwd[3:4:4]
+	if o.requestID != "" {
+		out["X-Request-Id"] = fwd[4:5:5]
+	} else {
+		delete(out, "X-Request-Id")
 	}
-	xff, proto, host := forwarded(client, in.Host, scheme, in.Header, trusted)
-	out["X-Forwarded-For"] = []string{xff}
-	out["X-Forwarded-Proto"] = []string{proto}
-	out["X-Forwarded-Host"] = []string{host}
-	setClientCert(out, in, scheme)
+	setClientCert(out, in, ex.scheme)
 }
 
 // forwarded gives the X-Forwarded-For, -Proto and -Host values of a

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"net/http"
+	"net/netip"
 	"strings"
 	"testing"
 	"time"
@@ -86,7 +87,9 @@ func firstLine(s string) string {
 func TestForwardedHeaders(t *testing.T) {
 	for _, trusted := range []bool{false, true} {
 		opts := testOptions()
-		opts.TrustForwardedHeaders = trusted
+		if trusted {
+			opts.TrustedProxies = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}
+		}
 		s := startServer(t, opts)
 		s.UpdateEndpoints(map[string][]Endpoint{"web": {{Address: startBackend(t, echo("web"))}}})
 		addr := apply(t, s, Listener{Address: "127.0.0.1:0", Routes: compile(t, route("web", nil, router.Rule{Backends: backends("web")}))})[0]

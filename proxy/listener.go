@@ -82,6 +82,12 @@ func (s *Server) openListener(cfg *Listener) (*listener, error) {
 		return nil, err
 	}
 	port := ln.Addr().(*net.TCPAddr).Port
+	o := &s.opts
+	if o.ProxyProtocol {
+		// Beneath the caps, which then count clients, not the load
+		// balancer; the header has the time a request head has.
+		ln = newProxyListener(ln, o.ProxyProtocolFrom, o.ReadHeaderTimeout, &s.metrics.ppRejected)
+	}
 	l := &listener{
 		srv:      s,
 		protocol: cfg.Protocol,
@@ -92,7 +98,6 @@ func (s *Server) openListener(cfg *Listener) (*listener, error) {
 		stats:    s.metrics.listener(cfg.Address),
 	}
 	l.publish(cfg)
-	o := &s.opts
 	// No ReadTimeout or WriteTimeout: they would cut gRPC streams and
 	// WebSockets. Slow clients are bounded by the header timeout, the idle
 	// timeout and, on h2, the write timeout per frame.
@@ -230,6 +235,12 @@ func (l *listener) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if l.alt != nil && r.ProtoMajor < 3 {
 		w.Header()["Alt-Svc"] = l.alt
+	}
+	if l.srv.server != nil {
+		// Every answer made here has it; a proxied one has the
+		// backend's instead, if it sent one (modifyResponse,
+		// relayResponse).
+		w.Header()["Server"] = l.srv.server
 	}
 	l.srv.serve(w, r, l, l.state.Load())
 }

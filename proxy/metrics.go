@@ -43,6 +43,7 @@ type metrics struct {
 	connsRefused   [numConnCaps]prometheus.Counter
 	connsEvicted   [numConnCaps]prometheus.Counter
 	handshakes     [numHandshakeResults]prometheus.Counter
+	ppRejected     [numPPReasons]prometheus.Counter
 }
 
 // errorKind classifies a failed exchange with a backend.
@@ -128,13 +129,14 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	connsRefused := counters("hostgate_connections_refused_total", "Client connections closed as soon as accepted, with no idle connection to close in their place, by the cap reached.", "reason", connCapNames[:], m.connsRefused[:])
 	connsEvicted := counters("hostgate_connections_evicted_total", "Idle client connections closed to make room for a new one, by the cap reached.", "reason", connCapNames[:], m.connsEvicted[:])
 	handshakes := counters("hostgate_tls_handshakes_total", "TLS handshakes with clients, by result.", "result", handshakeResultNames[:], m.handshakes[:])
+	ppRejected := counters("hostgate_proxy_protocol_rejected_total", "Client connections closed for their PROXY protocol header (--proxy-protocol), by reason: a peer not allowed to send one, a malformed or overlong header, a connection that ended before it, or one that did not come within --read-header-timeout.", "reason", ppReasonNames[:], m.ppRejected[:])
 	conns := prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "hostgate_active_connections",
 		Help: "Open client connections, by protocol.",
 	}, []string{"protocol"})
 	resolve(conns.WithLabelValues, connProtocolNames[:], m.conns[:])
 	if reg != nil {
-		for _, c := range []prometheus.Collector{m.requests, m.duration, m.upstreamDuration, m.retries, m.connectRetries, m.slowBodies, m.ejections, upstreamErrors, conns, connsRefused, connsEvicted, handshakes} {
+		for _, c := range []prometheus.Collector{m.requests, m.duration, m.upstreamDuration, m.retries, m.connectRetries, m.slowBodies, m.ejections, upstreamErrors, conns, connsRefused, connsEvicted, handshakes, ppRejected} {
 			if err := reg.Register(c); err != nil {
 				return nil, err
 			}

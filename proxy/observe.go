@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"net/http"
+	"net/netip"
 	"time"
 
 	"github.com/hostgate/hostgate/router"
@@ -12,8 +13,13 @@ type AccessRecord struct {
 	Start    time.Time
 	Duration time.Duration
 	// Listener is the listener's address.
-	Listener   string
+	Listener string
+	// RemoteAddr is the connection's address: its PROXY header's with
+	// Options.ProxyProtocol, else its peer's. Client is the real client's
+	// address (client.go), RequestID the X-Request-ID sent to the backend.
 	RemoteAddr string
+	Client     netip.Addr
+	RequestID  string
 	Proto      string
 	Method     string
 	Host       string
@@ -100,6 +106,7 @@ func (s *Server) observe(l *listener, ex *exchange, status int, bytes int64) *Ac
 	a := &AccessRecord{
 		Start: ex.start, Duration: d, Listener: l.addr,
 		Status: status, BytesSent: bytes,
+		Client: ex.from.client, RequestID: ex.from.requestID,
 	}
 	if ex.plan.target != nil {
 		a.Route = ex.plan.target.Route.ID

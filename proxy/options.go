@@ -4,6 +4,8 @@ import (
 	"crypto/tls"
 	"fmt"
 	"log/slog"
+	"net/netip"
+	"slices"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -71,10 +73,29 @@ type Options struct {
 	// advertising it with Alt-Svc. Default false.
 	DisableHTTP3 bool
 
-	// TrustForwardedHeaders keeps the X-Forwarded-For, -Proto and -Host a
-	// client sends (appending to -For); otherwise they are replaced. Trust
-	// them only behind a load balancer that sets them. Default false.
-	TrustForwardedHeaders bool
+	// TrustedProxies are the addresses of the proxies and load balancers
+	// in front (client.go): a request whose connection comes from one keeps
+	// the X-Forwarded-For, -Proto, -Host and X-Request-ID it sends
+	// (appending to -For), and its client is the first address of
+	// X-Forwarded-For, from the right, that is not in them. From elsewhere
+	// the connection's address is the client's and those fields are
+	// replaced. Default none.
+	TrustedProxies []netip.Prefix
+	// ProxyProtocol has every TCP connection start with a PROXY protocol
+	// header (version 1 or 2), whose address becomes the connection's
+	// (proxyproto.go). Default false.
+	ProxyProtocol bool
+	// ProxyProtocolFrom are the peers that may connect when ProxyProtocol
+	// is set; the others are closed at once. Default TrustedProxies, one
+	// of which must then be given.
+	ProxyProtocolFrom []netip.Prefix
+	// DisableRequestID stops generating X-Request-ID: the one a client
+	// sent, if any, goes on as it came. Default false.
+	DisableRequestID bool
+	// DisableServerHeader leaves out the Server field hostgate adds to its
+	// own answers and to proxied ones whose backend sent none. Default
+	// false.
+	DisableServerHeader bool
 	// LoadBalancing is the policy within an endpoint set. Default
 	// RoundRobin.
 	LoadBalancing Balancer
@@ -184,6 +205,14 @@ func (o Options) complete() (Options, error) {
 	if o.Logger == nil {
 		o.Logger = d.Logger
 	}
+	if o.ProxyProtocolFrom == nil {
+		o.ProxyProtocolFrom = o.TrustedProxies
+	}
+	for _, p := range slices.Concat(o.TrustedProxies, o.ProxyProtocolFrom) {
+		if !p.IsValid() {
+			return o, fmt.Errorf("address range %v: invalid", p)
+		}
+	}
 	switch {
 	case o.LoadBalancing != RoundRobin && o.LoadBalancing != LeastRequest:
 		return o, fmt.Errorf("load balancing %q: want %q or %q", o.LoadBalancing, RoundRobin, LeastRequest)
@@ -195,6 +224,8 @@ func (o Options) complete() (Options, error) {
 		return o, fmt.Errorf("max idle connections per endpoint %d: want at least 1 (0 for the default)", o.MaxIdleConnsPerEndpoint)
 	case o.RequestBodyGrace < 0 || o.RequestBodyTimeout < 0:
 		return o, fmt.Errorf("request body grace %v, timeout %v: must not be negative", o.RequestBodyGrace, o.RequestBodyTimeout)
+	case o.ProxyProtocol && len(o.ProxyProtocolFrom) == 0:
+		return o, fmt.Errorf("PROXY protocol: no peer may send it: give the load balancers' addresses (trusted proxies)")
 	case o.MaxHeaderBytes < 4<<10:
 		return o, fmt.Errorf("max header bytes %d: want at least 4096", o.MaxHeaderBytes)
 	}

@@ -14,6 +14,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"net/netip"
 	"regexp"
 	"strconv"
 	"strings"
@@ -35,6 +36,9 @@ type view struct {
 	// listener, looked up only where the table is Shared.
 	serverName string
 	tls        *tlsstore.Store
+	// client is the real client's address (client.go), for rules on who
+	// may do what.
+	client netip.Addr
 }
 
 // action is what a plan does with the request.

@@ -25,6 +25,11 @@ type Server struct {
 	// conns are the open client connections of every listener.
 	conns *connRegistry
 
+	// trusted are Options.TrustedProxies; server is the Server field's
+	// value, nil when there is none.
+	trusted prefixSet
+	server  []string
+
 	registry *upstream.Registry
 	sets     atomic.Pointer[map[string]*upstream.Set]
 
@@ -63,6 +68,10 @@ func New(opts Options) (*Server, error) {
 			MaxEjection:      opts.MaxEjectionTime,
 		}),
 		listeners: map[string]*listener{},
+	}
+	s.trusted = opts.TrustedProxies
+	if !opts.DisableServerHeader {
+		s.server = []string{serverName}
 	}
 	s.conns = newConnRegistry(&s.opts, m)
 	s.fwd = newForwarder(s)
