@@ -41,7 +41,11 @@ func main() {
 	paceGC()
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
-	if err := run(ctx, os.Args[1:], os.Stderr, nil); err != nil {
+	run := func(ctx context.Context, args []string) error { return run(ctx, args, os.Stderr, nil) }
+	if len(os.Args) > 1 && os.Args[1] == "check" {
+		run = func(ctx context.Context, args []string) error { return runCheck(ctx, args[1:], os.Stdout) }
+	}
+	if err := run(ctx, os.Args[1:]); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			os.Exit(0)
 		}

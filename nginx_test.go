@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -255,5 +256,98 @@ func TestIngressNginxMigration(t *testing.T) {
 	c.must(ing, err)
 	if len(ing.Status.LoadBalancer.Ingress) != 0 {
 		t.Errorf("with --ingress-status=false hostgate wrote the Ingress status: %v", ing.Status.LoadBalancer.Ingress)
+	}
+}
+
+// ingressList is what `kubectl get ingress -A -o yaml` prints: a List of
+// an Ingress of class nginx with a rewrite and a snippet, one of another
+// class, and one without a class and annotations.
+const ingressList = `
+apiVersion: v1
+kind: List
+items:
+- apiVersion: networking.k8s.io/v1
+  kind: Ingress
+  metadata:
+    name: shop
+    namespace: web
+    annotations:
+      nginx.ingress.kubernetes.io/rewrite-target: /$1
+      nginx.ingress.kubernetes.io/server-snippet: "return 200;"
+  spec:
+    ingressClassName: nginx
+    rules:
+    - host: shop.example.com
+      http:
+        paths:
+        - {path: /shop/(.*), pathType: ImplementationSpecific, backend: {service: {name: shop, port: {number: 80}}}}
+- apiVersion: networking.k8s.io/v1
+  kind: Ingress
+  metadata: {name: traefik-owned, namespace: web}
+  spec:
+    ingressClassName: traefik
+    defaultBackend: {service: {name: shop, port: {number: 80}}}
+- apiVersion: networking.k8s.io/v1
+  kind: Ingress
+  metadata: {name: plain, namespace: web}
+  spec:
+    defaultBackend: {service: {name: shop, port: {number: 80}}}
+`
+
+// TestCheckIngressNginx runs `hostgate check ingress-nginx` on a file
+// saved from kubectl and on a cluster: the same report from both, naming
+// the honoured rewrite and the refused snippet, leaving out another
+// class's Ingress, and exiting with an error because something is lost.
+func TestCheckIngressNginx(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "ingresses.yaml")
+	if err := os.WriteFile(file, []byte(ingressList), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var text strings.Builder
+	if err := runCheck(t.Context(), []string{"ingress-nginx", "-f", file}, &text); !errors.Is(err, errLossy) {
+		t.Errorf("check of a lossy file: %v, want errLossy", err)
+	}
+	for _, want := range []string{
+		"Ingress web/shop (class nginx)", `honoured  rewrite-target="/$1"`, `refused   server-snippet="return 200;"`,
+		"Ingress web/plain (class none)", "2 Ingresses checked; 1 served as ingress-nginx serves them, 1 not.",
+	} {
+		if !strings.Contains(text.String(), want) {
+			t.Errorf("report lacks %q:\n%s", want, text.String())
+		}
+	}
+	if strings.Contains(text.String(), "traefik-owned") {
+		t.Errorf("report includes an Ingress of another class:\n%s", text.String())
+	}
+
+	env := kubetest.Shared(t)
+	c := newCluster(t, env, "nginx-check")
+	for _, item := range []string{"shop", "plain"} {
+		ing := &networkingv1.Ingress{ObjectMeta: metav1.ObjectMeta{Name: item},
+			Spec: networkingv1.IngressSpec{DefaultBackend: &networkingv1.IngressBackend{Service: &networkingv1.IngressServiceBackend{Name: "shop", Port: networkingv1.ServiceBackendPort{Number: 80}}}}}
+		if item == "shop" {
+			ing.Annotations = map[string]string{watch.NginxAnnotationPrefix + "server-snippet": "return 200;"}
+			ing.Spec.IngressClassName = new("nginx")
+		}
+		c.must(c.kube.NetworkingV1().Ingresses(c.ns).Create(t.Context(), ing, metav1.CreateOptions{}))
+	}
+	var out strings.Builder
+	err := runCheck(t.Context(), []string{"ingress-nginx", "--kubeconfig", env.Kubeconfig, "-o", "json"}, &out)
+	if !errors.Is(err, errLossy) {
+		t.Errorf("check of the cluster: %v, want errLossy", err)
+	}
+	var checks []watch.IngressCheck
+	if err := json.Unmarshal([]byte(out.String()), &checks); err != nil {
+		t.Fatalf("JSON report: %v\n%s", err, out.String())
+	}
+	found := map[string]watch.IngressCheck{}
+	for _, ch := range checks {
+		found[ch.Ingress] = ch
+	}
+	shop := found[c.ns+"/shop"]
+	if len(shop.Annotations) != 1 || shop.Annotations[0].Outcome != watch.Refused || shop.Lossless() {
+		t.Errorf("cluster check of %s/shop: %+v, want its snippet refused", c.ns, shop)
+	}
+	if plain, ok := found[c.ns+"/plain"]; !ok || !plain.Lossless() {
+		t.Errorf("cluster check of %s/plain: %+v (found %t), want it served as is", c.ns, plain, ok)
 	}
 }

@@ -55,10 +55,7 @@ func (t *translator) ingressSockets() []*socket {
 // --ingress-class or an IngressClass of our controller, or, without a
 // class, by an IngressClass of our controller marked default.
 func (t *translator) ourIngress(ing *networkingv1.Ingress) bool {
-	name := ing.Annotations[annotationIngressClass]
-	if ing.Spec.IngressClassName != nil {
-		name = *ing.Spec.IngressClassName
-	}
+	name := ingressClass(ing)
 	if name == "" {
 		return slices.ContainsFunc(t.objs.ingressClasses, func(c *networkingv1.IngressClass) bool {
 			return c.Spec.Controller == IngressController && c.Annotations[annotationDefaultClass] == "true"
@@ -219,11 +216,7 @@ func (t *translator) nginxHostRoutes(routes []router.Route, nginx *nginxSettings
 		}
 		host := r.Hostnames[0]
 		alt := wwwAlternative(host)
-		if hosts.served[alt] {
-			i := slices.IndexFunc(outcomes, func(o AnnotationOutcome) bool {
-				return o.Annotation == NginxAnnotationPrefix+"from-to-www-redirect"
-			})
-			outcomes[i].Outcome, outcomes[i].Reason = Ignored, fmt.Sprintf("for %s: an Ingress serves %s", host, alt)
+		if hosts.wwwTaken(host, outcomes) {
 			continue
 		}
 		routes = append(routes, router.Route{

@@ -341,9 +341,15 @@ type nginxHosts struct {
 }
 
 func (t *translator) nginxHosts() nginxHosts {
+	return collectNginxHosts(t.objs.ingresses, t.ourIngress)
+}
+
+// collectNginxHosts gathers the hosts of the Ingresses that ours says
+// are served.
+func collectNginxHosts(ingresses []*networkingv1.Ingress, ours func(*networkingv1.Ingress) bool) nginxHosts {
 	h := nginxHosts{regex: map[string]bool{}, tls: map[string]bool{}, served: map[string]bool{}}
-	for _, ing := range t.objs.ingresses {
-		if !t.ourIngress(ing) {
+	for _, ing := range ingresses {
+		if !ours(ing) {
 			continue
 		}
 		regex := false
@@ -367,6 +373,21 @@ func (t *translator) nginxHosts() nginxHosts {
 		}
 	}
 	return h
+}
+
+// wwwTaken reports whether an Ingress serves the host that
+// from-to-www-redirect would redirect to host, and if so says in outcomes
+// that the annotation is ignored for host, as ingress-nginx does.
+func (h *nginxHosts) wwwTaken(host string, outcomes []AnnotationOutcome) bool {
+	alt := wwwAlternative(host)
+	if !h.served[alt] {
+		return false
+	}
+	i := slices.IndexFunc(outcomes, func(o AnnotationOutcome) bool {
+		return o.Annotation == NginxAnnotationPrefix+"from-to-www-redirect"
+	})
+	outcomes[i].Outcome, outcomes[i].Reason = Ignored, fmt.Sprintf("for %s: an Ingress serves %s", host, alt)
+	return true
 }
 
 // context is what of h the translation of ing reads: part of the key its
