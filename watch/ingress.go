@@ -5,6 +5,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
@@ -83,8 +84,8 @@ func (t *translator) ingresses() {
 		}
 		report := IngressReport{Object: ing, LoadBalancer: loadBalancer}
 		// The key holds what the routes read of other Ingresses.
-		key := ingressKey{ing, hosts.context(ing)}
-		translated := memoized(t, key, func() ingressRoutes { return t.ingressRoutes(ing, &hosts) })
+		key := ingressKey{ing, hosts.context(ing), t.yields(ing)}
+		translated := memoized(t, key, func() ingressRoutes { return t.ingressRoutes(ing, &hosts, key.yields) })
 		certs, certProblems := t.ingressCerts(ing)
 		// A new slice: the memoized one is shared with other translations.
 		report.Problems = slices.Concat(translated.problems, certProblems)
@@ -105,9 +106,26 @@ func (t *translator) ingresses() {
 
 // ingressKey is what an Ingress's routes are memoized under.
 type ingressKey struct {
-	ing   *networkingv1.Ingress
-	hosts string
+	ing    *networkingv1.Ingress
+	hosts  string
+	yields bool
 }
+
+// yields reports whether ing is on its way out: being deleted, or in a
+// namespace being deleted. Its backends may be gone already, so it gives
+// way to every other Ingress of its host and path, however old
+// (Kubernetes ingress-controller-conformance).
+func (t *translator) yields(ing *networkingv1.Ingress) bool {
+	if ing.DeletionTimestamp != nil {
+		return true
+	}
+	ns := t.namespaces.last(ing.Namespace)
+	return ns != nil && (ns.DeletionTimestamp != nil || ns.Status.Phase == corev1.NamespaceTerminating)
+}
+
+// yieldingCreated stands for the creation time of an Ingress that
+// yields: later than any other, so it loses every tie.
+var yieldingCreated = time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC)
 
 // ingressRoutes are the routes of one Ingress, for plain HTTP and for
 // HTTPS, the problems found making them and the outcome of each
@@ -126,10 +144,14 @@ const acmeChallengePath = "/.well-known/acme-challenge"
 // the defaultBackend share the route without hostnames), each of its rules
 // one path, with the filters its ingress-nginx annotations ask for. A
 // route that the router would refuse is left out whole.
-func (t *translator) ingressRoutes(ing *networkingv1.Ingress, hosts *nginxHosts) ingressRoutes {
+func (t *translator) ingressRoutes(ing *networkingv1.Ingress, hosts *nginxHosts, yields bool) ingressRoutes {
 	var problems []string
 	nginx, outcomes := parseNginxAnnotations(ing)
 	id := router.RouteID{Kind: router.KindIngress, Namespace: ing.Namespace, Name: ing.Name}
+	created := ing.CreationTimestamp.Time
+	if yields {
+		created = yieldingCreated
+	}
 	var routes []router.Route
 	routeFor := func(host string) *router.Route {
 		for i := range routes {
@@ -137,7 +159,7 @@ func (t *translator) ingressRoutes(ing *networkingv1.Ingress, hosts *nginxHosts)
 				return &routes[i]
 			}
 		}
-		r := router.Route{ID: id, Created: ing.CreationTimestamp.Time}
+		r := router.Route{ID: id, Created: created}
 		if host != "" {
 			r.Hostnames = []string{host}
 		}
