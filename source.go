@@ -50,6 +50,7 @@ func newSource(c *config, log *slog.Logger, publish func(*watch.Snapshot, func()
 		GatewayController: c.watch.GatewayController,
 		WriteErrors:       c.statusWriteErrors,
 		GatewayClassName:  c.gatewayClassName,
+		GatewayServices:   c.watch.GatewayServices,
 	}, log.With("component", "status"))
 	if err != nil {
 		return nil, err

@@ -36,7 +36,7 @@ const (
 	ManagedBy      = "hostgate"
 	// endpointSliceManager keeps the endpointslice controllers off our
 	// EndpointSlices.
-	endpointSliceManager = "hostgate.dev/gateway-services"
+	endpointSliceManager = "gateway-services.hostgate.dev"
 )
 
 // Infrastructure is what stands for one Gateway.
