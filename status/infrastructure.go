@@ -3,9 +3,11 @@ package status
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -94,10 +96,17 @@ func (in *infrastructure) start(ctx context.Context) {
 	in.factory.Start(ctx.Done())
 }
 
-// synced waits until the caches are full: before, every object would
-// look missing and be created again.
-func (in *infrastructure) synced(ctx context.Context) bool {
-	return cache.WaitForCacheSync(ctx.Done(), in.services.synced, in.endpoints.synced)
+// syncWait bounds how long a new leader waits for the caches before its
+// first pass. It does not wait for ever: without the rights to list these
+// kinds (the hostgate-gateway-services role not bound) the caches never
+// fill, and every other status must still be written.
+const syncWait = 10 * time.Second
+
+// waitSynced waits up to syncWait for the caches to fill.
+func (in *infrastructure) waitSynced(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, syncWait)
+	defer cancel()
+	cache.WaitForCacheSync(ctx.Done(), in.services.synced, in.endpoints.synced)
 }
 
 // write brings the objects of every Gateway of r to what r describes,
@@ -107,6 +116,11 @@ func (in *infrastructure) synced(ctx context.Context) bool {
 // another hostgate; the Gateway's deletion removes them anyway, as they
 // are owned by it.
 func (in *infrastructure) write(ctx context.Context, p *pass, r *watch.Reports) {
+	// Before the caches are full every object would look missing.
+	if !in.services.synced() || !in.endpoints.synced() {
+		p.count(false, errors.New("the caches of the Services and EndpointSlices kept for Gateways have not filled yet (is the hostgate-gateway-services role bound?): they are not written"))
+		return
+	}
 	services := map[types.NamespacedName]bool{}
 	endpoints := map[types.NamespacedName]bool{}
 	for _, g := range r.Gateways {

@@ -207,8 +207,8 @@ func (w *Writer) lead(ctx context.Context) {
 	defer ticker.Stop()
 	w.settled, w.spare = nil, nil
 	classReady := w.opts.GatewayClassName == ""
-	if w.infra != nil && !w.infra.synced(ctx) {
-		return
+	if w.infra != nil {
+		w.infra.waitSynced(ctx)
 	}
 	for {
 		if !classReady {
