@@ -115,6 +115,7 @@ func parseFlags(args []string, output io.Writer) (*config, error) {
 		c.watch.AddressPool, err = ipList(s)
 		return err
 	})
+	fs.BoolVar(&c.watch.GatewayServices, "gateway-services", false, "keep for each Gateway a Service of type LoadBalancer in its namespace, with spec.infrastructure's labels and annotations and EndpointSlices of the addresses the Gateway is served on, so that a load balancer can give it an address; the leader creates, updates and deletes them (needs the RBAC for Services and EndpointSlices)")
 	fs.Func("status-addresses", "comma-separated addresses to publish in Ingress and Gateway status instead of the node addresses", func(s string) error {
 		var err error
 		c.watch.StatusAddresses, err = ipList(s)
@@ -217,6 +218,9 @@ func parseFlags(args []string, output io.Writer) (*config, error) {
 	}
 	if c.configSettle < 0 {
 		return nil, fmt.Errorf("-config-settle %v: must not be negative", c.configSettle)
+	}
+	if c.configPath != "" && c.watch.GatewayServices {
+		return nil, errors.New("-gateway-services is for cluster mode: with -config nothing writes to a cluster")
 	}
 	if c.configPath != "" && c.stateFile != "" {
 		return nil, errors.New("-state-file is for cluster mode: with -config the files are the configuration")

@@ -227,6 +227,7 @@ func TestBadFlagsAreRejected(t *testing.T) {
 		{"--http1-engine", "fast"},
 		{"--config", "x", "--kubeconfig", "y"},
 		{"--config", "x", "--state-file", "y"},
+		{"--config", "x", "--gateway-services"},
 		{"stray"},
 		{"--address-pool", "not-an-ip", "--config", "testdata"},
 		{"--config-settle", "-1s", "--config", "examples/quickstart"},

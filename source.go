@@ -51,6 +51,7 @@ func newSource(c *config, log *slog.Logger, publish func(*watch.Snapshot, findin
 		WriteErrors:       c.statusWriteErrors,
 		GatewayClassName:  c.gatewayClassName,
 		NoIngressStatus:   !c.ingressStatus,
+		GatewayServices:   c.watch.GatewayServices,
 	}, log.With("component", "status"))
 	if err != nil {
 		return nil, err

@@ -164,7 +164,7 @@ func setUnlessGiven(t *testing.T, name, value string) {
 }
 
 // startHostgate runs hostgate on the cluster, serving Gateways only, each
-// on its own loopback address from the pool.
+// on its own loopback address from the pool and with its own Service.
 func startHostgate(t *testing.T, kubeconfig string) {
 	dir := *logDir
 	if dir == "" {
@@ -185,6 +185,8 @@ func startHostgate(t *testing.T, kubeconfig string) {
 		"--http-addr=",
 		"--https-addr=",
 		"--address-pool="+strings.Join(addressRange(poolFirst, poolLast), ","),
+		// GatewayInfrastructure is claimed only with it.
+		"--gateway-services",
 		"--shutdown-delay=0s",
 		// The status writer's Lease: a namespace that exists in any cluster.
 		"--lease-namespace=default",

@@ -59,6 +59,10 @@ type Options struct {
 	// NoIngressStatus leaves the status of Ingresses to another controller
 	// (ingress-nginx during a migration); Events are still posted.
 	NoIngressStatus bool
+	// GatewayServices makes the writer keep the Service and EndpointSlices
+	// that stand for each Gateway (watch.Options.GatewayServices): created,
+	// updated and deleted to match the Reports.
+	GatewayServices bool
 }
 
 // Leader election timing, client-go's usual values: a new writer takes
@@ -80,6 +84,8 @@ type Writer struct {
 	log  *slog.Logger
 	kube kubernetes.Interface
 	gw   gatewayclient.Interface
+	// infra is nil without Options.GatewayServices.
+	infra *infrastructure
 
 	mu      sync.Mutex
 	reports *watch.Reports
@@ -135,7 +141,11 @@ func New(cfg *rest.Config, opts Options, log *slog.Logger) (*Writer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("status: gateway API client: %w", err)
 	}
-	return &Writer{opts: opts, log: log, kube: kube, gw: gw, changed: make(chan struct{}, 1)}, nil
+	w := &Writer{opts: opts, log: log, kube: kube, gw: gw, changed: make(chan struct{}, 1)}
+	if opts.GatewayServices {
+		w.infra = newInfrastructure(kube)
+	}
+	return w, nil
 }
 
 // Update hands the Writer the latest Reports. It never blocks: a Writer
@@ -153,6 +163,11 @@ func (w *Writer) Update(r *watch.Reports) {
 // Start campaigns for the Lease until ctx is done, and writes status
 // while it leads. A lost Lease is campaigned for again.
 func (w *Writer) Start(ctx context.Context) error {
+	if w.infra != nil {
+		// Every instance fills these caches, so that a new leader need
+		// not wait for them.
+		w.infra.start(ctx)
+	}
 	lock := &resourcelock.LeaseLock{
 		LeaseMeta:  metav1.ObjectMeta{Namespace: w.opts.LeaseNamespace, Name: w.opts.LeaseName},
 		Client:     w.kube.CoordinationV1(),
@@ -199,6 +214,9 @@ func (w *Writer) lead(ctx context.Context) {
 	defer ticker.Stop()
 	w.settled, w.spare = nil, nil
 	classReady := w.opts.GatewayClassName == ""
+	if w.infra != nil {
+		w.infra.waitSynced(ctx)
+	}
 	for {
 		if !classReady {
 			classReady = w.ensureGatewayClass(ctx)
@@ -287,6 +305,9 @@ func (w *Writer) write(ctx context.Context, r *watch.Reports) {
 			func(current gatewayv1.GatewayStatus) (gatewayv1.GatewayStatus, bool) {
 				return gatewayStatus(current, g.Status, now)
 			}))
+	}
+	if w.infra != nil {
+		w.infra.write(ctx, p, r)
 	}
 	drain(w.httpRoutes, func(rr *watch.RouteReport[*gatewayv1.HTTPRoute]) {
 		writeUnsettled(p, rr.Object, rr.Parents, sameParents, func() (bool, error) {

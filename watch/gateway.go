@@ -69,9 +69,18 @@ var supportedFeatures = []gatewayv1.FeatureName{
 // supportedBundle is the Gateway API release whose CRDs hostgate reads.
 const supportedBundle = "v1.7"
 
+// gatewayInfrastructure is claimed only with Options.GatewayServices:
+// without them no object carries spec.infrastructure's labels.
+const gatewayInfrastructure gatewayv1.FeatureName = "GatewayInfrastructure"
+
 func (t *translator) gatewayClasses() {
-	features := make([]gatewayv1.SupportedFeature, len(supportedFeatures))
-	for i, f := range supportedFeatures {
+	claimed := supportedFeatures
+	if t.opts.GatewayServices {
+		claimed = append(slices.Clone(claimed), gatewayInfrastructure)
+		slices.Sort(claimed)
+	}
+	features := make([]gatewayv1.SupportedFeature, len(claimed))
+	for i, f := range claimed {
 		features[i] = gatewayv1.SupportedFeature{Name: f}
 	}
 	for _, gc := range t.objs.gatewayClasses {
@@ -165,8 +174,10 @@ func (t *translator) gatewaysOfOurClasses() {
 		}
 		markConflicts(g.listeners)
 		t.backendClientCert(g)
-		if g.obj.Spec.Infrastructure != nil && g.obj.Spec.Infrastructure.ParametersRef != nil {
-			g.accepted.first(string(gatewayv1.GatewayReasonInvalidParameters), "spec.infrastructure.parametersRef: hostgate takes no parameters")
+		if infra := g.obj.Spec.Infrastructure; infra != nil && infra.ParametersRef != nil {
+			ref := infra.ParametersRef
+			g.accepted.first(string(gatewayv1.GatewayReasonInvalidParameters), fmt.Sprintf(
+				"spec.infrastructure.parametersRef: %s %q: hostgate takes no parameters", groupKind(&ref.Group, ref.Kind), ref.Name))
 		}
 		if !g.accepted.ok() || !g.programmed.ok() {
 			continue
@@ -441,17 +452,22 @@ func (t *translator) finishGateways() {
 		if g == nil {
 			continue
 		}
-		t.reports.Gateways = append(t.reports.Gateways, GatewayReport{Object: gw, Status: t.gatewayStatus(g)})
+		addresses := g.addresses
+		if slices.Equal(addresses, []string{""}) {
+			addresses = t.nodeAddresses
+		}
+		report := GatewayReport{Object: gw, Status: t.gatewayStatus(g, addresses)}
+		if t.opts.GatewayServices {
+			report.Infrastructure = infrastructure(gw, addresses)
+		}
+		t.reports.Gateways = append(t.reports.Gateways, report)
 	}
 }
 
-func (t *translator) gatewayStatus(g *gateway) gatewayv1.GatewayStatus {
+// gatewayStatus is the status of g, which is served on addresses.
+func (t *translator) gatewayStatus(g *gateway, addresses []string) gatewayv1.GatewayStatus {
 	gen := g.obj.Generation
 	var st gatewayv1.GatewayStatus
-	addresses := g.addresses
-	if slices.Equal(addresses, []string{""}) {
-		addresses = t.nodeAddresses
-	}
 	for _, a := range addresses {
 		st.Addresses = append(st.Addresses, gatewayv1.GatewayStatusAddress{Type: new(gatewayv1.IPAddressType), Value: a})
 	}

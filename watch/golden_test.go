@@ -6,6 +6,7 @@ import (
 	"encoding/pem"
 	"flag"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -175,6 +176,8 @@ type (
 		Addresses  []string          `json:"addresses,omitempty"`
 		Conditions []string          `json:"conditions"`
 		Listeners  []printedListener `json:"listeners,omitempty"`
+		// Infrastructure is one line per object that stands for it.
+		Infrastructure []string `json:"infrastructure,omitempty"`
 	}
 	printedListener struct {
 		Name           string   `json:"name"`
@@ -215,6 +218,7 @@ func describeReports(t testing.TB, r *Reports) string {
 			}
 			pg.Listeners = append(pg.Listeners, pl)
 		}
+		pg.Infrastructure = printInfrastructure(g.Infrastructure)
 		p.Gateways = append(p.Gateways, pg)
 	}
 	for _, rr := range r.HTTPRoutes {
@@ -245,6 +249,37 @@ func describeReports(t testing.TB, r *Reports) string {
 		t.Fatal(err)
 	}
 	return string(out)
+}
+
+func printInfrastructure(infra *Infrastructure) []string {
+	if infra == nil {
+		return nil
+	}
+	svc := infra.Service
+	var ports []string
+	for _, p := range svc.Spec.Ports {
+		ports = append(ports, fmt.Sprintf("%s=%d/%s", p.Name, p.Port, p.Protocol))
+	}
+	owner := svc.OwnerReferences[0]
+	out := []string{fmt.Sprintf("Service %s/%s %s owner=%s/%s labels=%s annotations=%s ports=%s", svc.Namespace, svc.Name, svc.Spec.Type,
+		owner.Kind, owner.Name, printMap(svc.Labels), printMap(svc.Annotations), strings.Join(ports, ","))}
+	for _, s := range infra.EndpointSlices {
+		var addresses []string
+		for _, e := range s.Endpoints {
+			addresses = append(addresses, e.Addresses...)
+		}
+		out = append(out, fmt.Sprintf("EndpointSlice %s/%s %s labels=%s addresses=%s ports=%d", s.Namespace, s.Name, s.AddressType,
+			printMap(s.Labels), strings.Join(addresses, ","), len(s.Ports)))
+	}
+	return out
+}
+
+func printMap(m map[string]string) string {
+	var kv []string
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		kv = append(kv, k+"="+m[k])
+	}
+	return "{" + strings.Join(kv, ",") + "}"
 }
 
 func printRoute(kind string, meta *metav1.ObjectMeta, parents []gatewayv1.RouteParentStatus) printedRoute {

@@ -44,6 +44,9 @@ type GatewayClassReport struct {
 type GatewayReport struct {
 	Object *gatewayv1.Gateway
 	Status gatewayv1.GatewayStatus
+	// Infrastructure is what stands for the Gateway, with
+	// Options.GatewayServices; nil otherwise, or when it has no port.
+	Infrastructure *Infrastructure
 }
 
 // RouteReport is the wanted set of parent statuses written by our

@@ -82,6 +82,10 @@ type Options struct {
 	// that is no IP address: serving it on its other addresses only would
 	// hide the mistake.
 	AddressUsable func(netip.Addr) error
+	// GatewayServices makes every Gateway of our classes stand for a
+	// Service of type LoadBalancer with EndpointSlices (infrastructure.go)
+	// in GatewayReport.Infrastructure, and claims GatewayInfrastructure.
+	GatewayServices bool
 	// TranslationTime, when set, observes how long each translation of the
 	// whole store took, in seconds. It takes no part in translation itself.
 	TranslationTime prometheus.Observer
