@@ -90,6 +90,40 @@ spec:
       paths:
       - {path: /, pathType: Prefix, backend: {service: {name: web, port: {number: 80}}}}
 ---
+apiVersion: networking.k8s.io/v1
+kind: Ingress
+metadata:
+  name: secure-backend
+  namespace: default
+  annotations:
+    nginx.ingress.kubernetes.io/backend-protocol: HTTPS
+    nginx.ingress.kubernetes.io/upstream-vhost: internal.example.com
+    nginx.ingress.kubernetes.io/enable-cors: "true"
+    nginx.ingress.kubernetes.io/cors-allow-origin: https://ui.example.com
+spec:
+  ingressClassName: nginx
+  rules:
+  - host: api.example.com
+    http:
+      paths:
+      - {path: /, pathType: Prefix, backend: {service: {name: tls-web, port: {number: 443}}}}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: tls-web, namespace: default}
+spec:
+  ports: [{port: 443, targetPort: %[2]d}]
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata:
+  name: tls-web-1
+  namespace: default
+  labels: {kubernetes.io/service-name: tls-web}
+addressType: IPv4
+endpoints: [{addresses: [127.0.0.1], conditions: {ready: true}}]
+ports: [{port: %[2]d}]
+---
 apiVersion: v1
 kind: Service
 metadata: {name: web, namespace: default}
@@ -109,7 +143,8 @@ ports: [{port: %[1]d}]
 
 // TestIngressNginxAnnotations serves Ingresses of class nginx with their
 // ingress-nginx annotations over real sockets: rewrites with captures on
-// case-insensitive regex paths, the HTTPS redirect (308, to the HTTPS
+// case-insensitive regex paths, an HTTPS backend whose certificate is not
+// checked (ingress-nginx's default) with its own Host, CORS, the HTTPS redirect (308, to the HTTPS
 // port) of a host with TLS but not of ACME challenges, HSTS, permanent
 // redirects, from-to-www and app-root; the snippet is refused, reported in
 // /debug/routes and the metric, and the rest of its Ingress serves.
@@ -118,10 +153,17 @@ func TestIngressNginxAnnotations(t *testing.T) {
 		fmt.Fprintf(w, "path=%s prefix=%s evil=%s", r.URL.Path, r.Header.Get("X-Forwarded-Prefix"), r.Header.Get("X-Evil"))
 	}))
 	defer backend.Close()
+	// A backend with a certificate no one can check, as ingress-nginx
+	// users' HTTPS backends often have.
+	tlsBackend := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, "tls backend saw %s %s", r.Host, r.URL.Path)
+	}))
+	defer tlsBackend.Close()
 	ca := tlstest.NewCA(t)
 	httpPort, httpsPort := freePort(t), freePort(t)
 	dir := t.TempDir()
-	config := fmt.Sprintf(nginxIngresses, backend.Listener.Addr().(*net.TCPAddr).Port) + tlsSecret(t, ca, "default", "app-tls", "app.example.com")
+	config := fmt.Sprintf(nginxIngresses, backend.Listener.Addr().(*net.TCPAddr).Port, tlsBackend.Listener.Addr().(*net.TCPAddr).Port) +
+		tlsSecret(t, ca, "default", "app-tls", "app.example.com")
 	if err := os.WriteFile(filepath.Join(dir, "config.yaml"), []byte(config), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -178,6 +220,24 @@ func TestIngressNginxAnnotations(t *testing.T) {
 		t.Errorf("app-root leaves other paths: %d %q", code, body)
 	}
 
+	if code, _, _, body := do(plain+"/v1", "api.example.com"); code != 200 || body != "tls backend saw internal.example.com /v1" {
+		t.Errorf("backend-protocol HTTPS with upstream-vhost: %d %q", code, body)
+	}
+	preflight, err := http.NewRequest("OPTIONS", plain+"/v1", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	preflight.Host = "api.example.com"
+	preflight.Header.Set("Origin", "https://ui.example.com")
+	preflight.Header.Set("Access-Control-Request-Method", "PUT")
+	if resp, err := client.Do(preflight); err != nil {
+		t.Error(err)
+	} else {
+		resp.Body.Close()
+		if resp.StatusCode != 204 || resp.Header.Get("Access-Control-Allow-Origin") != "https://ui.example.com" || !strings.Contains(resp.Header.Get("Access-Control-Allow-Methods"), "PUT") {
+			t.Errorf("enable-cors preflight: %d %v", resp.StatusCode, resp.Header)
+		}
+	}
 	eventually(t, "refusal in debug routes", expect(h.admin+"/debug/routes", "", 200,
 		`Ingress default/rewrite: annotation nginx.ingress.kubernetes.io/configuration-snippet="more_set_headers \"X-Evil: 1\";": refused`))
 	eventually(t, "metric", expect(h.admin+"/metrics", "", 200,

@@ -38,7 +38,9 @@ func tlsIdentity(b *router.BackendTLS) string {
 	var k strings.Builder
 	k.WriteString(b.ServerName)
 	k.WriteByte(0)
-	if b.CAPEM == nil {
+	if b.SkipVerify {
+		k.WriteString("unverified")
+	} else if b.CAPEM == nil {
 		k.WriteString("system")
 	} else {
 		k.WriteString("pem:")
@@ -135,7 +137,9 @@ func backendTLSConfig(base *tls.Config, b *router.BackendTLS) (*tls.Config, erro
 		cfg.Certificates = nil
 	}
 	cfg.GetClientCertificate = nil
-	if len(b.SubjectAltNames) > 0 {
+	if b.SkipVerify {
+		cfg.InsecureSkipVerify = true
+	} else if len(b.SubjectAltNames) > 0 {
 		// The chain is verified here rather than by crypto/tls, which
 		// would check it for the server name: with subjectAltNames the
 		// server name is only sent, and one of them must match instead.

@@ -350,7 +350,9 @@ func (t *Table) WriteText(w io.Writer) error {
 
 func describeBackendTLS(t *BackendTLS) string {
 	s := "tls=" + t.ServerName
-	if t.CAPEM == nil {
+	if t.SkipVerify {
+		s += " unverified"
+	} else if t.CAPEM == nil {
 		s += " ca=system"
 	} else {
 		sum := sha256.Sum256(t.CAPEM)

@@ -320,6 +320,10 @@ type BackendTLS struct {
 	// SubjectAltNames, when given, replace ServerName in the check: the
 	// certificate must hold one of them.
 	SubjectAltNames []SubjectAltName `json:",omitempty"`
+	// SkipVerify leaves the backend's certificate unchecked: what
+	// ingress-nginx does for HTTPS backends unless proxy-ssl-verify is on.
+	// ServerName is then only sent.
+	SkipVerify bool `json:",omitempty"`
 	// ClientCertificate, when set, is presented to the backend (Gateway
 	// API Gateway spec.tls.backend.clientCertificateRef): backends of
 	// routes on different Gateways may differ in it alone.

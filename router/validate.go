@@ -435,8 +435,8 @@ func validateBackend(b *BackendRef) error {
 		switch {
 		case b.Protocol != "https" && b.Protocol != "h2":
 			return fmt.Errorf("tls: protocol %q does not use TLS", b.Protocol)
-		case t.ServerName == "":
-			return errors.New("tls.serverName: must not be empty")
+		case t.ServerName == "" && !t.SkipVerify:
+			return errors.New("tls.serverName: must not be empty: it is what the certificate is checked for")
 		case t.ClientCertificate != nil && (len(t.ClientCertificate.CertPEM) == 0 || len(t.ClientCertificate.KeyPEM) == 0):
 			return fmt.Errorf("tls.clientCertificate %s: needs a certificate and a key", t.ClientCertificate.Name)
 		}

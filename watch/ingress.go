@@ -172,6 +172,11 @@ func (t *translator) ingressRoutes(ing *networkingv1.Ingress, hosts *nginxHosts,
 			problems = append(problems, fmt.Sprintf("%s: %v", field, err))
 			return []router.BackendRef{{Invalid: true, Weight: 1}}
 		}
+		// A BackendTLSPolicy of the Service says more than the annotation.
+		if nginx.backendProtocol != "" && ref.TLS == nil {
+			ref.Protocol, ref.TLS = nginx.backendProtocol, nginx.backendTLS
+			ref.Invalid = ref.Invalid || ref.TLS == nil && (ref.Protocol == "https" || ref.Protocol == "h2")
+		}
 		return []router.BackendRef{ref}
 	}
 	for i, rule := range ing.Spec.Rules {
@@ -252,22 +257,28 @@ func (t *translator) nginxHostRoutes(routes []router.Route, nginx *nginxSettings
 }
 
 // pathFilters are the filters ingress-nginx's annotations put on every
-// path: a redirect instead of the backend, or a rewrite of the path.
+// path: a redirect instead of the backend, or CORS, a rewrite of the path
+// and of the Host.
 func (s *nginxSettings) pathFilters(path string) []router.Filter {
 	if s.redirect != nil {
 		return []router.Filter{{Type: router.FilterRequestRedirect, Redirect: s.redirect}}
 	}
-	// A rewrite to the path itself is none (ingress-nginx's needsRewrite).
-	if s.rewriteTarget == "" || s.rewriteTarget == path {
-		return nil
+	var filters []router.Filter
+	if s.cors != nil {
+		filters = append(filters, router.Filter{Type: router.FilterCORS, CORS: s.cors})
 	}
-	filters := []router.Filter{{Type: router.FilterURLRewrite, Rewrite: &router.Rewrite{
-		Path: &router.PathModifier{Type: router.ReplaceRegexCaptures, Value: s.rewriteTarget},
-	}}}
-	if s.forwardedPrefix != "" {
-		filters = append(filters, router.Filter{Type: router.FilterRequestHeaderModifier, RequestHeaders: &router.HeaderModifier{
-			Set: []router.Header{{Name: "X-Forwarded-Prefix", Value: s.forwardedPrefix}},
-		}})
+	rewrite := &router.Rewrite{Hostname: s.upstreamHost}
+	// A rewrite to the path itself is none (ingress-nginx's needsRewrite).
+	if s.rewriteTarget != "" && s.rewriteTarget != path {
+		rewrite.Path = &router.PathModifier{Type: router.ReplaceRegexCaptures, Value: s.rewriteTarget}
+		if s.forwardedPrefix != "" {
+			filters = append(filters, router.Filter{Type: router.FilterRequestHeaderModifier, RequestHeaders: &router.HeaderModifier{
+				Set: []router.Header{{Name: "X-Forwarded-Prefix", Value: s.forwardedPrefix}},
+			}})
+		}
+	}
+	if rewrite.Hostname != "" || rewrite.Path != nil {
+		filters = append(filters, router.Filter{Type: router.FilterURLRewrite, Rewrite: rewrite})
 	}
 	return filters
 }

@@ -25,8 +25,10 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	networkingv1 "k8s.io/api/networking/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/hostgate/hostgate/router"
 )
@@ -81,6 +83,16 @@ type nginxSettings struct {
 	// sslRedirect is false where the Ingress turned the redirect of
 	// hosts with TLS off; forceSSLRedirect redirects without TLS too.
 	sslRedirect, forceSSLRedirect bool
+	// backendProtocol is router.BackendRef.Protocol for the Ingress's
+	// backends ("" keeps the Service's appProtocol); backendTLS, for the
+	// TLS ones, is how their certificates are checked (nil for a check
+	// that cannot pass: the backends are then invalid).
+	backendProtocol string
+	backendTLS      *router.BackendTLS
+	// upstreamHost replaces the Host of forwarded requests.
+	upstreamHost string
+	// cors is set by enable-cors and shaped by the cors-* annotations.
+	cors *router.CORS
 }
 
 // nginxParse reads one annotation's value into s. An error makes the
@@ -123,6 +135,41 @@ var nginxHonoured = map[string]nginxParse{
 		s.fromToWWW, err = parseNginxBool(v)
 		return err
 	},
+	"backend-protocol": func(v string, s *nginxSettings) error {
+		protocol, ok := nginxBackendProtocols[strings.ToUpper(v)]
+		if !ok {
+			return fmt.Errorf("must be HTTP, HTTPS, GRPC, GRPCS or H2C (AUTO_HTTP and FCGI are not supported)")
+		}
+		s.backendProtocol = protocol
+		return nil
+	},
+	// ingress-nginx does not check backend certificates unless told to,
+	// and then needs proxy-ssl-secret, which hostgate does not read yet:
+	// the annotations are settled in settleBackendTLS.
+	"proxy-ssl-verify":      func(v string, s *nginxSettings) error { return checkOnOff(v) },
+	"proxy-ssl-name":        func(v string, s *nginxSettings) error { return checkHostname(v) },
+	"proxy-ssl-server-name": func(v string, s *nginxSettings) error { return checkOnOff(v) },
+	"upstream-vhost": func(v string, s *nginxSettings) error {
+		if err := checkHostname(v); err != nil {
+			return err
+		}
+		s.upstreamHost = strings.ToLower(v)
+		return nil
+	},
+	"enable-cors": func(v string, s *nginxSettings) error {
+		on, err := parseNginxBool(v)
+		if on {
+			s.cors = nginxDefaultCORS()
+		}
+		return err
+	},
+	// The cors-* annotations shape enable-cors's filter: settleCORS.
+	"cors-allow-origin":      func(v string, s *nginxSettings) error { return nil },
+	"cors-allow-methods":     func(v string, s *nginxSettings) error { return nil },
+	"cors-allow-headers":     func(v string, s *nginxSettings) error { return nil },
+	"cors-expose-headers":    func(v string, s *nginxSettings) error { return nil },
+	"cors-allow-credentials": func(v string, s *nginxSettings) error { return nil },
+	"cors-max-age":           func(v string, s *nginxSettings) error { return nil },
 	"ssl-redirect": func(v string, s *nginxSettings) (err error) {
 		s.sslRedirect, err = parseNginxBool(v)
 		return err
@@ -153,9 +200,8 @@ var nginxRefused = map[string]string{
 var nginxNotYet = []string{
 	"ssl-passthrough", "auth-tls-secret", "auth-tls-verify-client", "auth-tls-verify-depth",
 	"auth-tls-pass-certificate-to-upstream", "auth-tls-error-page", "auth-tls-match-cn",
-	"proxy-ssl-secret", "proxy-ssl-verify", "proxy-ssl-name", "proxy-ssl-server-name",
 	"proxy-ssl-verify-depth", "proxy-ssl-protocols", "proxy-ssl-ciphers",
-	"backend-protocol", "upstream-vhost", "service-upstream", "upstream-hash-by", "load-balance",
+	"proxy-ssl-secret", "service-upstream", "upstream-hash-by", "load-balance",
 	"proxy-next-upstream", "proxy-next-upstream-tries", "proxy-next-upstream-timeout",
 	"proxy-connect-timeout", "proxy-send-timeout", "proxy-read-timeout", "proxy-body-size",
 	"proxy-buffering", "proxy-request-buffering", "proxy-buffer-size", "proxy-buffers-number",
@@ -169,8 +215,6 @@ var nginxNotYet = []string{
 	"auth-proxy-set-headers", "auth-always-set-cookie", "enable-global-auth",
 	"limit-rps", "limit-rpm", "limit-burst-multiplier", "limit-connections", "limit-whitelist",
 	"limit-allowlist", "limit-rate", "limit-rate-after",
-	"enable-cors", "cors-allow-origin", "cors-allow-methods", "cors-allow-headers",
-	"cors-expose-headers", "cors-allow-credentials", "cors-max-age",
 	"canary", "canary-by-header", "canary-by-header-value", "canary-by-header-pattern",
 	"canary-by-cookie", "canary-weight", "canary-weight-total",
 	"affinity", "affinity-mode", "affinity-canary-behavior", "session-cookie-name", "session-cookie-path",
@@ -208,7 +252,127 @@ func parseNginxAnnotations(ing *networkingv1.Ingress) (nginxSettings, []Annotati
 		outcomes = append(outcomes, o)
 	}
 	s.settleRedirects(ing.Annotations, outcomes)
+	s.settleBackendTLS(ing.Annotations, outcomes)
+	s.settleCORS(ing.Annotations, outcomes)
 	return s, outcomes
+}
+
+// nginxBackendProtocols maps backend-protocol values to how proxy/ speaks
+// to the backend.
+var nginxBackendProtocols = map[string]string{"HTTP": "", "HTTPS": "https", "GRPC": "h2c", "GRPCS": "h2", "H2C": "h2c"}
+
+// settleBackendTLS decides how the certificates of HTTPS and GRPCS
+// backends are checked. ingress-nginx checks none unless proxy-ssl-verify
+// is on, with the CA of proxy-ssl-secret; hostgate does not read that
+// Secret yet, so with proxy-ssl-verify on it checks the certificate
+// against the system's roots rather than not at all.
+func (s *nginxSettings) settleBackendTLS(annotations map[string]string, outcomes []AnnotationOutcome) {
+	verify := annotations[NginxAnnotationPrefix+"proxy-ssl-verify"] == "on"
+	if verify {
+		setOutcome(outcomes, "proxy-ssl-verify", Ignored, "proxy-ssl-secret is not supported yet: the backend's certificate is checked against the system's roots")
+	}
+	if s.backendProtocol != "https" && s.backendProtocol != "h2" {
+		for _, name := range []string{"proxy-ssl-name", "proxy-ssl-server-name", "proxy-ssl-verify"} {
+			setOutcome(outcomes, name, Ignored, "without backend-protocol HTTPS or GRPCS")
+		}
+		return
+	}
+	name := strings.ToLower(annotations[NginxAnnotationPrefix+"proxy-ssl-name"])
+	s.backendTLS = &router.BackendTLS{SkipVerify: !verify}
+	switch {
+	case verify && name == "":
+		// The certificate must hold some name; without one no backend
+		// could pass, so its requests fail at once with 500.
+		setOutcome(outcomes, "proxy-ssl-verify", Invalid, "needs proxy-ssl-name, the name the backend's certificate must hold")
+		s.backendTLS = nil
+	case verify || annotations[NginxAnnotationPrefix+"proxy-ssl-server-name"] == "on":
+		s.backendTLS.ServerName = name
+	}
+}
+
+// nginxDefaultCORS is enable-cors's filter with ingress-nginx's defaults.
+func nginxDefaultCORS() *router.CORS {
+	return &router.CORS{
+		AllowMethods:     []string{"GET", "PUT", "POST", "DELETE", "PATCH", "OPTIONS"},
+		AllowHeaders:     []string{"DNT", "Keep-Alive", "User-Agent", "X-Requested-With", "If-Modified-Since", "Cache-Control", "Content-Type", "Range", "Authorization"},
+		AllowCredentials: true,
+		MaxAge:           1728000 * time.Second,
+	}
+}
+
+// settleCORS applies the cors-* annotations to enable-cors's filter.
+func (s *nginxSettings) settleCORS(annotations map[string]string, outcomes []AnnotationOutcome) {
+	for _, o := range outcomes {
+		name := strings.TrimPrefix(o.Annotation, NginxAnnotationPrefix)
+		if !strings.HasPrefix(name, "cors-") || o.Outcome != Honoured {
+			continue
+		}
+		if s.cors == nil {
+			setOutcome(outcomes, name, Ignored, "without enable-cors")
+			continue
+		}
+		if err := setNginxCORS(s.cors, name, o.Value); err != nil {
+			setOutcome(outcomes, name, Invalid, err.Error())
+		}
+	}
+}
+
+// setNginxCORS applies one cors-* annotation to c.
+func setNginxCORS(c *router.CORS, name, value string) error {
+	items := func() ([]string, error) {
+		var out []string
+		for _, item := range strings.Split(value, ",") {
+			item = strings.TrimSpace(item)
+			if item == "" {
+				continue
+			}
+			if item != "*" && strings.ContainsFunc(item, func(r rune) bool { return !isTokenRune(r) }) {
+				return nil, fmt.Errorf("%q: not a method or header name", item)
+			}
+			out = append(out, item)
+		}
+		return out, nil
+	}
+	var err error
+	switch name {
+	case "cors-allow-origin":
+		c.AllowOrigins = nil
+		for _, item := range strings.Split(value, ",") {
+			origin, perr := router.ParseOrigin(strings.TrimSpace(item))
+			if perr != nil {
+				return perr
+			}
+			c.AllowOrigins = append(c.AllowOrigins, origin)
+		}
+	case "cors-allow-methods":
+		c.AllowMethods, err = items()
+	case "cors-allow-headers":
+		c.AllowHeaders, err = items()
+	case "cors-expose-headers":
+		c.ExposeHeaders, err = items()
+	case "cors-allow-credentials":
+		c.AllowCredentials, err = parseNginxBool(value)
+	case "cors-max-age":
+		seconds, perr := strconv.Atoi(value)
+		if perr != nil || seconds < 0 {
+			return fmt.Errorf("must be a number of seconds")
+		}
+		c.MaxAge = time.Duration(seconds) * time.Second
+	}
+	return err
+}
+
+// isTokenRune reports whether r may appear in an HTTP token (RFC 9110).
+func isTokenRune(r rune) bool {
+	return r < 0x7f && r > 0x20 && !strings.ContainsRune(`"(),/:;<=>?@[\]{}`, r)
+}
+
+// setOutcome changes the outcome of annotation name (without prefix), if
+// the Ingress has it.
+func setOutcome(outcomes []AnnotationOutcome, name string, outcome Outcome, reason string) {
+	if i := slices.IndexFunc(outcomes, func(o AnnotationOutcome) bool { return o.Annotation == NginxAnnotationPrefix+name }); i >= 0 {
+		outcomes[i].Outcome, outcomes[i].Reason = outcome, reason
+	}
 }
 
 // sortedNginxNames are the names of the ingress-nginx annotations among
@@ -278,6 +442,22 @@ func (s *nginxSettings) settleRedirects(annotations map[string]string, outcomes 
 		}
 		s.redirect.StatusCode = code
 	}
+}
+
+// checkOnOff accepts nginx's "on" and "off".
+func checkOnOff(v string) error {
+	if v != "on" && v != "off" {
+		return fmt.Errorf("must be on or off")
+	}
+	return nil
+}
+
+// checkHostname accepts a DNS name, as sent in Host or SNI.
+func checkHostname(v string) error {
+	if errs := validation.IsDNS1123Subdomain(strings.ToLower(v)); len(errs) > 0 {
+		return fmt.Errorf("must be a DNS name")
+	}
+	return nil
 }
 
 // parseNginxBool reads a boolean as ingress-nginx does (Go's ParseBool).
