@@ -1,5 +1,5 @@
 // Package status writes hostgate's Reports back to the cluster: conditions
-// on GatewayClasses, Gateways, HTTPRoutes, GRPCRoutes and
+// on GatewayClasses, Gateways, ListenerSets, HTTPRoutes, GRPCRoutes and
 // BackendTLSPolicies, addresses on Gateways and Ingresses.
 //
 // Every hostgate instance serves traffic, but only one writes status: the
@@ -275,6 +275,14 @@ func (w *Writer) write(ctx context.Context, r *watch.Reports) {
 			func(o *gatewayv1.Gateway) *gatewayv1.GatewayStatus { return &o.Status },
 			func(current gatewayv1.GatewayStatus) (gatewayv1.GatewayStatus, bool) {
 				return gatewayStatus(current, g.Status, now)
+			}))
+	}
+	for _, s := range r.ListenerSets {
+		client := w.gw.GatewayV1().ListenerSets(s.Object.Namespace)
+		p.count(update(ctx, "ListenerSet", s.Object, client.Get, client.UpdateStatus,
+			func(o *gatewayv1.ListenerSet) *gatewayv1.ListenerSetStatus { return &o.Status },
+			func(current gatewayv1.ListenerSetStatus) (gatewayv1.ListenerSetStatus, bool) {
+				return listenerSetStatus(current, s.Status, now)
 			}))
 	}
 	drain(w.httpRoutes, func(rr *watch.RouteReport[*gatewayv1.HTTPRoute]) {

@@ -13,6 +13,7 @@ import (
 type Reports struct {
 	GatewayClasses []GatewayClassReport
 	Gateways       []GatewayReport
+	ListenerSets   []ListenerSetReport
 	// HTTPRoutes and GRPCRoutes hold every route that references one of
 	// our Gateways or still carries a parent status of ours (then with no
 	// Parents, so the writer removes it).
@@ -44,6 +45,13 @@ type GatewayClassReport struct {
 type GatewayReport struct {
 	Object *gatewayv1.Gateway
 	Status gatewayv1.GatewayStatus
+}
+
+// ListenerSetReport is the wanted status of a ListenerSet whose parentRef
+// names a Gateway of one of our classes.
+type ListenerSetReport struct {
+	Object *gatewayv1.ListenerSet
+	Status gatewayv1.ListenerSetStatus
 }
 
 // RouteReport is the wanted set of parent statuses written by our
