@@ -18,6 +18,7 @@ package watch
 
 import (
 	"fmt"
+	"slices"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
@@ -91,7 +92,9 @@ func (t *translator) attachListenerSets(g *gateway) []*listener {
 	}
 	from, selector := allowedListeners(g.obj)
 	allowed, err := t.namespaceFilter(from, selector, g.obj.Namespace)
-	all = all[:len(all):len(all)]
+	// Appended to apart from g.listeners, which routes' Gateway parentRefs
+	// select from.
+	all = slices.Clip(all)
 	for _, s := range g.listenerSets {
 		if !allowed(s.obj.Namespace) {
 			why := fmt.Sprintf("spec.parentRef: Gateway %s/%s does not allow ListenerSets of namespace %s (its spec.allowedListeners.namespaces.from is %s)",
@@ -112,14 +115,14 @@ func (t *translator) attachListenerSets(g *gateway) []*listener {
 	return all
 }
 
-// finish makes the status of s once routes have attached, parent being
-// what keeps its Gateway from being accepted and notServed what keeps
-// the Gateway's valid listeners from being served.
-func (s *listenerSet) finish(parent problem, notServed string) {
+// finish makes the status of s once routes have attached, gwAccepted
+// being what keeps its Gateway from being accepted and notServed what
+// keeps the Gateway's valid listeners from being served.
+func (s *listenerSet) finish(gwAccepted problem, notServed string) {
 	gen := s.obj.Generation
-	if !parent.ok() {
+	if !gwAccepted.ok() {
 		s.accepted.first(string(gatewayv1.ListenerSetReasonParentNotAccepted),
-			fmt.Sprintf("spec.parentRef: Gateway %s/%s is not accepted: %s", s.gw.obj.Namespace, s.gw.obj.Name, parent.message))
+			fmt.Sprintf("spec.parentRef: Gateway %s/%s is not accepted: %s", s.gw.obj.Namespace, s.gw.obj.Name, gwAccepted.message))
 	}
 	st := gatewayv1.ListenerSetStatus{}
 	valid, serving := 0, 0
