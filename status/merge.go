@@ -38,7 +38,8 @@ var (
 	gatewayConditions      = typesOf(gatewayv1.GatewayConditionAccepted, gatewayv1.GatewayConditionProgrammed,
 		gatewayv1.GatewayConditionResolvedRefs, gatewayv1.GatewayConditionReady, gatewayv1.GatewayConditionScheduled,
 		gatewayv1.GatewayConditionAddressesAssigned, gatewayv1.GatewayConditionInsecureFrontendValidationMode)
-	listenerConditions = typesOf(gatewayv1.ListenerConditionAccepted, gatewayv1.ListenerConditionProgrammed,
+	listenerSetConditions = typesOf(gatewayv1.ListenerSetConditionAccepted, gatewayv1.ListenerSetConditionProgrammed)
+	listenerConditions    = typesOf(gatewayv1.ListenerConditionAccepted, gatewayv1.ListenerConditionProgrammed,
 		gatewayv1.ListenerConditionResolvedRefs, gatewayv1.ListenerConditionConflicted, gatewayv1.ListenerConditionDetached,
 		gatewayv1.ListenerConditionOverlappingTLSConfig, gatewayv1.ListenerConditionReady)
 	routeParentConditions = typesOf(gatewayv1.RouteConditionAccepted, gatewayv1.RouteConditionResolvedRefs,
@@ -73,21 +74,33 @@ func gatewayClassStatus(current, wanted gatewayv1.GatewayClassStatus, now metav1
 
 func gatewayStatus(current, wanted gatewayv1.GatewayStatus, now metav1.Time) (gatewayv1.GatewayStatus, bool) {
 	wanted.Conditions = conditions(current.Conditions, wanted.Conditions, gatewayConditions, now)
-	listeners := make([]gatewayv1.ListenerStatus, len(wanted.Listeners))
-	for i, l := range wanted.Listeners {
+	wanted.Listeners = listenerStatuses(current.Listeners, wanted.Listeners, now)
+	return wanted, !equality.Semantic.DeepEqual(current, wanted)
+}
+
+func listenerSetStatus(current, wanted gatewayv1.ListenerSetStatus, now metav1.Time) (gatewayv1.ListenerSetStatus, bool) {
+	wanted.Conditions = conditions(current.Conditions, wanted.Conditions, listenerSetConditions, now)
+	wanted.Listeners = listenerStatuses(current.Listeners, wanted.Listeners, now)
+	return wanted, !equality.Semantic.DeepEqual(current, wanted)
+}
+
+// listenerStatuses returns wanted with the transition times of the
+// conditions of the listener of the same name in current. The listeners
+// of a Gateway and of a ListenerSet have the same fields.
+func listenerStatuses[L gatewayv1.ListenerStatus | gatewayv1.ListenerEntryStatus](current, wanted []L, now metav1.Time) []L {
+	out := make([]L, len(wanted))
+	for i, w := range wanted {
+		l := gatewayv1.ListenerStatus(w)
 		var cur []metav1.Condition
-		for _, c := range current.Listeners {
-			if c.Name == l.Name {
+		for _, c := range current {
+			if c := gatewayv1.ListenerStatus(c); c.Name == l.Name {
 				cur = c.Conditions
 			}
 		}
 		l.Conditions = conditions(cur, l.Conditions, listenerConditions, now)
-		listeners[i] = l
+		out[i] = L(l)
 	}
-	wanted.Listeners = listeners
-	// Fields that other writers may own are kept.
-	wanted.AttachedListenerSets = current.AttachedListenerSets
-	return wanted, !equality.Semantic.DeepEqual(current, wanted)
+	return out
 }
 
 // routeStatus replaces the parents written by controller with wanted and

@@ -168,3 +168,41 @@ func TestPolicyStatusKeepsOtherControllers(t *testing.T) {
 		t.Errorf("ours removed: %+v, want theirs alone", got.Ancestors)
 	}
 }
+
+// A ListenerSet's listeners keep the transition times of their
+// conditions, as a Gateway's do, and the count of attached ListenerSets
+// is the one wanted, not the one found (it used to be kept as found).
+func TestListenerStatusesKeepTimes(t *testing.T) {
+	current := gatewayv1.ListenerSetStatus{
+		Conditions: []metav1.Condition{cond("Accepted", "Unknown", "Pending", 0, before)},
+		Listeners: []gatewayv1.ListenerEntryStatus{{Name: "a", AttachedRoutes: 1,
+			Conditions: []metav1.Condition{cond("Accepted", "True", "Accepted", 1, before)}}},
+	}
+	wanted := gatewayv1.ListenerSetStatus{
+		Conditions: []metav1.Condition{cond("Accepted", "True", "Accepted", 2, metav1.Time{})},
+		Listeners: []gatewayv1.ListenerEntryStatus{
+			{Name: "a", AttachedRoutes: 2, Conditions: []metav1.Condition{cond("Accepted", "True", "Accepted", 2, metav1.Time{})}},
+			{Name: "b", Conditions: []metav1.Condition{cond("Accepted", "False", "PortUnavailable", 2, metav1.Time{})}},
+		},
+	}
+	got, changed := listenerSetStatus(current, wanted, now)
+	want := gatewayv1.ListenerSetStatus{
+		Conditions: []metav1.Condition{cond("Accepted", "True", "Accepted", 2, now)},
+		Listeners: []gatewayv1.ListenerEntryStatus{
+			{Name: "a", AttachedRoutes: 2, Conditions: []metav1.Condition{cond("Accepted", "True", "Accepted", 2, before)}},
+			{Name: "b", Conditions: []metav1.Condition{cond("Accepted", "False", "PortUnavailable", 2, now)}},
+		},
+	}
+	if !changed || !reflect.DeepEqual(got, want) {
+		t.Errorf("listenerSetStatus = %+v, %t; want %+v, true", got, changed, want)
+	}
+	if _, changed := listenerSetStatus(got, wanted, now); changed {
+		t.Error("writing the same wanted status again changes it")
+	}
+
+	three, none := int32(3), int32(0)
+	gw, changed := gatewayStatus(gatewayv1.GatewayStatus{AttachedListenerSets: &three}, gatewayv1.GatewayStatus{AttachedListenerSets: &none}, now)
+	if !changed || gw.AttachedListenerSets == nil || *gw.AttachedListenerSets != 0 {
+		t.Errorf("gatewayStatus attachedListenerSets = %v, changed %t; want 0, true", gw.AttachedListenerSets, changed)
+	}
+}

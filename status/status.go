@@ -1,5 +1,5 @@
 // Package status writes hostgate's Reports back to the cluster: conditions
-// on GatewayClasses, Gateways, HTTPRoutes, GRPCRoutes and
+// on GatewayClasses, Gateways, ListenerSets, HTTPRoutes, GRPCRoutes and
 // BackendTLSPolicies, addresses on Gateways and Ingresses.
 //
 // Every hostgate instance serves traffic, but only one writes status: the
@@ -292,19 +292,16 @@ func (w *Writer) write(ctx context.Context, r *watch.Reports) {
 	// Before the writes, which must not keep r alive.
 	w.emitAnnotationEvents(ctx, r.Ingresses)
 	for _, c := range r.GatewayClasses {
-		p.count(update(ctx, "GatewayClass", c.Object, classes.Get, classes.UpdateStatus,
-			func(o *gatewayv1.GatewayClass) *gatewayv1.GatewayClassStatus { return &o.Status },
-			func(current gatewayv1.GatewayClassStatus) (gatewayv1.GatewayClassStatus, bool) {
-				return gatewayClassStatus(current, c.Status, now)
-			}))
+		writeWanted(p, "GatewayClass", c.Object, classes, func(o *gatewayv1.GatewayClass) *gatewayv1.GatewayClassStatus { return &o.Status },
+			gatewayClassStatus, c.Status, now)
 	}
 	for _, g := range r.Gateways {
-		client := w.gw.GatewayV1().Gateways(g.Object.Namespace)
-		p.count(update(ctx, "Gateway", g.Object, client.Get, client.UpdateStatus,
-			func(o *gatewayv1.Gateway) *gatewayv1.GatewayStatus { return &o.Status },
-			func(current gatewayv1.GatewayStatus) (gatewayv1.GatewayStatus, bool) {
-				return gatewayStatus(current, g.Status, now)
-			}))
+		writeWanted(p, "Gateway", g.Object, w.gw.GatewayV1().Gateways(g.Object.Namespace), func(o *gatewayv1.Gateway) *gatewayv1.GatewayStatus { return &o.Status },
+			gatewayStatus, g.Status, now)
+	}
+	for _, s := range r.ListenerSets {
+		writeWanted(p, "ListenerSet", s.Object, w.gw.GatewayV1().ListenerSets(s.Object.Namespace), func(o *gatewayv1.ListenerSet) *gatewayv1.ListenerSetStatus { return &o.Status },
+			listenerSetStatus, s.Status, now)
 	}
 	if w.infra != nil {
 		w.infra.write(ctx, p, r)
@@ -348,6 +345,20 @@ func (w *Writer) write(ctx context.Context, r *watch.Reports) {
 	if p.written > 0 || p.failed > 0 {
 		w.log.Info("wrote status", "objects", p.written, "failed", p.failed, "unchanged_skipped", p.skipped, "seconds", time.Since(start).Seconds())
 	}
+}
+
+// statusClient is what update needs of a typed client.
+type statusClient[T any] interface {
+	Get(ctx context.Context, name string, opts metav1.GetOptions) (T, error)
+	UpdateStatus(ctx context.Context, obj T, opts metav1.UpdateOptions) (T, error)
+}
+
+// writeWanted brings obj, an object that holds its status in the field
+// status points to, to wanted merged over its current status.
+func writeWanted[T object[T], S any](p *pass, kind string, obj T, client statusClient[T], status func(T) *S,
+	merge func(current, wanted S, now metav1.Time) (S, bool), wanted S, now metav1.Time) {
+	p.count(update(p.ctx, kind, obj, client.Get, client.UpdateStatus, status,
+		func(current S) (S, bool) { return merge(current, wanted, now) }))
 }
 
 // pass is what one run of write settles and counts.

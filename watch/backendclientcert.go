@@ -36,7 +36,7 @@ func (t *translator) backendClientCert(g *gateway) {
 		return
 	}
 	g.hasBackendTLS = true
-	cert, reason, err := t.certificateRef(g.obj.Namespace, *tls.Backend.ClientCertificateRef)
+	cert, reason, err := t.certificateRef(refFrom{kind: "Gateway", namespace: g.obj.Namespace}, *tls.Backend.ClientCertificateRef)
 	if err != nil {
 		gwReason := gatewayv1.GatewayReasonInvalidClientCertificateRef
 		if reason == gatewayv1.ListenerReasonRefNotPermitted {

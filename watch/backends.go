@@ -209,16 +209,17 @@ func slicePort(slice *discoveryv1.EndpointSlice, port *corev1.ServicePort) int32
 	return 0
 }
 
-// certificateRef resolves a listener's certificateRef to a Cert.
-func (t *translator) certificateRef(gwNamespace string, ref gatewayv1.SecretObjectReference) (Cert, gatewayv1.ListenerConditionReason, error) {
+// certificateRef resolves a Secret reference of from (a listener's
+// certificateRef, a Gateway's client certificate) to a Cert.
+func (t *translator) certificateRef(from refFrom, ref gatewayv1.SecretObjectReference) (Cert, gatewayv1.ListenerConditionReason, error) {
 	if (ref.Group != nil && *ref.Group != "") || (ref.Kind != nil && *ref.Kind != "Secret") {
 		return Cert{}, gatewayv1.ListenerReasonInvalidCertificateRef, fmt.Errorf("%s: only Secrets are supported", groupKind(ref.Group, derefOr(ref.Kind, "Secret")))
 	}
-	namespace := gwNamespace
+	namespace := from.namespace
 	if ref.Namespace != nil {
 		namespace = string(*ref.Namespace)
 	}
-	if !t.permitted(refFrom{kind: "Gateway", namespace: gwNamespace}, "", "Secret", namespace, string(ref.Name)) {
+	if !t.permitted(from, "", "Secret", namespace, string(ref.Name)) {
 		return Cert{}, gatewayv1.ListenerReasonRefNotPermitted, fmt.Errorf("Secret %s/%s: no ReferenceGrant allows the reference", namespace, ref.Name)
 	}
 	cert, err := t.secretCert(namespace, string(ref.Name))

@@ -219,6 +219,7 @@ func (c *clusterStore) gatewayKinds() map[string]func() cache.SharedIndexInforme
 	return map[string]func() cache.SharedIndexInformer{
 		"gatewayclasses":     v1.GatewayClasses().Informer,
 		"gateways":           v1.Gateways().Informer,
+		"listenersets":       v1.ListenerSets().Informer,
 		"httproutes":         v1.HTTPRoutes().Informer,
 		"grpcroutes":         v1.GRPCRoutes().Informer,
 		"referencegrants":    v1.ReferenceGrants().Informer,
@@ -390,7 +391,7 @@ func eventHandler(changed, statusChanged func()) cache.ResourceEventHandler {
 // with a status subresource, the generation counts changes of spec.
 func onlyStatusChanged(obj any, o, n metav1.Object) bool {
 	switch obj.(type) {
-	case *gatewayv1.HTTPRoute, *gatewayv1.GRPCRoute, *gatewayv1.Gateway, *gatewayv1.GatewayClass, *gatewayv1.BackendTLSPolicy, *networkingv1.Ingress:
+	case *gatewayv1.HTTPRoute, *gatewayv1.GRPCRoute, *gatewayv1.Gateway, *gatewayv1.ListenerSet, *gatewayv1.GatewayClass, *gatewayv1.BackendTLSPolicy, *networkingv1.Ingress:
 	default:
 		return false
 	}

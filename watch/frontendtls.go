@@ -85,7 +85,7 @@ func (t *translator) listenerClientValidation(l *listener) {
 		return
 	}
 	l.validation = &ClientValidation{
-		Name:     gw.Namespace + "/" + gw.Name + "/" + string(l.spec.Name),
+		Name:     l.path(),
 		Hostname: l.hostname,
 		CAPEM:    bundle,
 		Optional: optional,

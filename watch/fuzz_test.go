@@ -112,6 +112,32 @@ spec:
   targetRefs: [{group: "", kind: Service, name: s}]
   validation: {wellKnownCACertificates: System, hostname: s.a.b}
 `,
+	`apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {name: g}
+spec:
+  gatewayClassName: c
+  allowedListeners: {namespaces: {from: Selector, selector: {matchLabels: {t: a}}}}
+  listeners: [{name: h, port: 80, protocol: HTTP, hostname: a.b}]
+---
+apiVersion: v1
+kind: Namespace
+metadata: {name: o, labels: {t: a}}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: ListenerSet
+metadata: {name: l, namespace: o}
+spec:
+  parentRef: {name: g, namespace: default}
+  listeners: [{name: h, port: 80, protocol: HTTP, hostname: a.b}, {name: s, port: 443, protocol: HTTPS, tls: {certificateRefs: [{name: t, namespace: default}]}}]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: r, namespace: o}
+spec:
+  parentRefs: [{kind: ListenerSet, name: l, sectionName: s}, {name: g, namespace: default}]
+  rules: [{backendRefs: [{name: s, port: 80}]}]
+`,
 	"apiVersion: v1\nkind: List\nitems:\n- {apiVersion: v1, kind: Service, metadata: {name: a}}\n",
 	"---\n# only a comment\n---\n",
 }

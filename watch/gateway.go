@@ -8,7 +8,6 @@ import (
 	"slices"
 	"strings"
 
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
@@ -63,6 +62,7 @@ var supportedFeatures = []gatewayv1.FeatureName{
 	"HTTPRouteRetryCodes",
 	"HTTPRouteRetryConnectionError",
 	"HTTPRouteSchemeRedirect",
+	"ListenerSet",
 	"ReferenceGrant",
 }
 
@@ -119,10 +119,13 @@ func (t *translator) gatewayClasses() {
 type gateway struct {
 	obj *gatewayv1.Gateway
 	// addresses are the IPs its listeners bind; "" is every node address.
-	addresses  []string
-	listeners  []*listener
-	accepted   problem
-	programmed problem
+	addresses []string
+	// listeners are the Gateway's own; listenerSets are the ListenerSets
+	// whose parentRef names it, in precedence order.
+	listeners    []*listener
+	listenerSets []*listenerSet
+	accepted     problem
+	programmed   problem
 	// hasBackendTLS is whether spec.tls.backend names a client
 	// certificate, clientCert that certificate when it resolves (keyed by
 	// clientCertKey) and resolvedRefs the problem when it does not.
@@ -134,9 +137,12 @@ type gateway struct {
 	withCert      map[*router.BackendTLS]*router.BackendTLS
 }
 
-// listener is one listener of a Gateway.
+// listener is one listener of a Gateway, its own or one a ListenerSet
+// adds.
 type listener struct {
-	gw       *gateway
+	gw *gateway
+	// set is the ListenerSet that declares it, nil for the Gateway's own.
+	set      *listenerSet
 	spec     *gatewayv1.Listener
 	hostname string
 	// kinds are the route kinds the listener accepts.
@@ -160,6 +166,32 @@ func (l *listener) serving() bool {
 	return len(l.sockets) > 0
 }
 
+// valid reports whether nothing keeps the listener from being served but
+// its Gateway.
+func (l *listener) valid() bool {
+	return l.accepted.ok() && l.conflictReason == "" && l.resolvedRefs.ok()
+}
+
+// declaredBy is the object that declares the listener: the namespace of
+// its allowedRoutes "Same" and the "from" of its references' grants.
+func (l *listener) declaredBy() refFrom {
+	if l.set != nil {
+		return refFrom{kind: "ListenerSet", namespace: l.set.obj.Namespace}
+	}
+	return refFrom{kind: "Gateway", namespace: l.gw.obj.Namespace}
+}
+
+// path is "namespace/name/listener" of the object that declares l.
+func (l *listener) path() string {
+	var meta *metav1.ObjectMeta
+	if l.set != nil {
+		meta = &l.set.obj.ObjectMeta
+	} else {
+		meta = &l.gw.obj.ObjectMeta
+	}
+	return meta.Namespace + "/" + meta.Name + "/" + string(l.spec.Name)
+}
+
 func (t *translator) gatewaysOfOurClasses() {
 	gws := make([]*gateway, 0, len(t.gateways))
 	for _, gw := range t.objs.gateways {
@@ -168,11 +200,13 @@ func (t *translator) gatewaysOfOurClasses() {
 		}
 	}
 	t.assignAddresses(gws)
+	t.findListenerSets()
 	for _, g := range gws {
 		for i := range g.obj.Spec.Listeners {
-			g.listeners = append(g.listeners, t.listener(g, &g.obj.Spec.Listeners[i]))
+			g.listeners = append(g.listeners, t.listener(g, nil, &g.obj.Spec.Listeners[i]))
 		}
-		markConflicts(g.listeners)
+		all := t.attachListenerSets(g)
+		markConflicts(all)
 		t.backendClientCert(g)
 		if infra := g.obj.Spec.Infrastructure; infra != nil && infra.ParametersRef != nil {
 			ref := infra.ParametersRef
@@ -182,10 +216,18 @@ func (t *translator) gatewaysOfOurClasses() {
 		if !g.accepted.ok() || !g.programmed.ok() {
 			continue
 		}
-		for _, l := range g.listeners {
-			if l.accepted.ok() && l.conflictReason == "" && len(l.kinds) > 0 && (l.spec.Protocol != gatewayv1.HTTPSProtocolType || len(l.certs) > 0) {
-				t.bindListener(l)
-			}
+		t.bindListeners(g.listeners)
+		if g.acceptance().ok() {
+			t.bindListeners(all[len(g.listeners):])
+		}
+	}
+}
+
+// bindListeners binds those of ls that can be served.
+func (t *translator) bindListeners(ls []*listener) {
+	for _, l := range ls {
+		if l.accepted.ok() && l.conflictReason == "" && len(l.kinds) > 0 && (l.spec.Protocol != gatewayv1.HTTPSProtocolType || len(l.certs) > 0) {
+			t.bindListener(l)
 		}
 	}
 }
@@ -287,8 +329,10 @@ func poolPlace(namespace, name string, n int) int {
 // allowedRoutes.kinds is empty.
 var defaultRouteKinds = []router.Kind{router.KindHTTPRoute, router.KindGRPCRoute}
 
-func (t *translator) listener(g *gateway, spec *gatewayv1.Listener) *listener {
-	l := &listener{gw: g, spec: spec}
+// listener validates spec, a listener of g or of set, one of g's
+// ListenerSets.
+func (t *translator) listener(g *gateway, set *listenerSet, spec *gatewayv1.Listener) *listener {
+	l := &listener{gw: g, set: set, spec: spec}
 	if spec.Hostname != nil {
 		l.hostname = strings.ToLower(string(*spec.Hostname))
 		// The router's hostname rules apply, since every route attached
@@ -360,25 +404,32 @@ func (t *translator) listenerNamespaces(l *listener) {
 		}
 		selector = ar.Namespaces.Selector
 	}
-	gwNamespace := l.gw.obj.Namespace
+	var err error
+	l.namespaces, err = t.namespaceFilter(from, selector, l.declaredBy().namespace)
+	if err != nil {
+		l.accepted.first(string(gatewayv1.ListenerReasonUnsupportedValue), "allowedRoutes.namespaces.selector: "+err.Error())
+	}
+}
+
+// namespaceFilter tells the namespaces that from and selector admit, same
+// being the one "Same" means. An invalid selector admits none.
+func (t *translator) namespaceFilter(from gatewayv1.FromNamespaces, selector *metav1.LabelSelector, same string) (func(namespace string) bool, error) {
 	switch from {
 	case gatewayv1.NamespacesFromAll:
-		l.namespaces = func(string) bool { return true }
+		return func(string) bool { return true }, nil
 	case gatewayv1.NamespacesFromSame:
-		l.namespaces = func(ns string) bool { return ns == gwNamespace }
+		return func(ns string) bool { return ns == same }, nil
 	case gatewayv1.NamespacesFromSelector:
 		sel, err := metav1.LabelSelectorAsSelector(selector)
 		if err != nil || selector == nil {
-			l.accepted.first(string(gatewayv1.ListenerReasonUnsupportedValue),
-				fmt.Sprintf("allowedRoutes.namespaces.selector: invalid (%v)", err))
-			sel = labels.Nothing()
+			return func(string) bool { return false }, fmt.Errorf("invalid (%v)", err)
 		}
-		l.namespaces = func(ns string) bool {
+		return func(ns string) bool {
 			n := t.namespaces.last(ns)
 			return n != nil && sel.Matches(labels.Set(n.Labels))
-		}
+		}, nil
 	default:
-		l.namespaces = func(string) bool { return false }
+		return func(string) bool { return false }, nil
 	}
 }
 
@@ -393,9 +444,8 @@ func (t *translator) listenerCerts(l *listener) {
 		l.resolvedRefs.first(string(gatewayv1.ListenerReasonInvalidCertificateRef), "tls.certificateRefs: an HTTPS listener needs a certificate")
 		return
 	}
-	gw := l.gw.obj
 	for i, ref := range tls.CertificateRefs {
-		cert, reason, err := t.certificateRef(gw.Namespace, ref)
+		cert, reason, err := t.certificateRef(l.declaredBy(), ref)
 		if err != nil {
 			l.resolvedRefs.first(string(reason), fmt.Sprintf("tls.certificateRefs[%d]: %v", i, err))
 			continue
@@ -461,6 +511,9 @@ func (t *translator) finishGateways() {
 			report.Infrastructure = infrastructure(gw, addresses)
 		}
 		t.reports.Gateways = append(t.reports.Gateways, report)
+		for _, s := range g.listenerSets {
+			t.reports.ListenerSets = append(t.reports.ListenerSets, ListenerSetReport{Object: s.obj, Status: s.status})
+		}
 	}
 }
 
@@ -471,37 +524,45 @@ func (t *translator) gatewayStatus(g *gateway, addresses []string) gatewayv1.Gat
 	for _, a := range addresses {
 		st.Addresses = append(st.Addresses, gatewayv1.GatewayStatusAddress{Type: new(gatewayv1.IPAddressType), Value: a})
 	}
-	invalid, serving := 0, 0
+	serving := 0
 	notServed := "the Gateway is not programmed"
 	if !g.programmed.ok() {
 		notServed += ": " + g.programmed.message
-	} else if !g.accepted.ok() {
-		notServed += ": " + g.accepted.message
+	} else if accepted := g.acceptance(); !accepted.ok() {
+		notServed += ": " + accepted.message
 	}
 	for _, l := range g.listeners {
-		ls := listenerStatus(l, gen, notServed)
-		if !meta.IsStatusConditionTrue(ls.Conditions, string(gatewayv1.ListenerConditionAccepted)) {
-			invalid++
-		}
 		if l.serving() {
 			serving++
 		}
-		st.Listeners = append(st.Listeners, ls)
+		st.Listeners = append(st.Listeners, listenerStatus(l, gen, notServed))
 	}
-	accepted := g.accepted
-	switch {
-	case !accepted.ok():
-	case invalid > 0 && invalid == len(g.listeners):
-		accepted.first(string(gatewayv1.GatewayReasonListenersNotValid), "no listener is valid")
-	}
+	accepted := g.acceptance()
 	if accepted.ok() {
 		reason, msg := gatewayv1.GatewayReasonAccepted, "accepted by hostgate"
-		if invalid > 0 {
+		if invalid := g.invalidListeners(); invalid > 0 {
 			reason, msg = gatewayv1.GatewayReasonListenersNotValid, fmt.Sprintf("%d of %d listeners are not valid", invalid, len(g.listeners))
 		}
 		setCondition(&st.Conditions, condition(gatewayv1.GatewayConditionAccepted, true, reason, gen, msg))
 	} else {
 		setCondition(&st.Conditions, condition(gatewayv1.GatewayConditionAccepted, false, accepted.reason, gen, accepted.message))
+	}
+	listeners := len(g.listeners)
+	var attached int32
+	for _, s := range g.listenerSets {
+		s.finish(accepted, notServed)
+		listeners += len(s.listeners)
+		for _, l := range s.listeners {
+			if l.serving() {
+				serving++
+			}
+		}
+		if s.accepted.ok() {
+			attached++
+		}
+	}
+	if allowsListenerSets(g.obj) {
+		st.AttachedListenerSets = &attached
 	}
 	programmed := g.programmed
 	if programmed.ok() && !accepted.ok() {
@@ -512,7 +573,7 @@ func (t *translator) gatewayStatus(g *gateway, addresses []string) gatewayv1.Gat
 	}
 	if programmed.ok() {
 		setCondition(&st.Conditions, condition(gatewayv1.GatewayConditionProgrammed, true, gatewayv1.GatewayReasonProgrammed, gen,
-			fmt.Sprintf("%d of %d listeners are programmed", serving, len(g.listeners))))
+			fmt.Sprintf("%d of %d listeners are programmed", serving, listeners)))
 	} else {
 		setCondition(&st.Conditions, condition(gatewayv1.GatewayConditionProgrammed, false, programmed.reason, gen, programmed.message))
 	}
@@ -531,6 +592,38 @@ func (t *translator) gatewayStatus(g *gateway, addresses []string) gatewayv1.Gat
 	return st
 }
 
+// invalidListeners counts the Gateway's own listeners that are not
+// accepted.
+func (g *gateway) invalidListeners() int {
+	n := 0
+	for _, l := range g.listeners {
+		if !l.acceptance().ok() {
+			n++
+		}
+	}
+	return n
+}
+
+// acceptance is what keeps g from being accepted, once its own listeners
+// are bound: a Gateway none of whose listeners is valid is not, whatever
+// its ListenerSets add.
+func (g *gateway) acceptance() problem {
+	accepted := g.accepted
+	if invalid := g.invalidListeners(); invalid > 0 && invalid == len(g.listeners) {
+		accepted.first(string(gatewayv1.GatewayReasonListenersNotValid), "no listener is valid")
+	}
+	return accepted
+}
+
+// acceptance is what keeps l from being accepted. A conflict is why it
+// is not served, whatever else it has.
+func (l *listener) acceptance() problem {
+	if l.conflictReason != "" {
+		return problem{string(l.conflictReason), "conflicts with an earlier listener on port " + fmt.Sprint(l.spec.Port)}
+	}
+	return l.accepted
+}
+
 // listenerStatus is the status of l; notServed explains a valid listener
 // that is not served because of its Gateway.
 func listenerStatus(l *listener, gen int64, notServed string) gatewayv1.ListenerStatus {
@@ -538,9 +631,8 @@ func listenerStatus(l *listener, gen int64, notServed string) gatewayv1.Listener
 	for _, k := range l.kinds {
 		ls.SupportedKinds = append(ls.SupportedKinds, gatewayv1.RouteGroupKind{Group: new(gatewayv1.Group(gatewayv1.GroupName)), Kind: gatewayv1.Kind(k)})
 	}
-	accepted := l.accepted
+	accepted := l.acceptance()
 	if l.conflictReason != "" {
-		accepted.first(string(l.conflictReason), "conflicts with an earlier listener on port "+fmt.Sprint(l.spec.Port))
 		setCondition(&ls.Conditions, condition(gatewayv1.ListenerConditionConflicted, true, l.conflictReason, gen, accepted.message))
 	} else {
 		setCondition(&ls.Conditions, condition(gatewayv1.ListenerConditionConflicted, false, gatewayv1.ListenerReasonNoConflicts, gen, "no conflicts"))
@@ -558,6 +650,8 @@ func listenerStatus(l *listener, gen int64, notServed string) gatewayv1.Listener
 	switch {
 	case l.serving():
 		setCondition(&ls.Conditions, condition(gatewayv1.ListenerConditionProgrammed, true, gatewayv1.ListenerReasonProgrammed, gen, "programmed"))
+	case l.conflictReason != "":
+		setCondition(&ls.Conditions, condition(gatewayv1.ListenerConditionProgrammed, false, l.conflictReason, gen, accepted.message))
 	case !accepted.ok():
 		setCondition(&ls.Conditions, condition(gatewayv1.ListenerConditionProgrammed, false, gatewayv1.ListenerReasonInvalid, gen, accepted.message))
 	case !l.resolvedRefs.ok():

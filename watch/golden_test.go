@@ -162,6 +162,7 @@ type (
 	printedReports struct {
 		GatewayClasses []printedClass   `json:"gatewayClasses,omitempty"`
 		Gateways       []printedGateway `json:"gateways,omitempty"`
+		ListenerSets   []printedGateway `json:"listenerSets,omitempty"`
 		Routes         []printedRoute   `json:"routes,omitempty"`
 		Policies       []printedRoute   `json:"policies,omitempty"`
 		Ingresses      []printedIngress `json:"ingresses,omitempty"`
@@ -172,10 +173,11 @@ type (
 		SupportedFeatures int      `json:"supportedFeatures"`
 	}
 	printedGateway struct {
-		Name       string            `json:"name"`
-		Addresses  []string          `json:"addresses,omitempty"`
-		Conditions []string          `json:"conditions"`
-		Listeners  []printedListener `json:"listeners,omitempty"`
+		Name                 string            `json:"name"`
+		Addresses            []string          `json:"addresses,omitempty"`
+		Conditions           []string          `json:"conditions"`
+		AttachedListenerSets *int32            `json:"attachedListenerSets,omitempty"`
+		Listeners            []printedListener `json:"listeners,omitempty"`
 		// Infrastructure is one line per object that stands for it.
 		Infrastructure []string `json:"infrastructure,omitempty"`
 	}
@@ -207,19 +209,22 @@ func describeReports(t testing.TB, r *Reports) string {
 		p.GatewayClasses = append(p.GatewayClasses, printedClass{c.Object.Name, printConditions(c.Status.Conditions), len(c.Status.SupportedFeatures)})
 	}
 	for _, g := range r.Gateways {
-		pg := printedGateway{Name: g.Object.Namespace + "/" + g.Object.Name, Conditions: printConditions(g.Status.Conditions)}
+		pg := printedGateway{Name: g.Object.Namespace + "/" + g.Object.Name, Conditions: printConditions(g.Status.Conditions), AttachedListenerSets: g.Status.AttachedListenerSets}
 		for _, a := range g.Status.Addresses {
 			pg.Addresses = append(pg.Addresses, a.Value)
 		}
 		for _, l := range g.Status.Listeners {
-			pl := printedListener{Name: string(l.Name), AttachedRoutes: l.AttachedRoutes, SupportedKinds: []string{}, Conditions: printConditions(l.Conditions)}
-			for _, k := range l.SupportedKinds {
-				pl.SupportedKinds = append(pl.SupportedKinds, string(k.Kind))
-			}
-			pg.Listeners = append(pg.Listeners, pl)
+			pg.Listeners = append(pg.Listeners, printListener(l))
 		}
 		pg.Infrastructure = printInfrastructure(g.Infrastructure)
 		p.Gateways = append(p.Gateways, pg)
+	}
+	for _, s := range r.ListenerSets {
+		ps := printedGateway{Name: s.Object.Namespace + "/" + s.Object.Name, Conditions: printConditions(s.Status.Conditions)}
+		for _, l := range s.Status.Listeners {
+			ps.Listeners = append(ps.Listeners, printListener(gatewayv1.ListenerStatus(l)))
+		}
+		p.ListenerSets = append(p.ListenerSets, ps)
 	}
 	for _, rr := range r.HTTPRoutes {
 		p.Routes = append(p.Routes, printRoute("HTTPRoute", &rr.Object.ObjectMeta, rr.Parents))
@@ -282,6 +287,14 @@ func printMap(m map[string]string) string {
 	return "{" + strings.Join(kv, ",") + "}"
 }
 
+func printListener(l gatewayv1.ListenerStatus) printedListener {
+	pl := printedListener{Name: string(l.Name), AttachedRoutes: l.AttachedRoutes, SupportedKinds: []string{}, Conditions: printConditions(l.Conditions)}
+	for _, k := range l.SupportedKinds {
+		pl.SupportedKinds = append(pl.SupportedKinds, string(k.Kind))
+	}
+	return pl
+}
+
 func printRoute(kind string, meta *metav1.ObjectMeta, parents []gatewayv1.RouteParentStatus) printedRoute {
 	pr := printedRoute{Name: kind + " " + meta.Namespace + "/" + meta.Name, Parents: []printedParent{}}
 	for _, ps := range parents {
@@ -332,7 +345,10 @@ func TestGoldenCoversReasons(t *testing.T) {
 		"Accepted=False UnsupportedProtocol", "Accepted=False PortUnavailable", "Conflicted=True ProtocolConflict", "Conflicted=True HostnameConflict",
 		"Conflicted=False NoConflicts", "ResolvedRefs=False InvalidCertificateRef", "ResolvedRefs=False RefNotPermitted", "ResolvedRefs=False InvalidRouteKinds",
 		"ResolvedRefs=False InvalidCACertificateRef", "ResolvedRefs=False InvalidCACertificateKind", "Accepted=False NoValidCACertificate",
-		"Programmed=False Invalid",
+		"Programmed=False Invalid", "Programmed=False HostnameConflict", "Programmed=False ProtocolConflict",
+		// ListenerSet
+		"Accepted=False NotAllowed", "Programmed=False NotAllowed", "Accepted=False ParentNotAccepted",
+		"Accepted=False ListenersNotValid", "Programmed=False ListenersNotValid", "Programmed=False ParentNotProgrammed",
 		// Route parents
 		"Accepted=False NotAllowedByListeners", "Accepted=False NoMatchingListenerHostname", "Accepted=False NoMatchingParent",
 		"Accepted=False UnsupportedValue", "ResolvedRefs=True ResolvedRefs", "ResolvedRefs=False RefNotPermitted", "ResolvedRefs=False BackendNotFound",

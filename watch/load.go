@@ -49,6 +49,7 @@ var fileKinds = map[schema.GroupKind]kindInfo{
 	{Group: "networking.k8s.io", Kind: "IngressClass"}:     {[]string{"v1"}, false, decodeAs[networkingv1.IngressClass]},
 	{Group: gatewayv1.GroupName, Kind: "GatewayClass"}:     {gatewayVersions, false, decodeAs[gatewayv1.GatewayClass]},
 	{Group: gatewayv1.GroupName, Kind: "Gateway"}:          {gatewayVersions, true, decodeAs[gatewayv1.Gateway]},
+	{Group: gatewayv1.GroupName, Kind: "ListenerSet"}:      {[]string{"v1"}, true, decodeAs[gatewayv1.ListenerSet]},
 	{Group: gatewayv1.GroupName, Kind: "HTTPRoute"}:        {gatewayVersions, true, decodeAs[gatewayv1.HTTPRoute]},
 	{Group: gatewayv1.GroupName, Kind: "GRPCRoute"}:        {[]string{"v1"}, true, decodeAs[gatewayv1.GRPCRoute]},
 	{Group: gatewayv1.GroupName, Kind: "ReferenceGrant"}:   {gatewayVersions, true, decodeAs[gatewayv1.ReferenceGrant]},

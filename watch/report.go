@@ -13,6 +13,7 @@ import (
 type Reports struct {
 	GatewayClasses []GatewayClassReport
 	Gateways       []GatewayReport
+	ListenerSets   []ListenerSetReport
 	// HTTPRoutes and GRPCRoutes hold every route that references one of
 	// our Gateways or still carries a parent status of ours (then with no
 	// Parents, so the writer removes it).
@@ -47,6 +48,13 @@ type GatewayReport struct {
 	// Infrastructure is what stands for the Gateway, with
 	// Options.GatewayServices; nil otherwise, or when it has no port.
 	Infrastructure *Infrastructure
+}
+
+// ListenerSetReport is the wanted status of a ListenerSet whose parentRef
+// names a Gateway of one of our classes.
+type ListenerSetReport struct {
+	Object *gatewayv1.ListenerSet
+	Status gatewayv1.ListenerSetStatus
 }
 
 // RouteReport is the wanted set of parent statuses written by our

@@ -23,13 +23,14 @@ type route struct {
 	// ourStatus is whether the object's status has a parent entry of our
 	// controller, which must be kept up to date or removed.
 	ourStatus bool
-	// gatewayRefs are the parentRefs that name Gateways, and created the
-	// object's creation time: what attaching reads of the object in every
-	// translation, found once and kept together rather than in the object.
-	gatewayRefs []gatewayRef
-	created     time.Time
-	from        refFrom
-	rules       []router.Rule
+	// parents are the parentRefs that name Gateways and ListenerSets, and
+	// created the object's creation time: what attaching reads of the
+	// object in every translation, found once and kept together rather
+	// than in the object.
+	parents []parent
+	created time.Time
+	from    refFrom
+	rules   []router.Rule
 	// resolvedRefs is the route's ResolvedRefs problem; invalid makes it
 	// Accepted=False with reason UnsupportedValue on every parent.
 	resolvedRefs problem
@@ -58,18 +59,20 @@ func (t *translator) newRoute(kind router.Kind, meta *metav1.ObjectMeta, common 
 		created:   meta.CreationTimestamp.Time,
 	}
 	for i, ref := range common.ParentRefs {
-		if (ref.Group != nil && *ref.Group != gatewayv1.GroupName) || (ref.Kind != nil && *ref.Kind != "Gateway") {
+		kind := derefOr(ref.Kind, "Gateway")
+		if (ref.Group != nil && *ref.Group != gatewayv1.GroupName) || (kind != "Gateway" && kind != "ListenerSet") {
 			continue
 		}
 		namespace := meta.Namespace
 		if ref.Namespace != nil {
 			namespace = string(*ref.Namespace)
 		}
-		r.gatewayRefs = append(r.gatewayRefs, gatewayRef{
-			index:   i,
-			gateway: types.NamespacedName{Namespace: namespace, Name: string(ref.Name)},
-			section: ref.SectionName,
-			port:    ref.Port,
+		r.parents = append(r.parents, parent{
+			index:       i,
+			name:        types.NamespacedName{Namespace: namespace, Name: string(ref.Name)},
+			listenerSet: kind == "ListenerSet",
+			section:     ref.SectionName,
+			port:        ref.Port,
 		})
 	}
 	for _, h := range hostnames {
@@ -144,15 +147,30 @@ func (t *translator) attachRoute(r *route) (parents []gatewayv1.RouteParentStatu
 	// of a translation's allocations.
 	outcomes := t.outcomes[:0]
 	t.attachedTo, t.placed = t.attachedTo[:0], t.placed[:0]
-	for i := range r.gatewayRefs {
-		ref := &r.gatewayRefs[i]
-		g := t.gateways[ref.gateway]
-		if g == nil {
-			continue
+	for i := range r.parents {
+		ref := &r.parents[i]
+		var accepted problem
+		if ref.listenerSet {
+			s := t.listenerSets[ref.name]
+			if s == nil {
+				continue
+			}
+			t.addPolicyAncestors(r, s.gw)
+			if !s.accepted.ok() {
+				// Not attached to its Gateway (NotAllowed).
+				accepted.first(string(gatewayv1.RouteReasonNoMatchingParent), fmt.Sprintf("ListenerSet %s/%s: %s", s.obj.Namespace, s.obj.Name, s.accepted.message))
+			} else {
+				accepted = t.attachToListeners(r, s.gw, s.listeners, "ListenerSet "+s.obj.Namespace+"/"+s.obj.Name, ref)
+			}
+		} else {
+			g := t.gateways[ref.name]
+			if g == nil {
+				continue
+			}
+			t.addPolicyAncestors(r, g)
+			accepted = t.attachToListeners(r, g, g.listeners, "Gateway "+g.obj.Namespace+"/"+g.obj.Name, ref)
 		}
 		ours = true
-		t.addPolicyAncestors(r, g)
-		accepted := t.attachToGateway(r, g, ref)
 		if accepted.ok() {
 			accepted = r.invalid
 		}
@@ -170,7 +188,7 @@ type parentOutcome struct {
 }
 
 // parentStatuses are the status entries of r for the parentRefs that name
-// our Gateways.
+// our Gateways and their ListenerSets.
 func (t *translator) parentStatuses(r *route, controller gatewayv1.GatewayController, outcomes []parentOutcome) []gatewayv1.RouteParentStatus {
 	var parents []gatewayv1.RouteParentStatus
 	gen := r.meta.Generation
@@ -225,21 +243,23 @@ func resolvedCondition(generation int64) metav1.Condition {
 	return condition(gatewayv1.RouteConditionResolvedRefs, true, gatewayv1.RouteReasonResolvedRefs, generation, "all references resolved")
 }
 
-// gatewayRef is a parentRef of a route that names a Gateway.
-type gatewayRef struct {
-	index   int // in spec.parentRefs
-	gateway types.NamespacedName
-	section *gatewayv1.SectionName
-	port    *gatewayv1.PortNumber
+// parent is a parentRef of a route that names a Gateway or a ListenerSet.
+type parent struct {
+	index       int // in spec.parentRefs
+	name        types.NamespacedName
+	listenerSet bool
+	section     *gatewayv1.SectionName
+	port        *gatewayv1.PortNumber
 }
 
-// attachToGateway attaches r to the listeners of g that ref selects, that
-// allow it and whose hostnames intersect its own, and counts it on every
-// listener that allows it.
-func (t *translator) attachToGateway(r *route, g *gateway, ref *gatewayRef) problem {
+// attachToListeners attaches r to the listeners of g that ref selects
+// among listeners (those of the parent it names, described by
+// parentName), that allow it and whose hostnames intersect its own, and
+// counts it on every listener that allows it.
+func (t *translator) attachToListeners(r *route, g *gateway, listeners []*listener, parentName string, ref *parent) problem {
 	var selected, allowed int
 	var matched bool
-	for _, l := range g.listeners {
+	for _, l := range listeners {
 		if (ref.section != nil && *ref.section != l.spec.Name) || (ref.port != nil && *ref.port != l.spec.Port) {
 			continue
 		}
@@ -271,11 +291,11 @@ func (t *translator) attachToGateway(r *route, g *gateway, ref *gatewayRef) prob
 	var p problem
 	switch {
 	case selected == 0:
-		p.first(string(gatewayv1.RouteReasonNoMatchingParent), fmt.Sprintf("Gateway %s/%s has no listener %s", g.obj.Namespace, g.obj.Name, describeParentRef(r.common.ParentRefs[ref.index])))
+		p.first(string(gatewayv1.RouteReasonNoMatchingParent), fmt.Sprintf("%s has no listener %s", parentName, describeParentRef(r.common.ParentRefs[ref.index])))
 	case allowed == 0:
-		p.first(string(gatewayv1.RouteReasonNotAllowedByListeners), fmt.Sprintf("no listener of Gateway %s/%s allows %s routes from namespace %s", g.obj.Namespace, g.obj.Name, r.id.Kind, r.id.Namespace))
+		p.first(string(gatewayv1.RouteReasonNotAllowedByListeners), fmt.Sprintf("no listener of %s allows %s routes from namespace %s", parentName, r.id.Kind, r.id.Namespace))
 	case !matched:
-		p.first(string(gatewayv1.RouteReasonNoMatchingListenerHostname), fmt.Sprintf("no listener hostname of Gateway %s/%s matches spec.hostnames", g.obj.Namespace, g.obj.Name))
+		p.first(string(gatewayv1.RouteReasonNoMatchingListenerHostname), fmt.Sprintf("no listener hostname of %s matches spec.hostnames", parentName))
 	}
 	return p
 }

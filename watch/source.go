@@ -236,6 +236,12 @@ func (r *Reports) findProblems() []string {
 			add("Gateway", g.Object.Namespace, g.Object.Name, string(l.Name), l.Conditions)
 		}
 	}
+	for _, s := range r.ListenerSets {
+		add("ListenerSet", s.Object.Namespace, s.Object.Name, "", s.Status.Conditions)
+		for _, l := range s.Status.Listeners {
+			add("ListenerSet", s.Object.Namespace, s.Object.Name, string(l.Name), l.Conditions)
+		}
+	}
 	for _, rr := range r.HTTPRoutes {
 		for _, p := range rr.Parents {
 			add("HTTPRoute", rr.Object.Namespace, rr.Object.Name, "", p.Conditions)

@@ -20,6 +20,7 @@ type objects struct {
 	ingresses       []*networkingv1.Ingress
 	gatewayClasses  []*gatewayv1.GatewayClass
 	gateways        []*gatewayv1.Gateway
+	listenerSets    []*gatewayv1.ListenerSet
 	httpRoutes      []*gatewayv1.HTTPRoute
 	grpcRoutes      []*gatewayv1.GRPCRoute
 	referenceGrants []*gatewayv1.ReferenceGrant
@@ -53,6 +54,8 @@ func (o *objects) add(obj any, hint int) bool {
 		o.gatewayClasses = appendTo(o.gatewayClasses, v, hint)
 	case *gatewayv1.Gateway:
 		o.gateways = appendTo(o.gateways, v, hint)
+	case *gatewayv1.ListenerSet:
+		o.listenerSets = appendTo(o.listenerSets, v, hint)
 	case *gatewayv1.HTTPRoute:
 		o.httpRoutes = appendTo(o.httpRoutes, v, hint)
 	case *gatewayv1.GRPCRoute:
@@ -99,6 +102,7 @@ func (o *objects) sort(orders *orders) {
 	orders.ingresses.sort(o.ingresses)
 	sortObjects(o.gatewayClasses)
 	sortObjects(o.gateways)
+	sortObjects(o.listenerSets)
 	orders.httpRoutes.sort(o.httpRoutes)
 	orders.grpcRoutes.sort(o.grpcRoutes)
 	sortObjects(o.nodes)

@@ -110,7 +110,9 @@ type translator struct {
 	*lookups
 	// gateways are the Gateways of our accepted classes.
 	gateways map[types.NamespacedName]*gateway
-	sockets  map[string]*socket
+	// listenerSets are the ListenerSets of those Gateways.
+	listenerSets map[types.NamespacedName]*listenerSet
+	sockets      map[string]*socket
 	// endpoints are the endpoint sets registered without a memo, eps
 	// those registered with one.
 	endpoints map[string][]Endpoint
@@ -157,14 +159,15 @@ func translate(objs *objects, opts Options) (*Snapshot, *Reports) {
 func translateWith(objs *objects, opts Options, groups *lookups, prev, next *results, eps *endpointRegistry) (*Snapshot, *Reports) {
 	groups.update(objs)
 	t := &translator{
-		prev:     prev,
-		next:     next,
-		opts:     opts.withDefaults(),
-		objs:     objs,
-		lookups:  groups,
-		gateways: map[types.NamespacedName]*gateway{},
-		sockets:  map[string]*socket{},
-		eps:      eps,
+		prev:         prev,
+		next:         next,
+		opts:         opts.withDefaults(),
+		objs:         objs,
+		lookups:      groups,
+		gateways:     map[types.NamespacedName]*gateway{},
+		listenerSets: map[types.NamespacedName]*listenerSet{},
+		sockets:      map[string]*socket{},
+		eps:          eps,
 	}
 	if next == nil {
 		t.endpoints = make(map[string][]Endpoint, len(objs.services))
