@@ -99,8 +99,23 @@ type nginxSettings struct {
 // annotation invalid: it has no effect and the reason is reported.
 type nginxParse func(value string, s *nginxSettings) error
 
-// nginxHonoured are the annotations hostgate acts on.
-var nginxHonoured = map[string]nginxParse{
+// nginxHonoured are the annotations hostgate acts on, by group. A group
+// with settings that depend on each other settles them after parsing
+// (parseNginxAnnotations).
+var nginxHonoured = []map[string]nginxParse{nginxPathAnnotations, nginxBackendAnnotations}
+
+// nginxParser is the parse function of an honoured annotation.
+func nginxParser(name string) (nginxParse, bool) {
+	for _, group := range nginxHonoured {
+		if parse, ok := group[name]; ok {
+			return parse, true
+		}
+	}
+	return nil, false
+}
+
+// nginxPathAnnotations choose paths and redirects.
+var nginxPathAnnotations = map[string]nginxParse{
 	"use-regex": func(v string, s *nginxSettings) (err error) {
 		s.useRegex, err = parseNginxBool(v)
 		return err
@@ -135,6 +150,18 @@ var nginxHonoured = map[string]nginxParse{
 		s.fromToWWW, err = parseNginxBool(v)
 		return err
 	},
+	"ssl-redirect": func(v string, s *nginxSettings) (err error) {
+		s.sslRedirect, err = parseNginxBool(v)
+		return err
+	},
+	"force-ssl-redirect": func(v string, s *nginxSettings) (err error) {
+		s.forceSSLRedirect, err = parseNginxBool(v)
+		return err
+	},
+}
+
+// nginxBackendAnnotations choose how requests reach the backends.
+var nginxBackendAnnotations = map[string]nginxParse{
 	"backend-protocol": func(v string, s *nginxSettings) error {
 		protocol, ok := nginxBackendProtocols[strings.ToUpper(v)]
 		if !ok {
@@ -170,14 +197,6 @@ var nginxHonoured = map[string]nginxParse{
 	"cors-expose-headers":    func(v string, s *nginxSettings) error { return nil },
 	"cors-allow-credentials": func(v string, s *nginxSettings) error { return nil },
 	"cors-max-age":           func(v string, s *nginxSettings) error { return nil },
-	"ssl-redirect": func(v string, s *nginxSettings) (err error) {
-		s.sslRedirect, err = parseNginxBool(v)
-		return err
-	},
-	"force-ssl-redirect": func(v string, s *nginxSettings) (err error) {
-		s.forceSSLRedirect, err = parseNginxBool(v)
-		return err
-	},
 }
 
 // nginxRefused are annotations whose values are nginx configuration or
@@ -236,7 +255,7 @@ func parseNginxAnnotations(ing *networkingv1.Ingress) (nginxSettings, []Annotati
 		value := ing.Annotations[name]
 		short := strings.TrimPrefix(name, NginxAnnotationPrefix)
 		o := AnnotationOutcome{Annotation: name, Value: value}
-		if parse, ok := nginxHonoured[short]; ok {
+		if parse, ok := nginxParser(short); ok {
 			if err := parse(value, &s); err != nil {
 				o.Outcome, o.Reason = Invalid, err.Error()
 			} else {
