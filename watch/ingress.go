@@ -85,7 +85,7 @@ func (t *translator) ingresses() {
 		report := IngressReport{Object: ing, LoadBalancer: loadBalancer}
 		// The key holds what the routes read of other Ingresses.
 		key := ingressKey{ing, hosts.context(ing), t.yields(ing)}
-		translated := memoized(t, key, func() ingressRoutes { return t.ingressRoutes(ing, &hosts, key.yields) })
+		translated := memoized(t, key, func() ingressRoutes { return t.ingressRoutes(ing, hosts, key.yields) })
 		certs, certProblems := t.ingressCerts(ing)
 		// A new slice: the memoized one is shared with other translations.
 		report.Problems = slices.Concat(translated.problems, certProblems)
@@ -144,7 +144,7 @@ const acmeChallengePath = "/.well-known/acme-challenge"
 // the defaultBackend share the route without hostnames), each of its rules
 // one path, with the filters its ingress-nginx annotations ask for. A
 // route that the router would refuse is left out whole.
-func (t *translator) ingressRoutes(ing *networkingv1.Ingress, hosts *nginxHosts, yields bool) ingressRoutes {
+func (t *translator) ingressRoutes(ing *networkingv1.Ingress, hosts nginxHosts, yields bool) ingressRoutes {
 	var problems []string
 	nginx, outcomes := parseNginxAnnotations(ing)
 	id := router.RouteID{Kind: router.KindIngress, Namespace: ing.Namespace, Name: ing.Name}
@@ -187,7 +187,7 @@ func (t *translator) ingressRoutes(ing *networkingv1.Ingress, hosts *nginxHosts,
 		r := routeFor(host)
 		for j, p := range rule.HTTP.Paths {
 			field := fmt.Sprintf("spec.rules[%d].http.paths[%d]", i, j)
-			match, err := ingressPath(p, hosts.regex[host])
+			match, err := ingressPath(p, hosts[host].regex)
 			if err != nil {
 				problems = append(problems, fmt.Sprintf("%s: %v", field, err))
 				continue
@@ -225,7 +225,7 @@ func (t *translator) ingressRoutes(ing *networkingv1.Ingress, hosts *nginxHosts,
 
 // nginxHostRoutes adds to routes what ingress-nginx adds per host: the
 // app-root redirect of "/" and the from-to-www redirect host.
-func (t *translator) nginxHostRoutes(routes []router.Route, nginx *nginxSettings, hosts *nginxHosts, outcomes []AnnotationOutcome) []router.Route {
+func (t *translator) nginxHostRoutes(routes []router.Route, nginx *nginxSettings, hosts nginxHosts, outcomes []AnnotationOutcome) []router.Route {
 	n := len(routes)
 	for i := range routes[:n] {
 		r := &routes[i]
@@ -287,8 +287,8 @@ func (s *nginxSettings) pathFilters(path string) []router.Filter {
 // TLS (or the Ingress forces it), every rule redirects to HTTPS with 308,
 // as ingress-nginx does, except ACME challenges and rules that redirect
 // already.
-func (t *translator) plainIngressRoute(r router.Route, nginx *nginxSettings, hosts *nginxHosts) router.Route {
-	tls := len(r.Hostnames) > 0 && hosts.tls[r.Hostnames[0]]
+func (t *translator) plainIngressRoute(r router.Route, nginx *nginxSettings, hosts nginxHosts) router.Route {
+	tls := len(r.Hostnames) > 0 && hosts[r.Hostnames[0]].tls
 	if t.opts.NoIngressSSLRedirect || !(nginx.forceSSLRedirect || tls && nginx.sslRedirect) {
 		return r
 	}

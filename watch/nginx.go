@@ -529,14 +529,17 @@ func isControl(r rune) bool { return r < 0x20 || r == 0x7f }
 
 // nginxHosts are what ingress-nginx decides per host rather than per
 // Ingress, over every Ingress of ours.
-type nginxHosts struct {
+type nginxHosts map[string]hostFacts
+
+// hostFacts are what the Ingresses of a host say of it together.
+type hostFacts struct {
 	// regex hosts have every path treated as a case-insensitive regular
 	// expression (use-regex or rewrite-target on some Ingress of theirs).
-	regex map[string]bool
+	regex bool
 	// tls hosts are named in some Ingress's spec.tls.
-	tls map[string]bool
+	tls bool
 	// served hosts have rules in some Ingress.
-	served map[string]bool
+	served bool
 }
 
 func (t *translator) nginxHosts() nginxHosts {
@@ -546,7 +549,12 @@ func (t *translator) nginxHosts() nginxHosts {
 // collectNginxHosts gathers the hosts of the Ingresses that ours says
 // are served.
 func collectNginxHosts(ingresses []*networkingv1.Ingress, ours func(*networkingv1.Ingress) bool) nginxHosts {
-	h := nginxHosts{regex: map[string]bool{}, tls: map[string]bool{}, served: map[string]bool{}}
+	h := make(nginxHosts, len(ingresses))
+	set := func(host string, f func(*hostFacts)) {
+		facts := h[host]
+		f(&facts)
+		h[host] = facts
+	}
 	for _, ing := range ingresses {
 		if !ours(ing) {
 			continue
@@ -557,17 +565,14 @@ func collectNginxHosts(ingresses []*networkingv1.Ingress, ours func(*networkingv
 		}
 		target, err := parseRewriteTarget(ing.Annotations[NginxAnnotationPrefix+"rewrite-target"])
 		for _, rule := range ing.Spec.Rules {
-			host := strings.ToLower(rule.Host)
-			h.served[host] = true
 			// A rewrite to the path itself is none (ingress-nginx's
 			// needsRewrite).
-			if regex || err == nil && rule.HTTP != nil && slices.ContainsFunc(rule.HTTP.Paths, func(p networkingv1.HTTPIngressPath) bool { return p.Path != target }) {
-				h.regex[host] = true
-			}
+			rewrites := err == nil && rule.HTTP != nil && slices.ContainsFunc(rule.HTTP.Paths, func(p networkingv1.HTTPIngressPath) bool { return p.Path != target })
+			set(strings.ToLower(rule.Host), func(f *hostFacts) { f.served, f.regex = true, f.regex || regex || rewrites })
 		}
 		for _, tls := range ing.Spec.TLS {
 			for _, host := range tls.Hosts {
-				h.tls[strings.ToLower(host)] = true
+				set(strings.ToLower(host), func(f *hostFacts) { f.tls = true })
 			}
 		}
 	}
@@ -577,9 +582,9 @@ func collectNginxHosts(ingresses []*networkingv1.Ingress, ours func(*networkingv
 // wwwTaken reports whether an Ingress serves the host that
 // from-to-www-redirect would redirect to host, and if so says in outcomes
 // that the annotation is ignored for host, as ingress-nginx does.
-func (h *nginxHosts) wwwTaken(host string, outcomes []AnnotationOutcome) bool {
+func (h nginxHosts) wwwTaken(host string, outcomes []AnnotationOutcome) bool {
 	alt := wwwAlternative(host)
-	if !h.served[alt] {
+	if !h[alt].served {
 		return false
 	}
 	i := slices.IndexFunc(outcomes, func(o AnnotationOutcome) bool {
@@ -590,14 +595,24 @@ func (h *nginxHosts) wwwTaken(host string, outcomes []AnnotationOutcome) bool {
 }
 
 // context is what of h the translation of ing reads: part of the key its
-// memoized translation is kept under.
-func (h *nginxHosts) context(ing *networkingv1.Ingress) string {
-	var b strings.Builder
+// memoized translation is kept under. With 10,000 Ingresses it is made
+// for each of them on every translation, hence no fmt.
+func (h nginxHosts) context(ing *networkingv1.Ingress) string {
+	var b []byte
 	for _, rule := range ing.Spec.Rules {
 		host := strings.ToLower(rule.Host)
-		fmt.Fprintf(&b, "%s:%t,%t,%t,%t;", host, h.regex[host], h.tls[host], h.served[wwwAlternative(host)], h.tls[wwwAlternative(host)])
+		own, alt := h[host], h[wwwAlternative(host)]
+		b = append(b, host...)
+		b = append(b, '0'+btoi(own.regex)|btoi(own.tls)<<1|btoi(alt.served)<<2|btoi(alt.tls)<<3, ';')
 	}
-	return b.String()
+	return string(b)
+}
+
+func btoi(b bool) byte {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // wwwAlternative is the host from-to-www-redirect redirects from.
