@@ -132,6 +132,7 @@ const acmeChallengePath = "/.well-known/acme-challenge"
 func (t *translator) ingressRoutes(ing *networkingv1.Ingress, hosts *nginxHosts) ingressRoutes {
 	var problems []string
 	nginx, outcomes := parseNginxAnnotations(ing)
+	problems = append(problems, t.accessFilters(ing, &nginx.access, outcomes)...)
 	id := router.RouteID{Kind: router.KindIngress, Namespace: ing.Namespace, Name: ing.Name}
 	var routes []router.Route
 	routeFor := func(host string) *router.Route {
@@ -237,11 +238,16 @@ func (t *translator) nginxHostRoutes(routes []router.Route, nginx *nginxSettings
 }
 
 // pathFilters are the filters ingress-nginx's annotations put on every
-// path: a redirect instead of the backend, or a rewrite of the path.
+// path: a redirect instead of the backend, or the access filters and a
+// rewrite of the path.
 func (s *nginxSettings) pathFilters(path string) []router.Filter {
 	if s.redirect != nil {
 		return []router.Filter{{Type: router.FilterRequestRedirect, Redirect: s.redirect}}
 	}
+	return slices.Concat(s.access.filters, s.rewriteFilters(path))
+}
+
+func (s *nginxSettings) rewriteFilters(path string) []router.Filter {
 	// A rewrite to the path itself is none (ingress-nginx's needsRewrite).
 	if s.rewriteTarget == "" || s.rewriteTarget == path {
 		return nil

@@ -81,6 +81,8 @@ type nginxSettings struct {
 	// sslRedirect is false where the Ingress turned the redirect of
 	// hosts with TLS off; forceSSLRedirect redirects without TLS too.
 	sslRedirect, forceSSLRedirect bool
+	// access are the access annotations (nginx_access.go).
+	access nginxAccess
 }
 
 // nginxParse reads one annotation's value into s. An error makes the
@@ -131,6 +133,26 @@ var nginxHonoured = map[string]nginxParse{
 		s.forceSSLRedirect, err = parseNginxBool(v)
 		return err
 	},
+	"allowlist-source-range": func(v string, s *nginxSettings) error { return s.access.addresses(v, &s.access.allow) },
+	"whitelist-source-range": func(v string, s *nginxSettings) error { return s.access.addresses(v, &s.access.allow) },
+	"denylist-source-range":  func(v string, s *nginxSettings) error { return s.access.addresses(v, &s.access.deny) },
+	"auth-type":              func(v string, s *nginxSettings) error { return s.access.setAuthType(v) },
+	"auth-secret":            func(v string, s *nginxSettings) error { s.access.authSecret = v; return nil },
+	"auth-secret-type":       func(v string, s *nginxSettings) error { return s.access.setAuthSecretType(v) },
+	"auth-realm":             func(v string, s *nginxSettings) error { return s.access.setAuthRealm(v) },
+	"limit-rps":              func(v string, s *nginxSettings) error { return parseLimit(v, &s.access.rps) },
+	"limit-rpm":              func(v string, s *nginxSettings) error { return parseLimit(v, &s.access.rpm) },
+	"limit-connections":      func(v string, s *nginxSettings) error { return parseLimit(v, &s.access.connections) },
+	"limit-burst-multiplier": func(v string, s *nginxSettings) error { return parseLimit(v, &s.access.burstMultiplier) },
+	"limit-allowlist":        func(v string, s *nginxSettings) error { return s.access.exempt(v) },
+	"limit-whitelist":        func(v string, s *nginxSettings) error { return s.access.exempt(v) },
+}
+
+// nginxAliases are older names of annotations: the newer name wins when
+// an Ingress has both.
+var nginxAliases = map[string]string{
+	"whitelist-source-range": "allowlist-source-range",
+	"limit-whitelist":        "limit-allowlist",
 }
 
 // nginxRefused are annotations whose values are nginx configuration or
@@ -162,13 +184,10 @@ var nginxNotYet = []string{
 	"proxy-max-temp-file-size", "proxy-http-version", "proxy-cookie-domain", "proxy-cookie-path",
 	"proxy-redirect-from", "proxy-redirect-to", "client-body-buffer-size",
 	"custom-http-errors", "default-backend", "disable-proxy-intercept-errors",
-	"whitelist-source-range", "allowlist-source-range", "denylist-source-range",
-	"auth-type", "auth-secret", "auth-secret-type", "auth-realm",
 	"auth-url", "auth-method", "auth-signin", "auth-signin-redirect-param", "auth-response-headers",
 	"auth-request-redirect", "auth-cache-key", "auth-cache-duration", "auth-keepalive",
 	"auth-proxy-set-headers", "auth-always-set-cookie", "enable-global-auth",
-	"limit-rps", "limit-rpm", "limit-burst-multiplier", "limit-connections", "limit-whitelist",
-	"limit-allowlist", "limit-rate", "limit-rate-after",
+	"limit-rate", "limit-rate-after",
 	"enable-cors", "cors-allow-origin", "cors-allow-methods", "cors-allow-headers",
 	"cors-expose-headers", "cors-allow-credentials", "cors-max-age",
 	"canary", "canary-by-header", "canary-by-header-value", "canary-by-header-pattern",
@@ -186,13 +205,15 @@ var nginxNotYet = []string{
 // parseNginxAnnotations reads the ingress-nginx annotations of ing, in
 // name order, with defaults for those it does not carry.
 func parseNginxAnnotations(ing *networkingv1.Ingress) (nginxSettings, []AnnotationOutcome) {
-	s := nginxSettings{sslRedirect: true}
+	s := nginxSettings{sslRedirect: true, access: nginxAccess{burstMultiplier: defaultBurstMultiplier}}
 	var outcomes []AnnotationOutcome
 	for _, name := range sortedNginxNames(ing.Annotations) {
 		value := ing.Annotations[name]
 		short := strings.TrimPrefix(name, NginxAnnotationPrefix)
 		o := AnnotationOutcome{Annotation: name, Value: value}
-		if parse, ok := nginxHonoured[short]; ok {
+		if newer, ok := nginxAliases[short]; ok && hasKey(ing.Annotations, NginxAnnotationPrefix+newer) {
+			o.Outcome, o.Reason = Ignored, NginxAnnotationPrefix+newer+" takes precedence"
+		} else if parse, ok := nginxHonoured[short]; ok {
 			if err := parse(value, &s); err != nil {
 				o.Outcome, o.Reason = Invalid, err.Error()
 			} else {
@@ -209,6 +230,11 @@ func parseNginxAnnotations(ing *networkingv1.Ingress) (nginxSettings, []Annotati
 	}
 	s.settleRedirects(ing.Annotations, outcomes)
 	return s, outcomes
+}
+
+func hasKey(m map[string]string, key string) bool {
+	_, ok := m[key]
+	return ok
 }
 
 // sortedNginxNames are the names of the ingress-nginx annotations among
@@ -247,13 +273,7 @@ func (s *nginxSettings) setRedirect(value string, code int) error {
 // settleRedirects applies the -code annotations to the redirect they
 // belong to, and says which redirect annotation lost to the other.
 func (s *nginxSettings) settleRedirects(annotations map[string]string, outcomes []AnnotationOutcome) {
-	outcome := func(short string) *AnnotationOutcome {
-		i := slices.IndexFunc(outcomes, func(o AnnotationOutcome) bool { return o.Annotation == NginxAnnotationPrefix+short })
-		if i < 0 {
-			return nil
-		}
-		return &outcomes[i]
-	}
+	outcome := func(short string) *AnnotationOutcome { return nginxOutcome(outcomes, short) }
 	if p, t := outcome("permanent-redirect"), outcome("temporal-redirect"); p != nil && p.Outcome == Honoured && t != nil && t.Outcome == Honoured {
 		p.Outcome, p.Reason = Ignored, "temporal-redirect takes precedence"
 	}
