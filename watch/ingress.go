@@ -147,6 +147,7 @@ const acmeChallengePath = "/.well-known/acme-challenge"
 func (t *translator) ingressRoutes(ing *networkingv1.Ingress, hosts nginxHosts, yields bool) ingressRoutes {
 	var problems []string
 	nginx, outcomes := parseNginxAnnotations(ing)
+	problems = append(problems, t.accessFilters(ing, &nginx.access, outcomes)...)
 	id := router.RouteID{Kind: router.KindIngress, Namespace: ing.Namespace, Name: ing.Name}
 	created := ing.CreationTimestamp.Time
 	if yields {
@@ -257,16 +258,23 @@ func (t *translator) nginxHostRoutes(routes []router.Route, nginx *nginxSettings
 }
 
 // pathFilters are the filters ingress-nginx's annotations put on every
-// path: a redirect instead of the backend, or CORS, a rewrite of the path
-// and of the Host.
+// path: a redirect instead of the backend, or CORS, the access filters
+// and a rewrite of the path and of the Host. nginx answers a CORS
+// preflight in its rewrite phase, before the limits and checks of its
+// access phase.
 func (s *nginxSettings) pathFilters(path string) []router.Filter {
 	if s.redirect != nil {
 		return []router.Filter{{Type: router.FilterRequestRedirect, Redirect: s.redirect}}
 	}
-	var filters []router.Filter
+	var cors []router.Filter
 	if s.cors != nil {
-		filters = append(filters, router.Filter{Type: router.FilterCORS, CORS: s.cors})
+		cors = []router.Filter{{Type: router.FilterCORS, CORS: s.cors}}
 	}
+	return slices.Concat(cors, s.access.filters, s.rewriteFilters(path))
+}
+
+func (s *nginxSettings) rewriteFilters(path string) []router.Filter {
+	var filters []router.Filter
 	rewrite := &router.Rewrite{Hostname: s.upstreamHost}
 	// A rewrite to the path itself is none (ingress-nginx's needsRewrite).
 	if s.rewriteTarget != "" && s.rewriteTarget != path {

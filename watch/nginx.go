@@ -93,6 +93,8 @@ type nginxSettings struct {
 	upstreamHost string
 	// cors is set by enable-cors and shaped by the cors-* annotations.
 	cors *router.CORS
+	// access are the access annotations (nginx_access.go).
+	access nginxAccess
 }
 
 // nginxParse reads one annotation's value into s. An error makes the
@@ -102,7 +104,7 @@ type nginxParse func(value string, s *nginxSettings) error
 // nginxHonoured are the annotations hostgate acts on, by group. A group
 // with settings that depend on each other settles them after parsing
 // (parseNginxAnnotations).
-var nginxHonoured = []map[string]nginxParse{nginxPathAnnotations, nginxBackendAnnotations}
+var nginxHonoured = []map[string]nginxParse{nginxPathAnnotations, nginxBackendAnnotations, nginxAccessAnnotations}
 
 // nginxParser is the parse function of an honoured annotation.
 func nginxParser(name string) (nginxParse, bool) {
@@ -158,6 +160,13 @@ var nginxPathAnnotations = map[string]nginxParse{
 		s.forceSSLRedirect, err = parseNginxBool(v)
 		return err
 	},
+}
+
+// nginxAliases are older names of annotations: the newer name wins when
+// an Ingress has both.
+var nginxAliases = map[string]string{
+	"whitelist-source-range": "allowlist-source-range",
+	"limit-whitelist":        "limit-allowlist",
 }
 
 // nginxBackendAnnotations choose how requests reach the backends.
@@ -227,13 +236,10 @@ var nginxNotYet = []string{
 	"proxy-max-temp-file-size", "proxy-http-version", "proxy-cookie-domain", "proxy-cookie-path",
 	"proxy-redirect-from", "proxy-redirect-to", "client-body-buffer-size",
 	"custom-http-errors", "default-backend", "disable-proxy-intercept-errors",
-	"whitelist-source-range", "allowlist-source-range", "denylist-source-range",
-	"auth-type", "auth-secret", "auth-secret-type", "auth-realm",
 	"auth-url", "auth-method", "auth-signin", "auth-signin-redirect-param", "auth-response-headers",
 	"auth-request-redirect", "auth-cache-key", "auth-cache-duration", "auth-keepalive",
 	"auth-proxy-set-headers", "auth-always-set-cookie", "enable-global-auth",
-	"limit-rps", "limit-rpm", "limit-burst-multiplier", "limit-connections", "limit-whitelist",
-	"limit-allowlist", "limit-rate", "limit-rate-after",
+	"limit-rate", "limit-rate-after",
 	"canary", "canary-by-header", "canary-by-header-value", "canary-by-header-pattern",
 	"canary-by-cookie", "canary-weight", "canary-weight-total",
 	"affinity", "affinity-mode", "affinity-canary-behavior", "session-cookie-name", "session-cookie-path",
@@ -249,13 +255,15 @@ var nginxNotYet = []string{
 // parseNginxAnnotations reads the ingress-nginx annotations of ing, in
 // name order, with defaults for those it does not carry.
 func parseNginxAnnotations(ing *networkingv1.Ingress) (nginxSettings, []AnnotationOutcome) {
-	s := nginxSettings{sslRedirect: true}
+	s := nginxSettings{sslRedirect: true, access: nginxAccess{burstMultiplier: defaultBurstMultiplier}}
 	var outcomes []AnnotationOutcome
 	for _, name := range sortedNginxNames(ing.Annotations) {
 		value := ing.Annotations[name]
 		short := strings.TrimPrefix(name, NginxAnnotationPrefix)
 		o := AnnotationOutcome{Annotation: name, Value: value}
-		if parse, ok := nginxParser(short); ok {
+		if newer, ok := nginxAliases[short]; ok && hasKey(ing.Annotations, NginxAnnotationPrefix+newer) {
+			o.Outcome, o.Reason = Ignored, NginxAnnotationPrefix+newer+" takes precedence"
+		} else if parse, ok := nginxParser(short); ok {
 			if err := parse(value, &s); err != nil {
 				o.Outcome, o.Reason = Invalid, err.Error()
 			} else {
@@ -389,9 +397,14 @@ func isTokenRune(r rune) bool {
 // setOutcome changes the outcome of annotation name (without prefix), if
 // the Ingress has it.
 func setOutcome(outcomes []AnnotationOutcome, name string, outcome Outcome, reason string) {
-	if i := slices.IndexFunc(outcomes, func(o AnnotationOutcome) bool { return o.Annotation == NginxAnnotationPrefix+name }); i >= 0 {
-		outcomes[i].Outcome, outcomes[i].Reason = outcome, reason
+	if o := nginxOutcome(outcomes, name); o != nil {
+		o.Outcome, o.Reason = outcome, reason
 	}
+}
+
+func hasKey(m map[string]string, key string) bool {
+	_, ok := m[key]
+	return ok
 }
 
 // sortedNginxNames are the names of the ingress-nginx annotations among
@@ -430,13 +443,7 @@ func (s *nginxSettings) setRedirect(value string, code int) error {
 // settleRedirects applies the -code annotations to the redirect they
 // belong to, and says which redirect annotation lost to the other.
 func (s *nginxSettings) settleRedirects(annotations map[string]string, outcomes []AnnotationOutcome) {
-	outcome := func(short string) *AnnotationOutcome {
-		i := slices.IndexFunc(outcomes, func(o AnnotationOutcome) bool { return o.Annotation == NginxAnnotationPrefix+short })
-		if i < 0 {
-			return nil
-		}
-		return &outcomes[i]
-	}
+	outcome := func(short string) *AnnotationOutcome { return nginxOutcome(outcomes, short) }
 	if p, t := outcome("permanent-redirect"), outcome("temporal-redirect"); p != nil && p.Outcome == Honoured && t != nil && t.Outcome == Honoured {
 		p.Outcome, p.Reason = Ignored, "temporal-redirect takes precedence"
 	}
