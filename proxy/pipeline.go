@@ -72,6 +72,8 @@ type plan struct {
 	// does not allow.
 	cors        *router.CORS
 	allowOrigin string
+	// fallback says the request goes to the rule's fallback backend.
+	fallback bool
 }
 
 // decide runs the pipeline up to the choice of an endpoint set.
@@ -120,10 +122,12 @@ func decide(routes *router.Table, sets map[string]*upstream.Set, v *view) plan {
 			}
 		}
 		p.set = sets[p.backend.Name]
+		p.action = actForward
 		if p.set == nil || p.set.Len() == 0 {
 			p.action = actNoEndpoints
-		} else {
-			p.action = actForward
+			if fb := rule.Fallback; fb != nil && sets[fb.Backend.Name] != nil && sets[fb.Backend.Name].Len() > 0 {
+				p.action, p.fallback, p.backend, p.set = actForward, true, &fb.Backend, sets[fb.Backend.Name]
+			}
 		}
 	}
 	return p
