@@ -80,7 +80,9 @@ func noNginxBuffers(string) string {
 var nginxProxyAnnotations = map[string]nginxParse{
 	"proxy-body-size": func(v string, s *nginxSettings) error {
 		n, err := ParseNginxSize(v)
-		s.proxy.bodySize = &n
+		if err == nil {
+			s.proxy.bodySize = &n
+		}
 		return err
 	},
 	"proxy-connect-timeout": func(v string, s *nginxSettings) (err error) {
