@@ -32,6 +32,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/hostgate/hostgate/proxy"
+	"github.com/hostgate/hostgate/router"
 	"github.com/hostgate/hostgate/watch"
 )
 
@@ -109,6 +110,15 @@ func parseFlags(args []string, output io.Writer) (*config, error) {
 	sslRedirect := fs.Bool("ingress-ssl-redirect", true, "redirect plain HTTP requests for Ingress hosts with TLS to HTTPS with 308, as ingress-nginx does (its ssl-redirect annotation turns it off per Ingress)")
 	fs.StringVar(&c.watch.IngressHSTS, "ingress-hsts", watch.DefaultHSTS, "Strict-Transport-Security header on HTTPS answers for Ingresses; \""+watch.HSTSOff+"\" sends none")
 	fs.IntVar(&c.watch.IngressLimitStatus, "ingress-limit-status", http.StatusServiceUnavailable, "status of answers to requests over an Ingress's limit-rps, limit-rpm or limit-connections (ingress-nginx's limit-req-status-code)")
+	c.watch.IngressMaxRequestBody = 1 << 20
+	fs.Func("ingress-body-size", "largest request body of an Ingress without proxy-body-size, as nginx writes sizes (1000, 8k, 8m, 1g); larger gets 413, as ingress-nginx's default (default 1m; 0: no limit)", func(s string) (err error) {
+		c.watch.IngressMaxRequestBody, err = watch.ParseNginxSize(s)
+		return err
+	})
+	c.watch.IngressTimeouts = router.Timeouts{Connect: 5 * time.Second, BackendRead: 60 * time.Second, BackendSend: 60 * time.Second}
+	fs.DurationVar(&c.watch.IngressTimeouts.Connect, "ingress-connect-timeout", c.watch.IngressTimeouts.Connect, "connect timeout to the backends of an Ingress without proxy-connect-timeout, as ingress-nginx's default (0: hostgate's own 5s)")
+	fs.DurationVar(&c.watch.IngressTimeouts.BackendRead, "ingress-read-timeout", c.watch.IngressTimeouts.BackendRead, "longest wait between two reads of a backend's response for an Ingress without proxy-read-timeout, 504 before the response begins, as ingress-nginx's default (0: none)")
+	fs.DurationVar(&c.watch.IngressTimeouts.BackendSend, "ingress-send-timeout", c.watch.IngressTimeouts.BackendSend, "longest wait of a write of the request to a backend for an Ingress without proxy-send-timeout, as ingress-nginx's default (0: none)")
 	fs.BoolVar(&c.ingressStatus, "ingress-status", true, "write the addresses of Ingresses of our classes to their status; false while another controller (ingress-nginx during a migration) still writes it")
 	fs.StringVar(&c.watch.GatewayController, "gateway-controller", watch.DefaultGatewayController, "GatewayClass controllerName to serve")
 	fs.StringVar(&c.gatewayClassName, "gateway-class", "hostgate", "GatewayClass (of --gateway-controller) to create when missing; empty creates none")

@@ -83,6 +83,8 @@ type plan struct {
 	status          int
 	body, challenge string
 	charged         uint8
+	// fallback says the request goes to the rule's fallback backend.
+	fallback bool
 }
 
 // decide runs the pipeline up to the choice of an endpoint set.
@@ -135,10 +137,12 @@ func decide(routes *router.Table, sets map[string]*upstream.Set, v *view) plan {
 			}
 		}
 		p.set = sets[p.backend.Name]
+		p.action = actForward
 		if p.set == nil || p.set.Len() == 0 {
 			p.action = actNoEndpoints
-		} else {
-			p.action = actForward
+			if fb := rule.Fallback; fb != nil && sets[fb.Backend.Name] != nil && sets[fb.Backend.Name].Len() > 0 {
+				p.action, p.fallback, p.backend, p.set = actForward, true, &fb.Backend, sets[fb.Backend.Name]
+			}
 		}
 	}
 	return p

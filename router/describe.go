@@ -34,6 +34,9 @@ type MatchDescription struct {
 	Backends []string `json:"backends,omitempty"`
 	Timeouts string   `json:"timeouts,omitempty"`
 	Retry    string   `json:"retry,omitempty"`
+	// MaxRequestBody is in bytes.
+	MaxRequestBody int64  `json:"maxRequestBody,omitempty"`
+	Fallback       string `json:"fallback,omitempty"`
 }
 
 // RouteIDs yields the ID of every route t serves, in the order Compile
@@ -187,6 +190,18 @@ func describeEntry(e entry) MatchDescription {
 	}
 	if to := tg.Rule.Timeouts; to != (Timeouts{}) {
 		d.Timeouts = fmt.Sprintf("request=%s backendRequest=%s", to.Request, to.BackendRequest)
+		if to.Connect != 0 || to.BackendRead != 0 || to.BackendSend != 0 {
+			d.Timeouts += fmt.Sprintf(" connect=%s backendRead=%s backendSend=%s", to.Connect, to.BackendRead, to.BackendSend)
+		}
+	}
+	if n := tg.Rule.MaxRequestBody; n > 0 {
+		d.MaxRequestBody = n
+	}
+	if f := tg.Rule.Fallback; f != nil {
+		d.Fallback = describeBackend(f.Backend)
+		if len(f.Codes) > 0 {
+			d.Fallback += fmt.Sprintf(" codes=%v", f.Codes)
+		}
 	}
 	if r := tg.Rule.Retry; r != nil {
 		d.Retry = fmt.Sprintf("codes=%v attempts=%d backoff=%s", r.Codes, r.Attempts, r.Backoff)
@@ -396,6 +411,12 @@ func (t *Table) WriteText(w io.Writer) error {
 			}
 			if m.Retry != "" {
 				fmt.Fprintf(&b, "    retry %s\n", m.Retry)
+			}
+			if m.MaxRequestBody != 0 {
+				fmt.Fprintf(&b, "    maxRequestBody %d\n", m.MaxRequestBody)
+			}
+			if m.Fallback != "" {
+				fmt.Fprintf(&b, "    fallback %s\n", m.Fallback)
 			}
 		}
 	}

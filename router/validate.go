@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -134,7 +135,7 @@ func validateRule(kind Kind, rule *Rule) error {
 		}
 	}
 	t := rule.Timeouts
-	if t.Request < 0 || t.BackendRequest < 0 {
+	if t.Request < 0 || t.BackendRequest < 0 || t.Connect < 0 || t.BackendRead < 0 || t.BackendSend < 0 {
 		return errors.New("timeouts: must not be negative")
 	}
 	if t.Request > 0 && t.BackendRequest > t.Request {
@@ -143,6 +144,20 @@ func validateRule(kind Kind, rule *Rule) error {
 	if rule.Retry != nil {
 		if err := validateRetry(rule.Retry); err != nil {
 			return fmt.Errorf("retry.%w", err)
+		}
+	}
+	if rule.MaxRequestBody < 0 {
+		return errors.New("maxRequestBody: must not be negative")
+	}
+	if f := rule.Fallback; f != nil {
+		if err := validateBackend(&f.Backend); err != nil {
+			return fmt.Errorf("fallback.backend.%w", err)
+		}
+		if i := slices.IndexFunc(f.Codes, func(c int) bool { return c < 400 || c > 599 }); i >= 0 {
+			return fmt.Errorf("fallback.codes[%d]: %d is not a status from 400 to 599", i, f.Codes[i])
+		}
+		if err := validateHeaderModifier(&HeaderModifier{Set: f.Headers}); err != nil {
+			return fmt.Errorf("fallback.headers: %w", err)
 		}
 	}
 	return nil

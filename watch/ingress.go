@@ -148,6 +148,7 @@ func (t *translator) ingressRoutes(ing *networkingv1.Ingress, hosts nginxHosts, 
 	var problems []string
 	nginx, outcomes := parseNginxAnnotations(ing)
 	problems = append(problems, t.accessFilters(ing, &nginx.access, outcomes)...)
+	t.resolveDefaultBackend(ing, &nginx, outcomes)
 	id := router.RouteID{Kind: router.KindIngress, Namespace: ing.Namespace, Name: ing.Name}
 	created := ing.CreationTimestamp.Time
 	if yields {
@@ -193,17 +194,17 @@ func (t *translator) ingressRoutes(ing *networkingv1.Ingress, hosts nginxHosts, 
 				problems = append(problems, fmt.Sprintf("%s: %v", field, err))
 				continue
 			}
-			r.Rules = append(r.Rules, router.Rule{
+			r.Rules = append(r.Rules, nginx.proxyRule(router.Rule{
 				Name:     fmt.Sprintf("rules[%d].paths[%d]", i, j),
 				Matches:  []router.Match{match},
 				Filters:  nginx.pathFilters(p.Path),
 				Backends: backend(field+".backend", &p.Backend),
-			})
+			}, &p.Backend, &t.opts))
 		}
 	}
 	if db := ing.Spec.DefaultBackend; db != nil {
 		r := routeFor("")
-		r.Rules = append(r.Rules, router.Rule{Name: "defaultBackend", Filters: nginx.pathFilters(""), Backends: backend("spec.defaultBackend", db)})
+		r.Rules = append(r.Rules, nginx.proxyRule(router.Rule{Name: "defaultBackend", Filters: nginx.pathFilters(""), Backends: backend("spec.defaultBackend", db)}, db, &t.opts))
 	}
 	routes = t.nginxHostRoutes(routes, &nginx, hosts, outcomes)
 	var out ingressRoutes

@@ -95,6 +95,8 @@ type nginxSettings struct {
 	cors *router.CORS
 	// access are the access annotations (nginx_access.go).
 	access nginxAccess
+	// proxy are the body limit, timeouts and default backend.
+	proxy nginxProxy
 }
 
 // nginxParse reads one annotation's value into s. An error makes the
@@ -104,7 +106,7 @@ type nginxParse func(value string, s *nginxSettings) error
 // nginxHonoured are the annotations hostgate acts on, by group. A group
 // with settings that depend on each other settles them after parsing
 // (parseNginxAnnotations).
-var nginxHonoured = []map[string]nginxParse{nginxPathAnnotations, nginxBackendAnnotations, nginxAccessAnnotations}
+var nginxHonoured = []map[string]nginxParse{nginxPathAnnotations, nginxBackendAnnotations, nginxAccessAnnotations, nginxProxyAnnotations}
 
 // nginxParser is the parse function of an honoured annotation.
 func nginxParser(name string) (nginxParse, bool) {
@@ -229,13 +231,10 @@ var nginxNotYet = []string{
 	"ssl-passthrough", "auth-tls-secret", "auth-tls-verify-client", "auth-tls-verify-depth",
 	"auth-tls-pass-certificate-to-upstream", "auth-tls-error-page", "auth-tls-match-cn",
 	"proxy-ssl-verify-depth", "proxy-ssl-protocols", "proxy-ssl-ciphers",
-	"proxy-ssl-secret", "service-upstream", "upstream-hash-by", "load-balance",
+	"proxy-ssl-secret", "upstream-hash-by", "load-balance",
 	"proxy-next-upstream", "proxy-next-upstream-tries", "proxy-next-upstream-timeout",
-	"proxy-connect-timeout", "proxy-send-timeout", "proxy-read-timeout", "proxy-body-size",
-	"proxy-buffering", "proxy-request-buffering", "proxy-buffer-size", "proxy-buffers-number",
-	"proxy-max-temp-file-size", "proxy-http-version", "proxy-cookie-domain", "proxy-cookie-path",
-	"proxy-redirect-from", "proxy-redirect-to", "client-body-buffer-size",
-	"custom-http-errors", "default-backend", "disable-proxy-intercept-errors",
+	"proxy-cookie-domain", "proxy-cookie-path",
+	"proxy-redirect-from", "proxy-redirect-to",
 	"auth-url", "auth-method", "auth-signin", "auth-signin-redirect-param", "auth-response-headers",
 	"auth-request-redirect", "auth-cache-key", "auth-cache-duration", "auth-keepalive",
 	"auth-proxy-set-headers", "auth-always-set-cookie", "enable-global-auth",
@@ -281,6 +280,7 @@ func parseNginxAnnotations(ing *networkingv1.Ingress) (nginxSettings, []Annotati
 	s.settleRedirects(ing.Annotations, outcomes)
 	s.settleBackendTLS(ing.Annotations, outcomes)
 	s.settleCORS(ing.Annotations, outcomes)
+	s.settleNginxProxy(outcomes)
 	return s, outcomes
 }
 

@@ -63,6 +63,14 @@ type Options struct {
 	// Ingress's rate limits (ingress-nginx's limit-req-status-code; 503
 	// when 0).
 	IngressLimitStatus int
+	// IngressMaxRequestBody is the request body limit, in bytes, of the
+	// Ingresses without proxy-body-size (ingress-nginx's is 1 MiB); 0:
+	// none.
+	IngressMaxRequestBody int64
+	// IngressTimeouts are the connect, backend read and backend send
+	// timeouts of the Ingresses without proxy-*-timeout annotations
+	// (ingress-nginx's are 5s, 60s and 60s); zero fields: none.
+	IngressTimeouts router.Timeouts
 	// GatewayController is the controllerName of the GatewayClasses to serve
 	// (DefaultGatewayController when empty).
 	GatewayController string
