@@ -340,6 +340,9 @@ func TestRBAC(t *testing.T) {
 	gatewayServices := []string{"services", "endpointslices"}
 	readOnly := []string{"get", "list", "watch"}
 	roles := 0
+	// Without it hostgate runs, and ClusterTrustBundle references never
+	// resolve: nothing else would notice.
+	readsTrustBundles := false
 	for _, obj := range readManifest(t, "hostgate.yaml") {
 		var rules []rbacv1.PolicyRule
 		switch obj.GetKind() {
@@ -356,6 +359,10 @@ func TestRBAC(t *testing.T) {
 		}
 		roles++
 		for _, rule := range rules {
+			if obj.GetName() == "hostgate" && slices.Contains(rule.APIGroups, "certificates.k8s.io") && slices.Contains(rule.Resources, "clustertrustbundles") &&
+				!slices.ContainsFunc(readOnly, func(verb string) bool { return !slices.Contains(rule.Verbs, verb) }) {
+				readsTrustBundles = true
+			}
 			if slices.Contains(rule.Verbs, "*") || slices.Contains(rule.Resources, "*") || slices.Contains(rule.APIGroups, "*") || len(rule.NonResourceURLs) > 0 {
 				t.Errorf("%s %s: rule %+v: wildcards or non-resource URLs", obj.GetKind(), obj.GetName(), rule)
 			}
@@ -375,6 +382,9 @@ func TestRBAC(t *testing.T) {
 	}
 	if roles != 3 {
 		t.Errorf("%d ClusterRoles and Roles, want 3", roles)
+	}
+	if !readsTrustBundles {
+		t.Errorf("ClusterRole hostgate: no rule lets it get, list and watch clustertrustbundles.certificates.k8s.io")
 	}
 }
 

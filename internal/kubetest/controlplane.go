@@ -47,7 +47,7 @@ func (e *Env) StartAPIServer() error {
 	if e.apiserver != nil {
 		return errors.New("start kube-apiserver: already running")
 	}
-	p, err := startProcess("kube-apiserver", filepath.Join(e.dir, "kube-apiserver.log"), e.bin.apiserver,
+	args := []string{
 		"--bind-address=127.0.0.1",
 		fmt.Sprintf("--secure-port=%d", e.ports.apiserver),
 		"--advertise-address=127.0.0.1",
@@ -68,7 +68,8 @@ func (e *Env) StartAPIServer() error {
 		// API server through that Service.
 		"--endpoint-reconciler-type=none",
 		"--allow-privileged=true",
-	)
+	}
+	p, err := startProcess("kube-apiserver", filepath.Join(e.dir, "kube-apiserver.log"), e.bin.apiserver, append(args, e.opts.apiserverFlags...)...)
 	if err != nil {
 		return err
 	}
