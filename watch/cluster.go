@@ -123,16 +123,17 @@ func patientDial(ctx context.Context, network, address string) (net.Conn, error)
 // endpoints, where they run (targetRef, nodeName, zone, hints); the image
 // list on Nodes; of a ConfigMap its labels, owners and every key but
 // ca.crt, the one translation reads; of a ClusterTrustBundle all but its
-// name and spec.trustBundle (and it becomes v1 whatever its version). `kubectl apply` without --server-side
-// keeps a copy of the whole object in an annotation, which doubled the
-// cache of such objects, each endpoint's targetRef took more than its
-// address and conditions, and hostgate watches every ConfigMap of the
-// cluster to find the few CA bundles that Gateways name. Status writes
-// start from the cached copies: the API server
-// takes nothing but the status from those of custom resources, but an
-// Ingress's metadata as sent, so its annotations stay, as translation
-// reads two of them (TestStatusWritesKeepAnnotations). Services,
-// EndpointSlices and ConfigMaps are never written.
+// name and spec.trustBundle (and it becomes v1 whatever its version).
+// `kubectl apply` without --server-side keeps a copy of the whole object
+// in an annotation, which doubled the cache of such objects, each
+// endpoint's targetRef took more than its address and conditions, and
+// hostgate watches every ConfigMap of the cluster to find the few CA
+// bundles that Gateways name. Status writes start from the cached copies:
+// the API server takes nothing but the status from those of custom
+// resources, but an Ingress's metadata as sent, so its annotations stay,
+// as translation reads two of them (TestStatusWritesKeepAnnotations).
+// Services, EndpointSlices, ConfigMaps and ClusterTrustBundles are never
+// written.
 func (in *interner) trimObject(obj any) (any, error) {
 	if m, ok := obj.(metav1.Object); ok {
 		m.SetManagedFields(nil)
