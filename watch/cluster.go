@@ -371,11 +371,16 @@ func (c *clusterStore) startTrustBundles(ctx context.Context, handler cache.Reso
 		// An informer that may not list waits for its cache for good, and
 		// translation with it: ask once first.
 		err = c.discovery.RESTClient().Get().AbsPath(path, "clustertrustbundles").Param("limit", "1").Do(ctx).Error()
-		if err != nil {
-			if apierrors.IsForbidden(err) && !c.trustBundlesForbidden {
+		switch {
+		case err == nil:
+		case apierrors.IsForbidden(err):
+			if !c.trustBundlesForbidden {
 				c.trustBundlesForbidden = true
 				c.log.Warn("ClusterTrustBundles may not be listed (RBAC); references to them do not resolve until they may", "version", v.version, "error", err)
 			}
+			return false
+		default:
+			c.log.Debug("listing ClusterTrustBundles failed", "version", v.version, "error", err)
 			return false
 		}
 		inf := v.informer()
