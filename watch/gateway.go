@@ -22,6 +22,10 @@ import (
 var supportedFeatures = []gatewayv1.FeatureName{
 	"BackendTLSPolicy",
 	"BackendTLSPolicySANValidation",
+	// CA references to ClusterTrustBundles, for BackendTLSPolicy and
+	// frontend validation alike (cabundle.go); a cluster that does not
+	// serve their API has none, and references to them do not resolve.
+	"ClusterTrustBundle",
 	"GRPCRoute",
 	"GRPCRouteNamedRouteRule",
 	"GRPCRouteRequestHeaderModifier",
