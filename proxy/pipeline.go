@@ -72,6 +72,9 @@ type plan struct {
 	// does not allow.
 	cors        *router.CORS
 	allowOrigin string
+	// authorize says the rule asks an authorization service before
+	// forwarding (extauth.go).
+	authorize bool
 }
 
 // decide runs the pipeline up to the choice of an endpoint set.
@@ -105,6 +108,8 @@ func decide(routes *router.Table, sets map[string]*upstream.Set, v *view) plan {
 			return p
 		case router.FilterURLRewrite:
 			p.rewrite(v, f.Rewrite)
+		case router.FilterExternalAuth:
+			p.authorize = true
 		}
 	}
 	p.backend = chooseBackend(rule.Backends)

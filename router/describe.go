@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"iter"
+	"maps"
 	"slices"
 	"strings"
 )
@@ -50,7 +51,7 @@ func (t *Table) RouteIDs() iter.Seq[RouteID] {
 }
 
 // BackendTLS yields the TLS identity of every backend of t that has one,
-// mirrors' included, once per reference.
+// mirrors' and authorization services' included, once per reference.
 func (t *Table) BackendTLS() iter.Seq[*BackendTLS] {
 	return func(yield func(*BackendTLS) bool) {
 		each := func(b *BackendRef) bool {
@@ -64,11 +65,21 @@ func (t *Table) BackendTLS() iter.Seq[*BackendTLS] {
 			}
 			return true
 		}
+		for _, filters := range t.listenerFilters {
+			for i := range filters {
+				if !each(&filters[i].ExternalAuth.Backend) {
+					return
+				}
+			}
+		}
 		for _, r := range t.routes {
 			for ri := range r.Rules {
 				rule := &r.Rules[ri]
 				for fi := range rule.Filters {
 					if m := rule.Filters[fi].Mirror; m != nil && !each(&m.Backend) {
+						return
+					}
+					if a := rule.Filters[fi].ExternalAuth; a != nil && !each(&a.Backend) {
 						return
 					}
 				}
@@ -246,6 +257,8 @@ func describeFilter(f *Filter) string {
 		}
 	case FilterCORS:
 		describeCORS(&b, f.CORS)
+	case FilterExternalAuth:
+		describeExternalAuth(&b, f.ExternalAuth)
 	}
 	return b.String()
 }
@@ -312,6 +325,11 @@ func describeBackend(r BackendRef) string {
 // per filter or backend.
 func (t *Table) WriteText(w io.Writer) error {
 	var b strings.Builder
+	for _, name := range slices.Sorted(maps.Keys(t.listenerFilters)) {
+		for _, f := range describeFilters(t.listenerFilters[name]) {
+			fmt.Fprintf(&b, "listener %q filter %s\n", name, f)
+		}
+	}
 	for _, h := range t.Describe() {
 		fmt.Fprintf(&b, "host %s", h.Host)
 		if h.Listener != "" {

@@ -184,6 +184,7 @@ const (
 	FilterURLRewrite
 	FilterRequestMirror
 	FilterCORS
+	FilterExternalAuth
 )
 
 func (t FilterType) String() string {
@@ -200,6 +201,8 @@ func (t FilterType) String() string {
 		return "RequestMirror"
 	case FilterCORS:
 		return "CORS"
+	case FilterExternalAuth:
+		return "ExternalAuth"
 	}
 	return "Unknown"
 }
@@ -214,6 +217,7 @@ type Filter struct {
 	Rewrite         *Rewrite
 	Mirror          *Mirror
 	CORS            *CORS
+	ExternalAuth    *ExternalAuth
 }
 
 // HeaderModifier changes headers: Set replaces, Add appends, Remove deletes.

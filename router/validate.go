@@ -310,6 +310,11 @@ func validateFilter(f *Filter) error {
 		if !missing {
 			field, err = "cors", validateCORS(f.CORS)
 		}
+	case FilterExternalAuth:
+		missing = f.ExternalAuth == nil
+		if !missing {
+			field, err = "externalAuth", validateExternalAuth(f.ExternalAuth)
+		}
 	default:
 		return fmt.Errorf("type: unknown filter type %d", f.Type)
 	}
@@ -423,9 +428,11 @@ func validateBackend(b *BackendRef) error {
 		return fmt.Errorf("weight %d: must be 0 to %d", b.Weight, maxWeight)
 	}
 	for fi := range b.Filters {
-		if b.Filters[fi].Type == FilterCORS {
-			// proxy/ answers a preflight before it picks a backend.
-			return fmt.Errorf("filters[%d].type: a CORS filter applies to a whole rule, not to one of its backends", fi)
+		switch b.Filters[fi].Type {
+		case FilterCORS, FilterExternalAuth:
+			// proxy/ answers a preflight, and asks for authorization,
+			// before it picks a backend.
+			return fmt.Errorf("filters[%d].type: a %s filter applies to a whole rule, not to one of its backends", fi, b.Filters[fi].Type)
 		}
 		if err := validateFilter(&b.Filters[fi]); err != nil {
 			return fmt.Errorf("filters[%d].%w", fi, err)

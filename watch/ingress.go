@@ -147,6 +147,7 @@ const acmeChallengePath = "/.well-known/acme-challenge"
 func (t *translator) ingressRoutes(ing *networkingv1.Ingress, hosts *nginxHosts, yields bool) ingressRoutes {
 	var problems []string
 	nginx, outcomes := parseNginxAnnotations(ing)
+	t.resolveNginxAuth(&nginx, outcomes)
 	id := router.RouteID{Kind: router.KindIngress, Namespace: ing.Namespace, Name: ing.Name}
 	created := ing.CreationTimestamp.Time
 	if yields {
@@ -257,13 +258,16 @@ func (t *translator) nginxHostRoutes(routes []router.Route, nginx *nginxSettings
 }
 
 // pathFilters are the filters ingress-nginx's annotations put on every
-// path: a redirect instead of the backend, or CORS, a rewrite of the path
-// and of the Host.
+// path: a redirect instead of the backend, or external authentication,
+// CORS, a rewrite of the path and of the Host.
 func (s *nginxSettings) pathFilters(path string) []router.Filter {
 	if s.redirect != nil {
 		return []router.Filter{{Type: router.FilterRequestRedirect, Redirect: s.redirect}}
 	}
 	var filters []router.Filter
+	if s.auth != nil {
+		filters = append(filters, router.Filter{Type: router.FilterExternalAuth, ExternalAuth: s.auth.filter})
+	}
 	if s.cors != nil {
 		filters = append(filters, router.Filter{Type: router.FilterCORS, CORS: s.cors})
 	}

@@ -93,6 +93,8 @@ type nginxSettings struct {
 	upstreamHost string
 	// cors is set by enable-cors and shaped by the cors-* annotations.
 	cors *router.CORS
+	// auth is set by auth-url and shaped by the other auth-* annotations.
+	auth *nginxAuth
 }
 
 // nginxParse reads one annotation's value into s. An error makes the
@@ -102,7 +104,7 @@ type nginxParse func(value string, s *nginxSettings) error
 // nginxHonoured are the annotations hostgate acts on, by group. A group
 // with settings that depend on each other settles them after parsing
 // (parseNginxAnnotations).
-var nginxHonoured = []map[string]nginxParse{nginxPathAnnotations, nginxBackendAnnotations}
+var nginxHonoured = []map[string]nginxParse{nginxPathAnnotations, nginxBackendAnnotations, nginxAuthAnnotations}
 
 // nginxParser is the parse function of an honoured annotation.
 func nginxParser(name string) (nginxParse, bool) {
@@ -229,9 +231,8 @@ var nginxNotYet = []string{
 	"custom-http-errors", "default-backend", "disable-proxy-intercept-errors",
 	"whitelist-source-range", "allowlist-source-range", "denylist-source-range",
 	"auth-type", "auth-secret", "auth-secret-type", "auth-realm",
-	"auth-url", "auth-method", "auth-signin", "auth-signin-redirect-param", "auth-response-headers",
-	"auth-request-redirect", "auth-cache-key", "auth-cache-duration", "auth-keepalive",
-	"auth-proxy-set-headers", "auth-always-set-cookie", "enable-global-auth",
+	"auth-cache-key", "auth-cache-duration", "auth-keepalive",
+	"auth-proxy-set-headers", "auth-always-set-cookie",
 	"limit-rps", "limit-rpm", "limit-burst-multiplier", "limit-connections", "limit-whitelist",
 	"limit-allowlist", "limit-rate", "limit-rate-after",
 	"canary", "canary-by-header", "canary-by-header-value", "canary-by-header-pattern",
@@ -273,6 +274,7 @@ func parseNginxAnnotations(ing *networkingv1.Ingress) (nginxSettings, []Annotati
 	s.settleRedirects(ing.Annotations, outcomes)
 	s.settleBackendTLS(ing.Annotations, outcomes)
 	s.settleCORS(ing.Annotations, outcomes)
+	s.settleAuth(ing.Annotations, outcomes)
 	return s, outcomes
 }
 
