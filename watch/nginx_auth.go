@@ -5,8 +5,8 @@ package watch
 // every path of the Ingress. The service is named by URL, as nginx
 // proxies to it; hostgate reaches it as a backend, so the URL must name
 // a Service of the cluster by its DNS name. An auth-url that cannot be
-// served fails closed: the Ingress's paths answer 500 rather than serve
-// unauthenticated.
+// served, or does not parse, fails closed: the Ingress's paths answer 500
+// rather than serve unauthenticated.
 
 import (
 	"cmp"
@@ -35,6 +35,9 @@ type nginxAuth struct {
 // All but auth-url are read with it, in settleAuth.
 var nginxAuthAnnotations = map[string]nginxParse{
 	"auth-url": func(v string, s *nginxSettings) error {
+		// Even a URL that does not parse asks for authentication: the
+		// paths must not be served without it (resolveNginxAuth).
+		s.auth = &nginxAuth{}
 		u, err := url.Parse(v)
 		switch {
 		case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "":
@@ -47,7 +50,7 @@ var nginxAuthAnnotations = map[string]nginxParse{
 		if err := checkPath(u.EscapedPath()); err != nil {
 			return err
 		}
-		s.auth = &nginxAuth{url: u}
+		s.auth.url = u
 		return nil
 	},
 	"auth-method": func(v string, s *nginxSettings) error {
@@ -86,12 +89,9 @@ func (s *nginxSettings) settleAuth(annotations map[string]string, outcomes []Ann
 		return
 	}
 	// nginx sends GET unless told otherwise.
-	a := &router.ExternalAuth{
-		Style: router.AuthNginx, Method: "GET", AllHeaders: true, OriginalRequest: true,
-		Path: s.auth.url.EscapedPath(), RawQuery: s.auth.url.RawQuery, Host: s.auth.url.Hostname(),
-	}
-	if a.Path == "" {
-		a.Path = "/"
+	a := &router.ExternalAuth{Style: router.AuthNginx, Method: "GET", AllHeaders: true, OriginalRequest: true, Path: "/"}
+	if u := s.auth.url; u != nil {
+		a.Path, a.RawQuery, a.Host = cmp.Or(u.EscapedPath(), "/"), u.RawQuery, u.Hostname()
 	}
 	for _, name := range shaping {
 		v, ok := annotations[NginxAnnotationPrefix+name]
@@ -138,6 +138,7 @@ func setNginxAuth(a *router.ExternalAuth, name, v string, annotations map[string
 			return fmt.Errorf("without auth-signin it has no effect")
 		}
 	case "auth-response-headers":
+		var names []string
 		for _, h := range strings.Split(v, ",") {
 			h = strings.TrimSpace(h)
 			if h == "" {
@@ -146,12 +147,12 @@ func setNginxAuth(a *router.ExternalAuth, name, v string, annotations map[string
 			if !nginxAuthHeader.MatchString(h) {
 				return fmt.Errorf("%q: not a header name of letters, digits, '-' and '_'", h)
 			}
-			a.ResponseHeaders = append(a.ResponseHeaders, h)
+			names = append(names, h)
 		}
-		if len(a.ResponseHeaders) > 64 {
-			a.ResponseHeaders = nil
+		if len(names) > 64 {
 			return fmt.Errorf("more than 64 header names")
 		}
+		a.ResponseHeaders = names
 	case "auth-request-redirect":
 		if strings.Contains(v, "$") {
 			return fmt.Errorf("nginx variables are not expanded by hostgate")
@@ -174,6 +175,10 @@ func (t *translator) resolveNginxAuth(s *nginxSettings, outcomes []AnnotationOut
 		return
 	}
 	a := s.auth.filter
+	if s.auth.url == nil {
+		a.Backend = router.BackendRef{Invalid: true, Weight: 1}
+		return
+	}
 	ref, err := t.nginxAuthService(s.auth.url)
 	if err != nil {
 		setOutcome(outcomes, "auth-url", Invalid, err.Error()+"; the Ingress's paths answer 500")
