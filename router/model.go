@@ -217,7 +217,7 @@ type Filter struct {
 	Rewrite         *Rewrite
 	Mirror          *Mirror
 	CORS            *CORS
-	ExternalAuth    *ExternalAuth
+	ExternalAuth    *ExternalAuth `json:",omitempty"`
 }
 
 // HeaderModifier changes headers: Set replaces, Add appends, Remove deletes.
