@@ -40,11 +40,21 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, l *listener, st *
 	if l.scheme == "https" && st.routes != nil && st.routes.Shared() {
 		v.serverName, v.tls = serverNameOf(r), st.tls
 	}
+	if st.routes != nil && st.routes.HasListenerFilters() {
+		// Before route matching, which sees the fields they set.
+		ex.stats = l.routeStats(st, nil)
+		if !s.authorize(rec, r, &ex, st.routes.ListenerFilters(r.Host)) {
+			return
+		}
+	}
 	ex.plan = decide(st.routes, ex.sets, &v)
 	defer ex.plan.release(&v, false)
 	ex.stats = l.routeStats(st, ex.plan.target)
 	switch ex.plan.action {
 	case actForward:
+		if ex.plan.authorize && !s.authorize(rec, r, &ex, ex.plan.target.Rule.Filters) {
+			return
+		}
 		s.fwd.forward(rec, r, &ex)
 	case actRedirect, actPreflight:
 		rec.WriteHeader(answer(&ex.plan, &v, rec.Header()))

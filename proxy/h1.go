@@ -339,6 +339,9 @@ func (c *h1conn) exchange(n int) (keep, handOff bool) {
 		v.tls = st.tls
 		v.serverName = c.tc.serverName
 	}
+	if st.routes != nil && st.routes.HasListenerFilters() {
+		return false, true
+	}
 	ex.plan = decide(st.routes, ex.sets, &v)
 	if ex.plan.action == actForward && !engineForwards(&ex.plan, req) {
 		// net/http decides again, and counts the request again.
@@ -413,10 +416,10 @@ func (c *h1conn) exchange(n int) (keep, handOff bool) {
 }
 
 // engineForwards reports whether the engine forwards what p plans itself:
-// to an HTTP/1.1 backend, without a mirror or a fallback backend, to a
-// path it can send as is.
+// to an HTTP/1.1 backend, without a mirror, an authorization service to
+// ask or a fallback backend, to a path it can send as is.
 func engineForwards(p *plan, req router.Headers) bool {
-	if upstreamProtocol(p, req) != "" || p.path != "" && !validPath(p.path) || p.usesFallback() {
+	if p.authorize || upstreamProtocol(p, req) != "" || p.path != "" && !validPath(p.path) || p.usesFallback() {
 		return false
 	}
 	mirrored := false

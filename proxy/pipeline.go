@@ -85,6 +85,9 @@ type plan struct {
 	charged         uint8
 	// fallback says the request goes to the rule's fallback backend.
 	fallback bool
+	// authorize says the rule asks an authorization service before
+	// forwarding (extauth.go).
+	authorize bool
 }
 
 // decide runs the pipeline up to the choice of an endpoint set.
@@ -122,6 +125,8 @@ func decide(routes *router.Table, sets map[string]*upstream.Set, v *view) plan {
 			if !p.guard(f, v) {
 				return p
 			}
+		case router.FilterExternalAuth:
+			p.authorize = true
 		}
 	}
 	p.backend = chooseBackend(rule.Backends)

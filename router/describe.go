@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"iter"
+	"maps"
 	"slices"
 	"strings"
 )
@@ -68,7 +69,7 @@ func (t *Table) Filters() iter.Seq[*Filter] {
 }
 
 // BackendTLS yields the TLS identity of every backend of t that has one,
-// mirrors' included, once per reference.
+// mirrors' and authorization services' included, once per reference.
 func (t *Table) BackendTLS() iter.Seq[*BackendTLS] {
 	return func(yield func(*BackendTLS) bool) {
 		each := func(b *BackendRef) bool {
@@ -82,11 +83,21 @@ func (t *Table) BackendTLS() iter.Seq[*BackendTLS] {
 			}
 			return true
 		}
+		for _, filters := range t.listenerFilters {
+			for i := range filters {
+				if !each(&filters[i].ExternalAuth.Backend) {
+					return
+				}
+			}
+		}
 		for _, r := range t.routes {
 			for ri := range r.Rules {
 				rule := &r.Rules[ri]
 				for fi := range rule.Filters {
 					if m := rule.Filters[fi].Mirror; m != nil && !each(&m.Backend) {
+						return
+					}
+					if a := rule.Filters[fi].ExternalAuth; a != nil && !each(&a.Backend) {
 						return
 					}
 				}
@@ -282,6 +293,8 @@ func describeFilter(f *Filter) string {
 		describeBasicAuth(&b, f.BasicAuth)
 	case FilterRateLimit:
 		describeRateLimit(&b, f.RateLimit)
+	case FilterExternalAuth:
+		describeExternalAuth(&b, f.ExternalAuth)
 	}
 	return b.String()
 }
@@ -382,6 +395,11 @@ func describeBackend(r BackendRef) string {
 // per filter or backend.
 func (t *Table) WriteText(w io.Writer) error {
 	var b strings.Builder
+	for _, name := range slices.Sorted(maps.Keys(t.listenerFilters)) {
+		for _, f := range describeFilters(t.listenerFilters[name]) {
+			fmt.Fprintf(&b, "listener %q filter %s\n", name, f)
+		}
+	}
 	for _, h := range t.Describe() {
 		fmt.Fprintf(&b, "host %s", h.Host)
 		if h.Listener != "" {

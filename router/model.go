@@ -225,6 +225,7 @@ const (
 	FilterAccess
 	FilterBasicAuth
 	FilterRateLimit
+	FilterExternalAuth
 )
 
 func (t FilterType) String() string {
@@ -247,6 +248,8 @@ func (t FilterType) String() string {
 		return "BasicAuth"
 	case FilterRateLimit:
 		return "RateLimit"
+	case FilterExternalAuth:
+		return "ExternalAuth"
 	}
 	return "Unknown"
 }
@@ -261,9 +264,10 @@ type Filter struct {
 	Rewrite         *Rewrite
 	Mirror          *Mirror
 	CORS            *CORS
-	Access          *Access    `json:",omitempty"`
-	BasicAuth       *BasicAuth `json:",omitempty"`
-	RateLimit       *RateLimit `json:",omitempty"`
+	Access          *Access       `json:",omitempty"`
+	BasicAuth       *BasicAuth    `json:",omitempty"`
+	RateLimit       *RateLimit    `json:",omitempty"`
+	ExternalAuth    *ExternalAuth `json:",omitempty"`
 }
 
 // HeaderModifier changes headers: Set replaces, Add appends, Remove deletes.

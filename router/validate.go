@@ -340,6 +340,11 @@ func validateFilter(f *Filter) error {
 		if !missing {
 			field, err = "rateLimit", validateRateLimit(f.RateLimit)
 		}
+	case FilterExternalAuth:
+		missing = f.ExternalAuth == nil
+		if !missing {
+			field, err = "externalAuth", validateExternalAuth(f.ExternalAuth)
+		}
 	default:
 		return fmt.Errorf("type: unknown filter type %d", f.Type)
 	}
@@ -454,8 +459,9 @@ func validateBackend(b *BackendRef) error {
 	}
 	for fi := range b.Filters {
 		switch t := b.Filters[fi].Type; t {
-		case FilterCORS, FilterAccess, FilterBasicAuth, FilterRateLimit:
-			// proxy/ answers these before it picks a backend.
+		case FilterCORS, FilterAccess, FilterBasicAuth, FilterRateLimit, FilterExternalAuth:
+			// proxy/ answers these, and asks for authorization, before it
+			// picks a backend.
 			return fmt.Errorf("filters[%d].type: a %s filter applies to a whole rule, not to one of its backends", fi, t)
 		}
 		if err := validateFilter(&b.Filters[fi]); err != nil {

@@ -149,6 +149,7 @@ func (t *translator) ingressRoutes(ing *networkingv1.Ingress, hosts nginxHosts, 
 	nginx, outcomes := parseNginxAnnotations(ing)
 	problems = append(problems, t.accessFilters(ing, &nginx.access, outcomes)...)
 	t.resolveDefaultBackend(ing, &nginx, outcomes)
+	t.resolveNginxAuth(&nginx, outcomes)
 	id := router.RouteID{Kind: router.KindIngress, Namespace: ing.Namespace, Name: ing.Name}
 	created := ing.CreationTimestamp.Time
 	if yields {
@@ -259,19 +260,23 @@ func (t *translator) nginxHostRoutes(routes []router.Route, nginx *nginxSettings
 }
 
 // pathFilters are the filters ingress-nginx's annotations put on every
-// path: a redirect instead of the backend, or CORS, the access filters
-// and a rewrite of the path and of the Host. nginx answers a CORS
-// preflight in its rewrite phase, before the limits and checks of its
-// access phase.
+// path: a redirect instead of the backend, or CORS, the access filters,
+// external authentication and a rewrite of the path and of the Host, in
+// the order of nginx's phases: a CORS preflight is answered in the
+// rewrite phase, limits come before the access phase, whose checks run
+// allow and deny lists, then basic auth, then auth_request.
 func (s *nginxSettings) pathFilters(path string) []router.Filter {
 	if s.redirect != nil {
 		return []router.Filter{{Type: router.FilterRequestRedirect, Redirect: s.redirect}}
 	}
-	var cors []router.Filter
+	var cors, auth []router.Filter
 	if s.cors != nil {
 		cors = []router.Filter{{Type: router.FilterCORS, CORS: s.cors}}
 	}
-	return slices.Concat(cors, s.access.filters, s.rewriteFilters(path))
+	if s.auth != nil {
+		auth = []router.Filter{{Type: router.FilterExternalAuth, ExternalAuth: s.auth.filter}}
+	}
+	return slices.Concat(cors, s.access.filters, auth, s.rewriteFilters(path))
 }
 
 func (s *nginxSettings) rewriteFilters(path string) []router.Filter {

@@ -97,6 +97,8 @@ type nginxSettings struct {
 	access nginxAccess
 	// proxy are the body limit, timeouts and default backend.
 	proxy nginxProxy
+	// auth is set by auth-url and shaped by the other auth-* annotations.
+	auth *nginxAuth
 }
 
 // nginxParse reads one annotation's value into s. An error makes the
@@ -106,7 +108,7 @@ type nginxParse func(value string, s *nginxSettings) error
 // nginxHonoured are the annotations hostgate acts on, by group. A group
 // with settings that depend on each other settles them after parsing
 // (parseNginxAnnotations).
-var nginxHonoured = []map[string]nginxParse{nginxPathAnnotations, nginxBackendAnnotations, nginxAccessAnnotations, nginxProxyAnnotations}
+var nginxHonoured = []map[string]nginxParse{nginxPathAnnotations, nginxBackendAnnotations, nginxAccessAnnotations, nginxProxyAnnotations, nginxAuthAnnotations}
 
 // nginxParser is the parse function of an honoured annotation.
 func nginxParser(name string) (nginxParse, bool) {
@@ -235,9 +237,8 @@ var nginxNotYet = []string{
 	"proxy-next-upstream", "proxy-next-upstream-tries", "proxy-next-upstream-timeout",
 	"proxy-cookie-domain", "proxy-cookie-path",
 	"proxy-redirect-from", "proxy-redirect-to",
-	"auth-url", "auth-method", "auth-signin", "auth-signin-redirect-param", "auth-response-headers",
-	"auth-request-redirect", "auth-cache-key", "auth-cache-duration", "auth-keepalive",
-	"auth-proxy-set-headers", "auth-always-set-cookie", "enable-global-auth",
+	"auth-cache-key", "auth-cache-duration", "auth-keepalive",
+	"auth-proxy-set-headers", "auth-always-set-cookie",
 	"limit-rate", "limit-rate-after",
 	"canary", "canary-by-header", "canary-by-header-value", "canary-by-header-pattern",
 	"canary-by-cookie", "canary-weight", "canary-weight-total",
@@ -281,6 +282,7 @@ func parseNginxAnnotations(ing *networkingv1.Ingress) (nginxSettings, []Annotati
 	s.settleBackendTLS(ing.Annotations, outcomes)
 	s.settleCORS(ing.Annotations, outcomes)
 	s.settleNginxProxy(outcomes)
+	s.settleAuth(ing.Annotations, outcomes)
 	return s, outcomes
 }
 

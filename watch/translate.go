@@ -264,6 +264,9 @@ type socket struct {
 	// validations hold the client validation of each listener hostname
 	// bound, nil for a hostname bound without one.
 	validations map[string]*ClientValidation
+	// filters hold the listener filters of each listener hostname bound,
+	// nil for a hostname bound without (bindFilters).
+	filters map[string][]router.Filter
 }
 
 func socketName(address string, port int) string {
@@ -373,6 +376,14 @@ func (t *translator) snapshot() *Snapshot {
 			Protocol: s.protocol,
 			Routes:   s.routes,
 			Certs:    s.certs,
+		}
+		for hostname, filters := range s.filters {
+			if len(filters) > 0 {
+				if l.ListenerFilters == nil {
+					l.ListenerFilters = map[string][]router.Filter{}
+				}
+				l.ListenerFilters[hostname] = filters
+			}
 		}
 		for _, hostname := range slices.Sorted(maps.Keys(s.validations)) {
 			if v := s.validations[hostname]; v != nil {
