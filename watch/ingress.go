@@ -102,6 +102,29 @@ func (t *translator) ingresses() {
 		}
 		t.reports.Ingresses = append(t.reports.Ingresses, report)
 	}
+	if def := t.ingressDefaultCert(); def != nil {
+		for _, s := range sockets {
+			if s.protocol == ProtocolHTTPS && !slices.ContainsFunc(s.certs, func(c Cert) bool { return len(c.Hostnames) == 0 }) {
+				s.certs = append(s.certs, *def)
+			}
+		}
+	}
+}
+
+// ingressDefaultCert is the certificate of the Ingress HTTPS listener for
+// names no Ingress serves: --ingress-default-certificate's Secret, else
+// the self-signed one. A Secret that cannot be used is said among the
+// problems, and the self-signed certificate stands in.
+func (t *translator) ingressDefaultCert() *Cert {
+	if name := t.opts.IngressDefaultSecret; name.Name != "" {
+		cert, err := t.secretCert(name.Namespace, name.Name)
+		if err == nil {
+			cert.Hostnames = nil
+			return &cert
+		}
+		t.reports.Read = append(t.reports.Read, fmt.Sprintf("--ingress-default-certificate: %v", err))
+	}
+	return t.opts.IngressDefaultCert
 }
 
 // ingressKey is what an Ingress's routes are memoized under.

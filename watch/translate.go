@@ -56,6 +56,13 @@ type Options struct {
 	// NoIngressSSLRedirect turns off what ingress-nginx does by default:
 	// redirecting plain HTTP requests for hosts with TLS to HTTPS (308).
 	NoIngressSSLRedirect bool
+	// IngressDefaultCert, when set, is what the Ingress HTTPS listener
+	// presents for a server name no Ingress has a certificate for (and
+	// without one), unless an Ingress's TLS entry without hosts is the
+	// default already. IngressDefaultSecret, when set, names a TLS Secret
+	// that takes its place (ingress-nginx's --default-ssl-certificate).
+	IngressDefaultCert   *Cert
+	IngressDefaultSecret types.NamespacedName
 	// IngressHSTS is the Strict-Transport-Security header sent on HTTPS
 	// answers for Ingresses (DefaultHSTS when empty, none when HSTSOff).
 	IngressHSTS string
@@ -202,7 +209,9 @@ func translateWith(objs *objects, opts Options, groups *lookups, prev, next *res
 	t.routes()
 	t.backendTLSPolicies()
 	t.finishGateways()
-	t.reports.Read = objs.readProblems
+	// Translation adds its own (ingressDefaultCert) to what the source
+	// could not read.
+	t.reports.Read = append(slices.Clip(objs.readProblems), t.reports.Read...)
 	return t.snapshot(), &t.reports
 }
 
