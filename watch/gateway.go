@@ -264,6 +264,15 @@ func (t *translator) assignAddresses(gws []*gateway) {
 					fmt.Sprintf("spec.addresses[%d].type: %s is not supported, only IPAddress", i, *a.Type))
 				continue
 			}
+			// A node-local proxy binds the addresses it is given and
+			// cannot promise where else they are reachable: an address
+			// asked to be only in-cluster (or of a scope of another
+			// implementation) would be served as any other, so it is not.
+			if a.Routability != gatewayv1.GatewayAddressRoutabilityDefault {
+				g.accepted.first(string(gatewayv1.GatewayReasonUnsupportedAddress),
+					fmt.Sprintf("spec.addresses[%d].routability: %s is not supported (GatewayAddressRoutability): hostgate binds addresses on the node and cannot limit where they are reachable from", i, a.Routability))
+				continue
+			}
 			if a.Value == "" {
 				assign = true
 				continue
