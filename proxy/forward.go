@@ -35,6 +35,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, l *listener, st *
 		scheme:  l.scheme,
 		port:    l.port,
 		client:  ex.from.client,
+		req:     r,
 	}
 	if l.scheme == "https" && st.routes != nil && st.routes.Shared() {
 		v.serverName, v.tls = serverNameOf(r), st.tls
@@ -50,6 +51,8 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, l *listener, st *
 		writeError(rec, r, http.StatusNotFound)
 	case actMisdirected:
 		writeError(rec, r, http.StatusMisdirectedRequest)
+	case actDenied:
+		writeError(rec, r, ex.plan.status)
 	case actInvalidBackend:
 		writeError(rec, r, http.StatusInternalServerError)
 	case actNoEndpoints:

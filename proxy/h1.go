@@ -328,6 +328,7 @@ func (c *h1conn) exchange(n int) (keep, handOff bool) {
 		scheme:  l.scheme,
 		port:    l.port,
 		client:  ex.from.client,
+		conn:    c.tc,
 	}
 	if l.scheme == "https" && st.routes != nil && st.routes.Shared() {
 		v.tls = st.tls
@@ -374,6 +375,8 @@ func (c *h1conn) exchange(n int) (keep, handOff bool) {
 		status, sent, keep = c.writeError(http.StatusNotFound, keep)
 	case actMisdirected:
 		status, sent, keep = c.writeError(http.StatusMisdirectedRequest, keep)
+	case actDenied:
+		status, sent, keep = c.writeError(ex.plan.status, keep)
 	case actInvalidBackend:
 		status, sent, keep = c.writeError(http.StatusInternalServerError, keep)
 	case actNoEndpoints:
@@ -516,6 +519,9 @@ func (c *h1conn) forward(ex *exchange, keep bool) (status int, sent int64, keepO
 	}
 	if cert := c.clientCert(); cert != "" {
 		req.fields = append(req.fields, h1field{name: clientCertField, value: cert})
+	}
+	if ex.plan.clientCert != nil {
+		ex.plan.clientCert.setFields(&req.fields)
 	}
 	eachFilter(&ex.plan, router.FilterRequestHeaderModifier, func(f *router.Filter) { modifyHeader(&req.fields, f.RequestHeaders) })
 

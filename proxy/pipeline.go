@@ -11,6 +11,7 @@ package proxy
 // Nothing here allocates on the forwarding path.
 
 import (
+	"crypto/x509"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -39,6 +40,11 @@ type view struct {
 	// client is the real client's address (client.go), for rules on who
 	// may do what.
 	client netip.Addr
+	// conn (the native engine) or req (net/http) lead to the
+	// certificates the client presented in the TLS handshake, read only
+	// by rules that check them.
+	conn *trackedConn
+	req  *http.Request
 }
 
 // action is what a plan does with the request.
@@ -53,6 +59,8 @@ const (
 	actInvalidBackend
 	actNoEndpoints
 	actMisdirected
+	// actDenied answers status: the request may not pass a filter.
+	actDenied
 )
 
 // plan is the pipeline's decision.
@@ -72,6 +80,11 @@ type plan struct {
 	// does not allow.
 	cors        *router.CORS
 	allowOrigin string
+	// status is the answer of actDenied.
+	status int
+	// clientCert is the rule's check of the client's certificate, whose
+	// outcome goes to the backend.
+	clientCert *certCheck
 }
 
 // decide runs the pipeline up to the choice of an endpoint set.
@@ -105,6 +118,10 @@ func decide(routes *router.Table, sets map[string]*upstream.Set, v *view) plan {
 			return p
 		case router.FilterURLRewrite:
 			p.rewrite(v, f.Rewrite)
+		case router.FilterClientCertificate:
+			if p.checkClientCert(v, f.ClientCert) {
+				return p
+			}
 		}
 	}
 	p.backend = chooseBackend(rule.Backends)
@@ -138,6 +155,32 @@ func (p *plan) rewrite(v *view, rw *router.Rewrite) {
 	if rw.Path != nil {
 		p.path = modifyPath(v.Path, p.target, rw.Path)
 	}
+}
+
+// checkClientCert applies a client certificate check to the request and
+// reports whether it decided the answer: 400 (or a redirect to the error
+// page) for a certificate missing or that does not verify, 403 for a
+// subject not allowed.
+func (p *plan) checkClientCert(v *view, a *router.ClientCertAuth) bool {
+	var certs []*x509.Certificate
+	var peer *clientPeer
+	switch {
+	case v.conn != nil:
+		peer = &v.conn.peer
+	case v.req != nil:
+		certs, peer = clientCerts(v.req)
+	}
+	c := checkClientCert(a, certs, peer)
+	switch {
+	case c.status == 0:
+		p.clientCert = c
+		return false
+	case c.status == http.StatusBadRequest && a.ErrorRedirect() != nil:
+		p.action, p.redirect = actRedirect, a.ErrorRedirect()
+	default:
+		p.action, p.status = actDenied, c.status
+	}
+	return true
 }
 
 // chooseBackend draws a backend in proportion to the weights. Drawing at

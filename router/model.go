@@ -184,6 +184,9 @@ const (
 	FilterURLRewrite
 	FilterRequestMirror
 	FilterCORS
+	// FilterClientCertificate checks the client's TLS certificate
+	// (ClientCertAuth).
+	FilterClientCertificate
 )
 
 func (t FilterType) String() string {
@@ -200,6 +203,8 @@ func (t FilterType) String() string {
 		return "RequestMirror"
 	case FilterCORS:
 		return "CORS"
+	case FilterClientCertificate:
+		return "ClientCertificate"
 	}
 	return "Unknown"
 }
@@ -214,6 +219,7 @@ type Filter struct {
 	Rewrite         *Rewrite
 	Mirror          *Mirror
 	CORS            *CORS
+	ClientCert      *ClientCertAuth `json:",omitempty"`
 }
 
 // HeaderModifier changes headers: Set replaces, Add appends, Remove deletes.
@@ -324,6 +330,10 @@ type BackendTLS struct {
 	// ingress-nginx does for HTTPS backends unless proxy-ssl-verify is on.
 	// ServerName is then only sent.
 	SkipVerify bool `json:",omitempty"`
+	// VerifyDepth, when not 0, is the most certificates a verified chain
+	// may have above the backend's own (ingress-nginx's
+	// proxy-ssl-verify-depth).
+	VerifyDepth int `json:",omitempty"`
 	// ClientCertificate, when set, is presented to the backend (Gateway
 	// API Gateway spec.tls.backend.clientCertificateRef): backends of
 	// routes on different Gateways may differ in it alone.

@@ -102,6 +102,11 @@ func (t *translator) ingresses() {
 		}
 		t.reports.Ingresses = append(t.reports.Ingresses, report)
 	}
+	for _, s := range sockets {
+		if s.protocol == ProtocolHTTPS {
+			hosts.clientValidations(s)
+		}
+	}
 }
 
 // ingressKey is what an Ingress's routes are memoized under.
@@ -147,6 +152,7 @@ const acmeChallengePath = "/.well-known/acme-challenge"
 func (t *translator) ingressRoutes(ing *networkingv1.Ingress, hosts *nginxHosts, yields bool) ingressRoutes {
 	var problems []string
 	nginx, outcomes := parseNginxAnnotations(ing)
+	nginx.applyProxySSL(hosts.proxySSL[ing], ing.Annotations, outcomes)
 	id := router.RouteID{Kind: router.KindIngress, Namespace: ing.Namespace, Name: ing.Name}
 	created := ing.CreationTimestamp.Time
 	if yields {
@@ -205,6 +211,7 @@ func (t *translator) ingressRoutes(ing *networkingv1.Ingress, hosts *nginxHosts,
 		r.Rules = append(r.Rules, router.Rule{Name: "defaultBackend", Filters: nginx.pathFilters(""), Backends: backend("spec.defaultBackend", db)})
 	}
 	routes = t.nginxHostRoutes(routes, &nginx, hosts, outcomes)
+	hosts.checkClientCerts(routes, ing, &nginx, outcomes)
 	var out ingressRoutes
 	for _, r := range routes {
 		if err := router.Validate(&r); err != nil {

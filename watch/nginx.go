@@ -93,6 +93,8 @@ type nginxSettings struct {
 	upstreamHost string
 	// cors is set by enable-cors and shaped by the cors-* annotations.
 	cors *router.CORS
+	// tlsAuth are the client certificate check and backend TLS Secrets.
+	tlsAuth nginxTLSAuth
 }
 
 // nginxParse reads one annotation's value into s. An error makes the
@@ -102,7 +104,7 @@ type nginxParse func(value string, s *nginxSettings) error
 // nginxHonoured are the annotations hostgate acts on, by group. A group
 // with settings that depend on each other settles them after parsing
 // (parseNginxAnnotations).
-var nginxHonoured = []map[string]nginxParse{nginxPathAnnotations, nginxBackendAnnotations}
+var nginxHonoured = []map[string]nginxParse{nginxPathAnnotations, nginxBackendAnnotations, nginxTLSAuthAnnotations}
 
 // nginxParser is the parse function of an honoured annotation.
 func nginxParser(name string) (nginxParse, bool) {
@@ -217,10 +219,7 @@ var nginxRefused = map[string]string{
 // nginxNotYet are ingress-nginx annotations hostgate knows but does not
 // act on yet.
 var nginxNotYet = []string{
-	"ssl-passthrough", "auth-tls-secret", "auth-tls-verify-client", "auth-tls-verify-depth",
-	"auth-tls-pass-certificate-to-upstream", "auth-tls-error-page", "auth-tls-match-cn",
-	"proxy-ssl-verify-depth", "proxy-ssl-protocols", "proxy-ssl-ciphers",
-	"proxy-ssl-secret", "service-upstream", "upstream-hash-by", "load-balance",
+	"ssl-passthrough", "proxy-ssl-protocols", "proxy-ssl-ciphers", "service-upstream", "upstream-hash-by", "load-balance",
 	"proxy-next-upstream", "proxy-next-upstream-tries", "proxy-next-upstream-timeout",
 	"proxy-connect-timeout", "proxy-send-timeout", "proxy-read-timeout", "proxy-body-size",
 	"proxy-buffering", "proxy-request-buffering", "proxy-buffer-size", "proxy-buffers-number",
@@ -271,6 +270,7 @@ func parseNginxAnnotations(ing *networkingv1.Ingress) (nginxSettings, []Annotati
 		outcomes = append(outcomes, o)
 	}
 	s.settleRedirects(ing.Annotations, outcomes)
+	s.settleTLSAuth(ing.Namespace, outcomes)
 	s.settleBackendTLS(ing.Annotations, outcomes)
 	s.settleCORS(ing.Annotations, outcomes)
 	return s, outcomes
@@ -282,16 +282,12 @@ var nginxBackendProtocols = map[string]string{"HTTP": "", "HTTPS": "https", "GRP
 
 // settleBackendTLS decides how the certificates of HTTPS and GRPCS
 // backends are checked. ingress-nginx checks none unless proxy-ssl-verify
-// is on, with the CA of proxy-ssl-secret; hostgate does not read that
-// Secret yet, so with proxy-ssl-verify on it checks the certificate
-// against the system's roots rather than not at all.
+// is on, with the CA of proxy-ssl-secret, which the translation reads
+// (applyProxySSL).
 func (s *nginxSettings) settleBackendTLS(annotations map[string]string, outcomes []AnnotationOutcome) {
 	verify := annotations[NginxAnnotationPrefix+"proxy-ssl-verify"] == "on"
-	if verify {
-		setOutcome(outcomes, "proxy-ssl-verify", Ignored, "proxy-ssl-secret is not supported yet: the backend's certificate is checked against the system's roots")
-	}
 	if s.backendProtocol != "https" && s.backendProtocol != "h2" {
-		for _, name := range []string{"proxy-ssl-name", "proxy-ssl-server-name", "proxy-ssl-verify"} {
+		for _, name := range []string{"proxy-ssl-name", "proxy-ssl-server-name", "proxy-ssl-verify", "proxy-ssl-secret", "proxy-ssl-verify-depth"} {
 			setOutcome(outcomes, name, Ignored, "without backend-protocol HTTPS or GRPCS")
 		}
 		return
@@ -537,10 +533,17 @@ type nginxHosts struct {
 	tls map[string]bool
 	// served hosts have rules in some Ingress.
 	served map[string]bool
+	// clientAuth is the client certificate check of each host that has
+	// one, proxySSL the proxy-ssl-secret of each Ingress with one
+	// (nginx_tlsauth.go).
+	clientAuth map[string]*hostClientAuth
+	proxySSL   map[*networkingv1.Ingress]*proxySSLSecret
 }
 
 func (t *translator) nginxHosts() nginxHosts {
-	return collectNginxHosts(t.objs.ingresses, t.ourIngress)
+	h := collectNginxHosts(t.objs.ingresses, t.ourIngress)
+	t.nginxSecrets(&h)
+	return h
 }
 
 // collectNginxHosts gathers the hosts of the Ingresses that ours says
@@ -597,6 +600,7 @@ func (h *nginxHosts) context(ing *networkingv1.Ingress) string {
 		host := strings.ToLower(rule.Host)
 		fmt.Fprintf(&b, "%s:%t,%t,%t,%t;", host, h.regex[host], h.tls[host], h.served[wwwAlternative(host)], h.tls[wwwAlternative(host)])
 	}
+	b.WriteString(h.tlsAuthContext(ing))
 	return b.String()
 }
 
