@@ -102,30 +102,15 @@ func TestConformance(t *testing.T) {
 	if *hostgateBin == "" || *echoBin == "" {
 		t.Fatal("-hostgate and -echo-server are required: run hack/conformance.sh")
 	}
-	env := kubetest.Start(t, kubetest.WithControllerManager())
-	kube, err := kubernetes.NewForConfig(env.Config)
-	if err != nil {
-		t.Fatal(err)
-	}
+	env, _ := startCluster(t, nodeagent.Config{EchoServer: *echoBin})
 
-	agent, err := nodeagent.Start(nodeagent.Config{
-		Client:     kube,
-		NodeName:   "conformance-node",
-		EchoServer: *echoBin,
-		Dir:        t.TempDir(),
-		NetPrefix:  *netPrefix,
-		Log:        slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cleanup(t, func() {
-		if err := agent.Stop(); err != nil {
-			t.Errorf("stop node agent: %v", err)
-		}
-	})
-
-	startHostgate(t, env.Kubeconfig)
+	startHostgate(t, env.Kubeconfig,
+		"--http-addr=",
+		"--https-addr=",
+		"--address-pool="+strings.Join(addressRange(poolFirst, poolLast), ","),
+		// GatewayInfrastructure is claimed only with it.
+		"--gateway-services",
+	)
 	createGatewayClass(t, env)
 
 	// The suite reads its options from its own flags (-run-test,
@@ -150,6 +135,28 @@ func TestConformance(t *testing.T) {
 	conformance.RunConformance(t)
 }
 
+// startCluster starts the control plane and the node agent, which runs
+// the servers of agent (its other fields are filled in here).
+func startCluster(t *testing.T, agent nodeagent.Config) (*kubetest.Env, kubernetes.Interface) {
+	env := kubetest.Start(t, kubetest.WithControllerManager())
+	kube, err := kubernetes.NewForConfig(env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	agent.Client, agent.NodeName, agent.Dir, agent.NetPrefix = kube, "conformance-node", t.TempDir(), *netPrefix
+	agent.Log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	a, err := nodeagent.Start(agent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cleanup(t, func() {
+		if err := a.Stop(); err != nil {
+			t.Errorf("stop node agent: %v", err)
+		}
+	})
+	return env, kube
+}
+
 // setUnlessGiven sets a flag of the suite to value unless the command line
 // set it.
 func setUnlessGiven(t *testing.T, name, value string) {
@@ -163,9 +170,10 @@ func setUnlessGiven(t *testing.T, name, value string) {
 	}
 }
 
-// startHostgate runs hostgate on the cluster, serving Gateways only, each
-// on its own loopback address from the pool and with its own Service.
-func startHostgate(t *testing.T, kubeconfig string) {
+// startHostgate runs hostgate on the cluster with args: for the Gateway
+// API suite, serving Gateways only, each on its own loopback address from
+// the pool and with its own Service.
+func startHostgate(t *testing.T, kubeconfig string, args ...string) {
 	dir := *logDir
 	if dir == "" {
 		dir = t.TempDir()
@@ -179,19 +187,14 @@ func startHostgate(t *testing.T, kubeconfig string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(*hostgateBin,
-		"--kubeconfig="+kubeconfig,
-		"--admin-addr="+adminAddr,
-		"--http-addr=",
-		"--https-addr=",
-		"--address-pool="+strings.Join(addressRange(poolFirst, poolLast), ","),
-		// GatewayInfrastructure is claimed only with it.
-		"--gateway-services",
+	cmd := exec.Command(*hostgateBin, append([]string{
+		"--kubeconfig=" + kubeconfig,
+		"--admin-addr=" + adminAddr,
 		"--shutdown-delay=0s",
 		// The status writer's Lease: a namespace that exists in any cluster.
 		"--lease-namespace=default",
 		"--log-level=debug",
-	)
+	}, args...)...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	if err := proc.Start(cmd); err != nil {
 		logFile.Close()

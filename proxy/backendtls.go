@@ -49,6 +49,9 @@ func tlsIdentity(b *router.BackendTLS) string {
 	for _, san := range b.SubjectAltNames {
 		fmt.Fprintf(&k, "\x00%q %q", san.Hostname, san.URI)
 	}
+	if b.VerifyDepth > 0 {
+		fmt.Fprintf(&k, "\x00depth %d", b.VerifyDepth)
+	}
 	if c := b.ClientCertificate; c != nil {
 		// A connection made with one client certificate must never carry
 		// the requests of a backend that asks for another, or for none.
@@ -145,14 +148,16 @@ func backendTLSConfig(base *tls.Config, b *router.BackendTLS) (*tls.Config, erro
 		// server name is only sent, and one of them must match instead.
 		roots, sans := cfg.RootCAs, slices.Clone(b.SubjectAltNames)
 		cfg.InsecureSkipVerify = true
-		cfg.VerifyConnection = func(cs tls.ConnectionState) error { return verifySANs(cs, roots, sans) }
+		cfg.VerifyConnection = func(cs tls.ConnectionState) error { return verifySANs(cs, roots, sans, b.VerifyDepth) }
+	} else if depth := b.VerifyDepth; depth > 0 {
+		cfg.VerifyConnection = func(cs tls.ConnectionState) error { return checkChainDepth(cs.VerifiedChains, depth) }
 	}
 	return cfg, err
 }
 
 // verifySANs checks that the backend's chain leads to roots (the system's
-// when nil) and that its certificate holds one of sans.
-func verifySANs(cs tls.ConnectionState, roots *x509.CertPool, sans []router.SubjectAltName) error {
+// when nil), within depth, and that its certificate holds one of sans.
+func verifySANs(cs tls.ConnectionState, roots *x509.CertPool, sans []router.SubjectAltName, depth int) error {
 	if len(cs.PeerCertificates) == 0 {
 		return errors.New("backend sent no certificate")
 	}
@@ -161,7 +166,11 @@ func verifySANs(cs tls.ConnectionState, roots *x509.CertPool, sans []router.Subj
 	for _, c := range cs.PeerCertificates[1:] {
 		opts.Intermediates.AddCert(c)
 	}
-	if _, err := leaf.Verify(opts); err != nil {
+	chains, err := leaf.Verify(opts)
+	if err != nil {
+		return err
+	}
+	if err := checkChainDepth(chains, depth); err != nil {
 		return err
 	}
 	for _, san := range sans {
@@ -173,4 +182,13 @@ func verifySANs(cs tls.ConnectionState, roots *x509.CertPool, sans []router.Subj
 		}
 	}
 	return fmt.Errorf("backend certificate %q holds none of the subject alternative names asked for", leaf.Subject)
+}
+
+// checkChainDepth accepts chains of which one has at most depth
+// certificates above the leaf; depth 0 accepts any.
+func checkChainDepth(chains [][]*x509.Certificate, depth int) error {
+	if depth == 0 || slices.ContainsFunc(chains, func(c []*x509.Certificate) bool { return len(c)-1 <= depth }) {
+		return nil
+	}
+	return fmt.Errorf("certificate chain longer than the verify depth %d", depth)
 }

@@ -77,6 +77,9 @@ type trackedConn struct {
 	// handshake, before any request of the connection is read, and only
 	// read after.
 	serverName, clientCert string
+	// peer is the client's certificate chain, for the rules that check
+	// it themselves.
+	peer clientPeer
 	// unknownSNI says the TLS handshake failed for want of a certificate,
 	// which was counted as such and must not count as an error again.
 	unknownSNI atomic.Bool
@@ -228,6 +231,7 @@ func (m *metrics) countHandshakes(cfg *tls.Config) *tls.Config {
 			// validating is this handshake's own copy of cfg.
 			validating.VerifyConnection = func(cs tls.ConnectionState) error {
 				c.clientCert = clientCertValue(cs.VerifiedChains)
+				c.peer.certs = cs.PeerCertificates
 				return cfg.VerifyConnection(cs)
 			}
 			return validating, err

@@ -18,6 +18,7 @@ import (
 var errorBodies = map[int]string{
 	http.StatusBadRequest:            "bad request\n",
 	http.StatusRequestTimeout:        "request body too slow\n",
+	http.StatusForbidden:             "forbidden\n",
 	http.StatusNotFound:              "no route\n",
 	http.StatusMisdirectedRequest:    "misdirected request: the Host belongs to another listener than this connection's TLS server name\n",
 	http.StatusRequestEntityTooLarge: "request too large\n",

@@ -36,6 +36,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, l *listener, st *
 		port:    l.port,
 		client:  ex.from.client,
 		guards:  st.guards,
+		req:     r,
 	}
 	if l.scheme == "https" && st.routes != nil && st.routes.Shared() {
 		v.serverName, v.tls = serverNameOf(r), st.tls

@@ -334,6 +334,7 @@ func (c *h1conn) exchange(n int) (keep, handOff bool) {
 		port:    l.port,
 		client:  ex.from.client,
 		guards:  st.guards,
+		conn:    c.tc,
 	}
 	if l.scheme == "https" && st.routes != nil && st.routes.Shared() {
 		v.tls = st.tls
@@ -539,6 +540,9 @@ func (c *h1conn) forward(ex *exchange, keep bool) (status int, sent int64, keepO
 	}
 	if cert := c.clientCert(); cert != "" {
 		req.fields = append(req.fields, h1field{name: clientCertField, value: cert})
+	}
+	if ex.plan.clientCert != nil {
+		ex.plan.clientCert.setFields(&req.fields)
 	}
 	eachFilter(&ex.plan, router.FilterRequestHeaderModifier, func(f *router.Filter) { modifyHeader(&req.fields, f.RequestHeaders) })
 

@@ -73,6 +73,9 @@ func setForwarded(in *http.Request, out http.Header, ex *exchange) {
 		delete(out, "X-Request-Id")
 	}
 	setClientCert(out, in, ex.scheme)
+	if ex.plan.clientCert != nil {
+		ex.plan.clientCert.setFields(out)
+	}
 }
 
 // forwarded gives the X-Forwarded-For, -Proto and -Host values of a

@@ -11,6 +11,7 @@ package proxy
 // Nothing here allocates on the forwarding path.
 
 import (
+	"crypto/x509"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -41,6 +42,11 @@ type view struct {
 	client netip.Addr
 	// guards are the state of the access filters of the table (access.go).
 	guards *guards
+	// conn (the native engine) or req (net/http) lead to the
+	// certificates the client presented in the TLS handshake, read only
+	// by rules that check them.
+	conn *trackedConn
+	req  *http.Request
 }
 
 // action is what a plan does with the request.
@@ -88,6 +94,9 @@ type plan struct {
 	// authorize says the rule asks an authorization service before
 	// forwarding (extauth.go).
 	authorize bool
+	// clientCert is the rule's check of the client's certificate, whose
+	// outcome goes to the backend.
+	clientCert *certCheck
 }
 
 // decide runs the pipeline up to the choice of an endpoint set.
@@ -127,6 +136,10 @@ func decide(routes *router.Table, sets map[string]*upstream.Set, v *view) plan {
 			}
 		case router.FilterExternalAuth:
 			p.authorize = true
+		case router.FilterClientCertificate:
+			if p.checkClientCert(v, f.ClientCert) {
+				return p
+			}
 		}
 	}
 	p.backend = chooseBackend(rule.Backends)
@@ -162,6 +175,32 @@ func (p *plan) rewrite(v *view, rw *router.Rewrite) {
 	if rw.Path != nil {
 		p.path = modifyPath(v.Path, p.target, rw.Path)
 	}
+}
+
+// checkClientCert applies a client certificate check to the request and
+// reports whether it decided the answer: 400 (or a redirect to the error
+// page) for a certificate missing or that does not verify, 403 for a
+// subject not allowed.
+func (p *plan) checkClientCert(v *view, a *router.ClientCertAuth) bool {
+	var certs []*x509.Certificate
+	var peer *clientPeer
+	switch {
+	case v.conn != nil:
+		peer = &v.conn.peer
+	case v.req != nil:
+		certs, peer = clientCerts(v.req)
+	}
+	c := checkClientCert(a, certs, peer)
+	switch {
+	case c.status == 0:
+		p.clientCert = c
+		return false
+	case c.status == http.StatusBadRequest && a.ErrorRedirect() != nil:
+		p.action, p.redirect = actRedirect, a.ErrorRedirect()
+	default:
+		p.deny(c.status, errorBodies[c.status], "")
+	}
+	return true
 }
 
 // chooseBackend draws a backend in proportion to the weights. Drawing at

@@ -295,6 +295,8 @@ func describeFilter(f *Filter) string {
 		describeRateLimit(&b, f.RateLimit)
 	case FilterExternalAuth:
 		describeExternalAuth(&b, f.ExternalAuth)
+	case FilterClientCertificate:
+		b.WriteString(describeClientCertAuth(f.ClientCert))
 	}
 	return b.String()
 }
@@ -454,6 +456,9 @@ func describeBackendTLS(t *BackendTLS) string {
 	}
 	for _, san := range t.SubjectAltNames {
 		s += " san=" + san.Hostname + san.URI
+	}
+	if t.VerifyDepth > 0 {
+		s += fmt.Sprintf(" depth=%d", t.VerifyDepth)
 	}
 	if c := t.ClientCertificate; c != nil {
 		sum := sha256.Sum256(c.CertPEM)

@@ -226,6 +226,9 @@ const (
 	FilterBasicAuth
 	FilterRateLimit
 	FilterExternalAuth
+	// FilterClientCertificate checks the client's TLS certificate
+	// (ClientCertAuth).
+	FilterClientCertificate
 )
 
 func (t FilterType) String() string {
@@ -250,6 +253,8 @@ func (t FilterType) String() string {
 		return "RateLimit"
 	case FilterExternalAuth:
 		return "ExternalAuth"
+	case FilterClientCertificate:
+		return "ClientCertificate"
 	}
 	return "Unknown"
 }
@@ -264,10 +269,11 @@ type Filter struct {
 	Rewrite         *Rewrite
 	Mirror          *Mirror
 	CORS            *CORS
-	Access          *Access       `json:",omitempty"`
-	BasicAuth       *BasicAuth    `json:",omitempty"`
-	RateLimit       *RateLimit    `json:",omitempty"`
-	ExternalAuth    *ExternalAuth `json:",omitempty"`
+	Access          *Access         `json:",omitempty"`
+	BasicAuth       *BasicAuth      `json:",omitempty"`
+	RateLimit       *RateLimit      `json:",omitempty"`
+	ExternalAuth    *ExternalAuth   `json:",omitempty"`
+	ClientCert      *ClientCertAuth `json:",omitempty"`
 }
 
 // HeaderModifier changes headers: Set replaces, Add appends, Remove deletes.
@@ -378,6 +384,10 @@ type BackendTLS struct {
 	// ingress-nginx does for HTTPS backends unless proxy-ssl-verify is on.
 	// ServerName is then only sent.
 	SkipVerify bool `json:",omitempty"`
+	// VerifyDepth, when not 0, is the most certificates a verified chain
+	// may have above the backend's own (ingress-nginx's
+	// proxy-ssl-verify-depth).
+	VerifyDepth int `json:",omitempty"`
 	// ClientCertificate, when set, is presented to the backend (Gateway
 	// API Gateway spec.tls.backend.clientCertificateRef): backends of
 	// routes on different Gateways may differ in it alone.

@@ -345,6 +345,11 @@ func validateFilter(f *Filter) error {
 		if !missing {
 			field, err = "externalAuth", validateExternalAuth(f.ExternalAuth)
 		}
+	case FilterClientCertificate:
+		missing = f.ClientCert == nil
+		if !missing {
+			field, err = "clientCertificate", validateClientCertAuth(f.ClientCert)
+		}
 	default:
 		return fmt.Errorf("type: unknown filter type %d", f.Type)
 	}

@@ -78,6 +78,8 @@ func NewCluster(cfg *rest.Config, opts Options, publish Publish, log *slog.Logge
 		core:          informers.NewSharedInformerFactoryWithOptions(kube, 0, transform),
 		secrets: informers.NewSharedInformerFactoryWithOptions(kube, 0, transform,
 			informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.FieldSelector = "type=" + string(corev1.SecretTypeTLS) })),
+		caSecrets: informers.NewSharedInformerFactoryWithOptions(kube, 0, transform,
+			informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.FieldSelector = "type=" + string(corev1.SecretTypeOpaque) })),
 		gateway: gatewayinformers.NewSharedInformerFactoryWithOptions(gw, 0, gatewayinformers.WithTransform(trim)),
 		started: map[string]bool{},
 	}
@@ -174,6 +176,26 @@ func (in *interner) trimObject(obj any) (any, error) {
 		obj = trustBundle(o.ObjectMeta, o.Spec.TrustBundle)
 	case *certificatesv1beta1.ClusterTrustBundle:
 		obj = trustBundle(o.ObjectMeta, o.Spec.TrustBundle)
+	case *corev1.Secret:
+		if o.Type == corev1.SecretTypeOpaque {
+			// Opaque Secrets are watched for the CA bundles that
+			// auth-tls-secret and proxy-ssl-secret name and the htpasswd
+			// files of auth-secret: what else they hold (most of a
+			// cluster's credentials) never enters the cache. So an
+			// auth-map Secret, whose keys are its users, reads as empty.
+			o.Labels = nil
+			unowned(&o.ObjectMeta)
+			kept := map[string][]byte{}
+			for _, key := range []string{caCertKey, htpasswdKey} {
+				if v, ok := o.Data[key]; ok {
+					kept[key] = v
+				}
+			}
+			o.Data, o.StringData = nil, nil
+			if len(kept) > 0 {
+				o.Data = kept
+			}
+		}
 	}
 	in.intern(obj)
 	return obj, nil
@@ -206,7 +228,9 @@ type clusterStore struct {
 	meta          metadata.Interface
 	core          informers.SharedInformerFactory
 	secrets       informers.SharedInformerFactory
-	gateway       gatewayinformers.SharedInformerFactory
+	// caSecrets watches Opaque Secrets, trimmed to their ca.crt.
+	caSecrets informers.SharedInformerFactory
+	gateway   gatewayinformers.SharedInformerFactory
 	// ready gates event handlers until the first full sync, so that no
 	// translation sees a half-listed cluster.
 	ready atomic.Bool
@@ -255,6 +279,7 @@ func (c *clusterStore) gatewayKinds() map[string]func() cache.SharedIndexInforme
 func (c *clusterStore) run(ctx context.Context, changed func()) error {
 	defer c.core.Shutdown()
 	defer c.secrets.Shutdown()
+	defer c.caSecrets.Shutdown()
 	defer c.gateway.Shutdown()
 	gated := func(f func()) func() {
 		return func() {
@@ -273,6 +298,7 @@ func (c *clusterStore) run(ctx context.Context, changed func()) error {
 		c.core.Core().V1().Nodes().Informer(),
 		c.core.Core().V1().ConfigMaps().Informer(),
 		c.secrets.Core().V1().Secrets().Informer(),
+		c.caSecrets.Core().V1().Secrets().Informer(),
 	}
 	for _, inf := range core {
 		if _, err := inf.AddEventHandler(handler); err != nil {
@@ -282,6 +308,7 @@ func (c *clusterStore) run(ctx context.Context, changed func()) error {
 	start := time.Now()
 	c.core.Start(ctx.Done())
 	c.secrets.Start(ctx.Done())
+	c.caSecrets.Start(ctx.Done())
 	c.startGatewayKinds(ctx, handler)
 	if !cache.WaitForCacheSync(ctx.Done(), hasSynced(core)...) {
 		return nil // ctx is done

@@ -102,6 +102,11 @@ func (t *translator) ingresses() {
 		}
 		t.reports.Ingresses = append(t.reports.Ingresses, report)
 	}
+	for _, s := range sockets {
+		if s.protocol == ProtocolHTTPS {
+			hosts.clientValidations(s)
+		}
+	}
 	if def := t.ingressDefaultCert(); def != nil {
 		for _, s := range sockets {
 			if s.protocol == ProtocolHTTPS && !slices.ContainsFunc(s.certs, func(c Cert) bool { return len(c.Hostnames) == 0 }) {
@@ -173,6 +178,7 @@ func (t *translator) ingressRoutes(ing *networkingv1.Ingress, hosts nginxHosts, 
 	problems = append(problems, t.accessFilters(ing, &nginx.access, outcomes)...)
 	t.resolveDefaultBackend(ing, &nginx, outcomes)
 	t.resolveNginxAuth(&nginx, outcomes)
+	nginx.applyProxySSL(hosts.proxySSL[ing], ing.Annotations, outcomes)
 	id := router.RouteID{Kind: router.KindIngress, Namespace: ing.Namespace, Name: ing.Name}
 	created := ing.CreationTimestamp.Time
 	if yields {
@@ -213,7 +219,7 @@ func (t *translator) ingressRoutes(ing *networkingv1.Ingress, hosts nginxHosts, 
 		r := routeFor(host)
 		for j, p := range rule.HTTP.Paths {
 			field := fmt.Sprintf("spec.rules[%d].http.paths[%d]", i, j)
-			match, err := ingressPath(p, hosts[host].regex)
+			match, err := ingressPath(p, hosts.facts[host].regex)
 			if err != nil {
 				problems = append(problems, fmt.Sprintf("%s: %v", field, err))
 				continue
@@ -231,6 +237,7 @@ func (t *translator) ingressRoutes(ing *networkingv1.Ingress, hosts nginxHosts, 
 		r.Rules = append(r.Rules, nginx.proxyRule(router.Rule{Name: "defaultBackend", Filters: nginx.pathFilters(""), Backends: backend("spec.defaultBackend", db)}, db, &t.opts))
 	}
 	routes = t.nginxHostRoutes(routes, &nginx, hosts, outcomes)
+	hosts.checkClientCerts(routes, ing, &nginx, outcomes)
 	var out ingressRoutes
 	for _, r := range routes {
 		if err := router.Validate(&r); err != nil {
@@ -325,7 +332,7 @@ func (s *nginxSettings) rewriteFilters(path string) []router.Filter {
 // as ingress-nginx does, except ACME challenges and rules that redirect
 // already.
 func (t *translator) plainIngressRoute(r router.Route, nginx *nginxSettings, hosts nginxHosts) router.Route {
-	tls := len(r.Hostnames) > 0 && hosts[r.Hostnames[0]].tls
+	tls := len(r.Hostnames) > 0 && hosts.facts[r.Hostnames[0]].tls
 	if t.opts.NoIngressSSLRedirect || !(nginx.forceSSLRedirect || tls && nginx.sslRedirect) {
 		return r
 	}

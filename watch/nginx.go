@@ -99,6 +99,8 @@ type nginxSettings struct {
 	proxy nginxProxy
 	// auth is set by auth-url and shaped by the other auth-* annotations.
 	auth *nginxAuth
+	// tlsAuth are the client certificate check and backend TLS Secrets.
+	tlsAuth nginxTLSAuth
 }
 
 // nginxParse reads one annotation's value into s. An error makes the
@@ -108,7 +110,7 @@ type nginxParse func(value string, s *nginxSettings) error
 // nginxHonoured are the annotations hostgate acts on, by group. A group
 // with settings that depend on each other settles them after parsing
 // (parseNginxAnnotations).
-var nginxHonoured = []map[string]nginxParse{nginxPathAnnotations, nginxBackendAnnotations, nginxAccessAnnotations, nginxProxyAnnotations, nginxAuthAnnotations}
+var nginxHonoured = []map[string]nginxParse{nginxPathAnnotations, nginxBackendAnnotations, nginxAccessAnnotations, nginxProxyAnnotations, nginxAuthAnnotations, nginxTLSAuthAnnotations}
 
 // nginxParser is the parse function of an honoured annotation.
 func nginxParser(name string) (nginxParse, bool) {
@@ -230,10 +232,7 @@ var nginxRefused = map[string]string{
 // nginxNotYet are ingress-nginx annotations hostgate knows but does not
 // act on yet.
 var nginxNotYet = []string{
-	"ssl-passthrough", "auth-tls-secret", "auth-tls-verify-client", "auth-tls-verify-depth",
-	"auth-tls-pass-certificate-to-upstream", "auth-tls-error-page", "auth-tls-match-cn",
-	"proxy-ssl-verify-depth", "proxy-ssl-protocols", "proxy-ssl-ciphers",
-	"proxy-ssl-secret", "upstream-hash-by", "load-balance",
+	"ssl-passthrough", "proxy-ssl-protocols", "proxy-ssl-ciphers", "upstream-hash-by", "load-balance",
 	"proxy-next-upstream", "proxy-next-upstream-tries", "proxy-next-upstream-timeout",
 	"proxy-cookie-domain", "proxy-cookie-path",
 	"proxy-redirect-from", "proxy-redirect-to",
@@ -279,6 +278,7 @@ func parseNginxAnnotations(ing *networkingv1.Ingress) (nginxSettings, []Annotati
 		outcomes = append(outcomes, o)
 	}
 	s.settleRedirects(ing.Annotations, outcomes)
+	s.settleTLSAuth(ing.Namespace, outcomes)
 	s.settleBackendTLS(ing.Annotations, outcomes)
 	s.settleCORS(ing.Annotations, outcomes)
 	s.settleNginxProxy(outcomes)
@@ -292,16 +292,12 @@ var nginxBackendProtocols = map[string]string{"HTTP": "", "HTTPS": "https", "GRP
 
 // settleBackendTLS decides how the certificates of HTTPS and GRPCS
 // backends are checked. ingress-nginx checks none unless proxy-ssl-verify
-// is on, with the CA of proxy-ssl-secret; hostgate does not read that
-// Secret yet, so with proxy-ssl-verify on it checks the certificate
-// against the system's roots rather than not at all.
+// is on, with the CA of proxy-ssl-secret, which the translation reads
+// (applyProxySSL).
 func (s *nginxSettings) settleBackendTLS(annotations map[string]string, outcomes []AnnotationOutcome) {
 	verify := annotations[NginxAnnotationPrefix+"proxy-ssl-verify"] == "on"
-	if verify {
-		setOutcome(outcomes, "proxy-ssl-verify", Ignored, "proxy-ssl-secret is not supported yet: the backend's certificate is checked against the system's roots")
-	}
 	if s.backendProtocol != "https" && s.backendProtocol != "h2" {
-		for _, name := range []string{"proxy-ssl-name", "proxy-ssl-server-name", "proxy-ssl-verify"} {
+		for _, name := range []string{"proxy-ssl-name", "proxy-ssl-server-name", "proxy-ssl-verify", "proxy-ssl-secret", "proxy-ssl-verify-depth"} {
 			setOutcome(outcomes, name, Ignored, "without backend-protocol HTTPS or GRPCS")
 		}
 		return
@@ -538,7 +534,14 @@ func isControl(r rune) bool { return r < 0x20 || r == 0x7f }
 
 // nginxHosts are what ingress-nginx decides per host rather than per
 // Ingress, over every Ingress of ours.
-type nginxHosts map[string]hostFacts
+type nginxHosts struct {
+	facts map[string]hostFacts
+	// clientAuth is the client certificate check of each host that has
+	// one, proxySSL the proxy-ssl-secret of each Ingress with one
+	// (nginx_tlsauth.go).
+	clientAuth map[string]*hostClientAuth
+	proxySSL   map[*networkingv1.Ingress]*proxySSLSecret
+}
 
 // hostFacts are what the Ingresses of a host say of it together.
 type hostFacts struct {
@@ -552,17 +555,19 @@ type hostFacts struct {
 }
 
 func (t *translator) nginxHosts() nginxHosts {
-	return collectNginxHosts(t.objs.ingresses, t.ourIngress)
+	h := collectNginxHosts(t.objs.ingresses, t.ourIngress)
+	t.nginxSecrets(&h)
+	return h
 }
 
 // collectNginxHosts gathers the hosts of the Ingresses that ours says
 // are served.
 func collectNginxHosts(ingresses []*networkingv1.Ingress, ours func(*networkingv1.Ingress) bool) nginxHosts {
-	h := make(nginxHosts, len(ingresses))
+	h := nginxHosts{facts: make(map[string]hostFacts, len(ingresses))}
 	set := func(host string, f func(*hostFacts)) {
-		facts := h[host]
+		facts := h.facts[host]
 		f(&facts)
-		h[host] = facts
+		h.facts[host] = facts
 	}
 	for _, ing := range ingresses {
 		if !ours(ing) {
@@ -591,9 +596,9 @@ func collectNginxHosts(ingresses []*networkingv1.Ingress, ours func(*networkingv
 // wwwTaken reports whether an Ingress serves the host that
 // from-to-www-redirect would redirect to host, and if so says in outcomes
 // that the annotation is ignored for host, as ingress-nginx does.
-func (h nginxHosts) wwwTaken(host string, outcomes []AnnotationOutcome) bool {
+func (h *nginxHosts) wwwTaken(host string, outcomes []AnnotationOutcome) bool {
 	alt := wwwAlternative(host)
-	if !h[alt].served {
+	if !h.facts[alt].served {
 		return false
 	}
 	i := slices.IndexFunc(outcomes, func(o AnnotationOutcome) bool {
@@ -606,14 +611,15 @@ func (h nginxHosts) wwwTaken(host string, outcomes []AnnotationOutcome) bool {
 // context is what of h the translation of ing reads: part of the key its
 // memoized translation is kept under. With 10,000 Ingresses it is made
 // for each of them on every translation, hence no fmt.
-func (h nginxHosts) context(ing *networkingv1.Ingress) string {
+func (h *nginxHosts) context(ing *networkingv1.Ingress) string {
 	var b []byte
 	for _, rule := range ing.Spec.Rules {
 		host := strings.ToLower(rule.Host)
-		own, alt := h[host], h[wwwAlternative(host)]
+		own, alt := h.facts[host], h.facts[wwwAlternative(host)]
 		b = append(b, host...)
 		b = append(b, '0'+btoi(own.regex)|btoi(own.tls)<<1|btoi(alt.served)<<2|btoi(alt.tls)<<3, ';')
 	}
+	b = append(b, h.tlsAuthContext(ing)...)
 	return string(b)
 }
 

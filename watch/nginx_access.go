@@ -229,10 +229,15 @@ func (t *translator) basicAuth(ing *networkingv1.Ingress, a *nginxAccess, outcom
 	var problems []string
 	if a.authSecretType == "auth-map" {
 		entries, problems = authMap(s)
+		if len(entries) == 0 {
+			// In cluster mode the users' keys never reach the cache
+			// (trimObject): say so rather than refuse every password.
+			return fail(fmt.Sprintf("Secret %s: no users (from a cluster, hostgate reads only the key %q of Opaque Secrets: use auth-secret-type auth-file)", key, htpasswdKey))
+		}
 	} else {
-		data, ok := s.Data["auth"]
+		data, ok := s.Data[htpasswdKey]
 		if !ok {
-			return fail(fmt.Sprintf("Secret %s: no key \"auth\"", key))
+			return fail(fmt.Sprintf("Secret %s: no key %q", key, htpasswdKey))
 		}
 		entries, problems = htpasswd.Parse(data)
 	}
@@ -244,6 +249,9 @@ func (t *translator) basicAuth(ing *networkingv1.Ingress, a *nginxAccess, outcom
 }
 
 // authMap reads a Secret whose keys are users and values their hashes.
+// htpasswdKey is the key of an auth-secret's htpasswd file.
+const htpasswdKey = "auth"
+
 func authMap(s *corev1.Secret) ([]htpasswd.Entry, []string) {
 	var entries []htpasswd.Entry
 	var problems []string

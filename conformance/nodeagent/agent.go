@@ -51,6 +51,10 @@ type Config struct {
 	NodeName string
 	// EchoServer is the path of the echo-basic binary.
 	EchoServer string
+	// Servers are more binaries run for containers, by image name
+	// (without registry, tag or digest): the ingress-controller-conformance
+	// suite's echoserver.
+	Servers map[string]string
 	// Dir holds the Pods' volumes and logs.
 	Dir string
 	// NetPrefix starts the names of the bridge, veths and network
@@ -314,7 +318,7 @@ func (a *Agent) startPod(ctx context.Context, p *corev1.Pod) (err error) {
 	for _, c := range p.Spec.Containers {
 		logPath := filepath.Join(run.dir, c.Name+".log")
 		run.logs[c.Name] = logPath
-		if !isEchoServer(c.Image) {
+		if a.binary(c.Image) == "" {
 			a.log.Info("container image not emulated, reported ready without a process", "pod", key, "container", c.Name, "image", c.Image)
 			continue
 		}
@@ -341,8 +345,22 @@ func (a *Agent) startPod(ctx context.Context, p *corev1.Pod) (err error) {
 // isEchoServer says whether an image is the suite's echo server, which
 // the agent runs from the binary built from the suite's own module.
 func isEchoServer(image string) bool {
+	return imageName(image) == "echo-basic"
+}
+
+// imageName is an image's name without registry, tag or digest.
+func imageName(image string) string {
+	image, _, _ = strings.Cut(image, "@")
 	name, _, _ := strings.Cut(image[strings.LastIndex(image, "/")+1:], ":")
-	return name == "echo-basic"
+	return name
+}
+
+// binary is the program run for containers of image, "" for none.
+func (a *Agent) binary(image string) string {
+	if isEchoServer(image) {
+		return a.cfg.EchoServer
+	}
+	return a.cfg.Servers[imageName(image)]
 }
 
 func (a *Agent) startServer(p *corev1.Pod, c corev1.Container, run *pod, mounts map[string]string, logPath string) (*server, error) {
@@ -354,7 +372,7 @@ func (a *Agent) startServer(p *corev1.Pod, c corev1.Container, run *pod, mounts 
 	if err != nil {
 		return nil, fmt.Errorf("container %s: %w", c.Name, err)
 	}
-	args := append([]string{"netns", "exec", a.net.namespace(run.index), a.cfg.EchoServer}, c.Args...)
+	args := append([]string{"netns", "exec", a.net.namespace(run.index), a.binary(c.Image)}, c.Args...)
 	cmd := exec.Command("ip", args...) // ip execs the server: the PID stays the server's
 	cmd.Env = env
 	cmd.Dir = run.dir
