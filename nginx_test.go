@@ -464,3 +464,61 @@ spec:
 		return ""
 	})
 }
+
+// TestIngressNginxBasicAuthFromCluster: an htpasswd file in an Opaque
+// Secret reaches hostgate from the API server (trimmed to its auth key)
+// and guards the Ingress; a change of the password takes effect.
+func TestIngressNginxBasicAuthFromCluster(t *testing.T) {
+	env := kubetest.Shared(t)
+	c := newCluster(t, env, "nginx-basic-auth")
+	_, backend := serveHTTP(t, podAddress(t), answer("secret stuff"))
+	c.backend("web", backend)
+	// {SHA} of "s3cret" and of "changed", as htpasswd -s writes them.
+	secret := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: "htpasswd"},
+		Type:       corev1.SecretTypeOpaque,
+		StringData: map[string]string{"auth": "alice:{SHA}/vNB+F2HQ559kaLUZbmHHvZrXpg=\n", "unrelated": "kept out of hostgate's cache"},
+	}
+	c.must(c.kube.CoreV1().Secrets(c.ns).Create(t.Context(), secret, metav1.CreateOptions{}))
+	c.must(c.kube.NetworkingV1().Ingresses(c.ns).Create(t.Context(), &networkingv1.Ingress{
+		ObjectMeta: metav1.ObjectMeta{Name: "web", Annotations: map[string]string{
+			watch.NginxAnnotationPrefix + "auth-type":   "basic",
+			watch.NginxAnnotationPrefix + "auth-secret": "htpasswd",
+		}},
+		Spec: networkingv1.IngressSpec{
+			IngressClassName: new("basic-auth"),
+			DefaultBackend:   &networkingv1.IngressBackend{Service: &networkingv1.IngressServiceBackend{Name: "web", Port: networkingv1.ServiceBackendPort{Number: 80}}},
+		},
+	}, metav1.CreateOptions{}))
+	port := freePort(t)
+	c.hostgate(env, "--ingress-class", "basic-auth", "--http-addr", fmt.Sprintf("127.0.0.1:%d", port), "--https-addr=", "--status-addresses", "127.0.0.1")
+	url := fmt.Sprintf("http://127.0.0.1:%d/", port)
+	login := func(password string) func() string {
+		return func() string {
+			req, err := http.NewRequest("GET", url, nil)
+			if err != nil {
+				return err.Error()
+			}
+			req.SetBasicAuth("alice", password)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				return err.Error()
+			}
+			resp.Body.Close()
+			if resp.StatusCode != 200 {
+				return fmt.Sprintf("alice with %q: %d", password, resp.StatusCode)
+			}
+			return ""
+		}
+	}
+	eventuallyWithin(t, time.Minute, "the password from the Secret", login("s3cret"))
+	if code, _ := get(url, "any.example.com"); code != 401 {
+		t.Errorf("without credentials: %d, want 401", code)
+	}
+	secret.StringData = map[string]string{"auth": "alice:{SHA}N8bFe+30MF70EknBeUdgtcuPrRc=\n"}
+	c.must(c.kube.CoreV1().Secrets(c.ns).Update(t.Context(), secret, metav1.UpdateOptions{}))
+	eventuallyWithin(t, time.Minute, "the changed password", login("changed"))
+	if login("s3cret")() == "" {
+		t.Error("the old password still lets alice in: a remembered credential outlived its Secret")
+	}
+}
