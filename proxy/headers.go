@@ -33,6 +33,9 @@ func editResponse(p *plan, h headerEditor) {
 		corsFields(p, h)
 	}
 	eachFilter(p, router.FilterResponseHeaderModifier, func(f *router.Filter) { modifyHeader(h, f.ResponseHeaders) })
+	if p.cookie != "" {
+		h.Add("Set-Cookie", p.cookie)
+	}
 }
 
 // headerEditor is what modifyHeader edits: an http.Header, or the

@@ -72,6 +72,9 @@ type plan struct {
 	// does not allow.
 	cors        *router.CORS
 	allowOrigin string
+	// balancing is how the endpoint is picked where the backend has a
+	// Balance (traffic.go).
+	balancing
 }
 
 // decide runs the pipeline up to the choice of an endpoint set.
@@ -107,7 +110,11 @@ func decide(routes *router.Table, sets map[string]*upstream.Set, v *view) plan {
 			p.rewrite(v, f.Rewrite)
 		}
 	}
-	p.backend = chooseBackend(rule.Backends)
+	if rule.Canary != nil {
+		p.backend = chooseCanary(rule, v.Header)
+	} else {
+		p.backend = chooseBackend(rule.Backends)
+	}
 	switch {
 	case p.backend == nil || p.backend.Invalid:
 		p.action = actInvalidBackend
@@ -124,6 +131,9 @@ func decide(routes *router.Table, sets map[string]*upstream.Set, v *view) plan {
 			p.action = actNoEndpoints
 		} else {
 			p.action = actForward
+			if b := p.backend.Balance; b != nil {
+				p.prepare(v, b)
+			}
 		}
 	}
 	return p

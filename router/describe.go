@@ -34,6 +34,9 @@ type MatchDescription struct {
 	Backends []string `json:"backends,omitempty"`
 	Timeouts string   `json:"timeouts,omitempty"`
 	Retry    string   `json:"retry,omitempty"`
+	Canary   string   `json:"canary,omitempty"`
+	// NoAccessLog says the access log leaves the match's requests out.
+	NoAccessLog bool `json:"noAccessLog,omitempty"`
 }
 
 // RouteIDs yields the ID of every route t serves, in the order Compile
@@ -176,6 +179,10 @@ func describeEntry(e entry) MatchDescription {
 	if r := tg.Rule.Retry; r != nil {
 		d.Retry = fmt.Sprintf("codes=%v attempts=%d backoff=%s", r.Codes, r.Attempts, r.Backoff)
 	}
+	if c := tg.Rule.Canary; c != nil {
+		d.Canary = c.String()
+	}
+	d.NoAccessLog = tg.Rule.NoAccessLog
 	return d
 }
 
@@ -299,6 +306,12 @@ func describeBackend(r BackendRef) string {
 	if r.Invalid {
 		s += " invalid"
 	}
+	if r.Canary {
+		s += " canary"
+	}
+	if r.Balance != nil {
+		s += " " + r.Balance.String()
+	}
 	if r.TLS != nil {
 		s += " " + describeBackendTLS(r.TLS)
 	}
@@ -341,6 +354,12 @@ func (t *Table) WriteText(w io.Writer) error {
 			}
 			if m.Retry != "" {
 				fmt.Fprintf(&b, "    retry %s\n", m.Retry)
+			}
+			if m.Canary != "" {
+				fmt.Fprintf(&b, "    %s\n", m.Canary)
+			}
+			if m.NoAccessLog {
+				b.WriteString("    no access log\n")
 			}
 		}
 	}

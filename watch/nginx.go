@@ -93,6 +93,8 @@ type nginxSettings struct {
 	upstreamHost string
 	// cors is set by enable-cors and shaped by the cors-* annotations.
 	cors *router.CORS
+	// traffic are canary, balancing, retry and access log settings.
+	traffic nginxTraffic
 }
 
 // nginxParse reads one annotation's value into s. An error makes the
@@ -102,7 +104,7 @@ type nginxParse func(value string, s *nginxSettings) error
 // nginxHonoured are the annotations hostgate acts on, by group. A group
 // with settings that depend on each other settles them after parsing
 // (parseNginxAnnotations).
-var nginxHonoured = []map[string]nginxParse{nginxPathAnnotations, nginxBackendAnnotations}
+var nginxHonoured = []map[string]nginxParse{nginxPathAnnotations, nginxBackendAnnotations, nginxTrafficAnnotations}
 
 // nginxParser is the parse function of an honoured annotation.
 func nginxParser(name string) (nginxParse, bool) {
@@ -220,8 +222,7 @@ var nginxNotYet = []string{
 	"ssl-passthrough", "auth-tls-secret", "auth-tls-verify-client", "auth-tls-verify-depth",
 	"auth-tls-pass-certificate-to-upstream", "auth-tls-error-page", "auth-tls-match-cn",
 	"proxy-ssl-verify-depth", "proxy-ssl-protocols", "proxy-ssl-ciphers",
-	"proxy-ssl-secret", "service-upstream", "upstream-hash-by", "load-balance",
-	"proxy-next-upstream", "proxy-next-upstream-tries", "proxy-next-upstream-timeout",
+	"proxy-ssl-secret", "service-upstream", "proxy-next-upstream-timeout",
 	"proxy-connect-timeout", "proxy-send-timeout", "proxy-read-timeout", "proxy-body-size",
 	"proxy-buffering", "proxy-request-buffering", "proxy-buffer-size", "proxy-buffers-number",
 	"proxy-max-temp-file-size", "proxy-http-version", "proxy-cookie-domain", "proxy-cookie-path",
@@ -234,13 +235,8 @@ var nginxNotYet = []string{
 	"auth-proxy-set-headers", "auth-always-set-cookie", "enable-global-auth",
 	"limit-rps", "limit-rpm", "limit-burst-multiplier", "limit-connections", "limit-whitelist",
 	"limit-allowlist", "limit-rate", "limit-rate-after",
-	"canary", "canary-by-header", "canary-by-header-value", "canary-by-header-pattern",
-	"canary-by-cookie", "canary-weight", "canary-weight-total",
-	"affinity", "affinity-mode", "affinity-canary-behavior", "session-cookie-name", "session-cookie-path",
-	"session-cookie-domain", "session-cookie-samesite", "session-cookie-conditional-samesite-none",
-	"session-cookie-expires", "session-cookie-max-age", "session-cookie-secure",
-	"session-cookie-change-on-failure", "session-cookie-partitioned",
-	"custom-headers", "enable-access-log", "enable-rewrite-log", "server-alias", "mirror-target",
+	"affinity-canary-behavior", "session-cookie-conditional-samesite-none", "session-cookie-partitioned",
+	"custom-headers", "enable-rewrite-log", "server-alias", "mirror-target",
 	"mirror-host", "mirror-request-body", "satisfy", "ssl-ciphers", "ssl-prefer-server-ciphers",
 	"connection-proxy-header", "preserve-trailing-slash", "use-port-in-redirects", "relative-redirects",
 	"http2-push-preload", "x-forwarded-prefix-header",
@@ -273,6 +269,7 @@ func parseNginxAnnotations(ing *networkingv1.Ingress) (nginxSettings, []Annotati
 	s.settleRedirects(ing.Annotations, outcomes)
 	s.settleBackendTLS(ing.Annotations, outcomes)
 	s.settleCORS(ing.Annotations, outcomes)
+	s.settleTraffic(outcomes)
 	return s, outcomes
 }
 
@@ -537,6 +534,10 @@ type nginxHosts struct {
 	tls map[string]bool
 	// served hosts have rules in some Ingress.
 	served map[string]bool
+	// canaries are the canary Ingresses' paths by where they join a main
+	// Ingress's, and mains the backends of the main Ingresses' paths.
+	canaries map[canaryPlace]*nginxCanary
+	mains    map[canaryPlace]string
 }
 
 func (t *translator) nginxHosts() nginxHosts {
@@ -546,9 +547,14 @@ func (t *translator) nginxHosts() nginxHosts {
 // collectNginxHosts gathers the hosts of the Ingresses that ours says
 // are served.
 func collectNginxHosts(ingresses []*networkingv1.Ingress, ours func(*networkingv1.Ingress) bool) nginxHosts {
-	h := nginxHosts{regex: map[string]bool{}, tls: map[string]bool{}, served: map[string]bool{}}
+	h := nginxHosts{regex: map[string]bool{}, tls: map[string]bool{}, served: map[string]bool{},
+		canaries: map[canaryPlace]*nginxCanary{}, mains: map[canaryPlace]string{}}
 	for _, ing := range ingresses {
 		if !ours(ing) {
+			continue
+		}
+		if isNginxCanary(ing) {
+			h.addCanary(ing)
 			continue
 		}
 		regex := false
@@ -559,6 +565,11 @@ func collectNginxHosts(ingresses []*networkingv1.Ingress, ours func(*networkingv
 		for _, rule := range ing.Spec.Rules {
 			host := strings.ToLower(rule.Host)
 			h.served[host] = true
+			if rule.HTTP != nil {
+				for i := range rule.HTTP.Paths {
+					h.mains[placeOf(host, rule.HTTP.Paths[i])] = serviceKey(ing.Namespace, &rule.HTTP.Paths[i].Backend)
+				}
+			}
 			// A rewrite to the path itself is none (ingress-nginx's
 			// needsRewrite).
 			if regex || err == nil && rule.HTTP != nil && slices.ContainsFunc(rule.HTTP.Paths, func(p networkingv1.HTTPIngressPath) bool { return p.Path != target }) {
@@ -597,6 +608,7 @@ func (h *nginxHosts) context(ing *networkingv1.Ingress) string {
 		host := strings.ToLower(rule.Host)
 		fmt.Fprintf(&b, "%s:%t,%t,%t,%t;", host, h.regex[host], h.tls[host], h.served[wwwAlternative(host)], h.tls[wwwAlternative(host)])
 	}
+	h.canaryContext(&b, ing)
 	return b.String()
 }
 
