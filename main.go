@@ -16,6 +16,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"net/netip"
 	"os"
 	"os/signal"
@@ -107,6 +108,7 @@ func parseFlags(args []string, output io.Writer) (*config, error) {
 	})
 	sslRedirect := fs.Bool("ingress-ssl-redirect", true, "redirect plain HTTP requests for Ingress hosts with TLS to HTTPS with 308, as ingress-nginx does (its ssl-redirect annotation turns it off per Ingress)")
 	fs.StringVar(&c.watch.IngressHSTS, "ingress-hsts", watch.DefaultHSTS, "Strict-Transport-Security header on HTTPS answers for Ingresses; \""+watch.HSTSOff+"\" sends none")
+	fs.IntVar(&c.watch.IngressLimitStatus, "ingress-limit-status", http.StatusServiceUnavailable, "status of answers to requests over an Ingress's limit-rps, limit-rpm or limit-connections (ingress-nginx's limit-req-status-code)")
 	fs.BoolVar(&c.ingressStatus, "ingress-status", true, "write the addresses of Ingresses of our classes to their status; false while another controller (ingress-nginx during a migration) still writes it")
 	fs.StringVar(&c.watch.GatewayController, "gateway-controller", watch.DefaultGatewayController, "GatewayClass controllerName to serve")
 	fs.StringVar(&c.gatewayClassName, "gateway-class", "hostgate", "GatewayClass (of --gateway-controller) to create when missing; empty creates none")
@@ -176,6 +178,9 @@ func parseFlags(args []string, output io.Writer) (*config, error) {
 		return nil, fmt.Errorf("unexpected arguments %q: hostgate takes only flags", fs.Args())
 	}
 	c.watch.NoIngressSSLRedirect = !*sslRedirect
+	if c.watch.IngressLimitStatus < 400 || c.watch.IngressLimitStatus > 599 {
+		return nil, fmt.Errorf("-ingress-limit-status %d: must be from 400 to 599", c.watch.IngressLimitStatus)
+	}
 	if strings.ContainsFunc(c.watch.IngressHSTS, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
 		return nil, fmt.Errorf("-ingress-hsts %q: must not hold control characters", c.watch.IngressHSTS)
 	}

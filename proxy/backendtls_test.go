@@ -42,6 +42,10 @@ func TestBackendTLS(t *testing.T) {
 		{"/wrong-ca", "https", &router.BackendTLS{ServerName: "backend.example.com", CAPEM: other.PEM}, 502, ""},
 		{"/wrong-host", "https", &router.BackendTLS{ServerName: "other.example.com", CAPEM: ca.PEM}, 502, ""},
 		{"/system", "https", &router.BackendTLS{ServerName: "backend.example.com"}, 502, ""},
+		// ingress-nginx's HTTPS backends without proxy-ssl-verify: any
+		// certificate, and SNI only when a name is given.
+		{"/unverified", "https", &router.BackendTLS{SkipVerify: true}, 200, "sni= proto=HTTP/1.1"},
+		{"/unverified-sni", "h2", &router.BackendTLS{ServerName: "named.example.com", SkipVerify: true}, 200, "sni=named.example.com proto=HTTP/2.0"},
 		{"/san-dns", "https", &router.BackendTLS{ServerName: "sni.example.com", CAPEM: ca.PEM,
 			SubjectAltNames: []router.SubjectAltName{{Hostname: "nope.example.com"}, {Hostname: "backend.example.com"}}}, 200, "sni=sni.example.com proto=HTTP/1.1"},
 		{"/san-uri", "h2", &router.BackendTLS{ServerName: "sni.example.com", CAPEM: ca.PEM,

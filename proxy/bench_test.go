@@ -19,6 +19,7 @@ import (
 
 	"github.com/hostgate/hostgate/internal/streamtest"
 	"github.com/hostgate/hostgate/router"
+	"github.com/hostgate/hostgate/tlsstore/tlstest"
 )
 
 func benchRoutes(b *testing.B) *router.Table {
@@ -78,6 +79,22 @@ func BenchmarkProxyRetry(b *testing.B) {
 		w.Write([]byte("hello"))
 	}))
 	routes := compile(b, route("retry", nil, router.Rule{Backends: backends("web"), Retry: &router.Retry{Codes: []int{http.StatusServiceUnavailable}, Attempts: 1}}))
+	for _, engine := range []Engine{EngineNative, EngineStdlib} {
+		b.Run("engine="+string(engine), func(b *testing.B) {
+			benchGet(b, "http://"+benchProxy(b, engine, backend, routes)+"/", "a.example.com", len("hello"))
+		})
+	}
+}
+
+// BenchmarkProxyBackendTLS is BenchmarkProxyHTTP1's small response from a
+// backend over TLS (a BackendTLSPolicy's CA and name), kept alive.
+func BenchmarkProxyBackendTLS(b *testing.B) {
+	ca := tlstest.NewCA(b)
+	backend := startTLSBackend(b, ca, []string{"http/1.1"}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Write([]byte("hello"))
+	}), "backend.example.com")
+	routes := compile(b, route("tls", nil, router.Rule{Backends: []router.BackendRef{{Name: "web", Weight: 1, Protocol: "https",
+		TLS: &router.BackendTLS{ServerName: "backend.example.com", CAPEM: ca.PEM}}}}))
 	for _, engine := range []Engine{EngineNative, EngineStdlib} {
 		b.Run("engine="+string(engine), func(b *testing.B) {
 			benchGet(b, "http://"+benchProxy(b, engine, backend, routes)+"/", "a.example.com", len("hello"))

@@ -31,8 +31,10 @@ var errorBodies = map[int]string{
 const (
 	grpcDeadlineExceeded = "4"
 	grpcUnimplemented    = "12"
+	grpcPermissionDenied = "7"
 	grpcInternal         = "13"
 	grpcUnavailable      = "14"
+	grpcUnauthenticated  = "16"
 )
 
 // grpcStatus maps an HTTP status to the gRPC code for it, following the
@@ -43,8 +45,12 @@ func grpcStatus(status int) string {
 		return grpcUnimplemented
 	case http.StatusGatewayTimeout:
 		return grpcDeadlineExceeded
-	case http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusMisdirectedRequest:
+	case http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusMisdirectedRequest, http.StatusTooManyRequests:
 		return grpcUnavailable
+	case http.StatusUnauthorized:
+		return grpcUnauthenticated
+	case http.StatusForbidden:
+		return grpcPermissionDenied
 	}
 	return grpcInternal
 }
@@ -55,6 +61,10 @@ func isGRPC(h router.Headers) bool {
 }
 
 func writeError(w http.ResponseWriter, r *http.Request, status int) {
+	writeErrorBody(w, r, status, errorBodies[status])
+}
+
+func writeErrorBody(w http.ResponseWriter, r *http.Request, status int, body string) {
 	h := w.Header()
 	if isGRPC(r.Header) {
 		h.Set("Content-Type", "application/grpc")
@@ -63,7 +73,6 @@ func writeError(w http.ResponseWriter, r *http.Request, status int) {
 		w.WriteHeader(http.StatusOK)
 		return
 	}
-	body := errorBodies[status]
 	h.Set("Content-Type", "text/plain; charset=utf-8")
 	h.Set("Content-Length", strconv.Itoa(len(body)))
 	h.Set("X-Content-Type-Options", "nosniff")

@@ -35,11 +35,13 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, l *listener, st *
 		scheme:  l.scheme,
 		port:    l.port,
 		client:  ex.from.client,
+		guards:  st.guards,
 	}
 	if l.scheme == "https" && st.routes != nil && st.routes.Shared() {
 		v.serverName, v.tls = serverNameOf(r), st.tls
 	}
 	ex.plan = decide(st.routes, ex.sets, &v)
+	defer ex.plan.release(&v, false)
 	ex.stats = l.routeStats(st, ex.plan.target)
 	switch ex.plan.action {
 	case actForward:
@@ -50,6 +52,11 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, l *listener, st *
 		writeError(rec, r, http.StatusNotFound)
 	case actMisdirected:
 		writeError(rec, r, http.StatusMisdirectedRequest)
+	case actDenied:
+		if ex.plan.challenge != "" {
+			rec.Header().Set("WWW-Authenticate", ex.plan.challenge)
+		}
+		writeErrorBody(rec, r, ex.plan.status, ex.plan.body)
 	case actInvalidBackend:
 		writeError(rec, r, http.StatusInternalServerError)
 	case actNoEndpoints:

@@ -328,6 +328,7 @@ func (c *h1conn) exchange(n int) (keep, handOff bool) {
 		scheme:  l.scheme,
 		port:    l.port,
 		client:  ex.from.client,
+		guards:  st.guards,
 	}
 	if l.scheme == "https" && st.routes != nil && st.routes.Shared() {
 		v.tls = st.tls
@@ -335,8 +336,11 @@ func (c *h1conn) exchange(n int) (keep, handOff bool) {
 	}
 	ex.plan = decide(st.routes, ex.sets, &v)
 	if ex.plan.action == actForward && !engineForwards(&ex.plan, req) {
+		// net/http decides again, and counts the request again.
+		ex.plan.release(&v, true)
 		return false, true
 	}
+	defer ex.plan.release(&v, false)
 	if _, err := c.br.Discard(n); err != nil {
 		return false, false
 	}
@@ -374,6 +378,8 @@ func (c *h1conn) exchange(n int) (keep, handOff bool) {
 		status, sent, keep = c.writeError(http.StatusNotFound, keep)
 	case actMisdirected:
 		status, sent, keep = c.writeError(http.StatusMisdirectedRequest, keep)
+	case actDenied:
+		status, sent, keep = c.writeErrorBody(ex.plan.status, ex.plan.body, ex.plan.challenge, keep)
 	case actInvalidBackend:
 		status, sent, keep = c.writeError(http.StatusInternalServerError, keep)
 	case actNoEndpoints:
@@ -415,12 +421,20 @@ func engineForwards(p *plan, req router.Headers) bool {
 // writeError answers status as writeError does for net/http, leaving the
 // answer in the buffer.
 func (c *h1conn) writeError(status int, keep bool) (int, int64, bool) {
-	body := errorBodies[status]
+	return c.writeErrorBody(status, errorBodies[status], "", keep)
+}
+
+// writeErrorBody is writeError with a body of its own and, when not
+// empty, a WWW-Authenticate field.
+func (c *h1conn) writeErrorBody(status int, body, challenge string, keep bool) (int, int64, bool) {
 	keep = keep && c.body.done
 	c.statusLine(status)
 	c.bw.WriteString("Content-Type: text/plain; charset=utf-8\r\nContent-Length: ")
 	c.bw.Write(strconv.AppendInt(c.scratch[:0], int64(len(body)), 10))
 	c.bw.WriteString("\r\nX-Content-Type-Options: nosniff\r\n")
+	if challenge != "" {
+		c.bw.WriteString("WWW-Authenticate: " + challenge + "\r\n")
+	}
 	if c.l.srv.server != nil {
 		c.bw.WriteString("Server: " + serverName + "\r\n")
 	}

@@ -64,13 +64,15 @@ type listenerState struct {
 	tls    *tlsstore.Store
 	// backendTLS are the transports of the TLS identities of routes.
 	backendTLS map[*router.BackendTLS]*tlsTransports
+	// guards are the state of the access filters of routes.
+	guards *guards
 	// stats caches the series of each *router.Route of routes, which
 	// routeStats fills on first use.
 	stats sync.Map
 }
 
 func (l *listener) publish(cfg *Listener) {
-	l.state.Store(&listenerState{routes: cfg.Routes, tls: cfg.TLS, backendTLS: l.srv.fwd.backendTransports(cfg.Routes)})
+	l.state.Store(&listenerState{routes: cfg.Routes, tls: cfg.TLS, backendTLS: l.srv.fwd.backendTransports(cfg.Routes), guards: l.srv.guards.resolve(cfg.Routes)})
 	l.stats.prune(cfg.Routes)
 }
 

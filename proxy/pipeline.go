@@ -39,6 +39,8 @@ type view struct {
 	// client is the real client's address (client.go), for rules on who
 	// may do what.
 	client netip.Addr
+	// guards are the state of the access filters of the table (access.go).
+	guards *guards
 }
 
 // action is what a plan does with the request.
@@ -53,6 +55,9 @@ const (
 	actInvalidBackend
 	actNoEndpoints
 	actMisdirected
+	// actDenied answers with status, body and, for 401, challenge: an
+	// access filter refused the request.
+	actDenied
 )
 
 // plan is the pipeline's decision.
@@ -72,6 +77,12 @@ type plan struct {
 	// does not allow.
 	cors        *router.CORS
 	allowOrigin string
+	// status, body and challenge (WWW-Authenticate) are the answer of
+	// actDenied; charged counts the rule's RateLimit filters that counted
+	// the request, for release.
+	status          int
+	body, challenge string
+	charged         uint8
 	// balancing is how the endpoint is picked where the backend has a
 	// Balance (traffic.go).
 	balancing
@@ -108,6 +119,10 @@ func decide(routes *router.Table, sets map[string]*upstream.Set, v *view) plan {
 			return p
 		case router.FilterURLRewrite:
 			p.rewrite(v, f.Rewrite)
+		case router.FilterAccess, router.FilterBasicAuth, router.FilterRateLimit:
+			if !p.guard(f, v) {
+				return p
+			}
 		}
 	}
 	if rule.Canary != nil {

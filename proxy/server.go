@@ -31,7 +31,9 @@ type Server struct {
 	server  []string
 
 	registry *upstream.Registry
-	sets     atomic.Pointer[map[string]*upstream.Set]
+	// guards owns the state of access filters; Apply's.
+	guards *guardRegistry
+	sets   atomic.Pointer[map[string]*upstream.Set]
 
 	applied  atomic.Bool
 	draining atomic.Bool
@@ -68,6 +70,7 @@ func New(opts Options) (*Server, error) {
 			MaxEjection:      opts.MaxEjectionTime,
 		}),
 		listeners: map[string]*listener{},
+		guards:    newGuardRegistry(),
 	}
 	s.trusted = opts.TrustedProxies
 	if !opts.DisableServerHeader {
@@ -131,6 +134,7 @@ func (s *Server) Apply(cfg Config) error {
 		s.listeners[addr] = l
 	}
 	s.fwd.dropUnusedTransports()
+	s.guards.dropUnused()
 	s.applied.Store(true)
 	return errors.Join(errs...)
 }

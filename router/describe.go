@@ -52,6 +52,21 @@ func (t *Table) RouteIDs() iter.Seq[RouteID] {
 	}
 }
 
+// Filters yields every rule filter of t, once per reference.
+func (t *Table) Filters() iter.Seq[*Filter] {
+	return func(yield func(*Filter) bool) {
+		for _, r := range t.routes {
+			for ri := range r.Rules {
+				for fi := range r.Rules[ri].Filters {
+					if !yield(&r.Rules[ri].Filters[fi]) {
+						return
+					}
+				}
+			}
+		}
+	}
+}
+
 // BackendTLS yields the TLS identity of every backend of t that has one,
 // mirrors' included, once per reference.
 func (t *Table) BackendTLS() iter.Seq[*BackendTLS] {
@@ -253,6 +268,12 @@ func describeFilter(f *Filter) string {
 		}
 	case FilterCORS:
 		describeCORS(&b, f.CORS)
+	case FilterAccess:
+		describeAccess(&b, f.Access)
+	case FilterBasicAuth:
+		describeBasicAuth(&b, f.BasicAuth)
+	case FilterRateLimit:
+		describeRateLimit(&b, f.RateLimit)
 	}
 	return b.String()
 }
@@ -272,6 +293,40 @@ func describeCORS(b *strings.Builder, c *CORS) {
 	if c.MaxAge != 0 {
 		fmt.Fprintf(b, " maxAge=%s", c.MaxAge)
 	}
+}
+
+func describeAccess(b *strings.Builder, a *Access) {
+	if a.Deny != nil {
+		describeSet(b, "deny", a.Deny.String())
+	}
+	if a.Allow != nil {
+		describeSet(b, "allow", a.Allow.String())
+	}
+	if a.Closed != "" {
+		fmt.Fprintf(b, " closed=%q", a.Closed)
+	}
+}
+
+// describeBasicAuth names the users, never their hashes.
+func describeBasicAuth(b *strings.Builder, a *BasicAuth) {
+	users := make([]string, len(a.Users))
+	for i, u := range a.Users {
+		users[i] = u.User
+	}
+	fmt.Fprintf(b, " source=%q realm=%q users=%s", a.Source, a.Realm, strings.Join(users, ","))
+}
+
+func describeRateLimit(b *strings.Builder, l *RateLimit) {
+	fmt.Fprintf(b, " key=%q", l.Key)
+	if l.Rate > 0 {
+		fmt.Fprintf(b, " rate=%d/%s burst=%d", l.Rate, l.Per, l.Burst)
+	} else {
+		fmt.Fprintf(b, " concurrent=%d", l.Concurrent)
+	}
+	if l.Exempt != nil {
+		describeSet(b, "exempt", l.Exempt.String())
+	}
+	fmt.Fprintf(b, " status=%d", l.StatusCode)
 }
 
 func describeSet(b *strings.Builder, field, value string) {

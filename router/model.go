@@ -189,6 +189,11 @@ const (
 	FilterURLRewrite
 	FilterRequestMirror
 	FilterCORS
+	// FilterAccess, FilterBasicAuth and FilterRateLimit decide whether
+	// a request is served at all (access.go).
+	FilterAccess
+	FilterBasicAuth
+	FilterRateLimit
 )
 
 func (t FilterType) String() string {
@@ -205,6 +210,12 @@ func (t FilterType) String() string {
 		return "RequestMirror"
 	case FilterCORS:
 		return "CORS"
+	case FilterAccess:
+		return "Access"
+	case FilterBasicAuth:
+		return "BasicAuth"
+	case FilterRateLimit:
+		return "RateLimit"
 	}
 	return "Unknown"
 }
@@ -219,6 +230,9 @@ type Filter struct {
 	Rewrite         *Rewrite
 	Mirror          *Mirror
 	CORS            *CORS
+	Access          *Access    `json:",omitempty"`
+	BasicAuth       *BasicAuth `json:",omitempty"`
+	RateLimit       *RateLimit `json:",omitempty"`
 }
 
 // HeaderModifier changes headers: Set replaces, Add appends, Remove deletes.

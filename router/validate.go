@@ -313,6 +313,21 @@ func validateFilter(f *Filter) error {
 		if !missing {
 			field, err = "cors", validateCORS(f.CORS)
 		}
+	case FilterAccess:
+		missing = f.Access == nil
+		if !missing {
+			field, err = "access", validateAccess(f.Access)
+		}
+	case FilterBasicAuth:
+		missing = f.BasicAuth == nil
+		if !missing {
+			field, err = "basicAuth", validateBasicAuth(f.BasicAuth)
+		}
+	case FilterRateLimit:
+		missing = f.RateLimit == nil
+		if !missing {
+			field, err = "rateLimit", validateRateLimit(f.RateLimit)
+		}
 	default:
 		return fmt.Errorf("type: unknown filter type %d", f.Type)
 	}
@@ -426,9 +441,10 @@ func validateBackend(b *BackendRef) error {
 		return fmt.Errorf("weight %d: must be 0 to %d", b.Weight, maxWeight)
 	}
 	for fi := range b.Filters {
-		if b.Filters[fi].Type == FilterCORS {
-			// proxy/ answers a preflight before it picks a backend.
-			return fmt.Errorf("filters[%d].type: a CORS filter applies to a whole rule, not to one of its backends", fi)
+		switch t := b.Filters[fi].Type; t {
+		case FilterCORS, FilterAccess, FilterBasicAuth, FilterRateLimit:
+			// proxy/ answers these before it picks a backend.
+			return fmt.Errorf("filters[%d].type: a %s filter applies to a whole rule, not to one of its backends", fi, t)
 		}
 		if err := validateFilter(&b.Filters[fi]); err != nil {
 			return fmt.Errorf("filters[%d].%w", fi, err)

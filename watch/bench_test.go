@@ -9,6 +9,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
@@ -154,4 +155,78 @@ func BenchmarkOrderOneChange(b *testing.B) {
 		})
 		o.sort(objs.httpRoutes)
 	}
+}
+
+// benchIngresses is n Ingresses of class nginx as a migrated cluster has
+// them, each with its own host and TLS, a rewrite with captures, CORS and
+// a snippet that is refused, and a Service with ten endpoints.
+func benchIngresses(n int) *objects {
+	objs := &objects{}
+	for i := range n {
+		ns, name := fmt.Sprintf("ns%d", i%50), fmt.Sprintf("i%d", i)
+		objs.add(&corev1.Service{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+			Spec:       corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromInt32(8080)}}},
+		}, 0)
+		slice := &discoveryv1.EndpointSlice{
+			ObjectMeta:  metav1.ObjectMeta{Name: name, Namespace: ns, Labels: map[string]string{discoveryv1.LabelServiceName: name}},
+			AddressType: discoveryv1.AddressTypeIPv4,
+			Ports:       []discoveryv1.EndpointPort{{Name: new("http"), Port: new(int32(8080))}},
+		}
+		for j := range 10 {
+			slice.Endpoints = append(slice.Endpoints, discoveryv1.Endpoint{Addresses: []string{fmt.Sprintf("10.%d.%d.%d", i/250, i%250, j)}})
+		}
+		objs.add(slice, 0)
+		host := name + ".example.com"
+		backend := networkingv1.IngressBackend{Service: &networkingv1.IngressServiceBackend{Name: name, Port: networkingv1.ServiceBackendPort{Number: 80}}}
+		objs.add(&networkingv1.Ingress{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Annotations: map[string]string{
+				NginxAnnotationPrefix + "rewrite-target":        "/$2",
+				NginxAnnotationPrefix + "enable-cors":           "true",
+				NginxAnnotationPrefix + "configuration-snippet": "more_set_headers \"X-Frame-Options: DENY\";",
+			}},
+			Spec: networkingv1.IngressSpec{
+				IngressClassName: new("nginx"),
+				TLS:              []networkingv1.IngressTLS{{Hosts: []string{host}}},
+				Rules: []networkingv1.IngressRule{{Host: host, IngressRuleValue: networkingv1.IngressRuleValue{HTTP: &networkingv1.HTTPIngressRuleValue{
+					Paths: []networkingv1.HTTPIngressPath{
+						{Path: "/app(/|$)(.*)", PathType: new(networkingv1.PathTypeImplementationSpecific), Backend: backend},
+						{Path: "/", PathType: new(networkingv1.PathTypePrefix), Backend: backend},
+					},
+				}}}},
+			},
+		}, 0)
+	}
+	return objs
+}
+
+// BenchmarkTranslateIngresses is BenchmarkTranslate for 10,000 annotated
+// Ingresses: a first translation, and one after an Ingress changed.
+func BenchmarkTranslateIngresses(b *testing.B) {
+	const n = 10000
+	opts := Options{IngressHTTPAddr: ":80", IngressHTTPSAddr: ":443", IngressClasses: []string{"nginx"}}
+	check := func(snap *Snapshot, _ *Reports) {
+		if len(snap.Listeners) != 2 || len(snap.Listeners[0].Routes) != n {
+			b.Fatalf("listeners=%d", len(snap.Listeners))
+		}
+	}
+	b.Run("cold", func(b *testing.B) {
+		objs := benchIngresses(n)
+		b.ReportAllocs()
+		defer reportCPU(b)()
+		for b.Loop() {
+			check(translate(objs, opts))
+		}
+	})
+	b.Run("one-change", func(b *testing.B) {
+		objs := benchIngresses(n)
+		m := newMemo()
+		m.translate(objs, opts)
+		b.ReportAllocs()
+		defer reportCPU(b)()
+		for i := 0; b.Loop(); i++ {
+			objs.ingresses[i%n] = objs.ingresses[i%n].DeepCopy()
+			check(m.translate(objs, opts))
+		}
+	})
 }

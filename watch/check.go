@@ -63,7 +63,7 @@ func CheckIngresses(ingresses []*networkingv1.Ingress, classes []string) []Ingre
 				continue
 			}
 			for j, p := range rule.HTTP.Paths {
-				if _, err := ingressPath(p, hosts.regex[strings.ToLower(rule.Host)]); err != nil {
+				if _, err := ingressPath(p, hosts[strings.ToLower(rule.Host)].regex); err != nil {
 					c.Paths = append(c.Paths, fmt.Sprintf("spec.rules[%d].http.paths[%d]: %v", i, j, err))
 				}
 			}

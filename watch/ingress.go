@@ -84,7 +84,7 @@ func (t *translator) ingresses() {
 			continue
 		}
 		if isNginxCanary(ing) {
-			report := t.canaryReport(ing, &hosts)
+			report := t.canaryReport(ing, hosts)
 			report.LoadBalancer = loadBalancer
 			t.reports.Ingresses = append(t.reports.Ingresses, report)
 			continue
@@ -92,7 +92,7 @@ func (t *translator) ingresses() {
 		report := IngressReport{Object: ing, LoadBalancer: loadBalancer}
 		// The key holds what the routes read of other Ingresses.
 		key := ingressKey{ing, hosts.context(ing), t.yields(ing)}
-		translated := memoized(t, key, func() ingressRoutes { return t.ingressRoutes(ing, &hosts, key.yields) })
+		translated := memoized(t, key, func() ingressRoutes { return t.ingressRoutes(ing, hosts, key.yields) })
 		certs, certProblems := t.ingressCerts(ing)
 		// A new slice: the memoized one is shared with other translations.
 		report.Problems = slices.Concat(translated.problems, certProblems)
@@ -151,9 +151,10 @@ const acmeChallengePath = "/.well-known/acme-challenge"
 // the defaultBackend share the route without hostnames), each of its rules
 // one path, with the filters its ingress-nginx annotations ask for. A
 // route that the router would refuse is left out whole.
-func (t *translator) ingressRoutes(ing *networkingv1.Ingress, hosts *nginxHosts, yields bool) ingressRoutes {
+func (t *translator) ingressRoutes(ing *networkingv1.Ingress, hosts nginxHosts, yields bool) ingressRoutes {
 	var problems []string
 	nginx, outcomes := parseNginxAnnotations(ing)
+	problems = append(problems, t.accessFilters(ing, &nginx.access, outcomes)...)
 	id := router.RouteID{Kind: router.KindIngress, Namespace: ing.Namespace, Name: ing.Name}
 	created := ing.CreationTimestamp.Time
 	if yields {
@@ -190,7 +191,7 @@ func (t *translator) ingressRoutes(ing *networkingv1.Ingress, hosts *nginxHosts,
 		r := routeFor(host)
 		for j, p := range rule.HTTP.Paths {
 			field := fmt.Sprintf("spec.rules[%d].http.paths[%d]", i, j)
-			match, err := ingressPath(p, hosts.regex[host])
+			match, err := ingressPath(p, hosts[host].regex)
 			if err != nil {
 				problems = append(problems, fmt.Sprintf("%s: %v", field, err))
 				continue
@@ -202,11 +203,11 @@ func (t *translator) ingressRoutes(ing *networkingv1.Ingress, hosts *nginxHosts,
 				Backends: backend(field+".backend", &p.Backend),
 			}
 			cookiePath := cmp.Or(p.Path, "/")
-			if hosts.regex[host] {
+			if hosts[host].regex {
 				cookiePath = "/"
 			}
 			nginx.trafficRule(&rr, cookiePath)
-			if c := hosts.canaries[placeOf(host, p)]; c != nil {
+			if c := hosts[host].canaries[pathOf(p)]; c != nil {
 				t.mergeCanary(&rr, c, &nginx, cookiePath)
 			}
 			r.Rules = append(r.Rules, rr)
@@ -239,7 +240,7 @@ func (t *translator) ingressRoutes(ing *networkingv1.Ingress, hosts *nginxHosts,
 
 // nginxHostRoutes adds to routes what ingress-nginx adds per host: the
 // app-root redirect of "/" and the from-to-www redirect host.
-func (t *translator) nginxHostRoutes(routes []router.Route, nginx *nginxSettings, hosts *nginxHosts, outcomes []AnnotationOutcome) []router.Route {
+func (t *translator) nginxHostRoutes(routes []router.Route, nginx *nginxSettings, hosts nginxHosts, outcomes []AnnotationOutcome) []router.Route {
 	n := len(routes)
 	for i := range routes[:n] {
 		r := &routes[i]
@@ -271,16 +272,23 @@ func (t *translator) nginxHostRoutes(routes []router.Route, nginx *nginxSettings
 }
 
 // pathFilters are the filters ingress-nginx's annotations put on every
-// path: a redirect instead of the backend, or CORS, a rewrite of the path
-// and of the Host.
+// path: a redirect instead of the backend, or CORS, the access filters
+// and a rewrite of the path and of the Host. nginx answers a CORS
+// preflight in its rewrite phase, before the limits and checks of its
+// access phase.
 func (s *nginxSettings) pathFilters(path string) []router.Filter {
 	if s.redirect != nil {
 		return []router.Filter{{Type: router.FilterRequestRedirect, Redirect: s.redirect}}
 	}
-	var filters []router.Filter
+	var cors []router.Filter
 	if s.cors != nil {
-		filters = append(filters, router.Filter{Type: router.FilterCORS, CORS: s.cors})
+		cors = []router.Filter{{Type: router.FilterCORS, CORS: s.cors}}
 	}
+	return slices.Concat(cors, s.access.filters, s.rewriteFilters(path))
+}
+
+func (s *nginxSettings) rewriteFilters(path string) []router.Filter {
+	var filters []router.Filter
 	rewrite := &router.Rewrite{Hostname: s.upstreamHost}
 	// A rewrite to the path itself is none (ingress-nginx's needsRewrite).
 	if s.rewriteTarget != "" && s.rewriteTarget != path {
@@ -301,8 +309,8 @@ func (s *nginxSettings) pathFilters(path string) []router.Filter {
 // TLS (or the Ingress forces it), every rule redirects to HTTPS with 308,
 // as ingress-nginx does, except ACME challenges and rules that redirect
 // already.
-func (t *translator) plainIngressRoute(r router.Route, nginx *nginxSettings, hosts *nginxHosts) router.Route {
-	tls := len(r.Hostnames) > 0 && hosts.tls[r.Hostnames[0]]
+func (t *translator) plainIngressRoute(r router.Route, nginx *nginxSettings, hosts nginxHosts) router.Route {
+	tls := len(r.Hostnames) > 0 && hosts[r.Hostnames[0]].tls
 	if t.opts.NoIngressSSLRedirect || !(nginx.forceSSLRedirect || tls && nginx.sslRedirect) {
 		return r
 	}

@@ -93,7 +93,10 @@ type nginxSettings struct {
 	upstreamHost string
 	// cors is set by enable-cors and shaped by the cors-* annotations.
 	cors *router.CORS
-	// traffic are canary, balancing, retry and access log settings.
+	// access are the access annotations (nginx_access.go).
+	access nginxAccess
+	// traffic are canary, balancing, retry and access log settings
+	// (nginx_traffic.go).
 	traffic nginxTraffic
 }
 
@@ -104,7 +107,7 @@ type nginxParse func(value string, s *nginxSettings) error
 // nginxHonoured are the annotations hostgate acts on, by group. A group
 // with settings that depend on each other settles them after parsing
 // (parseNginxAnnotations).
-var nginxHonoured = []map[string]nginxParse{nginxPathAnnotations, nginxBackendAnnotations, nginxTrafficAnnotations}
+var nginxHonoured = []map[string]nginxParse{nginxPathAnnotations, nginxBackendAnnotations, nginxAccessAnnotations, nginxTrafficAnnotations}
 
 // nginxParser is the parse function of an honoured annotation.
 func nginxParser(name string) (nginxParse, bool) {
@@ -160,6 +163,13 @@ var nginxPathAnnotations = map[string]nginxParse{
 		s.forceSSLRedirect, err = parseNginxBool(v)
 		return err
 	},
+}
+
+// nginxAliases are older names of annotations: the newer name wins when
+// an Ingress has both.
+var nginxAliases = map[string]string{
+	"whitelist-source-range": "allowlist-source-range",
+	"limit-whitelist":        "limit-allowlist",
 }
 
 // nginxBackendAnnotations choose how requests reach the backends.
@@ -228,13 +238,10 @@ var nginxNotYet = []string{
 	"proxy-max-temp-file-size", "proxy-http-version", "proxy-cookie-domain", "proxy-cookie-path",
 	"proxy-redirect-from", "proxy-redirect-to", "client-body-buffer-size",
 	"custom-http-errors", "default-backend", "disable-proxy-intercept-errors",
-	"whitelist-source-range", "allowlist-source-range", "denylist-source-range",
-	"auth-type", "auth-secret", "auth-secret-type", "auth-realm",
 	"auth-url", "auth-method", "auth-signin", "auth-signin-redirect-param", "auth-response-headers",
 	"auth-request-redirect", "auth-cache-key", "auth-cache-duration", "auth-keepalive",
 	"auth-proxy-set-headers", "auth-always-set-cookie", "enable-global-auth",
-	"limit-rps", "limit-rpm", "limit-burst-multiplier", "limit-connections", "limit-whitelist",
-	"limit-allowlist", "limit-rate", "limit-rate-after",
+	"limit-rate", "limit-rate-after",
 	"affinity-canary-behavior", "session-cookie-conditional-samesite-none", "session-cookie-partitioned",
 	"custom-headers", "enable-rewrite-log", "server-alias", "mirror-target",
 	"mirror-host", "mirror-request-body", "satisfy", "ssl-ciphers", "ssl-prefer-server-ciphers",
@@ -245,13 +252,15 @@ var nginxNotYet = []string{
 // parseNginxAnnotations reads the ingress-nginx annotations of ing, in
 // name order, with defaults for those it does not carry.
 func parseNginxAnnotations(ing *networkingv1.Ingress) (nginxSettings, []AnnotationOutcome) {
-	s := nginxSettings{sslRedirect: true}
+	s := nginxSettings{sslRedirect: true, access: nginxAccess{burstMultiplier: defaultBurstMultiplier}}
 	var outcomes []AnnotationOutcome
 	for _, name := range sortedNginxNames(ing.Annotations) {
 		value := ing.Annotations[name]
 		short := strings.TrimPrefix(name, NginxAnnotationPrefix)
 		o := AnnotationOutcome{Annotation: name, Value: value}
-		if parse, ok := nginxParser(short); ok {
+		if newer, ok := nginxAliases[short]; ok && hasKey(ing.Annotations, NginxAnnotationPrefix+newer) {
+			o.Outcome, o.Reason = Ignored, NginxAnnotationPrefix+newer+" takes precedence"
+		} else if parse, ok := nginxParser(short); ok {
 			if err := parse(value, &s); err != nil {
 				o.Outcome, o.Reason = Invalid, err.Error()
 			} else {
@@ -386,9 +395,14 @@ func isTokenRune(r rune) bool {
 // setOutcome changes the outcome of annotation name (without prefix), if
 // the Ingress has it.
 func setOutcome(outcomes []AnnotationOutcome, name string, outcome Outcome, reason string) {
-	if i := slices.IndexFunc(outcomes, func(o AnnotationOutcome) bool { return o.Annotation == NginxAnnotationPrefix+name }); i >= 0 {
-		outcomes[i].Outcome, outcomes[i].Reason = outcome, reason
+	if o := nginxOutcome(outcomes, name); o != nil {
+		o.Outcome, o.Reason = outcome, reason
 	}
+}
+
+func hasKey(m map[string]string, key string) bool {
+	_, ok := m[key]
+	return ok
 }
 
 // sortedNginxNames are the names of the ingress-nginx annotations among
@@ -427,13 +441,7 @@ func (s *nginxSettings) setRedirect(value string, code int) error {
 // settleRedirects applies the -code annotations to the redirect they
 // belong to, and says which redirect annotation lost to the other.
 func (s *nginxSettings) settleRedirects(annotations map[string]string, outcomes []AnnotationOutcome) {
-	outcome := func(short string) *AnnotationOutcome {
-		i := slices.IndexFunc(outcomes, func(o AnnotationOutcome) bool { return o.Annotation == NginxAnnotationPrefix+short })
-		if i < 0 {
-			return nil
-		}
-		return &outcomes[i]
-	}
+	outcome := func(short string) *AnnotationOutcome { return nginxOutcome(outcomes, short) }
 	if p, t := outcome("permanent-redirect"), outcome("temporal-redirect"); p != nil && p.Outcome == Honoured && t != nil && t.Outcome == Honoured {
 		p.Outcome, p.Reason = Ignored, "temporal-redirect takes precedence"
 	}
@@ -526,18 +534,20 @@ func isControl(r rune) bool { return r < 0x20 || r == 0x7f }
 
 // nginxHosts are what ingress-nginx decides per host rather than per
 // Ingress, over every Ingress of ours.
-type nginxHosts struct {
+type nginxHosts map[string]hostFacts
+
+// hostFacts are what the Ingresses of a host say of it together.
+type hostFacts struct {
 	// regex hosts have every path treated as a case-insensitive regular
 	// expression (use-regex or rewrite-target on some Ingress of theirs).
-	regex map[string]bool
+	regex bool
 	// tls hosts are named in some Ingress's spec.tls.
-	tls map[string]bool
+	tls bool
 	// served hosts have rules in some Ingress.
-	served map[string]bool
-	// canaries are the canary Ingresses' paths by where they join a main
-	// Ingress's, and mains the backends of the main Ingresses' paths.
-	canaries map[canaryPlace]*nginxCanary
-	mains    map[canaryPlace]string
+	served bool
+	// canaries are the paths of the host's canary Ingresses, nil for a
+	// host without (nginx_traffic.go).
+	canaries map[canaryPath]*nginxCanary
 }
 
 func (t *translator) nginxHosts() nginxHosts {
@@ -547,14 +557,15 @@ func (t *translator) nginxHosts() nginxHosts {
 // collectNginxHosts gathers the hosts of the Ingresses that ours says
 // are served.
 func collectNginxHosts(ingresses []*networkingv1.Ingress, ours func(*networkingv1.Ingress) bool) nginxHosts {
-	h := nginxHosts{regex: map[string]bool{}, tls: map[string]bool{}, served: map[string]bool{},
-		canaries: map[canaryPlace]*nginxCanary{}, mains: map[canaryPlace]string{}}
+	h := make(nginxHosts, len(ingresses))
+	set := func(host string, f func(*hostFacts)) {
+		facts := h[host]
+		f(&facts)
+		h[host] = facts
+	}
+	h.addCanaries(ingresses, ours)
 	for _, ing := range ingresses {
-		if !ours(ing) {
-			continue
-		}
-		if isNginxCanary(ing) {
-			h.addCanary(ing)
+		if !ours(ing) || isNginxCanary(ing) {
 			continue
 		}
 		regex := false
@@ -563,22 +574,15 @@ func collectNginxHosts(ingresses []*networkingv1.Ingress, ours func(*networkingv
 		}
 		target, err := parseRewriteTarget(ing.Annotations[NginxAnnotationPrefix+"rewrite-target"])
 		for _, rule := range ing.Spec.Rules {
-			host := strings.ToLower(rule.Host)
-			h.served[host] = true
-			if rule.HTTP != nil {
-				for i := range rule.HTTP.Paths {
-					h.mains[placeOf(host, rule.HTTP.Paths[i])] = serviceKey(ing.Namespace, &rule.HTTP.Paths[i].Backend)
-				}
-			}
+			h.joinCanaries(ing, &rule)
 			// A rewrite to the path itself is none (ingress-nginx's
 			// needsRewrite).
-			if regex || err == nil && rule.HTTP != nil && slices.ContainsFunc(rule.HTTP.Paths, func(p networkingv1.HTTPIngressPath) bool { return p.Path != target }) {
-				h.regex[host] = true
-			}
+			rewrites := err == nil && rule.HTTP != nil && slices.ContainsFunc(rule.HTTP.Paths, func(p networkingv1.HTTPIngressPath) bool { return p.Path != target })
+			set(strings.ToLower(rule.Host), func(f *hostFacts) { f.served, f.regex = true, f.regex || regex || rewrites })
 		}
 		for _, tls := range ing.Spec.TLS {
 			for _, host := range tls.Hosts {
-				h.tls[strings.ToLower(host)] = true
+				set(strings.ToLower(host), func(f *hostFacts) { f.tls = true })
 			}
 		}
 	}
@@ -588,9 +592,9 @@ func collectNginxHosts(ingresses []*networkingv1.Ingress, ours func(*networkingv
 // wwwTaken reports whether an Ingress serves the host that
 // from-to-www-redirect would redirect to host, and if so says in outcomes
 // that the annotation is ignored for host, as ingress-nginx does.
-func (h *nginxHosts) wwwTaken(host string, outcomes []AnnotationOutcome) bool {
+func (h nginxHosts) wwwTaken(host string, outcomes []AnnotationOutcome) bool {
 	alt := wwwAlternative(host)
-	if !h.served[alt] {
+	if !h[alt].served {
 		return false
 	}
 	i := slices.IndexFunc(outcomes, func(o AnnotationOutcome) bool {
@@ -601,15 +605,24 @@ func (h *nginxHosts) wwwTaken(host string, outcomes []AnnotationOutcome) bool {
 }
 
 // context is what of h the translation of ing reads: part of the key its
-// memoized translation is kept under.
-func (h *nginxHosts) context(ing *networkingv1.Ingress) string {
-	var b strings.Builder
+// memoized translation is kept under. With 10,000 Ingresses it is made
+// for each of them on every translation, hence no fmt.
+func (h nginxHosts) context(ing *networkingv1.Ingress) string {
+	var b []byte
 	for _, rule := range ing.Spec.Rules {
 		host := strings.ToLower(rule.Host)
-		fmt.Fprintf(&b, "%s:%t,%t,%t,%t;", host, h.regex[host], h.tls[host], h.served[wwwAlternative(host)], h.tls[wwwAlternative(host)])
+		own, alt := h[host], h[wwwAlternative(host)]
+		b = append(b, host...)
+		b = append(b, '0'+btoi(own.regex)|btoi(own.tls)<<1|btoi(alt.served)<<2|btoi(alt.tls)<<3, ';')
 	}
-	h.canaryContext(&b, ing)
-	return b.String()
+	return string(h.canaryContext(b, ing))
+}
+
+func btoi(b bool) byte {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // wwwAlternative is the host from-to-www-redirect redirects from.

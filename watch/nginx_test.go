@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -43,7 +44,25 @@ func TestNginxAnnotationValues(t *testing.T) {
 		{"from-to-www-redirect", "true", Honoured, func(s nginxSettings) bool { return s.fromToWWW }},
 		{"server-snippet", "return 200;", Refused, nil},
 		{"enable-modsecurity", "true", Refused, nil},
-		{"limit-rps", "10", Ignored, nil},
+		{"limit-rps", "10", Honoured, func(s nginxSettings) bool { return s.access.rps == 10 }},
+		{"limit-rps", "-1", Invalid, nil},
+		{"limit-rps", "ten", Invalid, nil},
+		{"limit-rpm", "600", Honoured, func(s nginxSettings) bool { return s.access.rpm == 600 }},
+		{"limit-connections", "3", Honoured, func(s nginxSettings) bool { return s.access.connections == 3 }},
+		{"limit-burst-multiplier", "2", Honoured, func(s nginxSettings) bool { return s.access.burstMultiplier == 2 }},
+		{"limit-allowlist", "10.0.0.0/8", Honoured, func(s nginxSettings) bool { return s.access.limitExempt.String() == "10.0.0.0/8" }},
+		{"limit-whitelist", "10.0.0.0/8,x", Invalid, func(s nginxSettings) bool { return s.access.limitExempt == nil && s.access.closed == "" }},
+		{"allowlist-source-range", "10.0.0.0/8, 192.168.0.1", Honoured, func(s nginxSettings) bool { return s.access.allow.String() == "10.0.0.0/8,192.168.0.1/32" }},
+		{"whitelist-source-range", "10.0.0.0/8", Honoured, func(s nginxSettings) bool { return s.access.allow != nil }},
+		{"denylist-source-range", "2001:db8::/32", Honoured, func(s nginxSettings) bool { return s.access.deny.String() == "2001:db8::/32" }},
+		{"allowlist-source-range", "10.0.0.0/8,10.0.0.300", Invalid, func(s nginxSettings) bool { return strings.Contains(s.access.closed, `"10.0.0.300"`) }},
+		{"denylist-source-range", "", Invalid, func(s nginxSettings) bool { return s.access.closed != "" }},
+		{"auth-type", "basic", Honoured, func(s nginxSettings) bool { return s.access.authType == "basic" }},
+		{"auth-type", "digest", Invalid, func(s nginxSettings) bool { return s.access.closed != "" }},
+		{"auth-secret-type", "auth-map", Honoured, func(s nginxSettings) bool { return s.access.authSecretType == "auth-map" }},
+		{"auth-secret-type", "ldap", Invalid, func(s nginxSettings) bool { return s.access.closed != "" }},
+		{"auth-realm", "Authentication Required - foo", Honoured, func(s nginxSettings) bool { return s.access.authRealm == "Authentication Required - foo" }},
+		{"auth-realm", `a"b`, Invalid, func(s nginxSettings) bool { return s.access.closed != "" }},
 		{"no-such-annotation", "x", Ignored, nil},
 	} {
 		ing := &networkingv1.Ingress{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{NginxAnnotationPrefix + tc.name: tc.value}}}
@@ -137,4 +156,113 @@ func FuzzNginxAnnotations(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestNginxAccessFilters: the access annotations become filters at the
+// head of every path, in nginx's phase order, with the users of the
+// Secret; whatever keeps access from being set up answers 503.
+func TestNginxAccessFilters(t *testing.T) {
+	secret := func(name string, data map[string]string) *corev1.Secret {
+		s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name}, Type: corev1.SecretTypeOpaque, Data: map[string][]byte{}}
+		for k, v := range data {
+			s.Data[k] = []byte(v)
+		}
+		return s
+	}
+	sha := "{SHA}W6ph5Mm5Pz8GgiULbPgzG37mj9g="
+	for _, tc := range []struct {
+		name        string
+		annotations map[string]string
+		// filters describes the filters of each path, problems what the
+		// report says (substrings).
+		filters  string
+		problems []string
+	}{
+		{"all of them", map[string]string{
+			"limit-rps": "10", "limit-rpm": "100", "limit-connections": "2", "limit-burst-multiplier": "3", "limit-allowlist": "10.0.0.0/8",
+			"allowlist-source-range": "10.0.0.0/8", "denylist-source-range": "10.0.0.5",
+			"auth-type": "basic", "auth-secret": "htpasswd", "auth-realm": "Team",
+		},
+			`RateLimit key="Ingress default/web rps" rate=10/1s burst=30 exempt=10.0.0.0/8 status=503; ` +
+				`RateLimit key="Ingress default/web rpm" rate=100/1m0s burst=300 exempt=10.0.0.0/8 status=503; ` +
+				`RateLimit key="Ingress default/web connections" concurrent=2 exempt=10.0.0.0/8 status=503; ` +
+				`Access deny=10.0.0.5/32 allow=10.0.0.0/8; ` +
+				`BasicAuth source="Secret default/htpasswd" realm="Team" users=alice,bob; RequestHeaderModifier remove Authorization`,
+			[]string{`line 3 (user "carol"): traditional crypt(3) (DES)`}},
+		{"auth map", map[string]string{"auth-type": "basic", "auth-secret": "default/map", "auth-secret-type": "auth-map"},
+			`BasicAuth source="Secret default/map" realm="" users=dave; RequestHeaderModifier remove Authorization`, nil},
+		{"whitelist loses to allowlist", map[string]string{"whitelist-source-range": "1.2.3.4", "allowlist-source-range": "10.0.0.0/8"},
+			`Access allow=10.0.0.0/8`, []string{"whitelist-source-range=\"1.2.3.4\": ignored: nginx.ingress.kubernetes.io/allowlist-source-range takes precedence"}},
+		{"bad allow list", map[string]string{"allowlist-source-range": "10.0.0.0/8,bogus", "limit-rps": "5"},
+			`Access closed="\"bogus\": not an IP address or CIDR range"`, []string{`"bogus": not an IP address or CIDR range; requests are answered 503`}},
+		{"missing Secret", map[string]string{"auth-type": "basic", "auth-secret": "nope"},
+			`Access closed="auth-secret: Secret default/nope: not found"`, []string{"invalid: Secret default/nope: not found; requests are answered 503"}},
+		{"Secret of another namespace", map[string]string{"auth-type": "basic", "auth-secret": "other/htpasswd"},
+			`Access closed="auth-secret: Secret other/htpasswd: in another namespace than the Ingress, which ingress-nginx refuses too"`, nil},
+		{"no auth key", map[string]string{"auth-type": "basic", "auth-secret": "map"},
+			`Access closed="auth-secret: Secret default/map: no key \"auth\""`, nil},
+		{"auth-secret alone", map[string]string{"auth-secret": "htpasswd"}, ``, []string{"ignored: without auth-type"}},
+		{"burst alone", map[string]string{"limit-burst-multiplier": "2"}, ``, []string{"ignored: without limit-rps or limit-rpm"}},
+		{"redirect goes first", map[string]string{"limit-rps": "5", "permanent-redirect": "https://elsewhere.example"},
+			`RequestRedirect location=https://elsewhere.example status=301`, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			objs := &objects{}
+			ing := &networkingv1.Ingress{
+				ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "default", Annotations: map[string]string{}},
+				Spec: networkingv1.IngressSpec{
+					IngressClassName: new(DefaultIngressClass),
+					Rules: []networkingv1.IngressRule{{Host: "a.example", IngressRuleValue: networkingv1.IngressRuleValue{HTTP: &networkingv1.HTTPIngressRuleValue{
+						Paths: []networkingv1.HTTPIngressPath{
+							{Path: "/", Backend: networkingv1.IngressBackend{Service: &networkingv1.IngressServiceBackend{Name: "web", Port: networkingv1.ServiceBackendPort{Number: 80}}}},
+							{Path: "/api", Backend: networkingv1.IngressBackend{Service: &networkingv1.IngressServiceBackend{Name: "web", Port: networkingv1.ServiceBackendPort{Number: 80}}}},
+						},
+					}}}},
+				},
+			}
+			for k, v := range tc.annotations {
+				ing.Annotations[NginxAnnotationPrefix+k] = v
+			}
+			objs.ingresses = append(objs.ingresses, ing)
+			objs.secrets = append(objs.secrets,
+				secret("htpasswd", map[string]string{"auth": "alice:" + sha + "\nbob:$apr1$saltsalt$LrttParrLPdxvgutaSXWJ0\ncarol:abJnggxhB/yWI\n"}),
+				secret("map", map[string]string{"dave": sha, "erin": "plain-text"}))
+			objs.secrets[1].Namespace = "default"
+			snap, reports := translate(objs, goldenOptions)
+			var plain *Listener
+			for i := range snap.Listeners {
+				if snap.Listeners[i].Protocol == ProtocolHTTP {
+					plain = &snap.Listeners[i]
+				}
+			}
+			if plain == nil || len(plain.Routes) != 1 {
+				t.Fatalf("listeners %+v, reports %+v", snap.Listeners, reports.Ingresses)
+			}
+			tbl, errs := router.Compile(plain.Routes)
+			if len(errs) > 0 {
+				t.Fatal(errs)
+			}
+			matches := 0
+			for _, h := range tbl.Describe() {
+				for _, m := range h.Matches {
+					matches++
+					if got := strings.Join(m.Filters, "; "); got != tc.filters {
+						t.Errorf("%s filters:\n%s\nwant\n%s", m.Path, got, tc.filters)
+					}
+				}
+			}
+			if matches != 2 {
+				t.Errorf("%d paths, want 2", matches)
+			}
+			problems := strings.Join(reports.Ingresses[0].Problems, "\n")
+			for _, p := range tc.problems {
+				if !strings.Contains(problems, p) {
+					t.Errorf("problems %q lack %q", problems, p)
+				}
+			}
+			if strings.Contains(problems, "W6ph5") || strings.Contains(problems, "abJngg") {
+				t.Errorf("problems show a hash: %q", problems)
+			}
+		})
+	}
 }

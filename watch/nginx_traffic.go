@@ -404,21 +404,24 @@ type nginxCanary struct {
 	ing      *networkingv1.Ingress
 	backend  *networkingv1.IngressBackend
 	settings *nginxSettings
+	// main is the backend (serviceKey) of a main Ingress of the path,
+	// "" when none serves it.
+	main string
 }
 
-// canaryPlace is where a canary's path joins a main Ingress's: the same
-// host, path and pathType (ingress-nginx's mergeAlternativeBackends).
-type canaryPlace struct {
-	host, path string
-	pathType   networkingv1.PathType
+// canaryPath is where in its host a canary's path joins a main Ingress's:
+// the same path and pathType (ingress-nginx's mergeAlternativeBackends).
+type canaryPath struct {
+	path     string
+	pathType networkingv1.PathType
 }
 
-func placeOf(host string, p networkingv1.HTTPIngressPath) canaryPlace {
+func pathOf(p networkingv1.HTTPIngressPath) canaryPath {
 	pathType := networkingv1.PathTypeImplementationSpecific
 	if p.PathType != nil {
 		pathType = *p.PathType
 	}
-	return canaryPlace{strings.ToLower(host), p.Path, pathType}
+	return canaryPath{p.Path, pathType}
 }
 
 // isNginxCanary reports whether ing is a canary Ingress.
@@ -427,21 +430,45 @@ func isNginxCanary(ing *networkingv1.Ingress) bool {
 	return err == nil && on
 }
 
-// addCanary records the paths of a canary Ingress, where it is the oldest
-// canary of its place.
-func (h *nginxHosts) addCanary(ing *networkingv1.Ingress) {
-	settings, _ := parseNginxAnnotations(ing)
-	for _, rule := range ing.Spec.Rules {
-		if rule.HTTP == nil {
+// addCanaries records the paths of the canary Ingresses among ingresses
+// that ours says are served: for each host and path, the oldest canary's.
+func (h nginxHosts) addCanaries(ingresses []*networkingv1.Ingress, ours func(*networkingv1.Ingress) bool) {
+	for _, ing := range ingresses {
+		if !ours(ing) || !isNginxCanary(ing) {
 			continue
 		}
-		for i := range rule.HTTP.Paths {
-			p := &rule.HTTP.Paths[i]
-			place := placeOf(rule.Host, *p)
-			if c := h.canaries[place]; c != nil && !ingressOlder(ing, c.ing) {
+		settings, _ := parseNginxAnnotations(ing)
+		for _, rule := range ing.Spec.Rules {
+			if rule.HTTP == nil {
 				continue
 			}
-			h.canaries[place] = &nginxCanary{ing: ing, backend: &p.Backend, settings: &settings}
+			host := strings.ToLower(rule.Host)
+			facts := h[host]
+			if facts.canaries == nil {
+				facts.canaries = map[canaryPath]*nginxCanary{}
+				h[host] = facts
+			}
+			for i := range rule.HTTP.Paths {
+				p := &rule.HTTP.Paths[i]
+				if c := facts.canaries[pathOf(*p)]; c != nil && !ingressOlder(ing, c.ing) {
+					continue
+				}
+				facts.canaries[pathOf(*p)] = &nginxCanary{ing: ing, backend: &p.Backend, settings: &settings}
+			}
+		}
+	}
+}
+
+// joinCanaries tells the canaries of the paths of rule, a rule of the
+// main Ingress ing, that a main Ingress serves them.
+func (h nginxHosts) joinCanaries(ing *networkingv1.Ingress, rule *networkingv1.IngressRule) {
+	canaries := h[strings.ToLower(rule.Host)].canaries
+	if canaries == nil || rule.HTTP == nil {
+		return
+	}
+	for i := range rule.HTTP.Paths {
+		if c := canaries[pathOf(rule.HTTP.Paths[i])]; c != nil && c.main == "" {
+			c.main = serviceKey(ing.Namespace, &rule.HTTP.Paths[i].Backend)
 		}
 	}
 }
@@ -463,22 +490,24 @@ func ingressOlder(a, b *networkingv1.Ingress) bool {
 	return a.Namespace+"/"+a.Name < b.Namespace+"/"+b.Name
 }
 
-// canaryContext is what of the canaries the routes of ing read: the
-// identity and version of the canary of each of its paths.
-func (h *nginxHosts) canaryContext(b *strings.Builder, ing *networkingv1.Ingress) {
+// canaryContext appends to b what of the canaries the routes of ing
+// read: the identity and version of the canary of each of its paths.
+func (h nginxHosts) canaryContext(b []byte, ing *networkingv1.Ingress) []byte {
 	for _, rule := range ing.Spec.Rules {
-		if rule.HTTP == nil {
+		canaries := h[strings.ToLower(rule.Host)].canaries
+		if canaries == nil || rule.HTTP == nil {
 			continue
 		}
 		for _, p := range rule.HTTP.Paths {
-			if c := h.canaries[placeOf(rule.Host, p)]; c != nil {
-				fmt.Fprintf(b, "canary %p %s/%s@%s;", c.ing, c.ing.Namespace, c.ing.Name, c.ing.ResourceVersion)
+			if c := canaries[pathOf(p)]; c != nil {
+				b = fmt.Appendf(b, "canary %p %s/%s@%s;", c.ing, c.ing.Namespace, c.ing.Name, c.ing.ResourceVersion)
 			}
 		}
 	}
+	return b
 }
 
-// mergeCanary gives rule, the main Ingress's rule of place, the backend
+// mergeCanary gives rule, the main Ingress's rule of a path, the backend
 // of its canary, if it has one that resolves to another backend. The
 // canary's backend speaks the main Ingress's backend protocol and is
 // balanced as its own annotations say.
@@ -511,7 +540,7 @@ func (s *nginxSettings) applyBackendProtocol(ref *router.BackendRef) {
 
 // canaryReport is the report of a canary Ingress: its annotations, and
 // where it joins no main Ingress, as ingress-nginx ignores it there.
-func (t *translator) canaryReport(ing *networkingv1.Ingress, hosts *nginxHosts) IngressReport {
+func (t *translator) canaryReport(ing *networkingv1.Ingress, hosts nginxHosts) IngressReport {
 	report := IngressReport{Object: ing}
 	_, report.Annotations = parseNginxAnnotations(ing)
 	for _, o := range report.Annotations {
@@ -528,16 +557,15 @@ func (t *translator) canaryReport(ing *networkingv1.Ingress, hosts *nginxHosts) 
 		}
 		for j, p := range rule.HTTP.Paths {
 			field := fmt.Sprintf("spec.rules[%d].http.paths[%d]", i, j)
-			place := placeOf(rule.Host, p)
 			_, err := t.ingressBackend(ing.Namespace, &p.Backend)
-			switch c := hosts.canaries[place]; {
+			switch c := hosts[strings.ToLower(rule.Host)].canaries[pathOf(p)]; {
 			case err != nil:
 				report.Problems = append(report.Problems, fmt.Sprintf("%s.backend: %v", field, err))
 			case c.ing != ing:
 				report.Problems = append(report.Problems, fmt.Sprintf("%s: ignored: canary Ingress %s/%s is older", field, c.ing.Namespace, c.ing.Name))
-			case hosts.mains[place] == "":
-				report.Problems = append(report.Problems, fmt.Sprintf("%s: ignored: no Ingress that is not a canary serves host %q path %q (%s)", field, place.host, place.path, place.pathType))
-			case hosts.mains[place] == serviceKey(ing.Namespace, &p.Backend):
+			case c.main == "":
+				report.Problems = append(report.Problems, fmt.Sprintf("%s: ignored: no Ingress that is not a canary serves host %q path %q (%s)", field, strings.ToLower(rule.Host), p.Path, pathOf(p).pathType))
+			case c.main == serviceKey(ing.Namespace, &p.Backend):
 				report.Problems = append(report.Problems, fmt.Sprintf("%s: ignored: the main Ingress has the same backend", field))
 			}
 		}

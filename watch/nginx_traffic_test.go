@@ -19,7 +19,9 @@ func TestNginxTrafficValues(t *testing.T) {
 		check       func(t *nginxTraffic) bool
 	}{
 		{map[string]string{"canary": "true", "canary-by-header": "x-canary-user"}, "canary-by-header", Honoured,
-			func(t *nginxTraffic) bool { return t.canary && t.canaryRule.Header == "X-Canary-User" && t.canaryTotal == 100 }},
+			func(t *nginxTraffic) bool {
+				return t.canary && t.canaryRule.Header == "X-Canary-User" && t.canaryTotal == 100
+			}},
 		{map[string]string{"canary": "true", "canary-by-header": "a b"}, "canary-by-header", Invalid, nil},
 		{map[string]string{"canary": "true", "canary-by-cookie": "a=b"}, "canary-by-cookie", Invalid, nil},
 		{map[string]string{"canary": "true", "canary-weight-total": "1000"}, "canary-weight-total", Honoured,
@@ -29,7 +31,9 @@ func TestNginxTrafficValues(t *testing.T) {
 		{map[string]string{"canary": "true", "canary-by-header-value": "v2"}, "canary-by-header-value", Ignored, nil},
 		{map[string]string{"canary": "true", "use-regex": "true"}, "use-regex", Ignored, nil},
 		{map[string]string{"canary": "true", "affinity": "cookie"}, "affinity", Honoured,
-			func(t *nginxTraffic) bool { return t.balance.Affinity.Cookie == "INGRESSCOOKIE" && !t.balance.Affinity.Persistent }},
+			func(t *nginxTraffic) bool {
+				return t.balance.Affinity.Cookie == "INGRESSCOOKIE" && !t.balance.Affinity.Persistent
+			}},
 		{map[string]string{"affinity": "cookie", "session-cookie-secure": "false"}, "session-cookie-secure", Honoured,
 			func(t *nginxTraffic) bool { return t.balance.Affinity.Secure != nil && !*t.balance.Affinity.Secure }},
 		{map[string]string{"affinity": "cookie", "session-cookie-samesite": "NONE"}, "session-cookie-samesite", Honoured,
@@ -37,7 +41,9 @@ func TestNginxTrafficValues(t *testing.T) {
 		{map[string]string{"affinity": "cookie", "session-cookie-domain": "bad domain"}, "session-cookie-domain", Invalid, nil},
 		{map[string]string{"affinity": "cookie", "session-cookie-max-age": "1h"}, "session-cookie-max-age", Invalid, nil},
 		{map[string]string{"upstream-hash-by": "$request_uri"}, "upstream-hash-by", Honoured,
-			func(t *nginxTraffic) bool { return len(t.balance.Hash) == 1 && t.balance.Hash[0].Source == router.HashRequestURI }},
+			func(t *nginxTraffic) bool {
+				return len(t.balance.Hash) == 1 && t.balance.Hash[0].Source == router.HashRequestURI
+			}},
 		{map[string]string{"upstream-hash-by": "${cookie_s}x"}, "upstream-hash-by", Honoured,
 			func(t *nginxTraffic) bool {
 				return len(t.balance.Hash) == 2 && t.balance.Hash[0] == router.HashPart{Source: router.HashCookie, Name: "s"}

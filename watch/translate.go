@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"maps"
 	"net"
+	"net/http"
 	"net/netip"
 	"slices"
 	"strconv"
@@ -58,6 +59,10 @@ type Options struct {
 	// IngressHSTS is the Strict-Transport-Security header sent on HTTPS
 	// answers for Ingresses (DefaultHSTS when empty, none when HSTSOff).
 	IngressHSTS string
+	// IngressLimitStatus is the status of answers to requests over an
+	// Ingress's rate limits (ingress-nginx's limit-req-status-code; 503
+	// when 0).
+	IngressLimitStatus int
 	// GatewayController is the controllerName of the GatewayClasses to serve
 	// (DefaultGatewayController when empty).
 	GatewayController string
@@ -97,6 +102,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.IngressHSTS == "" {
 		o.IngressHSTS = DefaultHSTS
+	}
+	if o.IngressLimitStatus == 0 {
+		o.IngressLimitStatus = http.StatusServiceUnavailable
 	}
 	if o.GatewayController == "" {
 		o.GatewayController = DefaultGatewayController

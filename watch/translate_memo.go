@@ -126,6 +126,8 @@ type deps struct {
 	// configMaps the CA bundles of those that applied.
 	policies   []string
 	configMaps []types.NamespacedName
+	// secrets are the Secrets of annotations it read (auth-secret).
+	secrets []types.NamespacedName
 	// ports are the endpoint sets it registered.
 	ports []portDep
 }
@@ -227,6 +229,11 @@ func (t *translator) unchanged(d *deps) bool {
 			return false
 		}
 	}
+	for _, key := range d.secrets {
+		if t.secrets.changedKey(key) {
+			return false
+		}
+	}
 	return true
 }
 
@@ -251,6 +258,12 @@ func (t *translator) dependOnPolicies(namespace string) {
 func (t *translator) dependOnConfigMap(key types.NamespacedName) {
 	if t.deps != nil {
 		t.deps.configMaps = append(t.deps.configMaps, key)
+	}
+}
+
+func (t *translator) dependOnSecret(key types.NamespacedName) {
+	if t.deps != nil {
+		t.deps.secrets = append(t.deps.secrets, key)
 	}
 }
 
