@@ -247,8 +247,23 @@ func parseNextUpstream(v string) (*router.Retry, error) {
 	return r, nil
 }
 
-// nginxCanaryAnnotations are those a canary Ingress's backend keeps; the
-// main Ingress's others apply (ingress-nginx's canary documentation).
+// nextUpstreamReason says where hostgate's retries differ from what the
+// conditions of proxy-next-upstream ask, "" where they do not.
+func nextUpstreamReason(v string) string {
+	fields := strings.Fields(v)
+	var reasons []string
+	if !slices.Contains(fields, "error") || !slices.Contains(fields, "timeout") {
+		reasons = append(reasons, "failures to connect or to get an answer are retried too")
+	}
+	if slices.Contains(fields, "non_idempotent") {
+		reasons = append(reasons, "a request whose body went out is never sent twice")
+	}
+	return strings.Join(reasons, "; ")
+}
+
+// nginxCanaryAnnotation reports whether a canary Ingress's backend keeps
+// the annotation name; the main Ingress's others apply (ingress-nginx's
+// canary documentation).
 func nginxCanaryAnnotation(name string) bool {
 	return strings.HasPrefix(name, "canary") || strings.HasPrefix(name, "session-cookie-") ||
 		slices.Contains([]string{"affinity", "affinity-mode", "load-balance", "upstream-hash-by"}, name)
@@ -288,6 +303,10 @@ func (s *nginxSettings) settleTraffic(outcomes []AnnotationOutcome) {
 			t.balance.Policy = router.BalanceDefault
 		case name == "load-balance" && o.Value == "ewma":
 			setOutcome(outcomes, name, Honoured, "as least-request (the less loaded of two endpoints drawn at random): hostgate keeps no latency averages")
+		case name == "proxy-next-upstream" && t.retry != nil:
+			if reason := nextUpstreamReason(o.Value); reason != "" {
+				setOutcome(outcomes, name, Honoured, reason)
+			}
 		case name == "proxy-next-upstream-tries" && t.nextUpstreamOff:
 			setOutcome(outcomes, name, Ignored, "proxy-next-upstream is off")
 		case name == "proxy-next-upstream-tries":
@@ -538,6 +557,24 @@ func (s *nginxSettings) applyBackendProtocol(ref *router.BackendRef) {
 	}
 }
 
+// canaryProblem says why the path p of host of the canary Ingress ing
+// joins no main Ingress, "" when it joins one.
+func (h nginxHosts) canaryProblem(ing *networkingv1.Ingress, host string, p networkingv1.HTTPIngressPath) string {
+	host = strings.ToLower(host)
+	c := h[host].canaries[pathOf(p)]
+	switch {
+	case c == nil:
+		return "ignored: not a canary Ingress"
+	case c.ing != ing:
+		return fmt.Sprintf("ignored: canary Ingress %s/%s is older", c.ing.Namespace, c.ing.Name)
+	case c.main == "":
+		return fmt.Sprintf("ignored: no Ingress that is not a canary serves host %q path %q (%s)", host, p.Path, pathOf(p).pathType)
+	case c.main == serviceKey(ing.Namespace, &p.Backend):
+		return "ignored: the main Ingress has the same backend"
+	}
+	return ""
+}
+
 // canaryReport is the report of a canary Ingress: its annotations, and
 // where it joins no main Ingress, as ingress-nginx ignores it there.
 func (t *translator) canaryReport(ing *networkingv1.Ingress, hosts nginxHosts) IngressReport {
@@ -557,16 +594,10 @@ func (t *translator) canaryReport(ing *networkingv1.Ingress, hosts nginxHosts) I
 		}
 		for j, p := range rule.HTTP.Paths {
 			field := fmt.Sprintf("spec.rules[%d].http.paths[%d]", i, j)
-			_, err := t.ingressBackend(ing.Namespace, &p.Backend)
-			switch c := hosts[strings.ToLower(rule.Host)].canaries[pathOf(p)]; {
-			case err != nil:
+			if _, err := t.ingressBackend(ing.Namespace, &p.Backend); err != nil {
 				report.Problems = append(report.Problems, fmt.Sprintf("%s.backend: %v", field, err))
-			case c.ing != ing:
-				report.Problems = append(report.Problems, fmt.Sprintf("%s: ignored: canary Ingress %s/%s is older", field, c.ing.Namespace, c.ing.Name))
-			case c.main == "":
-				report.Problems = append(report.Problems, fmt.Sprintf("%s: ignored: no Ingress that is not a canary serves host %q path %q (%s)", field, strings.ToLower(rule.Host), p.Path, pathOf(p).pathType))
-			case c.main == serviceKey(ing.Namespace, &p.Backend):
-				report.Problems = append(report.Problems, fmt.Sprintf("%s: ignored: the main Ingress has the same backend", field))
+			} else if problem := hosts.canaryProblem(ing, rule.Host, p); problem != "" {
+				report.Problems = append(report.Problems, field+": "+problem)
 			}
 		}
 	}

@@ -1,7 +1,11 @@
 package watch
 
 import (
+	"path/filepath"
+	"reflect"
+	"regexp"
 	"testing"
+	"time"
 
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -80,5 +84,59 @@ func TestNginxTrafficValues(t *testing.T) {
 		if tc.check != nil && !tc.check(&s.traffic) {
 			t.Errorf("%v: parsed as %+v", tc.annotations, s.traffic)
 		}
+	}
+}
+
+// TestStateFileTraffic: a rule's canary and a backend's balance come back
+// from the state file as they were written.
+func TestStateFileTraffic(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "snapshot.json")
+	certPEM, keyPEM := selfSigned(t, "golden.example.com")
+	want := stateSnapshot(certPEM, keyPEM)
+	secure := true
+	rule := &want.Listeners[0].Routes[0].Rules[0]
+	rule.Canary = &router.Canary{Header: "X-Canary", HeaderPattern: regexp.MustCompile("v[2-9]"), Cookie: "c"}
+	rule.NoAccessLog = true
+	rule.Backends = []router.BackendRef{
+		{Name: "default/web:80", Weight: 80, Balance: &router.Balance{Hash: []router.HashPart{{Source: router.HashHeader, Name: "X-User"}, {Source: router.HashText, Name: "-"}}}},
+		{Name: "default/web-canary:80", Weight: 20, Canary: true, Balance: &router.Balance{Policy: router.BalanceLeastRequest,
+			Affinity: &router.Affinity{Cookie: "route", Path: "/", SameSite: "Lax", MaxAge: time.Hour, Secure: &secure, Persistent: true}}},
+	}
+	if err := writeStateFile(path, want, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	got, _, err := NewStateFile(path, quietLog(), nil).Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("read back\n%#v\nwant\n%#v", got.Listeners[0].Routes[0].Rules[0], *rule)
+	}
+}
+
+// TestCheckCanary: the check says which paths of a canary Ingress join no
+// main Ingress.
+func TestCheckCanary(t *testing.T) {
+	ingress := func(name, path, service string, canary bool) *networkingv1.Ingress {
+		ing := &networkingv1.Ingress{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", Annotations: map[string]string{}},
+			Spec: networkingv1.IngressSpec{Rules: []networkingv1.IngressRule{{Host: "a.example", IngressRuleValue: networkingv1.IngressRuleValue{HTTP: &networkingv1.HTTPIngressRuleValue{
+				Paths: []networkingv1.HTTPIngressPath{{Path: path, Backend: networkingv1.IngressBackend{Service: &networkingv1.IngressServiceBackend{Name: service, Port: networkingv1.ServiceBackendPort{Number: 80}}}}},
+			}}}}},
+		}
+		if canary {
+			ing.Annotations[NginxAnnotationPrefix+"canary"] = "true"
+		}
+		return ing
+	}
+	checks := CheckIngresses([]*networkingv1.Ingress{
+		ingress("main", "/", "web", false), ingress("joins", "/", "web-canary", true), ingress("orphan", "/other", "web-canary", true),
+	}, nil)
+	paths := map[string][]string{}
+	for _, c := range checks {
+		paths[c.Ingress] = c.Paths
+	}
+	if len(paths["default/main"]) != 0 || len(paths["default/joins"]) != 0 || len(paths["default/orphan"]) != 1 {
+		t.Errorf("paths not served: %q", paths)
 	}
 }
