@@ -12,6 +12,7 @@ package proxy
 // construction.
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"net/http"
 	"strconv"
@@ -90,10 +91,15 @@ func (p *plan) pick(skip []*upstream.Host) *upstream.Host {
 		return p.pinned
 	}
 	var h *upstream.Host
-	if p.hashed {
+	switch {
+	case p.hashed:
 		h = p.set.PickHash(p.key, skip)
-	} else {
-		h = p.set.PickBy(lbPolicy(b.Policy), skip)
+	case b.Policy == router.BalanceLeastRequest:
+		h = p.set.PickBy(upstream.LeastRequest, skip)
+	case b.Policy == router.BalanceRoundRobin:
+		h = p.set.PickBy(upstream.RoundRobin, skip)
+	default:
+		h = p.set.Pick(skip)
 	}
 	// A session whose endpoint is gone starts anew; one whose endpoint
 	// failed comes back to it unless the cookie is to change.
@@ -103,23 +109,13 @@ func (p *plan) pick(skip []*upstream.Host) *upstream.Host {
 	return h
 }
 
-func lbPolicy(p router.BalancePolicy) upstream.Policy {
-	if p == router.BalanceLeastRequest {
-		return upstream.LeastRequest
-	}
-	return upstream.RoundRobin
-}
-
 // affinityCookie is the Set-Cookie value that holds value (HttpOnly, as
 // ingress-nginx sends it).
 func affinityCookie(a *router.Affinity, value uint64, https bool) string {
 	var b strings.Builder
 	b.WriteString(a.Cookie)
 	b.WriteByte('=')
-	var hex [16]byte
-	v := strconv.AppendUint(hex[:0], value, 16)
-	b.WriteString(strings.Repeat("0", 16-len(v)))
-	b.Write(v)
+	fmt.Fprintf(&b, "%016x", value)
 	if a.Path != "" {
 		b.WriteString("; Path=" + a.Path)
 	}
