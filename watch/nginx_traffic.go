@@ -406,14 +406,15 @@ func (s *nginxSettings) trafficRule(rule *router.Rule, path string) {
 
 // balanceFor is the Balance of backends of path, nil for proxy/'s own.
 func (t *nginxTraffic) balanceFor(path string) *router.Balance {
+	// Made only for Ingresses that ask: translation asks for every path.
+	if t.balance.Policy == router.BalanceDefault && t.balance.Hash == nil && t.balance.Affinity == nil {
+		return nil
+	}
 	b := t.balance
 	if b.Affinity != nil && b.Affinity.Path == "" {
 		a := *b.Affinity
 		a.Path = path
 		b.Affinity = &a
-	}
-	if b.Policy == router.BalanceDefault && b.Hash == nil && b.Affinity == nil {
-		return nil
 	}
 	return &b
 }
@@ -443,9 +444,15 @@ func pathOf(p networkingv1.HTTPIngressPath) canaryPath {
 	return canaryPath{p.Path, pathType}
 }
 
-// isNginxCanary reports whether ing is a canary Ingress.
+// isNginxCanary reports whether ing is a canary Ingress. It is asked of
+// every Ingress on every translation, so an Ingress without the
+// annotation costs no parse (and no error allocated).
 func isNginxCanary(ing *networkingv1.Ingress) bool {
-	on, err := parseNginxBool(ing.Annotations[NginxAnnotationPrefix+"canary"])
+	v, ok := ing.Annotations[NginxAnnotationPrefix+"canary"]
+	if !ok {
+		return false
+	}
+	on, err := strconv.ParseBool(v)
 	return err == nil && on
 }
 
