@@ -37,9 +37,9 @@ type nginxTraffic struct {
 	canary                    bool
 	canaryRule                router.Canary
 	canaryWeight, canaryTotal int32
-	// balance is the backends' Balance without affinity; affinity, set by
-	// affinity: cookie and shaped by the session-cookie-* annotations,
-	// has no Path where the cookie's is that of each Ingress path.
+	// balance is the backends' Balance; affinity, set by affinity: cookie
+	// and shaped by the session-cookie-* annotations, joins it once
+	// settled, without a Path where the cookie's is each Ingress path's.
 	balance  router.Balance
 	affinity *router.Affinity
 	// retry is proxy-next-upstream's policy, nil for none.
@@ -131,6 +131,9 @@ var nginxTrafficAnnotations = map[string]nginxParse{
 	},
 	// Read with proxy-next-upstream: settleNextUpstream.
 	"proxy-next-upstream-tries": func(v string, s *nginxSettings) error {
+		if v == "0" {
+			return fmt.Errorf("0 (no limit in nginx) is not supported: hostgate tries at most 101 times")
+		}
 		_, err := parseCount(v, 1)
 		return err
 	},
