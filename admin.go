@@ -88,7 +88,9 @@ func (a *admin) routes(w http.ResponseWriter, r *http.Request) {
 	for _, l := range gen.Listeners {
 		fmt.Fprintf(&b, "\nlistener %s %s\n", l.Protocol, l.Address)
 		var t strings.Builder
-		l.table.WriteText(&t)
+		if l.served != nil {
+			l.served.WriteText(&t)
+		}
 		for line := range strings.Lines(t.String()) {
 			b.WriteString("  " + line)
 		}

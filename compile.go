@@ -40,6 +40,8 @@ type listenerState struct {
 	// describing 10,000 routes takes longer than compiling them.
 	Hosts []router.HostDescription `json:"hosts"`
 	table *router.Table
+	// served is table with the listener filters, what the proxy serves.
+	served *router.Table
 
 	// What the listener was compiled from and what that left out, so that
 	// the next generation can reuse the table or the certificate store
@@ -85,6 +87,17 @@ func compileSnapshot(snap *watch.Snapshot, number uint64, prev *generation, log 
 			state.table, state.routeErrs = router.Recompile(from, l.Routes, l.ListenerHostnames...)
 		}
 		pl := proxy.Listener{Address: address, Routes: state.table}
+		if len(l.ListenerFilters) > 0 && state.table != nil {
+			filtered, err := state.table.WithListenerFilters(l.ListenerFilters)
+			if err != nil {
+				// Not served without its filters: requests it would
+				// guard must not pass unasked.
+				state.routeErrs = append(slices.Clip(state.routeErrs), err)
+				filtered = nil
+			}
+			pl.Routes = filtered
+		}
+		state.served = pl.Routes
 		if l.Protocol == watch.ProtocolHTTPS {
 			pl.Protocol = proxy.HTTPS
 			if p != nil && p.tls != nil && reflect.DeepEqual(p.spec.Certs, l.Certs) && reflect.DeepEqual(p.spec.ClientValidations, l.ClientValidations) {
@@ -114,7 +127,8 @@ func sameListeners(a, b []watch.Listener) bool {
 	return slices.EqualFunc(a, b, func(x, y watch.Listener) bool {
 		return x.Name == y.Name && x.Address == y.Address && x.Port == y.Port && x.Protocol == y.Protocol &&
 			slices.Equal(x.Hostnames, y.Hostnames) && slices.Equal(x.ListenerHostnames, y.ListenerHostnames) &&
-			sameRoutes(x.Routes, y.Routes) && reflect.DeepEqual(x.Certs, y.Certs) && reflect.DeepEqual(x.ClientValidations, y.ClientValidations)
+			sameRoutes(x.Routes, y.Routes) && reflect.DeepEqual(x.Certs, y.Certs) && reflect.DeepEqual(x.ClientValidations, y.ClientValidations) &&
+			reflect.DeepEqual(x.ListenerFilters, y.ListenerFilters)
 	})
 }
 

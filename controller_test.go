@@ -229,6 +229,10 @@ func perturb(t *testing.T, v reflect.Value) {
 		v.Set(reflect.Append(v, reflect.Zero(v.Type().Elem())))
 	case v.Kind() == reflect.Struct:
 		perturb(t, v.Field(0))
+	case v.Kind() == reflect.Map:
+		m := reflect.MakeMap(v.Type())
+		m.SetMapIndex(reflect.Zero(v.Type().Key()), reflect.Zero(v.Type().Elem()))
+		v.Set(m)
 	default:
 		t.Fatalf("perturb: %s is not handled", v.Type())
 	}

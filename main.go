@@ -30,8 +30,11 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/hostgate/hostgate/proxy"
+	"github.com/hostgate/hostgate/router"
+	"github.com/hostgate/hostgate/tlsstore"
 	"github.com/hostgate/hostgate/watch"
 )
 
@@ -107,8 +110,18 @@ func parseFlags(args []string, output io.Writer) (*config, error) {
 		return nil
 	})
 	sslRedirect := fs.Bool("ingress-ssl-redirect", true, "redirect plain HTTP requests for Ingress hosts with TLS to HTTPS with 308, as ingress-nginx does (its ssl-redirect annotation turns it off per Ingress)")
+	defaultCert := fs.String("ingress-default-certificate", "self-signed", "certificate of the Ingress HTTPS listener for server names no Ingress has one for: self-signed (made at start, as ingress-nginx's fake certificate), none (such handshakes fail), or NAMESPACE/NAME of a kubernetes.io/tls Secret (ingress-nginx's --default-ssl-certificate)")
 	fs.StringVar(&c.watch.IngressHSTS, "ingress-hsts", watch.DefaultHSTS, "Strict-Transport-Security header on HTTPS answers for Ingresses; \""+watch.HSTSOff+"\" sends none")
 	fs.IntVar(&c.watch.IngressLimitStatus, "ingress-limit-status", http.StatusServiceUnavailable, "status of answers to requests over an Ingress's limit-rps, limit-rpm or limit-connections (ingress-nginx's limit-req-status-code)")
+	c.watch.IngressMaxRequestBody = 1 << 20
+	fs.Func("ingress-body-size", "largest request body of an Ingress without proxy-body-size, as nginx writes sizes (1000, 8k, 8m, 1g); larger gets 413, as ingress-nginx's default (default 1m; 0: no limit)", func(s string) (err error) {
+		c.watch.IngressMaxRequestBody, err = watch.ParseNginxSize(s)
+		return err
+	})
+	c.watch.IngressTimeouts = router.Timeouts{Connect: 5 * time.Second, BackendRead: 60 * time.Second, BackendSend: 60 * time.Second}
+	fs.DurationVar(&c.watch.IngressTimeouts.Connect, "ingress-connect-timeout", c.watch.IngressTimeouts.Connect, "connect timeout to the backends of an Ingress without proxy-connect-timeout, as ingress-nginx's default (0: hostgate's own 5s)")
+	fs.DurationVar(&c.watch.IngressTimeouts.BackendRead, "ingress-read-timeout", c.watch.IngressTimeouts.BackendRead, "longest wait between two reads of a backend's response for an Ingress without proxy-read-timeout, 504 before the response begins, as ingress-nginx's default (0: none)")
+	fs.DurationVar(&c.watch.IngressTimeouts.BackendSend, "ingress-send-timeout", c.watch.IngressTimeouts.BackendSend, "longest wait of a write of the request to a backend for an Ingress without proxy-send-timeout, as ingress-nginx's default (0: none)")
 	fs.BoolVar(&c.ingressStatus, "ingress-status", true, "write the addresses of Ingresses of our classes to their status; false while another controller (ingress-nginx during a migration) still writes it")
 	fs.StringVar(&c.watch.GatewayController, "gateway-controller", watch.DefaultGatewayController, "GatewayClass controllerName to serve")
 	fs.StringVar(&c.gatewayClassName, "gateway-class", "hostgate", "GatewayClass (of --gateway-controller) to create when missing; empty creates none")
@@ -178,6 +191,9 @@ func parseFlags(args []string, output io.Writer) (*config, error) {
 		return nil, fmt.Errorf("unexpected arguments %q: hostgate takes only flags", fs.Args())
 	}
 	c.watch.NoIngressSSLRedirect = !*sslRedirect
+	if err := c.setIngressDefaultCert(*defaultCert); err != nil {
+		return nil, fmt.Errorf("-ingress-default-certificate %q: %w", *defaultCert, err)
+	}
 	if c.watch.IngressLimitStatus < 400 || c.watch.IngressLimitStatus > 599 {
 		return nil, fmt.Errorf("-ingress-limit-status %d: must be from 400 to 599", c.watch.IngressLimitStatus)
 	}
@@ -454,4 +470,26 @@ func accessLogger(log *slog.Logger) func(*proxy.AccessRecord) {
 			"route", r.Route.String(), "backend", r.Backend, "endpoint", r.Endpoint,
 			"client", r.Client.String(), "request_id", r.RequestID)
 	}
+}
+
+// setIngressDefaultCert reads --ingress-default-certificate. A Secret
+// named there has the self-signed certificate to stand in while it cannot
+// be used.
+func (c *config) setIngressDefaultCert(value string) error {
+	if value == "none" {
+		return nil
+	}
+	if value != "self-signed" {
+		namespace, name, ok := strings.Cut(value, "/")
+		if !ok || namespace == "" || name == "" || strings.Contains(name, "/") {
+			return errors.New("must be self-signed, none or NAMESPACE/NAME of a Secret")
+		}
+		c.watch.IngressDefaultSecret = types.NamespacedName{Namespace: namespace, Name: name}
+	}
+	certPEM, keyPEM, err := tlsstore.SelfSigned("hostgate default certificate", 10*365*24*time.Hour)
+	if err != nil {
+		return err
+	}
+	c.watch.IngressDefaultCert = &watch.Cert{Name: "hostgate self-signed default", CertPEM: certPEM, KeyPEM: watch.PrivateKey(keyPEM)}
+	return nil
 }

@@ -238,6 +238,16 @@ func TestIngressNginxAnnotations(t *testing.T) {
 			t.Errorf("enable-cors preflight: %d %v", resp.StatusCode, resp.Header)
 		}
 	}
+	// A name no Ingress serves gets the self-signed default certificate,
+	// as ingress-nginx's fake one: the handshake completes.
+	if conn, err := tls.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", httpsPort), &tls.Config{ServerName: "unknown.example.com", InsecureSkipVerify: true}); err != nil {
+		t.Errorf("TLS for a name no Ingress serves: %v, want the default certificate", err)
+	} else {
+		if cn := conn.ConnectionState().PeerCertificates[0].Subject.CommonName; cn != "hostgate default certificate" {
+			t.Errorf("TLS for a name no Ingress serves: certificate %q, want hostgate's self-signed default", cn)
+		}
+		conn.Close()
+	}
 	eventually(t, "refusal in debug routes", expect(h.admin+"/debug/routes", "", 200,
 		`Ingress default/rewrite: annotation nginx.ingress.kubernetes.io/configuration-snippet="more_set_headers \"X-Evil: 1\";": refused`))
 	eventually(t, "metric", expect(h.admin+"/metrics", "", 200,
@@ -410,4 +420,47 @@ func TestCheckIngressNginx(t *testing.T) {
 	if plain, ok := found[c.ns+"/plain"]; !ok || !plain.Lossless() {
 		t.Errorf("cluster check of %s/plain: %+v (found %t), want it served as is", c.ns, plain, ok)
 	}
+}
+
+// TestIngressDefaultCertificateSecret: --ingress-default-certificate
+// names a Secret (ingress-nginx's --default-ssl-certificate), presented
+// for names no Ingress has a certificate for; while the Secret is missing
+// the self-signed one stands in and /debug/routes says why.
+func TestIngressDefaultCertificateSecret(t *testing.T) {
+	ca := tlstest.NewCA(t)
+	dir := t.TempDir()
+	ingress := `
+apiVersion: networking.k8s.io/v1
+kind: Ingress
+metadata: {name: web, namespace: default}
+spec:
+  ingressClassName: hostgate
+  defaultBackend: {service: {name: web, port: {number: 80}}}
+`
+	if err := os.WriteFile(filepath.Join(dir, "ingress.yaml"), []byte(ingress), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	port := freePort(t)
+	h := startHostgate(t, "--config", dir, "--https-addr", fmt.Sprintf("127.0.0.1:%d", port), "--ingress-default-certificate", "default/wildcard")
+	served := func() string {
+		conn, err := tls.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port), &tls.Config{ServerName: "shop.example.com", InsecureSkipVerify: true})
+		if err != nil {
+			return err.Error()
+		}
+		defer conn.Close()
+		return conn.ConnectionState().PeerCertificates[0].Subject.CommonName
+	}
+	eventually(t, "the missing Secret reported", expect(h.admin+"/debug/routes", "", 200, "--ingress-default-certificate: Secret default/wildcard: not found"))
+	if got := served(); got != "hostgate default certificate" {
+		t.Errorf("without the Secret: %q, want the self-signed certificate", got)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "secret.yaml"), []byte(tlsSecret(t, ca, "default", "wildcard", "*.example.com")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the Secret's certificate", func() string {
+		if got := served(); got != "*.example.com" {
+			return "served " + got
+		}
+		return ""
+	})
 }

@@ -51,7 +51,10 @@ func TestMain(m *testing.M) {
 		main()
 		os.Exit(0)
 	}
-	os.Exit(kubetest.Main(m))
+	// ClusterTrustBundles are served for TestClusterTrustBundles; every
+	// other test's hostgate then watches them too, as on a cluster that
+	// serves them.
+	os.Exit(kubetest.Main(m, kubetest.WithClusterTrustBundles()))
 }
 
 // podAddress is an IPv4 address of this host that EndpointSlices may

@@ -134,10 +134,43 @@ func TestAppliesToAPIServer(t *testing.T) {
 	for _, obj := range others {
 		apply(obj, true)
 	}
+	// The standard channel's CRDs take ClusterTrustBundle references (an
+	// experimental feature) as they are: README says they work with the
+	// manifest as it is, and a CRD of a later release that refused them
+	// would make that untrue.
+	for _, obj := range decodeObjects(t, "ClusterTrustBundle referrers", []byte(trustBundleReferrers)) {
+		apply(obj, true)
+	}
 	for _, w := range warnings.take() {
 		t.Errorf("API warning: %s", w)
 	}
 }
+
+// trustBundleReferrers are a Gateway and a BackendTLSPolicy whose CA
+// references name a ClusterTrustBundle.
+const trustBundleReferrers = `
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {name: mtls, namespace: default}
+spec:
+  gatewayClassName: hostgate
+  tls:
+    frontend:
+      default:
+        validation:
+          caCertificateRefs: [{group: certificates.k8s.io, kind: ClusterTrustBundle, name: clients}]
+  listeners:
+  - {name: https, port: 443, protocol: HTTPS, tls: {certificateRefs: [{name: server}]}}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: BackendTLSPolicy
+metadata: {name: backends, namespace: default}
+spec:
+  targetRefs: [{group: "", kind: Service, name: backend}]
+  validation:
+    hostname: backend.example.com
+    caCertificateRefs: [{group: certificates.k8s.io, kind: ClusterTrustBundle, name: backends}]
+`
 
 func applyObject(ctx context.Context, client dynamic.Interface, mapper meta.RESTMapper, obj *unstructured.Unstructured, dryRun bool) error {
 	gvk := obj.GroupVersionKind()
@@ -340,6 +373,9 @@ func TestRBAC(t *testing.T) {
 	gatewayServices := []string{"services", "endpointslices"}
 	readOnly := []string{"get", "list", "watch"}
 	roles := 0
+	// Without it hostgate runs, and ClusterTrustBundle references never
+	// resolve: nothing else would notice.
+	readsTrustBundles := false
 	for _, obj := range readManifest(t, "hostgate.yaml") {
 		var rules []rbacv1.PolicyRule
 		switch obj.GetKind() {
@@ -356,6 +392,10 @@ func TestRBAC(t *testing.T) {
 		}
 		roles++
 		for _, rule := range rules {
+			if obj.GetName() == "hostgate" && slices.Contains(rule.APIGroups, "certificates.k8s.io") && slices.Contains(rule.Resources, "clustertrustbundles") &&
+				!slices.ContainsFunc(readOnly, func(verb string) bool { return !slices.Contains(rule.Verbs, verb) }) {
+				readsTrustBundles = true
+			}
 			if slices.Contains(rule.Verbs, "*") || slices.Contains(rule.Resources, "*") || slices.Contains(rule.APIGroups, "*") || len(rule.NonResourceURLs) > 0 {
 				t.Errorf("%s %s: rule %+v: wildcards or non-resource URLs", obj.GetKind(), obj.GetName(), rule)
 			}
@@ -375,6 +415,9 @@ func TestRBAC(t *testing.T) {
 	}
 	if roles != 3 {
 		t.Errorf("%d ClusterRoles and Roles, want 3", roles)
+	}
+	if !readsTrustBundles {
+		t.Errorf("ClusterRole hostgate: no rule lets it get, list and watch clustertrustbundles.certificates.k8s.io")
 	}
 }
 
@@ -408,6 +451,12 @@ func readManifest(t *testing.T, path string) []*unstructured.Unstructured {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return decodeObjects(t, path, data)
+}
+
+// decodeObjects decodes the YAML documents of data, read from source.
+func decodeObjects(t *testing.T, source string, data []byte) []*unstructured.Unstructured {
+	t.Helper()
 	decoder := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
 	var objects []*unstructured.Unstructured
 	for {
@@ -417,7 +466,7 @@ func readManifest(t *testing.T, path string) []*unstructured.Unstructured {
 			return objects
 		}
 		if err != nil {
-			t.Fatalf("decode %s: %v", path, err)
+			t.Fatalf("decode %s: %v", source, err)
 		}
 		if len(obj.Object) > 0 { // a document of comments only
 			objects = append(objects, obj)

@@ -130,6 +130,7 @@ func (f *forwarder) bridge(w http.ResponseWriter, r *http.Request, ex *exchange)
 				return false, err
 			}
 		}
+		uc.setStall(&ex.plan.target.Rule.Timeouts, deadline)
 		if b.clientGone() {
 			// A stream reset before its request went out (a flood of
 			// them is what the guard's budget stops) is not sent.

@@ -40,11 +40,21 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, l *listener, st *
 	if l.scheme == "https" && st.routes != nil && st.routes.Shared() {
 		v.serverName, v.tls = serverNameOf(r), st.tls
 	}
+	if st.routes != nil && st.routes.HasListenerFilters() {
+		// Before route matching, which sees the fields they set.
+		ex.stats = l.routeStats(st, nil)
+		if !s.authorize(rec, r, &ex, st.routes.ListenerFilters(r.Host)) {
+			return
+		}
+	}
 	ex.plan = decide(st.routes, ex.sets, &v)
 	defer ex.plan.release(&v, false)
 	ex.stats = l.routeStats(st, ex.plan.target)
 	switch ex.plan.action {
 	case actForward:
+		if ex.plan.authorize && !s.authorize(rec, r, &ex, ex.plan.target.Rule.Filters) {
+			return
+		}
 		s.fwd.forward(rec, r, &ex)
 	case actRedirect, actPreflight:
 		rec.WriteHeader(answer(&ex.plan, &v, rec.Header()))
@@ -100,6 +110,11 @@ type exchange struct {
 	// pace watches the request body's rate, nil when nothing can be
 	// slow (no body, or all of it came with the head).
 	pace *pacer
+	// limited cuts a request body of unknown length at the rule's limit,
+	// nil without one.
+	limited *limitedBody
+	// in is the request on net/http.
+	in *http.Request
 }
 
 type exchangeKey struct{}
@@ -160,7 +175,7 @@ const (
 func (f *forwarder) newTransport(http1, http2, h2c bool, tlsConfig *tls.Config) *http.Transport {
 	o := &f.s.opts
 	t := &http.Transport{
-		DialContext:            f.dialer.DialContext,
+		DialContext:            f.dialContext,
 		TLSClientConfig:        tlsConfig.Clone(),
 		TLSHandshakeTimeout:    o.DialTimeout,
 		MaxIdleConnsPerHost:    o.MaxIdleConnsPerEndpoint,
@@ -276,6 +291,19 @@ func (f *forwarder) forward(w http.ResponseWriter, r *http.Request, ex *exchange
 		}
 	}()
 	ex.applyPolicies(r.Header)
+	ex.in = r
+	tooLarge, limited := bodyTooLarge(ex.plan.target.Rule, r.ContentLength, r.Body)
+	if tooLarge {
+		if r.ProtoMajor == 1 {
+			w.Header().Set("Connection", "close")
+		}
+		writeError(w, r, http.StatusRequestEntityTooLarge)
+		return
+	}
+	if limited != nil {
+		ex.limited = limited
+		r.Body = limitedReadCloser{limited, r.Body}
+	}
 	if limits := f.s.opts.requestBodyLimits(); limits.enabled() && r.ContentLength > 0 && !isGRPC(r.Header) {
 		// A read deadline in the past wakes the read waiting for the
 		// body: on HTTP/2 and HTTP/3 the stream's, on HTTP/1.1 the
@@ -310,6 +338,9 @@ func (f *forwarder) rewrite(pr *httputil.ProxyRequest) {
 		out.Host = ex.plan.host
 	}
 	setForwarded(pr.In, out.Header, ex)
+	if ex.plan.fallback {
+		fallbackFields(out.Header, ex.plan.target.Rule.Fallback, http.StatusServiceUnavailable, pr.In, false)
+	}
 	eachFilter(&ex.plan, router.FilterRequestHeaderModifier, func(flt *router.Filter) { modifyHeader(out.Header, flt.RequestHeaders) })
 	eachFilter(&ex.plan, router.FilterRequestMirror, func(flt *router.Filter) { f.mirror(out, flt.Mirror, ex) })
 	if out.Body != nil && out.Body != http.NoBody {
@@ -352,6 +383,15 @@ func (f *forwarder) modifyResponse(resp *http.Response) error {
 // the rule's retry policy says so.
 func (f *forwarder) RoundTrip(req *http.Request) (*http.Response, error) {
 	ex := exchangeOf(req.Context())
+	resp, err := f.roundTripWatched(req, ex, f.send)
+	if err == nil && ex.plan.usesFallback() {
+		return f.intercept(req, resp, ex)
+	}
+	return resp, err
+}
+
+// send makes the attempts the rule's retry policy says.
+func (f *forwarder) send(req *http.Request, ex *exchange) (*http.Response, error) {
 	if ex.retry != nil {
 		return f.retryRoundTrip(req, ex)
 	}
@@ -510,6 +550,12 @@ func (f *forwarder) fail(w http.ResponseWriter, r *http.Request, err error) {
 		// HTTP/2 and HTTP/3 the stream alone ends (Connection: close
 		// would send the whole connection GOAWAY).
 		status = http.StatusRequestTimeout
+		if r.ProtoMajor == 1 {
+			w.Header().Set("Connection", "close")
+		}
+	case ex.limited.tooLarge():
+		// The backend got part of the body, and the client no answer.
+		status = http.StatusRequestEntityTooLarge
 		if r.ProtoMajor == 1 {
 			w.Header().Set("Connection", "close")
 		}

@@ -100,6 +100,8 @@ type h1conn struct {
 	// body is the request body, rbody the response body.
 	body, rbody bodyReader
 	scratch     [64]byte
+	// linger says the connection ends with a request body unread.
+	linger bool
 }
 
 // handoffListener is a listener that deliver feeds: the engine hands
@@ -184,6 +186,9 @@ func (l *listener) serveH1(gc *guardConn) {
 	}
 	c.br.Reset(nil)
 	h1Readers.Put(c.br)
+	if c.linger {
+		lingerClose(gc)
+	}
 	gc.Close()
 }
 
@@ -334,6 +339,9 @@ func (c *h1conn) exchange(n int) (keep, handOff bool) {
 		v.tls = st.tls
 		v.serverName = c.tc.serverName
 	}
+	if st.routes != nil && st.routes.HasListenerFilters() {
+		return false, true
+	}
 	ex.plan = decide(st.routes, ex.sets, &v)
 	if ex.plan.action == actForward && !engineForwards(&ex.plan, req) {
 		// net/http decides again, and counts the request again.
@@ -408,9 +416,10 @@ func (c *h1conn) exchange(n int) (keep, handOff bool) {
 }
 
 // engineForwards reports whether the engine forwards what p plans itself:
-// to an HTTP/1.1 backend, without a mirror, to a path it can send as is.
+// to an HTTP/1.1 backend, without a mirror, an authorization service to
+// ask or a fallback backend, to a path it can send as is.
 func engineForwards(p *plan, req router.Headers) bool {
-	if upstreamProtocol(p, req) != "" || p.path != "" && !validPath(p.path) {
+	if p.authorize || upstreamProtocol(p, req) != "" || p.path != "" && !validPath(p.path) || p.usesFallback() {
 		return false
 	}
 	mirrored := false
@@ -537,6 +546,17 @@ func (c *h1conn) forward(ex *exchange, keep bool) (status int, sent int64, keepO
 	// a fresh connection after a reused one turned out closed, as
 	// net/http's Transport does.
 	bodiless := c.body.done
+	length := req.contentLength
+	if req.chunked {
+		length = -1
+	}
+	tooLarge, limited := bodyTooLarge(ex.plan.target.Rule, length, &c.body)
+	if tooLarge && !bodiless {
+		// Unread, the body would reset the connection under the answer.
+		c.linger = true
+		return c.writeError(http.StatusRequestEntityTooLarge, false)
+	}
+	ex.limited = limited
 	replayable := bodiless && repeatable(req.method, req.get("Idempotency-Key"))
 	if limits := s.opts.requestBodyLimits(); !bodiless && !req.chunked && limits.enabled() && !c.bodyBuffered() {
 		// Setting a read deadline in the past wakes the read waiting
@@ -554,6 +574,7 @@ func (c *h1conn) forward(ex *exchange, keep bool) (status int, sent int64, keepO
 		// read deadline with it), the connection ends.
 		_, clientErr := errors.AsType[clientBodyError](err)
 		keep = keep && !clientErr && (deadline.IsZero() || time.Now().Before(deadline))
+		c.linger = ex.limited.tooLarge()
 		return c.writeError(status, keep)
 	}
 	defer ex.host.End()
@@ -624,10 +645,11 @@ func (s *Server) attemptH1(ex *exchange, replayable bool, clientGone func() bool
 		h := ex.plan.pick(tried[:n])
 		ex.host = h
 		h.Begin()
-		uc, reused, err := s.h1.get(h.Address(), deadline, fresh)
+		connect := ex.plan.target.Rule.Timeouts.Connect
+		uc, reused, err := s.h1.get(h.Address(), deadline, connect, fresh)
 		if err == nil && reused && !replayable && uc.stale() {
 			uc.Close()
-			uc, reused, err = s.h1.get(h.Address(), deadline, true)
+			uc, reused, err = s.h1.get(h.Address(), deadline, connect, true)
 		}
 		var answered bool
 		if err == nil {
@@ -659,9 +681,11 @@ func (s *Server) attemptH1(ex *exchange, replayable bool, clientGone func() bool
 			// Asked once the deadline is known not to have passed: the
 			// engine's client socket carries no earlier one.
 			return nil, 0, errClientGone
-		case reused && replayable && !answered && !fresh:
+		case reused && replayable && !answered && !fresh && !isTimeout(err):
 			fresh = true
 			continue
+		case clientErr && ex.limited.tooLarge():
+			return nil, http.StatusRequestEntityTooLarge, err
 		case clientErr:
 			// The client's fault, not the endpoint's.
 			return nil, http.StatusBadGateway, err
@@ -718,6 +742,7 @@ func (c *h1conn) roundTrip(uc *upConn, ex *exchange) (answered bool, err error) 
 			return false, err
 		}
 	}
+	uc.setStall(&ex.plan.target.Rule.Timeouts, deadline)
 	req := &c.req
 	bw := uc.bw
 	writeRequestLine(bw, ex, req.method, req.path, req.query, req.host)
@@ -762,6 +787,8 @@ func (c *h1conn) roundTrip(uc *upConn, ex *exchange) (answered bool, err error) 
 	}
 	var body io.Reader
 	switch {
+	case ex.limited != nil:
+		body = ex.limited
 	case ex.pace != nil:
 		body = ex.pace
 	case !c.body.done:

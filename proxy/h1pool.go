@@ -32,6 +32,9 @@ type upConn struct {
 	client clientWatch
 	// deadline is the exchange's, which those waits do not pass.
 	deadline time.Time
+	// readStall and sendStall bound each read and write of the exchange
+	// under way (backendpolicy.go); zero: only its deadline does.
+	readStall, sendStall time.Duration
 }
 
 // clientWatch is what a watched read asks (h1conn).
@@ -39,15 +42,26 @@ type clientWatch interface{ clientGone() bool }
 
 // Read is what br reads from.
 func (uc *upConn) Read(p []byte) (int, error) {
+	deadline := uc.deadline
+	if uc.readStall > 0 {
+		deadline = uc.stallDeadline(uc.readStall)
+		arm := deadline
+		if uc.client != nil {
+			arm = earliest(time.Now().Add(clientCheckInterval), deadline)
+		}
+		if err := uc.Conn.SetReadDeadline(arm); err != nil {
+			return 0, err
+		}
+	}
 	for {
 		n, err := uc.Conn.Read(p)
-		if uc.client == nil || n > 0 || !isTimeout(err) || !uc.deadline.IsZero() && !time.Now().Before(uc.deadline) {
+		if uc.client == nil || n > 0 || !isTimeout(err) || !deadline.IsZero() && !time.Now().Before(deadline) {
 			return n, err
 		}
 		if uc.client.clientGone() {
 			return 0, errClientGone
 		}
-		if err := uc.armCheck(); err != nil {
+		if err := uc.Conn.SetReadDeadline(earliest(time.Now().Add(clientCheckInterval), deadline)); err != nil {
 			return 0, err
 		}
 	}
@@ -100,7 +114,8 @@ func newUpstreamPool(o *Options) *upstreamPool {
 // get returns an idle connection to addr, or dials one when there is none
 // or fresh is set. reused says the connection served before, and may have
 // been closed by the backend since.
-func (p *upstreamPool) get(addr string, deadline time.Time, fresh bool) (uc *upConn, reused bool, err error) {
+// A connect timeout, if given, replaces the dialer's.
+func (p *upstreamPool) get(addr string, deadline time.Time, connect time.Duration, fresh bool) (uc *upConn, reused bool, err error) {
 	if !fresh {
 		if st, ok := p.idle.Load(addr); ok {
 			if uc := st.(*idleStack).pop(p.timeout); uc != nil {
@@ -109,6 +124,9 @@ func (p *upstreamPool) get(addr string, deadline time.Time, fresh bool) (uc *upC
 		}
 	}
 	d := p.dialer
+	if connect > 0 {
+		d.Timeout = connect
+	}
 	if !deadline.IsZero() && (d.Timeout == 0 || time.Until(deadline) < d.Timeout) {
 		d.Deadline = deadline
 	}
@@ -116,8 +134,9 @@ func (p *upstreamPool) get(addr string, deadline time.Time, fresh bool) (uc *upC
 	if err != nil {
 		return nil, false, err
 	}
-	uc = &upConn{Conn: c, bw: bufio.NewWriterSize(c, upstreamBufferSize)}
+	uc = &upConn{Conn: c}
 	uc.br = bufio.NewReaderSize(uc, upstreamBufferSize)
+	uc.bw = bufio.NewWriterSize(uc, upstreamBufferSize)
 	return uc, false, nil
 }
 
@@ -190,7 +209,7 @@ func (p *upstreamPool) put(addr string, uc *upConn) {
 		return
 	default:
 	}
-	uc.client, uc.deadline = nil, time.Time{}
+	uc.client, uc.deadline, uc.readStall, uc.sendStall = nil, time.Time{}, 0, 0
 	if uc.SetDeadline(time.Time{}) != nil {
 		uc.Close()
 		return

@@ -83,6 +83,11 @@ type plan struct {
 	status          int
 	body, challenge string
 	charged         uint8
+	// fallback says the request goes to the rule's fallback backend.
+	fallback bool
+	// authorize says the rule asks an authorization service before
+	// forwarding (extauth.go).
+	authorize bool
 	// balancing is how the endpoint is picked where the backend has a
 	// Balance (traffic.go).
 	balancing
@@ -123,6 +128,8 @@ func decide(routes *router.Table, sets map[string]*upstream.Set, v *view) plan {
 			if !p.guard(f, v) {
 				return p
 			}
+		case router.FilterExternalAuth:
+			p.authorize = true
 		}
 	}
 	if rule.Canary != nil {
@@ -142,13 +149,15 @@ func decide(routes *router.Table, sets map[string]*upstream.Set, v *view) plan {
 			}
 		}
 		p.set = sets[p.backend.Name]
+		p.action = actForward
 		if p.set == nil || p.set.Len() == 0 {
 			p.action = actNoEndpoints
-		} else {
-			p.action = actForward
-			if b := p.backend.Balance; b != nil {
-				p.prepare(v, b)
+			if fb := rule.Fallback; fb != nil && sets[fb.Backend.Name] != nil && sets[fb.Backend.Name].Len() > 0 {
+				p.action, p.fallback, p.backend, p.set = actForward, true, &fb.Backend, sets[fb.Backend.Name]
 			}
+		}
+		if b := p.backend.Balance; b != nil && p.action == actForward {
+			p.prepare(v, b)
 		}
 	}
 	return p

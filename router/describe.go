@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"iter"
+	"maps"
 	"slices"
 	"strings"
 )
@@ -34,7 +35,10 @@ type MatchDescription struct {
 	Backends []string `json:"backends,omitempty"`
 	Timeouts string   `json:"timeouts,omitempty"`
 	Retry    string   `json:"retry,omitempty"`
-	Canary   string   `json:"canary,omitempty"`
+	// MaxRequestBody is in bytes.
+	MaxRequestBody int64  `json:"maxRequestBody,omitempty"`
+	Fallback       string `json:"fallback,omitempty"`
+	Canary         string `json:"canary,omitempty"`
 	// NoAccessLog says the access log leaves the match's requests out.
 	NoAccessLog bool `json:"noAccessLog,omitempty"`
 }
@@ -68,7 +72,7 @@ func (t *Table) Filters() iter.Seq[*Filter] {
 }
 
 // BackendTLS yields the TLS identity of every backend of t that has one,
-// mirrors' included, once per reference.
+// mirrors' and authorization services' included, once per reference.
 func (t *Table) BackendTLS() iter.Seq[*BackendTLS] {
 	return func(yield func(*BackendTLS) bool) {
 		each := func(b *BackendRef) bool {
@@ -82,11 +86,21 @@ func (t *Table) BackendTLS() iter.Seq[*BackendTLS] {
 			}
 			return true
 		}
+		for _, filters := range t.listenerFilters {
+			for i := range filters {
+				if !each(&filters[i].ExternalAuth.Backend) {
+					return
+				}
+			}
+		}
 		for _, r := range t.routes {
 			for ri := range r.Rules {
 				rule := &r.Rules[ri]
 				for fi := range rule.Filters {
 					if m := rule.Filters[fi].Mirror; m != nil && !each(&m.Backend) {
+						return
+					}
+					if a := rule.Filters[fi].ExternalAuth; a != nil && !each(&a.Backend) {
 						return
 					}
 				}
@@ -190,6 +204,18 @@ func describeEntry(e entry) MatchDescription {
 	}
 	if to := tg.Rule.Timeouts; to != (Timeouts{}) {
 		d.Timeouts = fmt.Sprintf("request=%s backendRequest=%s", to.Request, to.BackendRequest)
+		if to.Connect != 0 || to.BackendRead != 0 || to.BackendSend != 0 {
+			d.Timeouts += fmt.Sprintf(" connect=%s backendRead=%s backendSend=%s", to.Connect, to.BackendRead, to.BackendSend)
+		}
+	}
+	if n := tg.Rule.MaxRequestBody; n > 0 {
+		d.MaxRequestBody = n
+	}
+	if f := tg.Rule.Fallback; f != nil {
+		d.Fallback = describeBackend(f.Backend)
+		if len(f.Codes) > 0 {
+			d.Fallback += fmt.Sprintf(" codes=%v", f.Codes)
+		}
 	}
 	if r := tg.Rule.Retry; r != nil {
 		d.Retry = fmt.Sprintf("codes=%v attempts=%d backoff=%s", r.Codes, r.Attempts, r.Backoff)
@@ -274,6 +300,8 @@ func describeFilter(f *Filter) string {
 		describeBasicAuth(&b, f.BasicAuth)
 	case FilterRateLimit:
 		describeRateLimit(&b, f.RateLimit)
+	case FilterExternalAuth:
+		describeExternalAuth(&b, f.ExternalAuth)
 	}
 	return b.String()
 }
@@ -380,6 +408,11 @@ func describeBackend(r BackendRef) string {
 // per filter or backend.
 func (t *Table) WriteText(w io.Writer) error {
 	var b strings.Builder
+	for _, name := range slices.Sorted(maps.Keys(t.listenerFilters)) {
+		for _, f := range describeFilters(t.listenerFilters[name]) {
+			fmt.Fprintf(&b, "listener %q filter %s\n", name, f)
+		}
+	}
 	for _, h := range t.Describe() {
 		fmt.Fprintf(&b, "host %s", h.Host)
 		if h.Listener != "" {
@@ -409,6 +442,12 @@ func (t *Table) WriteText(w io.Writer) error {
 			}
 			if m.Retry != "" {
 				fmt.Fprintf(&b, "    retry %s\n", m.Retry)
+			}
+			if m.MaxRequestBody != 0 {
+				fmt.Fprintf(&b, "    maxRequestBody %d\n", m.MaxRequestBody)
+			}
+			if m.Fallback != "" {
+				fmt.Fprintf(&b, "    fallback %s\n", m.Fallback)
 			}
 			if m.Canary != "" {
 				fmt.Fprintf(&b, "    %s\n", m.Canary)

@@ -78,6 +78,14 @@ type Rule struct {
 	// Retry is the rule's retry policy; nil sends a request once (a failed
 	// connect still moves to another endpoint).
 	Retry *Retry
+	// MaxRequestBody is the largest request body, in bytes, the rule
+	// forwards; a larger one is answered 413 (ingress-nginx's
+	// proxy-body-size). 0: no limit.
+	MaxRequestBody int64 `json:",omitempty"`
+	// Fallback, when set, answers for the rule's backends where they have
+	// no endpoint, or answer with one of its codes (ingress-nginx's
+	// default-backend and custom-http-errors).
+	Fallback *Fallback `json:",omitempty"`
 	// Canary, when set, decides between the backends marked Canary and
 	// the others (traffic.go).
 	Canary *Canary `json:",omitempty"`
@@ -85,10 +93,38 @@ type Rule struct {
 	NoAccessLog bool `json:",omitempty"`
 }
 
-// Timeouts are the HTTPRoute rule timeouts; zero means none.
+// Timeouts are a rule's timeouts; zero means none.
 type Timeouts struct {
+	// Request and BackendRequest are the HTTPRoute rule timeouts: the
+	// whole request, and each attempt to a backend.
 	Request        time.Duration
 	BackendRequest time.Duration
+	// Connect bounds each connection attempt to a backend (proxy/'s dial
+	// timeout when zero).
+	Connect time.Duration `json:",omitempty"`
+	// BackendRead is the longest wait for the backend's response between
+	// two reads, the first from the request sent (nginx's
+	// proxy_read_timeout): a response not begun by then is answered 504,
+	// one begun is cut.
+	BackendRead time.Duration `json:",omitempty"`
+	// BackendSend is the longest a write of the request to the backend
+	// may wait (nginx's proxy_send_timeout).
+	BackendSend time.Duration `json:",omitempty"`
+}
+
+// Fallback is the backend that answers instead of a rule's, as
+// ingress-nginx's default backends do: a request whose chosen backend has
+// no endpoint goes to it as it is, with Headers and "X-Code: 503"; a
+// request whose answer has one of Codes is sent to it again, without its
+// body, for the path "/", with Headers, X-Code (the status replaced) and
+// X-Original-URI (the request's path and query). Its answer, status
+// included, is the client's.
+type Fallback struct {
+	Backend BackendRef
+	// Codes are the statuses, 400 to 599, whose answers are replaced.
+	Codes []int `json:",omitempty"`
+	// Headers are sent to the fallback backend with every request.
+	Headers []Header `json:",omitempty"`
 }
 
 // Retry says when proxy/ sends a request to the backend again: after an
@@ -194,6 +230,7 @@ const (
 	FilterAccess
 	FilterBasicAuth
 	FilterRateLimit
+	FilterExternalAuth
 )
 
 func (t FilterType) String() string {
@@ -216,6 +253,8 @@ func (t FilterType) String() string {
 		return "BasicAuth"
 	case FilterRateLimit:
 		return "RateLimit"
+	case FilterExternalAuth:
+		return "ExternalAuth"
 	}
 	return "Unknown"
 }
@@ -230,9 +269,10 @@ type Filter struct {
 	Rewrite         *Rewrite
 	Mirror          *Mirror
 	CORS            *CORS
-	Access          *Access    `json:",omitempty"`
-	BasicAuth       *BasicAuth `json:",omitempty"`
-	RateLimit       *RateLimit `json:",omitempty"`
+	Access          *Access       `json:",omitempty"`
+	BasicAuth       *BasicAuth    `json:",omitempty"`
+	RateLimit       *RateLimit    `json:",omitempty"`
+	ExternalAuth    *ExternalAuth `json:",omitempty"`
 }
 
 // HeaderModifier changes headers: Set replaces, Add appends, Remove deletes.

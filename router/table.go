@@ -21,6 +21,9 @@ type Table struct {
 	// listenerHostnames are Compile's, which Recompile must see again to
 	// reuse anything.
 	listenerHostnames []string
+	// listenerFilters run before route matching, by listener hostname
+	// (WithListenerFilters); nil for none.
+	listenerFilters map[string][]Filter
 }
 
 // scope is what one listener hostname serves. A request goes to the most

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -134,7 +135,7 @@ func validateRule(kind Kind, rule *Rule) error {
 		}
 	}
 	t := rule.Timeouts
-	if t.Request < 0 || t.BackendRequest < 0 {
+	if t.Request < 0 || t.BackendRequest < 0 || t.Connect < 0 || t.BackendRead < 0 || t.BackendSend < 0 {
 		return errors.New("timeouts: must not be negative")
 	}
 	if t.Request > 0 && t.BackendRequest > t.Request {
@@ -143,6 +144,20 @@ func validateRule(kind Kind, rule *Rule) error {
 	if rule.Retry != nil {
 		if err := validateRetry(rule.Retry); err != nil {
 			return fmt.Errorf("retry.%w", err)
+		}
+	}
+	if rule.MaxRequestBody < 0 {
+		return errors.New("maxRequestBody: must not be negative")
+	}
+	if f := rule.Fallback; f != nil {
+		if err := validateBackend(&f.Backend); err != nil {
+			return fmt.Errorf("fallback.backend.%w", err)
+		}
+		if i := slices.IndexFunc(f.Codes, func(c int) bool { return c < 400 || c > 599 }); i >= 0 {
+			return fmt.Errorf("fallback.codes[%d]: %d is not a status from 400 to 599", i, f.Codes[i])
+		}
+		if err := validateHeaderModifier(&HeaderModifier{Set: f.Headers}); err != nil {
+			return fmt.Errorf("fallback.headers: %w", err)
 		}
 	}
 	if rule.Canary != nil {
@@ -328,6 +343,11 @@ func validateFilter(f *Filter) error {
 		if !missing {
 			field, err = "rateLimit", validateRateLimit(f.RateLimit)
 		}
+	case FilterExternalAuth:
+		missing = f.ExternalAuth == nil
+		if !missing {
+			field, err = "externalAuth", validateExternalAuth(f.ExternalAuth)
+		}
 	default:
 		return fmt.Errorf("type: unknown filter type %d", f.Type)
 	}
@@ -442,8 +462,9 @@ func validateBackend(b *BackendRef) error {
 	}
 	for fi := range b.Filters {
 		switch t := b.Filters[fi].Type; t {
-		case FilterCORS, FilterAccess, FilterBasicAuth, FilterRateLimit:
-			// proxy/ answers these before it picks a backend.
+		case FilterCORS, FilterAccess, FilterBasicAuth, FilterRateLimit, FilterExternalAuth:
+			// proxy/ answers these, and asks for authorization, before it
+			// picks a backend.
 			return fmt.Errorf("filters[%d].type: a %s filter applies to a whole rule, not to one of its backends", fi, t)
 		}
 		if err := validateFilter(&b.Filters[fi]); err != nil {

@@ -39,9 +39,9 @@ type backendPolicy struct {
 	// policy cannot be served.
 	tls                    *router.BackendTLS
 	accepted, resolvedRefs problem
-	// configMaps are the keys of the ConfigMaps its CA references name,
-	// which a memoized backend using it depends on.
-	configMaps []types.NamespacedName
+	// ca are the objects its CA references name, which a memoized backend
+	// using it depends on.
+	ca caSources
 }
 
 // namespacePolicies are the BackendTLSPolicies of one namespace.
@@ -133,16 +133,13 @@ func (t *translator) resolvePolicy(obj *gatewayv1.BackendTLSPolicy) *backendPoli
 	default:
 		from := refFrom{kind: "BackendTLSPolicy", namespace: obj.Namespace}
 		for i, ref := range v.CACertificateRefs {
-			if ref.Group == "" && ref.Kind == "ConfigMap" {
-				p.configMaps = append(p.configMaps, types.NamespacedName{Namespace: obj.Namespace, Name: string(ref.Name)})
-			}
-			bundle, err := t.caBundle(from, gatewayv1.ObjectReference{Group: ref.Group, Kind: ref.Kind, Name: ref.Name})
+			bundle, err := t.caBundle(from, gatewayv1.ObjectReference{Group: ref.Group, Kind: ref.Kind, Name: ref.Name}, &p.ca)
 			if err != nil {
 				reason := gatewayv1.BackendTLSPolicyReasonInvalidCACertificateRef
 				if err.fault == caUnsupportedKind {
 					reason = gatewayv1.BackendTLSPolicyReasonInvalidKind
 				}
-				p.resolvedRefs.first(string(reason), fmt.Sprintf("spec.validation.caCertificateRefs[%d]: %v", i, err))
+				p.resolvedRefs.first(string(reason), err.at(fmt.Sprintf("spec.validation.caCertificateRefs[%d]", i)))
 				continue
 			}
 			tls.CAPEM = append(tls.CAPEM, bundle...)
@@ -169,9 +166,7 @@ func (t *translator) servicePolicy(svc *corev1.Service, port *corev1.ServicePort
 		p = np.winners[policyTarget{key, ""}]
 	}
 	if p != nil {
-		for _, cm := range p.configMaps {
-			t.dependOnConfigMap(cm)
-		}
+		t.dependOnCA(&p.ca)
 	}
 	return p
 }

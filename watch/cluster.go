@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"time"
 
+	certificatesv1 "k8s.io/api/certificates/v1"
+	certificatesv1beta1 "k8s.io/api/certificates/v1beta1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	networkingv1 "k8s.io/api/networking/v1"
@@ -120,15 +122,18 @@ func patientDial(ctx context.Context, network, address string) (net.Conn, error)
 // their UID, generated name, owners and finalizers; of an EndpointSlice's
 // endpoints, where they run (targetRef, nodeName, zone, hints); the image
 // list on Nodes; of a ConfigMap its labels, owners and every key but
-// ca.crt, the one translation reads. `kubectl apply` without --server-side
-// keeps a copy of the whole object in an annotation, which doubled the
-// cache of such objects, each endpoint's targetRef took more than its
-// address and conditions, and hostgate watches every ConfigMap of the
-// cluster to find the few CA bundles that Gateways name. Status writes start from the cached copies: the API server
-// takes nothing but the status from those of custom resources, but an
-// Ingress's metadata as sent, so its annotations stay, as translation
-// reads two of them (TestStatusWritesKeepAnnotations). Services,
-// EndpointSlices and ConfigMaps are never written.
+// ca.crt, the one translation reads; of a ClusterTrustBundle all but its
+// name and spec.trustBundle (and it becomes v1 whatever its version).
+// `kubectl apply` without --server-side keeps a copy of the whole object
+// in an annotation, which doubled the cache of such objects, each
+// endpoint's targetRef took more than its address and conditions, and
+// hostgate watches every ConfigMap of the cluster to find the few CA
+// bundles that Gateways name. Status writes start from the cached copies:
+// the API server takes nothing but the status from those of custom
+// resources, but an Ingress's metadata as sent, so its annotations stay,
+// as translation reads two of them (TestStatusWritesKeepAnnotations).
+// Services, EndpointSlices, ConfigMaps and ClusterTrustBundles are never
+// written.
 func (in *interner) trimObject(obj any) (any, error) {
 	if m, ok := obj.(metav1.Object); ok {
 		m.SetManagedFields(nil)
@@ -140,7 +145,8 @@ func (in *interner) trimObject(obj any) (any, error) {
 	}
 	// What is kept is what translation reads (backends.go: a Service's
 	// type and ports; groups.go: an EndpointSlice's labels; cabundle.go: a
-	// ConfigMap's ca.crt); a field read later must be kept here too
+	// ConfigMap's ca.crt, a ClusterTrustBundle's spec.trustBundle); a
+	// field read later must be kept here too
 	// (TestTrimmedObjectsTranslateAlike).
 	switch o := obj.(type) {
 	case *corev1.Service:
@@ -164,9 +170,23 @@ func (in *interner) trimObject(obj any) (any, error) {
 		if ok {
 			o.Data = map[string]string{caCertKey: bundle}
 		}
+	case *certificatesv1.ClusterTrustBundle:
+		obj = trustBundle(o.ObjectMeta, o.Spec.TrustBundle)
+	case *certificatesv1beta1.ClusterTrustBundle:
+		obj = trustBundle(o.ObjectMeta, o.Spec.TrustBundle)
 	}
 	in.intern(obj)
 	return obj, nil
+}
+
+// trustBundle is a ClusterTrustBundle of either version as the store keeps
+// it: one type, v1, for translation to read, with the name and
+// certificates it reads. Its signer name is dropped: references name the
+// object, and hostgate signs nothing.
+func trustBundle(meta metav1.ObjectMeta, bundle string) *certificatesv1.ClusterTrustBundle {
+	meta.Labels = nil
+	unowned(&meta)
+	return &certificatesv1.ClusterTrustBundle{ObjectMeta: meta, Spec: certificatesv1.ClusterTrustBundleSpec{TrustBundle: bundle}}
 }
 
 // unowned drops who made an object and what it is known by beyond its
@@ -192,6 +212,11 @@ type clusterStore struct {
 	ready atomic.Bool
 	// started are the Gateway API resources watched; only run uses it.
 	started map[string]bool
+	// trustBundles is the version of ClusterTrustBundle watched, "" while
+	// none is; trustBundlesForbidden is set once a missing permission to
+	// list them was logged. Only run uses them.
+	trustBundles          string
+	trustBundlesForbidden bool
 
 	mu sync.Mutex
 	// synced are the informers whose caches are complete.
@@ -268,6 +293,7 @@ func (c *clusterStore) run(ctx context.Context, changed func()) error {
 	// before the first translation, which must not leave out installed
 	// Gateway API kinds (it replaces what --state-file restored).
 	now, known := c.startGatewayKinds(ctx, handler)
+	c.startTrustBundles(ctx, handler)
 	c.log.Info("caches synced", "seconds", time.Since(start).Seconds())
 	c.ready.Store(true)
 	changed()
@@ -295,7 +321,85 @@ func (c *clusterStore) run(ctx context.Context, changed func()) error {
 		case <-time.After(poll):
 		}
 		now, known = c.startGatewayKinds(ctx, handler)
+		if c.startTrustBundles(ctx, handler) {
+			// Their informer's events came before current listed it.
+			changed()
+		}
 	}
+}
+
+// trustBundleInformers are the versions of ClusterTrustBundle hostgate
+// can watch, the preferred first: v1 from Kubernetes 1.37 on, v1beta1
+// before, where the API server serves it only when told to.
+func (c *clusterStore) trustBundleInformers() []versionInformer {
+	certificates := c.core.Certificates()
+	return []versionInformer{
+		{"v1", certificates.V1().ClusterTrustBundles().Informer},
+		{"v1beta1", certificates.V1beta1().ClusterTrustBundles().Informer},
+	}
+}
+
+type versionInformer struct {
+	version  string
+	informer func() cache.SharedIndexInformer
+}
+
+// startTrustBundles starts watching ClusterTrustBundles in the preferred
+// version that the API server serves, unless one is watched already, and
+// reports whether it started. The API is optional: without it (or without
+// the permission to list them) hostgate runs as before, and a reference to
+// a ClusterTrustBundle finds none. A version is kept once watched: the API
+// server's versions change only when it restarts with other flags or
+// another release, which a restart of hostgate follows.
+func (c *clusterStore) startTrustBundles(ctx context.Context, handler cache.ResourceEventHandler) bool {
+	if c.trustBundles != "" {
+		return false
+	}
+	for _, v := range c.trustBundleInformers() {
+		path := "/apis/" + certificatesv1.GroupName + "/" + v.version
+		list := &metav1.APIResourceList{}
+		err := c.discovery.RESTClient().Get().AbsPath(path).Do(ctx).Into(list)
+		switch {
+		case apierrors.IsNotFound(err):
+			continue
+		case err != nil:
+			c.log.Debug("discovery of ClusterTrustBundles failed", "version", v.version, "error", err)
+			return false
+		case !slices.ContainsFunc(list.APIResources, func(r metav1.APIResource) bool { return r.Name == "clustertrustbundles" }):
+			continue
+		}
+		// An informer that may not list waits for its cache for good, and
+		// translation with it: ask once first.
+		err = c.discovery.RESTClient().Get().AbsPath(path, "clustertrustbundles").Param("limit", "1").Do(ctx).Error()
+		switch {
+		case err == nil:
+		case apierrors.IsForbidden(err):
+			if !c.trustBundlesForbidden {
+				c.trustBundlesForbidden = true
+				c.log.Warn("ClusterTrustBundles may not be listed (RBAC); references to them do not resolve until they may", "version", v.version, "error", err)
+			}
+			return false
+		default:
+			c.log.Debug("listing ClusterTrustBundles failed", "version", v.version, "error", err)
+			return false
+		}
+		inf := v.informer()
+		if _, err := inf.AddEventHandler(handler); err != nil {
+			c.log.Error("watching ClusterTrustBundles", "version", v.version, "error", err)
+			return false
+		}
+		c.trustBundles = v.version
+		c.core.Start(ctx.Done())
+		if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
+			return false
+		}
+		c.mu.Lock()
+		c.synced = append(c.synced, inf)
+		c.mu.Unlock()
+		c.log.Info("ClusterTrustBundles are watched", "version", v.version)
+		return true
+	}
+	return false
 }
 
 // startGatewayKinds starts the informers of the Gateway API kinds that

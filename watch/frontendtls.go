@@ -72,9 +72,10 @@ func (t *translator) listenerClientValidation(l *listener) {
 	}
 	var bundle []byte
 	for i, ref := range v.CACertificateRefs {
-		certs, err := t.caBundle(refFrom{kind: "Gateway", namespace: gw.Namespace}, ref)
+		// Listeners are translated afresh every time: nothing to depend on.
+		certs, err := t.caBundle(refFrom{kind: "Gateway", namespace: gw.Namespace}, ref, nil)
 		if err != nil {
-			l.resolvedRefs.first(string(listenerCAReason[err.fault]), fmt.Sprintf("%s.caCertificateRefs[%d]: %v", field, i, err))
+			l.resolvedRefs.first(string(listenerCAReason[err.fault]), err.at(fmt.Sprintf("%s.caCertificateRefs[%d]", field, i)))
 			continue
 		}
 		bundle = append(bundle, certs...)

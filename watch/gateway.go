@@ -22,6 +22,10 @@ import (
 var supportedFeatures = []gatewayv1.FeatureName{
 	"BackendTLSPolicy",
 	"BackendTLSPolicySANValidation",
+	// CA references to ClusterTrustBundles, for BackendTLSPolicy and
+	// frontend validation alike (cabundle.go); a cluster that does not
+	// serve their API has none, and references to them do not resolve.
+	"ClusterTrustBundle",
 	"GRPCRoute",
 	"GRPCRouteNamedRouteRule",
 	"GRPCRouteRequestHeaderModifier",
@@ -32,6 +36,7 @@ var supportedFeatures = []gatewayv1.FeatureName{
 	"GatewayFrontendClientCertificateValidationInsecureFallback",
 	"GatewayHTTPListenerIsolation",
 	"GatewayHTTPSListenerDetectMisdirectedRequests",
+	"GatewayListenerFilters",
 	"GatewayPort8080",
 	"GatewayRouteHostnameIntersectionPrecedence",
 	"GatewayStaticAddresses",
@@ -152,6 +157,8 @@ type listener struct {
 	// validation is how an HTTPS listener checks client certificates,
 	// nil for not at all.
 	validation *ClientValidation
+	// filters run before route matching (spec.filters.requests).
+	filters []router.Filter
 	// accepted, resolvedRefs and conflicted hold the first problem of each
 	// condition; conflictReason is ProtocolConflict or HostnameConflict.
 	accepted       problem
@@ -362,6 +369,7 @@ func (t *translator) listener(g *gateway, set *listenerSet, spec *gatewayv1.List
 	}
 	t.listenerKinds(l)
 	t.listenerNamespaces(l)
+	t.listenerFilters(l)
 	if spec.Protocol == gatewayv1.HTTPSProtocolType {
 		t.listenerCerts(l)
 		t.listenerClientValidation(l)
@@ -483,7 +491,10 @@ func (t *translator) bindListener(l *listener) {
 	protocol := Protocol(l.spec.Protocol)
 	for _, addr := range l.gw.addresses {
 		s, refused := t.bind(addr, int(l.spec.Port), protocol, l.hostname, l.validation)
-		if s == nil {
+		if s != nil {
+			refused = s.bindFilters(l.hostname, l.filters)
+		}
+		if refused != "" {
 			l.accepted.first(string(gatewayv1.ListenerReasonPortUnavailable), refused)
 			l.sockets = nil
 			return

@@ -116,6 +116,14 @@ func describeSnapshot(s *Snapshot) string {
 			fmt.Fprintf(&b, "  client validation %s hostname=%q optional=%t authorities=%s\n", v.Name, v.Hostname, v.Optional, subjects(v.CAPEM))
 		}
 		table, errs := router.Compile(l.Routes)
+		if len(l.ListenerFilters) > 0 {
+			filtered, err := table.WithListenerFilters(l.ListenerFilters)
+			if err != nil {
+				errs = append(errs, err)
+			} else {
+				table = filtered
+			}
+		}
 		for _, err := range errs {
 			fmt.Fprintf(&b, "  compile error: %v\n", err)
 		}

@@ -1,6 +1,7 @@
 package watch
 
 import (
+	certificatesv1 "k8s.io/api/certificates/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -111,7 +112,9 @@ type lookups struct {
 	services   *groups[types.NamespacedName, *corev1.Service]
 	secrets    *groups[types.NamespacedName, *corev1.Secret]
 	configMaps *groups[types.NamespacedName, *corev1.ConfigMap]
-	namespaces *groups[string, *corev1.Namespace]
+	// trustBundles are ClusterTrustBundles by name.
+	trustBundles *groups[string, *certificatesv1.ClusterTrustBundle]
+	namespaces   *groups[string, *corev1.Namespace]
 	// slices maps a Service to its EndpointSlices.
 	slices *groups[types.NamespacedName, *discoveryv1.EndpointSlice]
 	grants *groups[string, *gatewayv1.ReferenceGrant]
@@ -122,10 +125,11 @@ type lookups struct {
 
 func newLookups() *lookups {
 	return &lookups{
-		services:   newGroups(keyed(namespacedName[*corev1.Service])),
-		secrets:    newGroups(keyed(namespacedName[*corev1.Secret])),
-		configMaps: newGroups(keyed(namespacedName[*corev1.ConfigMap])),
-		namespaces: newGroups(keyed((*corev1.Namespace).GetName)),
+		services:     newGroups(keyed(namespacedName[*corev1.Service])),
+		secrets:      newGroups(keyed(namespacedName[*corev1.Secret])),
+		configMaps:   newGroups(keyed(namespacedName[*corev1.ConfigMap])),
+		trustBundles: newGroups(keyed((*certificatesv1.ClusterTrustBundle).GetName)),
+		namespaces:   newGroups(keyed((*corev1.Namespace).GetName)),
 		slices: newGroups(func(s *discoveryv1.EndpointSlice) (types.NamespacedName, bool) {
 			svc := s.Labels[discoveryv1.LabelServiceName]
 			return types.NamespacedName{Namespace: s.Namespace, Name: svc}, svc != ""
@@ -141,6 +145,7 @@ func (l *lookups) update(objs *objects) {
 	l.services.update(objs.services)
 	l.secrets.update(objs.secrets)
 	l.configMaps.update(objs.configMaps)
+	l.trustBundles.update(objs.trustBundles)
 	l.namespaces.update(objs.namespaces)
 	l.slices.update(objs.endpointSlices)
 	l.grants.update(objs.referenceGrants)

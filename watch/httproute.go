@@ -167,6 +167,18 @@ func (t *translator) httpFilters(r *route, field string, filters []gatewayv1.HTT
 				continue
 			}
 			out = append(out, router.Filter{Type: router.FilterCORS, CORS: c})
+		case gatewayv1.HTTPRouteFilterExternalAuth:
+			if grpc {
+				r.unsupported("%s.type: %s filters are not supported in a GRPCRoute", ffield, f.Type)
+				broken = true
+				continue
+			}
+			auth, fails := t.routeExternalAuth(r, ffield, f.ExternalAuth)
+			if fails {
+				broken = true
+				continue
+			}
+			out = append(out, auth)
 		case gatewayv1.HTTPRouteFilterExtensionRef:
 			broken = true
 			r.resolvedRefs.first(string(gatewayv1.RouteReasonInvalidKind), fmt.Sprintf("%s.extensionRef: hostgate has no filter extensions", ffield))

@@ -109,6 +109,29 @@ func (t *translator) ingresses() {
 		}
 		t.reports.Ingresses = append(t.reports.Ingresses, report)
 	}
+	if def := t.ingressDefaultCert(); def != nil {
+		for _, s := range sockets {
+			if s.protocol == ProtocolHTTPS && !slices.ContainsFunc(s.certs, func(c Cert) bool { return len(c.Hostnames) == 0 }) {
+				s.certs = append(s.certs, *def)
+			}
+		}
+	}
+}
+
+// ingressDefaultCert is the certificate of the Ingress HTTPS listener for
+// names no Ingress serves: --ingress-default-certificate's Secret, else
+// the self-signed one. A Secret that cannot be used is said among the
+// problems, and the self-signed certificate stands in.
+func (t *translator) ingressDefaultCert() *Cert {
+	if name := t.opts.IngressDefaultSecret; name.Name != "" {
+		cert, err := t.secretCert(name.Namespace, name.Name)
+		if err == nil {
+			cert.Hostnames = nil
+			return &cert
+		}
+		t.reports.Read = append(t.reports.Read, fmt.Sprintf("--ingress-default-certificate: %v", err))
+	}
+	return t.opts.IngressDefaultCert
 }
 
 // ingressKey is what an Ingress's routes are memoized under.
@@ -155,6 +178,8 @@ func (t *translator) ingressRoutes(ing *networkingv1.Ingress, hosts nginxHosts, 
 	var problems []string
 	nginx, outcomes := parseNginxAnnotations(ing)
 	problems = append(problems, t.accessFilters(ing, &nginx.access, outcomes)...)
+	t.resolveDefaultBackend(ing, &nginx, outcomes)
+	t.resolveNginxAuth(&nginx, outcomes)
 	id := router.RouteID{Kind: router.KindIngress, Namespace: ing.Namespace, Name: ing.Name}
 	created := ing.CreationTimestamp.Time
 	if yields {
@@ -196,12 +221,12 @@ func (t *translator) ingressRoutes(ing *networkingv1.Ingress, hosts nginxHosts, 
 				problems = append(problems, fmt.Sprintf("%s: %v", field, err))
 				continue
 			}
-			rr := router.Rule{
+			rr := nginx.proxyRule(router.Rule{
 				Name:     fmt.Sprintf("rules[%d].paths[%d]", i, j),
 				Matches:  []router.Match{match},
 				Filters:  nginx.pathFilters(p.Path),
 				Backends: backend(field+".backend", &p.Backend),
-			}
+			}, &p.Backend, &t.opts)
 			cookiePath := cmp.Or(p.Path, "/")
 			if hosts[host].regex {
 				cookiePath = "/"
@@ -215,7 +240,7 @@ func (t *translator) ingressRoutes(ing *networkingv1.Ingress, hosts nginxHosts, 
 	}
 	if db := ing.Spec.DefaultBackend; db != nil {
 		r := routeFor("")
-		rr := router.Rule{Name: "defaultBackend", Filters: nginx.pathFilters(""), Backends: backend("spec.defaultBackend", db)}
+		rr := nginx.proxyRule(router.Rule{Name: "defaultBackend", Filters: nginx.pathFilters(""), Backends: backend("spec.defaultBackend", db)}, db, &t.opts)
 		nginx.trafficRule(&rr, "/")
 		r.Rules = append(r.Rules, rr)
 	}
@@ -272,19 +297,23 @@ func (t *translator) nginxHostRoutes(routes []router.Route, nginx *nginxSettings
 }
 
 // pathFilters are the filters ingress-nginx's annotations put on every
-// path: a redirect instead of the backend, or CORS, the access filters
-// and a rewrite of the path and of the Host. nginx answers a CORS
-// preflight in its rewrite phase, before the limits and checks of its
-// access phase.
+// path: a redirect instead of the backend, or CORS, the access filters,
+// external authentication and a rewrite of the path and of the Host, in
+// the order of nginx's phases: a CORS preflight is answered in the
+// rewrite phase, limits come before the access phase, whose checks run
+// allow and deny lists, then basic auth, then auth_request.
 func (s *nginxSettings) pathFilters(path string) []router.Filter {
 	if s.redirect != nil {
 		return []router.Filter{{Type: router.FilterRequestRedirect, Redirect: s.redirect}}
 	}
-	var cors []router.Filter
+	var cors, auth []router.Filter
 	if s.cors != nil {
 		cors = []router.Filter{{Type: router.FilterCORS, CORS: s.cors}}
 	}
-	return slices.Concat(cors, s.access.filters, s.rewriteFilters(path))
+	if s.auth != nil {
+		auth = []router.Filter{{Type: router.FilterExternalAuth, ExternalAuth: s.auth.filter}}
+	}
+	return slices.Concat(cors, s.access.filters, auth, s.rewriteFilters(path))
 }
 
 func (s *nginxSettings) rewriteFilters(path string) []router.Filter {

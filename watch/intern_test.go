@@ -7,6 +7,9 @@ import (
 	"time"
 	"unsafe"
 
+	certificatesv1 "k8s.io/api/certificates/v1"
+	certificatesv1beta1 "k8s.io/api/certificates/v1beta1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
@@ -107,4 +110,29 @@ func TestTrimmedObjectsTranslateAlike(t *testing.T) {
 			t.Errorf("reports from trimmed objects:\n%s\nwant:\n%s", got, want)
 		}
 	})
+}
+
+// TestTrimmedTrustBundlesAreV1: the cache holds ClusterTrustBundles of
+// either version as v1, with what translation and the informers read.
+func TestTrimmedTrustBundlesAreV1(t *testing.T) {
+	meta := metav1.ObjectMeta{
+		Name: "internal-ca", ResourceVersion: "7", UID: "u", Labels: map[string]string{"a": "b"},
+		CreationTimestamp: metav1.Unix(1700000000, 0), Annotations: map[string]string{"c": "d"},
+	}
+	want := &certificatesv1.ClusterTrustBundle{
+		ObjectMeta: metav1.ObjectMeta{Name: "internal-ca", ResourceVersion: "7", CreationTimestamp: metav1.Unix(1700000000, 0)},
+		Spec:       certificatesv1.ClusterTrustBundleSpec{TrustBundle: "PEM"},
+	}
+	for _, obj := range []any{
+		&certificatesv1.ClusterTrustBundle{ObjectMeta: *meta.DeepCopy(), Spec: certificatesv1.ClusterTrustBundleSpec{SignerName: "example.com/ca", TrustBundle: "PEM"}},
+		&certificatesv1beta1.ClusterTrustBundle{ObjectMeta: *meta.DeepCopy(), Spec: certificatesv1beta1.ClusterTrustBundleSpec{SignerName: "example.com/ca", TrustBundle: "PEM"}},
+	} {
+		got, err := newInterner().trimObject(obj)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !equality.Semantic.DeepEqual(got, want) {
+			t.Errorf("trimObject(%T) = %#v, want %#v", obj, got, want)
+		}
+	}
 }

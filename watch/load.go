@@ -8,6 +8,7 @@ import (
 	"io"
 	"slices"
 
+	certificatesv1 "k8s.io/api/certificates/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	networkingv1 "k8s.io/api/networking/v1"
@@ -44,16 +45,19 @@ var fileKinds = map[schema.GroupKind]kindInfo{
 	{Kind: "ConfigMap"}: {[]string{"v1"}, true, decodeAs[corev1.ConfigMap]},
 	{Kind: "Namespace"}: {[]string{"v1"}, false, decodeAs[corev1.Namespace]},
 	{Kind: "Node"}:      {[]string{"v1"}, false, decodeAs[corev1.Node]},
-	{Group: "discovery.k8s.io", Kind: "EndpointSlice"}:     {[]string{"v1"}, true, decodeAs[discoveryv1.EndpointSlice]},
-	{Group: "networking.k8s.io", Kind: "Ingress"}:          {[]string{"v1"}, true, decodeAs[networkingv1.Ingress]},
-	{Group: "networking.k8s.io", Kind: "IngressClass"}:     {[]string{"v1"}, false, decodeAs[networkingv1.IngressClass]},
-	{Group: gatewayv1.GroupName, Kind: "GatewayClass"}:     {gatewayVersions, false, decodeAs[gatewayv1.GatewayClass]},
-	{Group: gatewayv1.GroupName, Kind: "Gateway"}:          {gatewayVersions, true, decodeAs[gatewayv1.Gateway]},
-	{Group: gatewayv1.GroupName, Kind: "ListenerSet"}:      {[]string{"v1"}, true, decodeAs[gatewayv1.ListenerSet]},
-	{Group: gatewayv1.GroupName, Kind: "HTTPRoute"}:        {gatewayVersions, true, decodeAs[gatewayv1.HTTPRoute]},
-	{Group: gatewayv1.GroupName, Kind: "GRPCRoute"}:        {[]string{"v1"}, true, decodeAs[gatewayv1.GRPCRoute]},
-	{Group: gatewayv1.GroupName, Kind: "ReferenceGrant"}:   {gatewayVersions, true, decodeAs[gatewayv1.ReferenceGrant]},
-	{Group: gatewayv1.GroupName, Kind: "BackendTLSPolicy"}: {[]string{"v1"}, true, decodeAs[gatewayv1.BackendTLSPolicy]},
+	{Group: "discovery.k8s.io", Kind: "EndpointSlice"}: {[]string{"v1"}, true, decodeAs[discoveryv1.EndpointSlice]},
+	// v1beta1's fields are v1's: clusters before Kubernetes 1.37 serve
+	// at most v1beta1, and files may come from them.
+	{Group: certificatesv1.GroupName, Kind: "ClusterTrustBundle"}: {[]string{"v1", "v1beta1"}, false, decodeAs[certificatesv1.ClusterTrustBundle]},
+	{Group: "networking.k8s.io", Kind: "Ingress"}:                 {[]string{"v1"}, true, decodeAs[networkingv1.Ingress]},
+	{Group: "networking.k8s.io", Kind: "IngressClass"}:            {[]string{"v1"}, false, decodeAs[networkingv1.IngressClass]},
+	{Group: gatewayv1.GroupName, Kind: "GatewayClass"}:            {gatewayVersions, false, decodeAs[gatewayv1.GatewayClass]},
+	{Group: gatewayv1.GroupName, Kind: "Gateway"}:                 {gatewayVersions, true, decodeAs[gatewayv1.Gateway]},
+	{Group: gatewayv1.GroupName, Kind: "ListenerSet"}:             {[]string{"v1"}, true, decodeAs[gatewayv1.ListenerSet]},
+	{Group: gatewayv1.GroupName, Kind: "HTTPRoute"}:               {gatewayVersions, true, decodeAs[gatewayv1.HTTPRoute]},
+	{Group: gatewayv1.GroupName, Kind: "GRPCRoute"}:               {[]string{"v1"}, true, decodeAs[gatewayv1.GRPCRoute]},
+	{Group: gatewayv1.GroupName, Kind: "ReferenceGrant"}:          {gatewayVersions, true, decodeAs[gatewayv1.ReferenceGrant]},
+	{Group: gatewayv1.GroupName, Kind: "BackendTLSPolicy"}:        {[]string{"v1"}, true, decodeAs[gatewayv1.BackendTLSPolicy]},
 }
 
 var gatewayVersions = []string{"v1", "v1beta1"}

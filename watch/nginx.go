@@ -95,6 +95,10 @@ type nginxSettings struct {
 	cors *router.CORS
 	// access are the access annotations (nginx_access.go).
 	access nginxAccess
+	// proxy are the body limit, timeouts and default backend.
+	proxy nginxProxy
+	// auth is set by auth-url and shaped by the other auth-* annotations.
+	auth *nginxAuth
 	// traffic are canary, balancing, retry and access log settings
 	// (nginx_traffic.go).
 	traffic nginxTraffic
@@ -107,7 +111,7 @@ type nginxParse func(value string, s *nginxSettings) error
 // nginxHonoured are the annotations hostgate acts on, by group. A group
 // with settings that depend on each other settles them after parsing
 // (parseNginxAnnotations).
-var nginxHonoured = []map[string]nginxParse{nginxPathAnnotations, nginxBackendAnnotations, nginxAccessAnnotations, nginxTrafficAnnotations}
+var nginxHonoured = []map[string]nginxParse{nginxPathAnnotations, nginxBackendAnnotations, nginxAccessAnnotations, nginxProxyAnnotations, nginxAuthAnnotations, nginxTrafficAnnotations}
 
 // nginxParser is the parse function of an honoured annotation.
 func nginxParser(name string) (nginxParse, bool) {
@@ -232,15 +236,11 @@ var nginxNotYet = []string{
 	"ssl-passthrough", "auth-tls-secret", "auth-tls-verify-client", "auth-tls-verify-depth",
 	"auth-tls-pass-certificate-to-upstream", "auth-tls-error-page", "auth-tls-match-cn",
 	"proxy-ssl-verify-depth", "proxy-ssl-protocols", "proxy-ssl-ciphers",
-	"proxy-ssl-secret", "service-upstream", "proxy-next-upstream-timeout",
-	"proxy-connect-timeout", "proxy-send-timeout", "proxy-read-timeout", "proxy-body-size",
-	"proxy-buffering", "proxy-request-buffering", "proxy-buffer-size", "proxy-buffers-number",
-	"proxy-max-temp-file-size", "proxy-http-version", "proxy-cookie-domain", "proxy-cookie-path",
-	"proxy-redirect-from", "proxy-redirect-to", "client-body-buffer-size",
-	"custom-http-errors", "default-backend", "disable-proxy-intercept-errors",
-	"auth-url", "auth-method", "auth-signin", "auth-signin-redirect-param", "auth-response-headers",
-	"auth-request-redirect", "auth-cache-key", "auth-cache-duration", "auth-keepalive",
-	"auth-proxy-set-headers", "auth-always-set-cookie", "enable-global-auth",
+	"proxy-ssl-secret", "proxy-next-upstream-timeout",
+	"proxy-cookie-domain", "proxy-cookie-path",
+	"proxy-redirect-from", "proxy-redirect-to",
+	"auth-cache-key", "auth-cache-duration", "auth-keepalive",
+	"auth-proxy-set-headers", "auth-always-set-cookie",
 	"limit-rate", "limit-rate-after",
 	"affinity-canary-behavior", "session-cookie-conditional-samesite-none", "session-cookie-partitioned",
 	"custom-headers", "enable-rewrite-log", "server-alias", "mirror-target",
@@ -278,6 +278,8 @@ func parseNginxAnnotations(ing *networkingv1.Ingress) (nginxSettings, []Annotati
 	s.settleRedirects(ing.Annotations, outcomes)
 	s.settleBackendTLS(ing.Annotations, outcomes)
 	s.settleCORS(ing.Annotations, outcomes)
+	s.settleNginxProxy(outcomes)
+	s.settleAuth(ing.Annotations, outcomes)
 	s.settleTraffic(outcomes)
 	return s, outcomes
 }

@@ -3,6 +3,7 @@ package watch
 import (
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
@@ -265,4 +266,77 @@ func TestNginxAccessFilters(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestNginxBackendValues checks the backend annotations' values, good and
+// bad: the outcome, and for good ones the typed value.
+func TestNginxBackendValues(t *testing.T) {
+	for _, tc := range []struct {
+		name, value string
+		want        Outcome
+		check       func(p nginxProxy) bool
+	}{
+		{"proxy-body-size", "1000", Honoured, func(p nginxProxy) bool { return *p.bodySize == 1000 }},
+		{"proxy-body-size", "8k", Honoured, func(p nginxProxy) bool { return *p.bodySize == 8<<10 }},
+		{"proxy-body-size", "8M", Honoured, func(p nginxProxy) bool { return *p.bodySize == 8<<20 }},
+		{"proxy-body-size", "1g", Honoured, func(p nginxProxy) bool { return *p.bodySize == 1<<30 }},
+		{"proxy-body-size", "0", Honoured, func(p nginxProxy) bool { return *p.bodySize == 0 }},
+		{"proxy-body-size", "10x", Invalid, func(p nginxProxy) bool { return p.bodySize == nil }},
+		{"proxy-body-size", "-1", Invalid, nil},
+		{"proxy-body-size", "99999999999999999999", Invalid, nil},
+		{"proxy-read-timeout", "120", Honoured, func(p nginxProxy) bool { return *p.read == 120*time.Second }},
+		{"proxy-read-timeout", "60s", Invalid, nil},
+		{"proxy-send-timeout", "0", Invalid, nil},
+		{"proxy-connect-timeout", "3", Honoured, func(p nginxProxy) bool { return *p.connect == 3*time.Second }},
+		{"custom-http-errors", "404,503", Ignored, nil}, // without default-backend
+		{"custom-http-errors", "200", Invalid, nil},
+		{"default-backend", "error-pages", Honoured, func(p nginxProxy) bool { return p.defaultBackend == "error-pages" }},
+		{"default-backend", "other/ns", Invalid, nil},
+		{"proxy-buffering", "off", Honoured, nil},
+		{"proxy-buffering", "on", Ignored, nil},
+		{"proxy-buffering", "yes", Invalid, nil},
+		{"proxy-request-buffering", "on", Ignored, nil},
+		{"proxy-buffers-number", "4", Ignored, nil},
+		{"proxy-buffers-number", "four", Invalid, nil},
+		{"client-body-buffer-size", "16k", Ignored, nil},
+		{"proxy-max-temp-file-size", "1024m", Ignored, nil},
+		{"proxy-http-version", "1.1", Honoured, nil},
+		{"proxy-http-version", "1.0", Ignored, nil},
+		{"service-upstream", "false", Honoured, nil},
+		{"service-upstream", "true", Ignored, nil},
+	} {
+		ing := &networkingv1.Ingress{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{NginxAnnotationPrefix + tc.name: tc.value}}}
+		s, outcomes := parseNginxAnnotations(ing)
+		if len(outcomes) != 1 || outcomes[0].Outcome != tc.want {
+			t.Errorf("%s=%q: outcomes %v, want one %s", tc.name, tc.value, outcomes, tc.want)
+			continue
+		}
+		if tc.want != Honoured && outcomes[0].Reason == "" {
+			t.Errorf("%s=%q: %s without a reason", tc.name, tc.value, tc.want)
+		}
+		if tc.check != nil && !tc.check(s.proxy) {
+			t.Errorf("%s=%q: parsed as %+v", tc.name, tc.value, s.proxy)
+		}
+	}
+}
+
+// FuzzNginxSize checks that any size either parses to a byte count
+// within bounds that its digits and unit account for, or is refused.
+func FuzzNginxSize(f *testing.F) {
+	for _, s := range []string{"0", "1000", "8k", "8m", "1g", "1G", "10b", "", "k", "-1", "1t", "99999999999g", "+1", " 1"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, v string) {
+		n, err := ParseNginxSize(v)
+		if err != nil {
+			return
+		}
+		if n < 0 || n > maxNginxSize {
+			t.Fatalf("%q: %d out of bounds", v, n)
+		}
+		digits := strings.TrimRight(v, "bBkKmMgG")
+		if len(v)-len(digits) > 1 || digits == "" || strings.Trim(digits, "0123456789") != "" {
+			t.Fatalf("%q accepted as %d", v, n)
+		}
+	})
 }

@@ -63,6 +63,9 @@ type Listener struct {
 	// those stay as they were; a hostgate too old to know them refuses a
 	// state file with them rather than serve without.
 	ClientValidations []ClientValidation `json:",omitempty"`
+	// ListenerFilters are the filters that Gateway listeners run before
+	// route matching, by listener hostname.
+	ListenerFilters map[string][]router.Filter `json:",omitempty"`
 }
 
 // Cert is a certificate chain and key from a kubernetes.io/tls Secret.

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"time"
 
+	certificatesv1 "k8s.io/api/certificates/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	networkingv1 "k8s.io/api/networking/v1"
@@ -29,8 +30,11 @@ type objects struct {
 	endpointSlices  []*discoveryv1.EndpointSlice
 	secrets         []*corev1.Secret
 	configMaps      []*corev1.ConfigMap
-	namespaces      []*corev1.Namespace
-	nodes           []*corev1.Node
+	// trustBundles are ClusterTrustBundles, of whichever version the API
+	// server serves, as certificates.k8s.io/v1.
+	trustBundles []*certificatesv1.ClusterTrustBundle
+	namespaces   []*corev1.Namespace
+	nodes        []*corev1.Node
 	// readProblems are what kept the source from reading its objects as
 	// written (file mode: files with documents that could not be decoded),
 	// one line each; Reports.Problems starts with them.
@@ -72,6 +76,8 @@ func (o *objects) add(obj any, hint int) bool {
 		o.secrets = appendTo(o.secrets, v, hint)
 	case *corev1.ConfigMap:
 		o.configMaps = appendTo(o.configMaps, v, hint)
+	case *certificatesv1.ClusterTrustBundle:
+		o.trustBundles = appendTo(o.trustBundles, v, hint)
 	case *corev1.Namespace:
 		o.namespaces = appendTo(o.namespaces, v, hint)
 	case *corev1.Node:

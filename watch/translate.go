@@ -56,6 +56,13 @@ type Options struct {
 	// NoIngressSSLRedirect turns off what ingress-nginx does by default:
 	// redirecting plain HTTP requests for hosts with TLS to HTTPS (308).
 	NoIngressSSLRedirect bool
+	// IngressDefaultCert, when set, is what the Ingress HTTPS listener
+	// presents for a server name no Ingress has a certificate for (and
+	// without one), unless an Ingress's TLS entry without hosts is the
+	// default already. IngressDefaultSecret, when set, names a TLS Secret
+	// that takes its place (ingress-nginx's --default-ssl-certificate).
+	IngressDefaultCert   *Cert
+	IngressDefaultSecret types.NamespacedName
 	// IngressHSTS is the Strict-Transport-Security header sent on HTTPS
 	// answers for Ingresses (DefaultHSTS when empty, none when HSTSOff).
 	IngressHSTS string
@@ -63,6 +70,14 @@ type Options struct {
 	// Ingress's rate limits (ingress-nginx's limit-req-status-code; 503
 	// when 0).
 	IngressLimitStatus int
+	// IngressMaxRequestBody is the request body limit, in bytes, of the
+	// Ingresses without proxy-body-size (ingress-nginx's is 1 MiB); 0:
+	// none.
+	IngressMaxRequestBody int64
+	// IngressTimeouts are the connect, backend read and backend send
+	// timeouts of the Ingresses without proxy-*-timeout annotations
+	// (ingress-nginx's are 5s, 60s and 60s); zero fields: none.
+	IngressTimeouts router.Timeouts
 	// GatewayController is the controllerName of the GatewayClasses to serve
 	// (DefaultGatewayController when empty).
 	GatewayController string
@@ -194,7 +209,9 @@ func translateWith(objs *objects, opts Options, groups *lookups, prev, next *res
 	t.routes()
 	t.backendTLSPolicies()
 	t.finishGateways()
-	t.reports.Read = objs.readProblems
+	// Translation adds its own (ingressDefaultCert) to what the source
+	// could not read.
+	t.reports.Read = append(slices.Clip(objs.readProblems), t.reports.Read...)
 	return t.snapshot(), &t.reports
 }
 
@@ -256,6 +273,9 @@ type socket struct {
 	// validations hold the client validation of each listener hostname
 	// bound, nil for a hostname bound without one.
 	validations map[string]*ClientValidation
+	// filters hold the listener filters of each listener hostname bound,
+	// nil for a hostname bound without (bindFilters).
+	filters map[string][]router.Filter
 }
 
 func socketName(address string, port int) string {
@@ -365,6 +385,14 @@ func (t *translator) snapshot() *Snapshot {
 			Protocol: s.protocol,
 			Routes:   s.routes,
 			Certs:    s.certs,
+		}
+		for hostname, filters := range s.filters {
+			if len(filters) > 0 {
+				if l.ListenerFilters == nil {
+					l.ListenerFilters = map[string][]router.Filter{}
+				}
+				l.ListenerFilters[hostname] = filters
+			}
 		}
 		for _, hostname := range slices.Sorted(maps.Keys(s.validations)) {
 			if v := s.validations[hostname]; v != nil {

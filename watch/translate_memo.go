@@ -13,11 +13,11 @@ package watch
 //
 // What is memoized: the translation of each HTTPRoute, GRPCRoute and
 // Ingress's routes (depending on the Services, ReferenceGrants and
-// BackendTLSPolicies they looked up, and the ConfigMaps of the policies
-// that applied), the status entries of each translated route (depending on
-// whether each parent Gateway accepted it), the endpoint set of each
-// Service port (depending on the Service's EndpointSlices) and the check of
-// each TLS Secret's key pair; the lookups translation makes of those
+// BackendTLSPolicies they looked up, and the ConfigMaps and
+// ClusterTrustBundles of the policies that applied), the status entries
+// of each translated route (depending on whether each parent Gateway
+// accepted it), the endpoint set of each Service port (depending on the
+// Service's EndpointSlices) and the check of each TLS Secret's key pair; the lookups translation makes of those
 // objects are regrouped only where they changed (groups.go). Reused status
 // entries also let the status writer tell an object whose wanted status
 // did not change at a glance. Whole parts of the last Snapshot are handed
@@ -123,9 +123,9 @@ type deps struct {
 	services []types.NamespacedName
 	grants   []string
 	// policies are namespaces whose BackendTLSPolicies it looked up, and
-	// configMaps the CA bundles of those that applied.
-	policies   []string
-	configMaps []types.NamespacedName
+	// ca the CA bundles of those that applied.
+	policies []string
+	ca       caSources
 	// secrets are the Secrets of annotations it read (auth-secret).
 	secrets []types.NamespacedName
 	// ports are the endpoint sets it registered.
@@ -224,13 +224,18 @@ func (t *translator) unchanged(d *deps) bool {
 			return false
 		}
 	}
-	for _, key := range d.configMaps {
+	for _, key := range d.ca.configMaps {
 		if t.configMaps.changedKey(key) {
 			return false
 		}
 	}
 	for _, key := range d.secrets {
 		if t.secrets.changedKey(key) {
+			return false
+		}
+	}
+	for _, name := range d.ca.trustBundles {
+		if t.trustBundles.changedKey(name) {
 			return false
 		}
 	}
@@ -255,9 +260,10 @@ func (t *translator) dependOnPolicies(namespace string) {
 	}
 }
 
-func (t *translator) dependOnConfigMap(key types.NamespacedName) {
+func (t *translator) dependOnCA(used *caSources) {
 	if t.deps != nil {
-		t.deps.configMaps = append(t.deps.configMaps, key)
+		t.deps.ca.configMaps = append(t.deps.ca.configMaps, used.configMaps...)
+		t.deps.ca.trustBundles = append(t.deps.ca.trustBundles, used.trustBundles...)
 	}
 }
 

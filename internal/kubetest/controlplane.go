@@ -47,28 +47,29 @@ func (e *Env) StartAPIServer() error {
 	if e.apiserver != nil {
 		return errors.New("start kube-apiserver: already running")
 	}
-	p, err := startProcess("kube-apiserver", filepath.Join(e.dir, "kube-apiserver.log"), e.bin.apiserver,
+	args := []string{
 		"--bind-address=127.0.0.1",
 		fmt.Sprintf("--secure-port=%d", e.ports.apiserver),
 		"--advertise-address=127.0.0.1",
 		fmt.Sprintf("--etcd-servers=http://127.0.0.1:%d", e.ports.etcdClient),
-		"--cert-dir="+e.dir,
-		"--tls-cert-file="+e.pki.servingCertFile,
-		"--tls-private-key-file="+e.pki.servingKeyFile,
-		"--token-auth-file="+e.pki.tokenFile,
+		"--cert-dir=" + e.dir,
+		"--tls-cert-file=" + e.pki.servingCertFile,
+		"--tls-private-key-file=" + e.pki.servingKeyFile,
+		"--token-auth-file=" + e.pki.tokenFile,
 		// RBAC as in a real cluster, so that tests can check what
 		// hostgate's own ServiceAccount may do.
 		"--authorization-mode=RBAC",
 		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
-		"--service-account-key-file="+e.pki.saPubFile,
-		"--service-account-signing-key-file="+e.pki.saKeyFile,
+		"--service-account-key-file=" + e.pki.saPubFile,
+		"--service-account-signing-key-file=" + e.pki.saKeyFile,
 		"--service-cluster-ip-range=10.96.0.0/12",
 		// The kubernetes Service's endpoints would be 127.0.0.1, an address
 		// EndpointSlices may not carry; nothing in the tests talks to the
 		// API server through that Service.
 		"--endpoint-reconciler-type=none",
 		"--allow-privileged=true",
-	)
+	}
+	p, err := startProcess("kube-apiserver", filepath.Join(e.dir, "kube-apiserver.log"), e.bin.apiserver, append(args, e.opts.apiserverFlags...)...)
 	if err != nil {
 		return err
 	}

@@ -56,6 +56,8 @@ type Option func(*options)
 type options struct {
 	noGatewayAPI      bool
 	controllerManager bool
+	// apiserverFlags are added to kube-apiserver's own.
+	apiserverFlags []string
 }
 
 // WithoutGatewayAPI starts the cluster without the Gateway API CRDs, for
@@ -68,6 +70,17 @@ func WithoutGatewayAPI() Option { return func(o *options) { o.noGatewayAPI = tru
 // ReplicaSets and Pods, Services get EndpointSlices, namespaces get their
 // default ServiceAccount.
 func WithControllerManager() Option { return func(o *options) { o.controllerManager = true } }
+
+// WithClusterTrustBundles serves certificates.k8s.io/v1beta1
+// ClusterTrustBundles, which kube-apiserver before 1.37 serves only when
+// told to (v1 comes with 1.37).
+func WithClusterTrustBundles() Option {
+	return func(o *options) {
+		o.apiserverFlags = append(o.apiserverFlags,
+			"--runtime-config=certificates.k8s.io/v1beta1/clustertrustbundles=true",
+			"--feature-gates=ClusterTrustBundle=true")
+	}
+}
 
 // Start starts a control plane for one test and stops it when the test ends.
 // The test is skipped when the binaries are missing, unless CI is set.

@@ -1,0 +1,244 @@
+package router
+
+// External authorization: a request is forwarded only once an
+// authorization service said yes. Two sources ask for it with different
+// answers to the client, so the model carries both styles rather than
+// either source's fields: the Gateway API's ExternalAuth filter (route
+// filter or listener filter) and ingress-nginx's auth-url annotations.
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+)
+
+// ExternalAuth asks an authorization service whether a request may go on.
+type ExternalAuth struct {
+	// Backend is the authorization service, an endpoint set like any
+	// backend's.
+	Backend BackendRef
+	// Path is the path of the authorization request; with PrefixPath it
+	// is put in front of the request's own path (Gateway API http.path),
+	// which then keeps its query. RawQuery is the query sent otherwise.
+	Path       string
+	PrefixPath bool `json:",omitempty"`
+	RawQuery   string
+	// Method is the authorization request's method, "" for the request's.
+	Method string
+	// Host is the authorization request's Host, "" for the request's.
+	Host string
+	// AllHeaders sends every field of the request along (ingress-nginx);
+	// otherwise only Authorization and AllowedHeaders are.
+	AllHeaders     bool     `json:",omitempty"`
+	AllowedHeaders []string `json:",omitempty"`
+	// OriginalRequest adds ingress-nginx's description of the request:
+	// X-Original-URL, X-Original-Method, X-Auth-Request-Redirect
+	// (RequestRedirect, or the request's URI when empty).
+	OriginalRequest bool   `json:",omitempty"`
+	RequestRedirect string `json:",omitempty"`
+	// ResponseHeaders are copied from an allowing answer into the
+	// forwarded request, replacing what the client sent under those
+	// names; AllResponseHeaders copies every field of the answer but
+	// those that describe the answer itself (its length, type, encoding,
+	// date, server) and Host.
+	ResponseHeaders    []string `json:",omitempty"`
+	AllResponseHeaders bool     `json:",omitempty"`
+	// MaxBody is how many bytes of the request body go along (Gateway API
+	// forwardBody.maxSize); 0 sends none.
+	MaxBody int64 `json:",omitempty"`
+	// Style says which answers allow the request and what the client
+	// gets for the others.
+	Style AuthStyle
+	// SignIn, with AuthNginx, turns a 401 into a 302 to this URL, with
+	// the request's URL in its SignInParam query parameter when that is
+	// not empty (ingress-nginx auth-signin). It may hold SignInVariables,
+	// filled from the request.
+	SignIn      string `json:",omitempty"`
+	SignInParam string `json:",omitempty"`
+}
+
+// AuthStyle is how an authorization service's answer is acted on.
+type AuthStyle uint8
+
+const (
+	// AuthGateway allows on 200 and gives the client any other answer as
+	// the service gave it (Gateway API HTTP ExternalAuth, as Envoy's
+	// ext_authz does).
+	AuthGateway AuthStyle = iota
+	// AuthNginx allows on any 2xx, gives the client 401 or 403 as such
+	// (with the service's WWW-Authenticate), and 500 for anything else
+	// (nginx's auth_request).
+	AuthNginx
+)
+
+func (s AuthStyle) String() string {
+	if s == AuthNginx {
+		return "nginx"
+	}
+	return "gateway"
+}
+
+// SignInVariables may appear in ExternalAuth.SignIn: the request's host
+// without and with its port, its scheme, its URI, and its URI escaped as
+// a query parameter.
+var SignInVariables = []string{"$host", "$http_host", "$scheme", "$request_uri", "$escaped_request_uri"}
+
+// UnknownSignInVariable returns the first "$" word of s that is not one
+// of SignInVariables.
+func UnknownSignInVariable(s string) (string, bool) {
+	for i := strings.IndexByte(s, '$'); i >= 0; i = strings.IndexByte(s, '$') {
+		s = s[i:]
+		end := 1
+		for end < len(s) && (s[end] == '_' || 'a' <= s[end] && s[end] <= 'z' || 'A' <= s[end] && s[end] <= 'Z' || '0' <= s[end] && s[end] <= '9') {
+			end++
+		}
+		if !slices.Contains(SignInVariables, s[:end]) {
+			return s[:end], true
+		}
+		s = s[end:]
+	}
+	return "", false
+}
+
+// maxAuthHeaders bounds the header lists of an ExternalAuth (the Gateway
+// API allows 64 each).
+const maxAuthHeaders = 64
+
+// ValidateExternalAuth checks a as Compile does, so that a translator
+// can report a bad value on the field it came from.
+func ValidateExternalAuth(a *ExternalAuth) error { return validateExternalAuth(a) }
+
+func validateExternalAuth(a *ExternalAuth) error {
+	if err := validateBackend(&a.Backend); err != nil {
+		return fmt.Errorf("backendRef.%w", err)
+	}
+	if len(a.Backend.Filters) > 0 {
+		return errors.New("backendRef.filters: an authorization service has none")
+	}
+	if a.Path != "" && !strings.HasPrefix(a.Path, "/") {
+		return fmt.Errorf("path %s: must start with \"/\"", quote(a.Path))
+	}
+	if len(a.Path) > maxPathLen || hasControl(a.Path) || strings.ContainsAny(a.Path, " ?#") {
+		return fmt.Errorf("path %s: must be at most %d characters without spaces, control characters, '?' or '#'", quote(a.Path), maxPathLen)
+	}
+	if len(a.RawQuery) > maxPathLen || hasControl(a.RawQuery) || strings.ContainsAny(a.RawQuery, " #") {
+		return fmt.Errorf("query %s: must be at most %d characters without spaces, control characters or '#'", quote(a.RawQuery), maxPathLen)
+	}
+	if a.Method != "" && !isToken(a.Method) {
+		return fmt.Errorf("method %s: not an HTTP method", quote(a.Method))
+	}
+	if a.Host != "" {
+		if err := validateValue(a.Host); err != nil || strings.ContainsAny(a.Host, " /") {
+			return fmt.Errorf("host %s: not a host", quote(a.Host))
+		}
+	}
+	for _, list := range []struct {
+		field string
+		names []string
+	}{{"allowedHeaders", a.AllowedHeaders}, {"responseHeaders", a.ResponseHeaders}} {
+		if len(list.names) > maxAuthHeaders {
+			return fmt.Errorf("%s: more than %d", list.field, maxAuthHeaders)
+		}
+		for i, name := range list.names {
+			if !isToken(name) {
+				return fmt.Errorf("%s[%d] %s: not an HTTP header name", list.field, i, quote(name))
+			}
+		}
+	}
+	if err := validateValue(a.RequestRedirect); err != nil {
+		return fmt.Errorf("requestRedirect: %w", err)
+	}
+	if a.MaxBody < 0 {
+		return fmt.Errorf("maxBody %d: must not be negative", a.MaxBody)
+	}
+	if a.Style > AuthNginx {
+		return fmt.Errorf("style: unknown style %d", a.Style)
+	}
+	if a.SignIn != "" {
+		if a.Style != AuthNginx {
+			return errors.New("signIn: only with the nginx style")
+		}
+		if len(a.SignIn) > maxPathLen || hasControl(a.SignIn) || a.SignInParam != "" && !isToken(a.SignInParam) {
+			return fmt.Errorf("signIn %s: must be at most %d characters without control characters, with a parameter name or none", quote(a.SignIn), maxPathLen)
+		}
+		if v, ok := UnknownSignInVariable(a.SignIn); ok {
+			return fmt.Errorf("signIn %s: %s is not one of %s", quote(a.SignIn), v, strings.Join(SignInVariables, ", "))
+		}
+	}
+	return nil
+}
+
+func describeExternalAuth(b *strings.Builder, a *ExternalAuth) {
+	fmt.Fprintf(b, " %s style=%s", describeBackend(a.Backend), a.Style)
+	if a.Method != "" {
+		fmt.Fprintf(b, " method=%s", a.Method)
+	}
+	if a.PrefixPath {
+		describeSet(b, "pathPrefix", a.Path)
+	} else {
+		describeSet(b, "path", a.Path)
+	}
+	describeSet(b, "query", a.RawQuery)
+	describeSet(b, "host", a.Host)
+	if a.AllHeaders {
+		b.WriteString(" allHeaders")
+	}
+	describeSet(b, "allowedHeaders", strings.Join(a.AllowedHeaders, ","))
+	if a.OriginalRequest {
+		b.WriteString(" originalRequest")
+	}
+	describeSet(b, "requestRedirect", a.RequestRedirect)
+	if a.AllResponseHeaders {
+		b.WriteString(" allResponseHeaders")
+	}
+	describeSet(b, "responseHeaders", strings.Join(a.ResponseHeaders, ","))
+	if a.MaxBody > 0 {
+		fmt.Fprintf(b, " maxBody=%d", a.MaxBody)
+	}
+	if a.SignIn != "" {
+		fmt.Fprintf(b, " signIn=%s param=%s", a.SignIn, a.SignInParam)
+	}
+}
+
+// WithListenerFilters returns a copy of t whose listener hostnames run
+// filters, each its list in order, on every request before route
+// matching (Gateway API listener filters). Only ExternalAuth filters may
+// run there. t itself does not change.
+func (t *Table) WithListenerFilters(filters map[string][]Filter) (*Table, error) {
+	for _, name := range slices.Sorted(maps.Keys(filters)) {
+		for i := range filters[name] {
+			f := &filters[name][i]
+			if f.Type != FilterExternalAuth {
+				return nil, fmt.Errorf("listener %q: filters[%d].type: %s cannot run before route matching", name, i, f.Type)
+			}
+			if err := validateFilter(f); err != nil {
+				return nil, fmt.Errorf("listener %q: filters[%d].%w", name, i, err)
+			}
+		}
+	}
+	c := *t
+	c.listenerFilters = filters
+	if len(filters) == 0 {
+		c.listenerFilters = nil
+	}
+	return &c, nil
+}
+
+// HasListenerFilters reports whether some listener of t runs filters
+// before route matching.
+func (t *Table) HasListenerFilters() bool { return t.listenerFilters != nil }
+
+// ListenerFilters are the filters that the listener serving host (as the
+// client wrote it) runs before route matching.
+func (t *Table) ListenerFilters(host string) []Filter {
+	if t.listenerFilters == nil {
+		return nil
+	}
+	sc := t.scopeOf(host)
+	if sc == nil {
+		return nil
+	}
+	return t.listenerFilters[sc.listener]
+}

@@ -1,0 +1,225 @@
+package watch
+
+// ingress-nginx's external authentication (auth-url and the annotations
+// that shape it): a router.ExternalAuth filter in the nginx style on
+// every path of the Ingress. The service is named by URL, as nginx
+// proxies to it; hostgate reaches it as a backend, so the URL must name
+// a Service of the cluster by its DNS name. An auth-url that cannot be
+// served, or does not parse, fails closed: the Ingress's paths answer 500
+// rather than serve unauthenticated.
+
+import (
+	"cmp"
+	"fmt"
+	"net/url"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/hostgate/hostgate/router"
+)
+
+// nginxAuth is what the auth-* annotations say before the service is
+// resolved (resolveNginxAuth).
+type nginxAuth struct {
+	url *url.URL
+	// filter is the ExternalAuth, its backend resolved.
+	filter *router.ExternalAuth
+}
+
+// nginxAuthAnnotations ask an authorization service before forwarding.
+// All but auth-url are read with it, in settleAuth.
+var nginxAuthAnnotations = map[string]nginxParse{
+	"auth-url": func(v string, s *nginxSettings) error {
+		// Even a URL that does not parse asks for authentication: the
+		// paths must not be served without it (resolveNginxAuth).
+		s.auth = &nginxAuth{}
+		u, err := url.Parse(v)
+		switch {
+		case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "":
+			return fmt.Errorf("must be an http or https URL")
+		case strings.Contains(v, "$"):
+			return fmt.Errorf("nginx variables are not expanded by hostgate")
+		case u.Fragment != "" || u.User != nil:
+			return fmt.Errorf("must not have a fragment or user information")
+		}
+		if err := checkPath(u.EscapedPath()); err != nil {
+			return err
+		}
+		s.auth.url = u
+		return nil
+	},
+	"auth-method": func(v string, s *nginxSettings) error {
+		if !nginxAuthMethods.MatchString(v) {
+			return fmt.Errorf("must be one of GET, HEAD, POST, PUT, PATCH, DELETE, CONNECT, OPTIONS, TRACE")
+		}
+		return nil
+	},
+	"auth-signin":                func(v string, s *nginxSettings) error { return nil },
+	"auth-signin-redirect-param": func(v string, s *nginxSettings) error { return nil },
+	"auth-response-headers":      func(v string, s *nginxSettings) error { return nil },
+	"auth-request-redirect":      func(v string, s *nginxSettings) error { return nil },
+	// Settled as ignored, with the reason.
+	"enable-global-auth": func(v string, s *nginxSettings) error {
+		_, err := parseNginxBool(v)
+		return err
+	},
+}
+
+var (
+	nginxAuthMethods = regexp.MustCompile(`^(GET|HEAD|POST|PUT|PATCH|DELETE|CONNECT|OPTIONS|TRACE)$`)
+	nginxAuthHeader  = regexp.MustCompile(`^[a-zA-Z\d\-_]+$`)
+)
+
+// settleAuth reads the annotations that shape auth-url's filter, all but
+// its backend.
+func (s *nginxSettings) settleAuth(annotations map[string]string, outcomes []AnnotationOutcome) {
+	setOutcome(outcomes, "enable-global-auth", Ignored, "hostgate has no global authentication URL (global-auth-url of ingress-nginx's ConfigMap): only auth-url applies")
+	shaping := []string{"auth-method", "auth-signin", "auth-signin-redirect-param", "auth-response-headers", "auth-request-redirect"}
+	if s.auth == nil {
+		for _, name := range shaping {
+			if _, ok := annotations[NginxAnnotationPrefix+name]; ok {
+				setOutcome(outcomes, name, Ignored, "without auth-url")
+			}
+		}
+		return
+	}
+	// nginx sends GET unless told otherwise.
+	a := &router.ExternalAuth{Style: router.AuthNginx, Method: "GET", AllHeaders: true, OriginalRequest: true, Path: "/"}
+	if u := s.auth.url; u != nil {
+		a.Path, a.RawQuery, a.Host = cmp.Or(u.EscapedPath(), "/"), u.RawQuery, u.Hostname()
+	}
+	for _, name := range shaping {
+		v, ok := annotations[NginxAnnotationPrefix+name]
+		if !ok {
+			continue
+		}
+		if err := setNginxAuth(a, name, v, annotations); err != nil {
+			setOutcome(outcomes, name, Invalid, err.Error())
+		}
+	}
+	s.auth.filter = a
+}
+
+// setNginxAuth applies one of the annotations that shape auth-url's
+// filter to a.
+func setNginxAuth(a *router.ExternalAuth, name, v string, annotations map[string]string) error {
+	switch name {
+	case "auth-method":
+		if nginxAuthMethods.MatchString(v) {
+			a.Method = v
+		}
+	case "auth-signin":
+		u, err := url.Parse(v)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || checkHeaderValue(v) != nil {
+			return fmt.Errorf("must be an http or https URL")
+		}
+		if bad, ok := router.UnknownSignInVariable(v); ok {
+			return fmt.Errorf("nginx variable %s is not expanded by hostgate (only %s are)", bad, strings.Join(router.SignInVariables, ", "))
+		}
+		param := cmp.Or(annotations[NginxAnnotationPrefix+"auth-signin-redirect-param"], "rd")
+		if !nginxAuthHeader.MatchString(param) {
+			param = "rd"
+		}
+		// A sign-in URL that names the parameter already is sent as it is.
+		if u.Query().Has(param) {
+			param = ""
+		}
+		a.SignIn, a.SignInParam = v, param
+	case "auth-signin-redirect-param":
+		if !nginxAuthHeader.MatchString(v) {
+			return fmt.Errorf("must be a query parameter name of letters, digits, '-' and '_'")
+		}
+		if annotations[NginxAnnotationPrefix+"auth-signin"] == "" {
+			return fmt.Errorf("without auth-signin it has no effect")
+		}
+	case "auth-response-headers":
+		var names []string
+		for _, h := range strings.Split(v, ",") {
+			h = strings.TrimSpace(h)
+			if h == "" {
+				continue
+			}
+			if !nginxAuthHeader.MatchString(h) {
+				return fmt.Errorf("%q: not a header name of letters, digits, '-' and '_'", h)
+			}
+			names = append(names, h)
+		}
+		if len(names) > 64 {
+			return fmt.Errorf("more than 64 header names")
+		}
+		a.ResponseHeaders = names
+	case "auth-request-redirect":
+		if strings.Contains(v, "$") {
+			return fmt.Errorf("nginx variables are not expanded by hostgate")
+		}
+		if err := checkHeaderValue(v); err != nil {
+			return err
+		}
+		a.RequestRedirect = v
+	}
+	return nil
+}
+
+// resolveNginxAuth finds the Service that auth-url names: a host of the
+// form <service>.<namespace>.svc[.<cluster domain>] or
+// <service>.<namespace>, at the URL's port (80 or 443 by default). A URL
+// that names none keeps the filter with an invalid backend, so that the
+// paths answer 500 instead of going unauthenticated.
+func (t *translator) resolveNginxAuth(s *nginxSettings, outcomes []AnnotationOutcome) {
+	if s.auth == nil || s.auth.filter == nil {
+		return
+	}
+	a := s.auth.filter
+	if s.auth.url == nil {
+		a.Backend = router.BackendRef{Invalid: true, Weight: 1}
+		return
+	}
+	ref, err := t.nginxAuthService(s.auth.url)
+	if err != nil {
+		setOutcome(outcomes, "auth-url", Invalid, err.Error()+"; the Ingress's paths answer 500")
+		ref = router.BackendRef{Invalid: true, Weight: 1}
+	}
+	a.Backend = ref
+}
+
+func (t *translator) nginxAuthService(u *url.URL) (router.BackendRef, error) {
+	labels := strings.Split(strings.ToLower(u.Hostname()), ".")
+	if len(labels) < 2 || len(labels) > 2 && labels[2] != "svc" {
+		return router.BackendRef{}, fmt.Errorf("host %q: must name a Service of the cluster (<service>.<namespace>.svc); hostgate reaches no other host", u.Hostname())
+	}
+	port := 80
+	if u.Scheme == "https" {
+		port = 443
+	}
+	if p := u.Port(); p != "" {
+		n, err := strconv.Atoi(p)
+		if err != nil || n < 1 || n > 65535 {
+			return router.BackendRef{}, fmt.Errorf("port %q: not a port number", p)
+		}
+		port = n
+	}
+	key := types.NamespacedName{Namespace: labels[1], Name: labels[0]}
+	svc := t.services.last(key)
+	t.dependOnService(key)
+	if svc == nil {
+		return router.BackendRef{}, fmt.Errorf("Service %s/%s: %w", key.Namespace, key.Name, errServiceNotFound)
+	}
+	i := slices.IndexFunc(svc.Spec.Ports, func(p corev1.ServicePort) bool { return int(p.Port) == port })
+	if i < 0 {
+		return router.BackendRef{}, fmt.Errorf("Service %s/%s: has no port %d", key.Namespace, key.Name, port)
+	}
+	ref, berr := t.servicePort(svc, &svc.Spec.Ports[i], false)
+	if berr != nil {
+		return router.BackendRef{}, berr
+	}
+	if u.Scheme == "https" && ref.TLS == nil {
+		// nginx does not check the service's certificate unless told to.
+		ref.Protocol, ref.TLS = "https", &router.BackendTLS{ServerName: u.Hostname(), SkipVerify: true}
+	}
+	return ref, nil
+}
