@@ -33,8 +33,8 @@ func editResponse(p *plan, h headerEditor) {
 		corsFields(p, h)
 	}
 	eachFilter(p, router.FilterResponseHeaderModifier, func(f *router.Filter) { modifyHeader(h, f.ResponseHeaders) })
-	if p.cookie != "" {
-		h.Add("Set-Cookie", p.cookie)
+	if p.balancing != nil && p.balancing.cookie != "" {
+		h.Add("Set-Cookie", p.balancing.cookie)
 	}
 }
 

@@ -89,8 +89,9 @@ type plan struct {
 	// forwarding (extauth.go).
 	authorize bool
 	// balancing is how the endpoint is picked where the backend has a
-	// Balance (traffic.go).
-	balancing
+	// Balance (traffic.go), nil where it has none: a pointer, so that
+	// requests without pay a word for it.
+	balancing *balancing
 }
 
 // decide runs the pipeline up to the choice of an endpoint set.

@@ -54,28 +54,29 @@ func chooseCanary(rule *router.Rule, h router.Headers) *router.BackendRef {
 
 // prepare reads what b's pick needs of the request.
 func (p *plan) prepare(v *view, b *router.Balance) {
-	p.balance = b
+	bal := &balancing{balance: b}
+	p.balancing = bal
 	a := b.Affinity
 	if a == nil {
 		if len(b.Hash) > 0 {
-			p.hashed, p.key = true, b.HashKey(&v.Request, v.client)
+			bal.hashed, bal.key = true, b.HashKey(&v.Request, v.client)
 		}
 		return
 	}
-	p.secure = v.scheme == "https"
+	bal.secure = v.scheme == "https"
 	value, _ := router.CookieValue(v.Header, a.Cookie)
 	key, err := strconv.ParseUint(value, 16, 64)
 	valid := err == nil && len(value) == 16
 	switch {
 	case a.Persistent:
 		if valid {
-			p.pinned = p.set.Find(key)
+			bal.pinned = p.set.Find(key)
 		}
 	case valid:
-		p.hashed, p.key = true, key
+		bal.hashed, bal.key = true, key
 	default:
-		p.hashed, p.key = true, rand.Uint64()
-		p.cookie = affinityCookie(a, p.key, p.secure)
+		bal.hashed, bal.key = true, rand.Uint64()
+		bal.cookie = affinityCookie(a, bal.key, bal.secure)
 	}
 }
 
@@ -83,17 +84,17 @@ func (p *plan) prepare(v *view, b *router.Balance) {
 // tried), and sets the cookie of a persistent session that it starts or
 // moves.
 func (p *plan) pick(skip []*upstream.Host) *upstream.Host {
-	b := p.balance
-	if b == nil {
+	bal := p.balancing
+	if bal == nil {
 		return p.set.Pick(skip)
 	}
-	if p.pinned != nil && upstream.Usable(p.pinned, skip) {
-		return p.pinned
+	if bal.pinned != nil && upstream.Usable(bal.pinned, skip) {
+		return bal.pinned
 	}
 	var h *upstream.Host
-	switch {
-	case p.hashed:
-		h = p.set.PickHash(p.key, skip)
+	switch b := bal.balance; {
+	case bal.hashed:
+		h = p.set.PickHash(bal.key, skip)
 	case b.Policy == router.BalanceLeastRequest:
 		h = p.set.PickBy(upstream.LeastRequest, skip)
 	case b.Policy == router.BalanceRoundRobin:
@@ -103,8 +104,8 @@ func (p *plan) pick(skip []*upstream.Host) *upstream.Host {
 	}
 	// A session whose endpoint is gone starts anew; one whose endpoint
 	// failed comes back to it unless the cookie is to change.
-	if a := b.Affinity; a != nil && a.Persistent && h != nil && (p.pinned == nil || a.ChangeOnFailure) {
-		p.cookie = affinityCookie(a, h.Token(), p.secure)
+	if a := bal.balance.Affinity; a != nil && a.Persistent && h != nil && (bal.pinned == nil || a.ChangeOnFailure) {
+		bal.cookie = affinityCookie(a, h.Token(), bal.secure)
 	}
 	return h
 }
