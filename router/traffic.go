@@ -49,7 +49,7 @@ const (
 
 // Choose decides for a request with header h.
 func (c *Canary) Choose(h Headers) CanaryChoice {
-	if v, ok := headerValue(h, c.Header); ok && c.Header != "" {
+	if v, ok := headerValue(h, c.Header); c.Header != "" && ok {
 		switch {
 		case c.HeaderValue != "":
 			if v == c.HeaderValue {
