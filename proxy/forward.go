@@ -478,7 +478,7 @@ func (f *forwarder) attempt(req *http.Request, ex *exchange) (*http.Response, er
 	}
 	var tried [maxConnectAttempts]*upstream.Host
 	for n := 0; ; n++ {
-		h := ex.plan.set.Pick(tried[:n])
+		h := ex.plan.pick(tried[:n])
 		req.URL.Host = h.Address()
 		h.Begin()
 		sent := time.Now()

@@ -646,7 +646,7 @@ func (s *Server) attemptH1(ex *exchange, replayable bool, clientGone func() bool
 	var tried [maxConnectAttempts]*upstream.Host
 	fresh := false
 	for n := 0; ; {
-		h := ex.plan.set.Pick(tried[:n])
+		h := ex.plan.pick(tried[:n])
 		ex.host = h
 		h.Begin()
 		connect := ex.plan.target.Rule.Timeouts.Connect

@@ -33,6 +33,9 @@ func editResponse(p *plan, h headerEditor) {
 		corsFields(p, h)
 	}
 	eachFilter(p, router.FilterResponseHeaderModifier, func(f *router.Filter) { modifyHeader(h, f.ResponseHeaders) })
+	if p.balancing != nil && p.balancing.cookie != "" {
+		h.Add("Set-Cookie", p.balancing.cookie)
+	}
 }
 
 // headerEditor is what modifyHeader edits: an http.Header, or the

@@ -100,7 +100,7 @@ func (s *Server) observe(l *listener, ex *exchange, status int, bytes int64) *Ac
 	d := time.Since(ex.start)
 	ex.stats.duration.Observe(d.Seconds())
 	ex.stats.requests(status).Inc()
-	if s.opts.AccessLog == nil {
+	if s.opts.AccessLog == nil || ex.plan.target != nil && ex.plan.target.Rule.NoAccessLog {
 		return nil
 	}
 	a := &AccessRecord{

@@ -97,6 +97,10 @@ type plan struct {
 	// clientCert is the rule's check of the client's certificate, whose
 	// outcome goes to the backend.
 	clientCert *certCheck
+	// balancing is how the endpoint is picked where the backend has a
+	// Balance (traffic.go), nil where it has none: a pointer, so that
+	// requests without pay a word for it.
+	balancing *balancing
 }
 
 // decide runs the pipeline up to the choice of an endpoint set.
@@ -142,7 +146,11 @@ func decide(routes *router.Table, sets map[string]*upstream.Set, v *view) plan {
 			}
 		}
 	}
-	p.backend = chooseBackend(rule.Backends)
+	if rule.Canary != nil {
+		p.backend = chooseCanary(rule, v.Header)
+	} else {
+		p.backend = chooseBackend(rule.Backends)
+	}
 	switch {
 	case p.backend == nil || p.backend.Invalid:
 		p.action = actInvalidBackend
@@ -161,6 +169,9 @@ func decide(routes *router.Table, sets map[string]*upstream.Set, v *view) plan {
 			if fb := rule.Fallback; fb != nil && sets[fb.Backend.Name] != nil && sets[fb.Backend.Name].Len() > 0 {
 				p.action, p.fallback, p.backend, p.set = actForward, true, &fb.Backend, sets[fb.Backend.Name]
 			}
+		}
+		if b := p.backend.Balance; b != nil && p.action == actForward {
+			p.prepare(v, b)
 		}
 	}
 	return p

@@ -38,6 +38,9 @@ type MatchDescription struct {
 	// MaxRequestBody is in bytes.
 	MaxRequestBody int64  `json:"maxRequestBody,omitempty"`
 	Fallback       string `json:"fallback,omitempty"`
+	Canary         string `json:"canary,omitempty"`
+	// NoAccessLog says the access log leaves the match's requests out.
+	NoAccessLog bool `json:"noAccessLog,omitempty"`
 }
 
 // RouteIDs yields the ID of every route t serves, in the order Compile
@@ -217,6 +220,10 @@ func describeEntry(e entry) MatchDescription {
 	if r := tg.Rule.Retry; r != nil {
 		d.Retry = fmt.Sprintf("codes=%v attempts=%d backoff=%s", r.Codes, r.Attempts, r.Backoff)
 	}
+	if c := tg.Rule.Canary; c != nil {
+		d.Canary = c.String()
+	}
+	d.NoAccessLog = tg.Rule.NoAccessLog
 	return d
 }
 
@@ -384,6 +391,12 @@ func describeBackend(r BackendRef) string {
 	if r.Invalid {
 		s += " invalid"
 	}
+	if r.Canary {
+		s += " canary"
+	}
+	if r.Balance != nil {
+		s += " " + r.Balance.String()
+	}
 	if r.TLS != nil {
 		s += " " + describeBackendTLS(r.TLS)
 	}
@@ -437,6 +450,12 @@ func (t *Table) WriteText(w io.Writer) error {
 			}
 			if m.Fallback != "" {
 				fmt.Fprintf(&b, "    fallback %s\n", m.Fallback)
+			}
+			if m.Canary != "" {
+				fmt.Fprintf(&b, "    %s\n", m.Canary)
+			}
+			if m.NoAccessLog {
+				b.WriteString("    no access log\n")
 			}
 		}
 	}

@@ -86,6 +86,11 @@ type Rule struct {
 	// no endpoint, or answer with one of its codes (ingress-nginx's
 	// default-backend and custom-http-errors).
 	Fallback *Fallback `json:",omitempty"`
+	// Canary, when set, decides between the backends marked Canary and
+	// the others (traffic.go).
+	Canary *Canary `json:",omitempty"`
+	// NoAccessLog leaves the rule's requests out of the access log.
+	NoAccessLog bool `json:",omitempty"`
 }
 
 // Timeouts are a rule's timeouts; zero means none.
@@ -366,6 +371,11 @@ type BackendRef struct {
 	// References to one backend share one value, so that proxy/ can tell
 	// the identities of a table apart by pointer.
 	TLS *BackendTLS `json:",omitempty"`
+	// Canary marks a backend of a rule's Canary.
+	Canary bool `json:",omitempty"`
+	// Balance, when set, is how proxy/ picks the backend's endpoint for a
+	// request instead of its default policy (traffic.go).
+	Balance *Balance `json:",omitempty"`
 }
 
 // BackendTLS is the TLS identity a backend must prove (Gateway API

@@ -160,6 +160,9 @@ func validateRule(kind Kind, rule *Rule) error {
 			return fmt.Errorf("fallback.headers: %w", err)
 		}
 	}
+	if rule.Canary != nil {
+		return validateCanary(rule)
+	}
 	return nil
 }
 
@@ -471,6 +474,11 @@ func validateBackend(b *BackendRef) error {
 		}
 		if err := validateFilter(&b.Filters[fi]); err != nil {
 			return fmt.Errorf("filters[%d].%w", fi, err)
+		}
+	}
+	if b.Balance != nil {
+		if err := validateBalance(b.Balance); err != nil {
+			return fmt.Errorf("balance.%w", err)
 		}
 	}
 	if t := b.TLS; t != nil {

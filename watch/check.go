@@ -66,6 +66,9 @@ func CheckIngresses(ingresses []*networkingv1.Ingress, classes []string) []Ingre
 				if _, err := ingressPath(p, hosts.facts[strings.ToLower(rule.Host)].regex); err != nil {
 					c.Paths = append(c.Paths, fmt.Sprintf("spec.rules[%d].http.paths[%d]: %v", i, j, err))
 				}
+				if problem := hosts.canaryProblem(ing, rule.Host, p); problem != "" && isNginxCanary(ing) {
+					c.Paths = append(c.Paths, fmt.Sprintf("spec.rules[%d].http.paths[%d]: %s", i, j, problem))
+				}
 			}
 		}
 		out = append(out, c)

@@ -1,6 +1,7 @@
 package watch
 
 import (
+	"cmp"
 	"fmt"
 	"regexp"
 	"slices"
@@ -80,6 +81,12 @@ func (t *translator) ingresses() {
 	hosts := t.nginxHosts()
 	for _, ing := range t.objs.ingresses {
 		if !t.ourIngress(ing) {
+			continue
+		}
+		if isNginxCanary(ing) {
+			report := t.canaryReport(ing, hosts)
+			report.LoadBalancer = loadBalancer
+			t.reports.Ingresses = append(t.reports.Ingresses, report)
 			continue
 		}
 		report := IngressReport{Object: ing, LoadBalancer: loadBalancer}
@@ -204,11 +211,7 @@ func (t *translator) ingressRoutes(ing *networkingv1.Ingress, hosts nginxHosts, 
 			problems = append(problems, fmt.Sprintf("%s: %v", field, err))
 			return []router.BackendRef{{Invalid: true, Weight: 1}}
 		}
-		// A BackendTLSPolicy of the Service says more than the annotation.
-		if nginx.backendProtocol != "" && ref.TLS == nil {
-			ref.Protocol, ref.TLS = nginx.backendProtocol, nginx.backendTLS
-			ref.Invalid = ref.Invalid || ref.TLS == nil && (ref.Protocol == "https" || ref.Protocol == "h2")
-		}
+		nginx.applyBackendProtocol(&ref)
 		return []router.BackendRef{ref}
 	}
 	for i, rule := range ing.Spec.Rules {
@@ -224,17 +227,28 @@ func (t *translator) ingressRoutes(ing *networkingv1.Ingress, hosts nginxHosts, 
 				problems = append(problems, fmt.Sprintf("%s: %v", field, err))
 				continue
 			}
-			r.Rules = append(r.Rules, nginx.proxyRule(router.Rule{
+			rr := nginx.proxyRule(router.Rule{
 				Name:     fmt.Sprintf("rules[%d].paths[%d]", i, j),
 				Matches:  []router.Match{match},
 				Filters:  nginx.pathFilters(p.Path),
 				Backends: backend(field+".backend", &p.Backend),
-			}, &p.Backend, &t.opts))
+			}, &p.Backend, &t.opts)
+			cookiePath := cmp.Or(p.Path, "/")
+			if hosts.facts[host].regex {
+				cookiePath = "/"
+			}
+			nginx.trafficRule(&rr, cookiePath)
+			if c := hosts.facts[host].canaries[pathOf(p)]; c != nil {
+				t.mergeCanary(&rr, c, &nginx, cookiePath)
+			}
+			r.Rules = append(r.Rules, rr)
 		}
 	}
 	if db := ing.Spec.DefaultBackend; db != nil {
 		r := routeFor("")
-		r.Rules = append(r.Rules, nginx.proxyRule(router.Rule{Name: "defaultBackend", Filters: nginx.pathFilters(""), Backends: backend("spec.defaultBackend", db)}, db, &t.opts))
+		rr := nginx.proxyRule(router.Rule{Name: "defaultBackend", Filters: nginx.pathFilters(""), Backends: backend("spec.defaultBackend", db)}, db, &t.opts)
+		nginx.trafficRule(&rr, "/")
+		r.Rules = append(r.Rules, rr)
 	}
 	routes = t.nginxHostRoutes(routes, &nginx, hosts, outcomes)
 	hosts.checkClientCerts(routes, ing, &nginx, outcomes)

@@ -101,6 +101,9 @@ type nginxSettings struct {
 	auth *nginxAuth
 	// tlsAuth are the client certificate check and backend TLS Secrets.
 	tlsAuth nginxTLSAuth
+	// traffic are canary, balancing, retry and access log settings
+	// (nginx_traffic.go).
+	traffic nginxTraffic
 }
 
 // nginxParse reads one annotation's value into s. An error makes the
@@ -110,7 +113,7 @@ type nginxParse func(value string, s *nginxSettings) error
 // nginxHonoured are the annotations hostgate acts on, by group. A group
 // with settings that depend on each other settles them after parsing
 // (parseNginxAnnotations).
-var nginxHonoured = []map[string]nginxParse{nginxPathAnnotations, nginxBackendAnnotations, nginxAccessAnnotations, nginxProxyAnnotations, nginxAuthAnnotations, nginxTLSAuthAnnotations}
+var nginxHonoured = []map[string]nginxParse{nginxPathAnnotations, nginxBackendAnnotations, nginxAccessAnnotations, nginxProxyAnnotations, nginxAuthAnnotations, nginxTLSAuthAnnotations, nginxTrafficAnnotations}
 
 // nginxParser is the parse function of an honoured annotation.
 func nginxParser(name string) (nginxParse, bool) {
@@ -232,20 +235,14 @@ var nginxRefused = map[string]string{
 // nginxNotYet are ingress-nginx annotations hostgate knows but does not
 // act on yet.
 var nginxNotYet = []string{
-	"ssl-passthrough", "proxy-ssl-protocols", "proxy-ssl-ciphers", "upstream-hash-by", "load-balance",
-	"proxy-next-upstream", "proxy-next-upstream-tries", "proxy-next-upstream-timeout",
+	"ssl-passthrough", "proxy-ssl-protocols", "proxy-ssl-ciphers", "proxy-next-upstream-timeout",
 	"proxy-cookie-domain", "proxy-cookie-path",
 	"proxy-redirect-from", "proxy-redirect-to",
 	"auth-cache-key", "auth-cache-duration", "auth-keepalive",
 	"auth-proxy-set-headers", "auth-always-set-cookie",
 	"limit-rate", "limit-rate-after",
-	"canary", "canary-by-header", "canary-by-header-value", "canary-by-header-pattern",
-	"canary-by-cookie", "canary-weight", "canary-weight-total",
-	"affinity", "affinity-mode", "affinity-canary-behavior", "session-cookie-name", "session-cookie-path",
-	"session-cookie-domain", "session-cookie-samesite", "session-cookie-conditional-samesite-none",
-	"session-cookie-expires", "session-cookie-max-age", "session-cookie-secure",
-	"session-cookie-change-on-failure", "session-cookie-partitioned",
-	"custom-headers", "enable-access-log", "enable-rewrite-log", "server-alias", "mirror-target",
+	"affinity-canary-behavior", "session-cookie-conditional-samesite-none", "session-cookie-partitioned",
+	"custom-headers", "enable-rewrite-log", "server-alias", "mirror-target",
 	"mirror-host", "mirror-request-body", "satisfy", "ssl-ciphers", "ssl-prefer-server-ciphers",
 	"connection-proxy-header", "preserve-trailing-slash", "use-port-in-redirects", "relative-redirects",
 	"http2-push-preload", "x-forwarded-prefix-header",
@@ -283,6 +280,7 @@ func parseNginxAnnotations(ing *networkingv1.Ingress) (nginxSettings, []Annotati
 	s.settleCORS(ing.Annotations, outcomes)
 	s.settleNginxProxy(outcomes)
 	s.settleAuth(ing.Annotations, outcomes)
+	s.settleTraffic(outcomes)
 	return s, outcomes
 }
 
@@ -552,6 +550,9 @@ type hostFacts struct {
 	tls bool
 	// served hosts have rules in some Ingress.
 	served bool
+	// canaries are the paths of the host's canary Ingresses, nil for a
+	// host without (nginx_traffic.go).
+	canaries map[canaryPath]*nginxCanary
 }
 
 func (t *translator) nginxHosts() nginxHosts {
@@ -569,8 +570,9 @@ func collectNginxHosts(ingresses []*networkingv1.Ingress, ours func(*networkingv
 		f(&facts)
 		h.facts[host] = facts
 	}
+	h.addCanaries(ingresses, ours)
 	for _, ing := range ingresses {
-		if !ours(ing) {
+		if !ours(ing) || isNginxCanary(ing) {
 			continue
 		}
 		regex := false
@@ -579,6 +581,7 @@ func collectNginxHosts(ingresses []*networkingv1.Ingress, ours func(*networkingv
 		}
 		target, err := parseRewriteTarget(ing.Annotations[NginxAnnotationPrefix+"rewrite-target"])
 		for _, rule := range ing.Spec.Rules {
+			h.joinCanaries(ing, &rule)
 			// A rewrite to the path itself is none (ingress-nginx's
 			// needsRewrite).
 			rewrites := err == nil && rule.HTTP != nil && slices.ContainsFunc(rule.HTTP.Paths, func(p networkingv1.HTTPIngressPath) bool { return p.Path != target })
@@ -620,7 +623,7 @@ func (h *nginxHosts) context(ing *networkingv1.Ingress) string {
 		b = append(b, '0'+btoi(own.regex)|btoi(own.tls)<<1|btoi(alt.served)<<2|btoi(alt.tls)<<3, ';')
 	}
 	b = append(b, h.tlsAuthContext(ing)...)
-	return string(b)
+	return string(h.canaryContext(b, ing))
 }
 
 func btoi(b bool) byte {

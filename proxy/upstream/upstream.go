@@ -9,6 +9,8 @@
 package upstream
 
 import (
+	"crypto/sha256"
+	"encoding/binary"
 	"maps"
 	"math/rand/v2"
 	"sync"
@@ -105,7 +107,7 @@ func (r *Registry) change(changed map[string][]Endpoint, removed []string) map[s
 		for i, ep := range eps {
 			h := r.hosts[ep.Address]
 			if h == nil {
-				h = &Host{addr: ep.Address, health: &r.health}
+				h = &Host{addr: ep.Address, health: &r.health, token: endpointToken(ep.Address)}
 				r.hosts[ep.Address] = h
 			}
 			h.sets++
@@ -156,6 +158,8 @@ func (s *Set) lists(eps []Endpoint) bool {
 type Host struct {
 	addr   string
 	health *Health
+	// token stands for addr where a client may see it (Token).
+	token uint64
 	// sets counts the Registry's current Sets that list the address
 	// (once per listing); the Registry forgets the Host at zero. Guarded
 	// by the Registry's mutex.
@@ -168,6 +172,16 @@ type Host struct {
 
 // Address returns host:port.
 func (h *Host) Address() string { return h.addr }
+
+// Token stands for the endpoint in a session cookie: the same on every
+// node and across restarts, as it depends on the address alone, which it
+// does not show as it is.
+func (h *Host) Token() uint64 { return h.token }
+
+func endpointToken(addr string) uint64 {
+	sum := sha256.Sum256([]byte("hostgate endpoint " + addr))
+	return binary.BigEndian.Uint64(sum[:8])
+}
 
 // Begin counts a request in flight to h; End ends it.
 func (h *Host) Begin() { h.inflight.Add(1) }
@@ -297,10 +311,15 @@ func (s *Set) Endpoints() []EndpointState {
 // failing open beats refusing everything. It returns nil when skip holds
 // every endpoint.
 func (s *Set) Pick(skip []*Host) *Host {
+	return s.PickBy(s.policy, skip)
+}
+
+// PickBy is Pick with policy instead of the Set's own.
+func (s *Set) PickBy(policy Policy, skip []*Host) *Host {
 	if len(s.hosts) == 0 {
 		return nil
 	}
-	if s.policy == LeastRequest && len(s.hosts) > 1 {
+	if policy == LeastRequest && len(s.hosts) > 1 {
 		if h := s.pickTwo(skip); h != nil {
 			return h
 		}
@@ -309,6 +328,50 @@ func (s *Set) Pick(skip []*Host) *Host {
 	}
 	return s.scan(skip)
 }
+
+// PickHash is Pick by consistent hashing of key: of the usable endpoints,
+// the one whose token mixed with key scores highest (rendezvous hashing).
+// An endpoint that comes or goes moves only the keys that score highest
+// with it, and every node picks the same for the same key without shared
+// state. It costs a hash per endpoint, which for the endpoint counts of a
+// Service is less than keeping a ring per Set.
+func (s *Set) PickHash(key uint64, skip []*Host) *Host {
+	var best *Host
+	var top uint64
+	for _, h := range s.hosts {
+		if score := mix(key ^ h.token); usable(h, skip) && (best == nil || score > top) {
+			best, top = h, score
+		}
+	}
+	if best != nil {
+		return best
+	}
+	return s.scan(skip)
+}
+
+// mix is splitmix64's finalizer: every bit of x moves every bit of the
+// result.
+func mix(x uint64) uint64 {
+	x ^= x >> 30
+	x *= 0xbf58476d1ce4e5b9
+	x ^= x >> 27
+	x *= 0x94d049bb133111eb
+	return x ^ x>>31
+}
+
+// Find returns the endpoint whose Token is token, nil when the Set lists
+// none.
+func (s *Set) Find(token uint64) *Host {
+	for _, h := range s.hosts {
+		if h.token == token {
+			return h
+		}
+	}
+	return nil
+}
+
+// Usable reports whether h may take a request: not ejected, not in skip.
+func Usable(h *Host, skip []*Host) bool { return usable(h, skip) }
 
 // pickNext takes the next hosts of the round-robin order until one is
 // usable; scan covers the case where none of them is.
