@@ -136,5 +136,8 @@ func affinityCookie(a *router.Affinity, value uint64, https bool) string {
 	if a.SameSite != "" {
 		b.WriteString("; SameSite=" + a.SameSite)
 	}
+	if a.Partitioned {
+		b.WriteString("; Partitioned")
+	}
 	return b.String()
 }

@@ -108,3 +108,24 @@ func checkTraffic(t *testing.T, name string, c *http.Client, base string) {
 		t.Errorf("%s: six users hashed onto %v", name, seen)
 	}
 }
+
+// TestAffinityCookieAttributes: the session cookie carries what the
+// affinity asks for, Partitioned (CHIPS) among them, and Secure on HTTPS
+// unless told otherwise.
+func TestAffinityCookieAttributes(t *testing.T) {
+	yes := true
+	for _, tc := range []struct {
+		affinity router.Affinity
+		https    bool
+		want     string
+	}{
+		{router.Affinity{Cookie: "route"}, false, "route=0000000000000001; HttpOnly"},
+		{router.Affinity{Cookie: "route"}, true, "route=0000000000000001; Secure; HttpOnly"},
+		{router.Affinity{Cookie: "route", Path: "/app", Domain: ".example.com", SameSite: "None", Secure: &yes, Partitioned: true}, false,
+			"route=0000000000000001; Path=/app; Domain=.example.com; Secure; HttpOnly; SameSite=None; Partitioned"},
+	} {
+		if got := affinityCookie(&tc.affinity, 1, tc.https); got != tc.want {
+			t.Errorf("%+v (https %t): %q, want %q", tc.affinity, tc.https, got, tc.want)
+		}
+	}
+}

@@ -273,6 +273,9 @@ type Affinity struct {
 	// ChangeOnFailure gives a client a new cookie when its endpoint
 	// failed and another answered; otherwise it comes back to its own.
 	ChangeOnFailure bool `json:",omitempty"`
+	// Partitioned keeps the cookie to the top-level site it was set under
+	// (CHIPS), for a backend embedded in other sites.
+	Partitioned bool `json:",omitempty"`
 }
 
 func (c *Canary) String() string {
@@ -317,6 +320,9 @@ func (b *Balance) String() string {
 		}
 		if a.ChangeOnFailure {
 			s.WriteString(" changeOnFailure")
+		}
+		if a.Partitioned {
+			s.WriteString(" partitioned")
 		}
 	}
 	return s.String()

@@ -241,7 +241,7 @@ var nginxNotYet = []string{
 	"auth-cache-key", "auth-cache-duration", "auth-keepalive",
 	"auth-proxy-set-headers", "auth-always-set-cookie",
 	"limit-rate", "limit-rate-after",
-	"affinity-canary-behavior", "session-cookie-conditional-samesite-none", "session-cookie-partitioned",
+	"affinity-canary-behavior", "session-cookie-conditional-samesite-none",
 	"custom-headers", "enable-rewrite-log", "server-alias", "mirror-target",
 	"mirror-host", "mirror-request-body", "satisfy", "ssl-ciphers", "ssl-prefer-server-ciphers",
 	"connection-proxy-header", "preserve-trailing-slash", "use-port-in-redirects", "relative-redirects",

@@ -124,6 +124,7 @@ var nginxTrafficAnnotations = map[string]nginxParse{
 	"session-cookie-max-age":           func(v string, s *nginxSettings) error { return nil },
 	"session-cookie-secure":            func(v string, s *nginxSettings) error { return nil },
 	"session-cookie-change-on-failure": func(v string, s *nginxSettings) error { return nil },
+	"session-cookie-partitioned":       func(v string, s *nginxSettings) error { return nil },
 	"proxy-next-upstream": func(v string, s *nginxSettings) (err error) {
 		s.traffic.retry, err = parseNextUpstream(v)
 		s.traffic.nextUpstreamOff = err == nil && s.traffic.retry == nil
@@ -381,6 +382,8 @@ func setAffinity(a *router.Affinity, name, value string) error {
 		a.Secure = &secure
 	case "session-cookie-change-on-failure":
 		a.ChangeOnFailure, err = parseNginxBool(value)
+	case "session-cookie-partitioned":
+		a.Partitioned, err = parseNginxBool(value)
 	}
 	return err
 }
