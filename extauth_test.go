@@ -14,9 +14,8 @@ import (
 
 // extAuthConfig has an Ingress of class nginx with auth-url and its
 // companions, an HTTPRoute with an ExternalAuth filter, a Gateway
-// listener whose filter asks before route matching, and the services:
-// %[1]d is the backend's port, %[2]d the authorization service's,
-// %[3]d the Gateway's.
+// listener whose filter asks before route matching, on the Gateway's
+// port %[1]d.
 const extAuthConfig = `
 apiVersion: networking.k8s.io/v1
 kind: Ingress
@@ -79,9 +78,9 @@ spec:
   gatewayClassName: hostgate
   addresses: [{type: IPAddress, value: 127.0.0.1}]
   listeners:
-  - {name: http, port: %[3]d, protocol: HTTP, hostname: route.example.com}
+  - {name: http, port: %[1]d, protocol: HTTP, hostname: route.example.com}
   - name: guarded
-    port: %[3]d
+    port: %[1]d
     protocol: HTTP
     hostname: listener.example.com
     filters:
@@ -129,54 +128,6 @@ spec:
       requestHeaderModifier: {set: [{name: X-Route, value: gold}]}
     backendRefs: [{name: web, port: 80}]
   - backendRefs: [{name: web, port: 80}]
----
-apiVersion: v1
-kind: Service
-metadata: {name: web, namespace: default}
-spec:
-  ports: [{port: 80, targetPort: %[1]d}]
----
-apiVersion: discovery.k8s.io/v1
-kind: EndpointSlice
-metadata:
-  name: web-1
-  namespace: default
-  labels: {kubernetes.io/service-name: web}
-addressType: IPv4
-endpoints: [{addresses: [127.0.0.1], conditions: {ready: true}}]
-ports: [{port: %[1]d}]
----
-apiVersion: v1
-kind: Service
-metadata: {name: auth, namespace: security}
-spec:
-  ports: [{port: 80, targetPort: %[2]d}]
----
-apiVersion: discovery.k8s.io/v1
-kind: EndpointSlice
-metadata:
-  name: auth-1
-  namespace: security
-  labels: {kubernetes.io/service-name: auth}
-addressType: IPv4
-endpoints: [{addresses: [127.0.0.1], conditions: {ready: true}}]
-ports: [{port: %[2]d}]
----
-apiVersion: v1
-kind: Service
-metadata: {name: gone, namespace: security}
-spec:
-  ports: [{port: 80, targetPort: %[4]d}]
----
-apiVersion: discovery.k8s.io/v1
-kind: EndpointSlice
-metadata:
-  name: gone-1
-  namespace: security
-  labels: {kubernetes.io/service-name: gone}
-addressType: IPv4
-endpoints: [{addresses: [127.0.0.1], conditions: {ready: true}}]
-ports: [{port: %[4]d}]
 `
 
 // TestExternalAuth serves requests that an authorization service, a
@@ -227,7 +178,8 @@ func TestExternalAuth(t *testing.T) {
 	httpPort := freePort(t)
 	gwPort := freePort(t)
 	dir := t.TempDir()
-	config := fmt.Sprintf(extAuthConfig, backend.Listener.Addr().(*net.TCPAddr).Port, auth.Listener.Addr().(*net.TCPAddr).Port, gwPort, downPort)
+	config := fmt.Sprintf(extAuthConfig, gwPort) + loopbackService("default", "web", 80, backend.Listener.Addr().(*net.TCPAddr).Port) +
+		loopbackService("security", "auth", 80, auth.Listener.Addr().(*net.TCPAddr).Port) + loopbackService("security", "gone", 80, downPort)
 	if err := os.WriteFile(filepath.Join(dir, "config.yaml"), []byte(config), 0o644); err != nil {
 		t.Fatal(err)
 	}

@@ -75,6 +75,29 @@ endpoints: [{addresses: [127.0.0.1], conditions: {ready: true}}]
 ports: [{port: %[2]d}]
 `
 
+// loopbackService is a config folder's YAML of a Service name in
+// namespace whose port leads to the backend listening on 127.0.0.1:target,
+// and of its EndpointSlice.
+func loopbackService(namespace, name string, port, target int) string {
+	return fmt.Sprintf(`---
+apiVersion: v1
+kind: Service
+metadata: {name: %[2]s, namespace: %[1]s}
+spec:
+  ports: [{port: %[3]d, targetPort: %[4]d}]
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata:
+  name: %[2]s-1
+  namespace: %[1]s
+  labels: {kubernetes.io/service-name: %[2]s}
+addressType: IPv4
+endpoints: [{addresses: [127.0.0.1], conditions: {ready: true}}]
+ports: [{port: %[4]d}]
+`, namespace, name, port, target)
+}
+
 type runningHostgate struct {
 	admin  string
 	cancel context.CancelFunc

@@ -95,22 +95,6 @@ spec:
     http:
       paths:
       - {path: /, pathType: Prefix, backend: {service: {name: web, port: {number: 80}}}}
----
-apiVersion: v1
-kind: Service
-metadata: {name: web, namespace: default}
-spec:
-  ports: [{port: 80, targetPort: %[1]d}]
----
-apiVersion: discovery.k8s.io/v1
-kind: EndpointSlice
-metadata:
-  name: web-1
-  namespace: default
-  labels: {kubernetes.io/service-name: web}
-addressType: IPv4
-endpoints: [{addresses: [127.0.0.1], conditions: {ready: true}}]
-ports: [{port: %[1]d}]
 `
 
 // TestIngressNginxAccess serves ingress-nginx's access annotations over
@@ -142,7 +126,7 @@ func TestIngressNginxAccess(t *testing.T) {
 	port := backend.Listener.Addr().(*net.TCPAddr).Port
 	write := func(extraPaths string) {
 		tmp := filepath.Join(dir, ".config.tmp")
-		if err := os.WriteFile(tmp, []byte(fmt.Sprintf(nginxAccessIngresses, port, htpasswd, extraPaths)), 0o644); err != nil {
+		if err := os.WriteFile(tmp, []byte(fmt.Sprintf(nginxAccessIngresses, port, htpasswd, extraPaths)+loopbackService("default", "web", 80, port)), 0o644); err != nil {
 			t.Fatal(err)
 		}
 		if err := os.Rename(tmp, filepath.Join(dir, "config.yaml")); err != nil {

@@ -90,22 +90,6 @@ kind: Service
 metadata: {name: gone, namespace: shop}
 spec:
   ports: [{port: 80}]
----
-apiVersion: v1
-kind: Service
-metadata: {name: error-pages, namespace: shop}
-spec:
-  ports: [{port: 8080, targetPort: %[2]d}]
----
-apiVersion: discovery.k8s.io/v1
-kind: EndpointSlice
-metadata:
-  name: error-pages-1
-  namespace: shop
-  labels: {kubernetes.io/service-name: error-pages}
-addressType: IPv4
-endpoints: [{addresses: [127.0.0.1], conditions: {ready: true}}]
-ports: [{port: %[2]d}]
 `
 
 // TestIngressNginxBackends serves Ingresses with ingress-nginx's backend
@@ -146,7 +130,7 @@ func TestIngressNginxBackends(t *testing.T) {
 	}))
 	defer pages.Close()
 	dir := t.TempDir()
-	config := fmt.Sprintf(nginxBackendIngresses, app.Listener.Addr().(*net.TCPAddr).Port, pages.Listener.Addr().(*net.TCPAddr).Port)
+	config := fmt.Sprintf(nginxBackendIngresses, app.Listener.Addr().(*net.TCPAddr).Port) + loopbackService("shop", "error-pages", 8080, pages.Listener.Addr().(*net.TCPAddr).Port)
 	if err := os.WriteFile(filepath.Join(dir, "config.yaml"), []byte(config), 0o644); err != nil {
 		t.Fatal(err)
 	}

@@ -26,7 +26,7 @@ import (
 )
 
 // nginxIngresses are Ingresses of class nginx as a cluster moved from
-// ingress-nginx carries them; %[1]d is the backend's port.
+// ingress-nginx carries them, without their Services.
 const nginxIngresses = `
 apiVersion: networking.k8s.io/v1
 kind: Ingress
@@ -107,38 +107,6 @@ spec:
     http:
       paths:
       - {path: /, pathType: Prefix, backend: {service: {name: tls-web, port: {number: 443}}}}
----
-apiVersion: v1
-kind: Service
-metadata: {name: tls-web, namespace: default}
-spec:
-  ports: [{port: 443, targetPort: %[2]d}]
----
-apiVersion: discovery.k8s.io/v1
-kind: EndpointSlice
-metadata:
-  name: tls-web-1
-  namespace: default
-  labels: {kubernetes.io/service-name: tls-web}
-addressType: IPv4
-endpoints: [{addresses: [127.0.0.1], conditions: {ready: true}}]
-ports: [{port: %[2]d}]
----
-apiVersion: v1
-kind: Service
-metadata: {name: web, namespace: default}
-spec:
-  ports: [{port: 80, targetPort: %[1]d}]
----
-apiVersion: discovery.k8s.io/v1
-kind: EndpointSlice
-metadata:
-  name: web-1
-  namespace: default
-  labels: {kubernetes.io/service-name: web}
-addressType: IPv4
-endpoints: [{addresses: [127.0.0.1], conditions: {ready: true}}]
-ports: [{port: %[1]d}]
 `
 
 // TestIngressNginxAnnotations serves Ingresses of class nginx with their
@@ -162,7 +130,8 @@ func TestIngressNginxAnnotations(t *testing.T) {
 	ca := tlstest.NewCA(t)
 	httpPort, httpsPort := freePort(t), freePort(t)
 	dir := t.TempDir()
-	config := fmt.Sprintf(nginxIngresses, backend.Listener.Addr().(*net.TCPAddr).Port, tlsBackend.Listener.Addr().(*net.TCPAddr).Port) +
+	config := nginxIngresses + loopbackService("default", "web", 80, backend.Listener.Addr().(*net.TCPAddr).Port) +
+		loopbackService("default", "tls-web", 443, tlsBackend.Listener.Addr().(*net.TCPAddr).Port) +
 		tlsSecret(t, ca, "default", "app-tls", "app.example.com")
 	if err := os.WriteFile(filepath.Join(dir, "config.yaml"), []byte(config), 0o644); err != nil {
 		t.Fatal(err)

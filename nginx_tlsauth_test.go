@@ -112,32 +112,6 @@ spec:
     http:
       paths:
       - {path: /, pathType: Prefix, backend: {service: {name: secure, port: {number: 443}}}}
----
-apiVersion: v1
-kind: Service
-metadata: {name: web, namespace: default}
-spec:
-  ports: [{port: 80}]
----
-apiVersion: discovery.k8s.io/v1
-kind: EndpointSlice
-metadata: {name: web, namespace: default, labels: {kubernetes.io/service-name: web}}
-addressType: IPv4
-ports: [{port: %d}]
-endpoints: [{addresses: [127.0.0.1]}]
----
-apiVersion: v1
-kind: Service
-metadata: {name: secure, namespace: default}
-spec:
-  ports: [{port: 443}]
----
-apiVersion: discovery.k8s.io/v1
-kind: EndpointSlice
-metadata: {name: secure, namespace: default, labels: {kubernetes.io/service-name: secure}}
-addressType: IPv4
-ports: [{port: %d}]
-endpoints: [{addresses: [127.0.0.1]}]
 `
 
 // secretYAML is a Secret of type with data, as a file-mode document.
@@ -181,7 +155,8 @@ func TestIngressNginxClientCertificates(t *testing.T) {
 
 	serverCert, serverKey := serverCA.Issue(t, "app.example.com", "optional.example.com", "cn.example.com", "errors.example.com", "backend.example.com")
 	hostgateCert, hostgateKey := clientCA.Issue(t, "hostgate")
-	config := fmt.Sprintf(nginxTLSAuthIngresses, backend.Listener.Addr().(*net.TCPAddr).Port, tlsBackend.Listener.Addr().(*net.TCPAddr).Port) +
+	config := nginxTLSAuthIngresses + loopbackService("default", "web", 80, backend.Listener.Addr().(*net.TCPAddr).Port) +
+		loopbackService("default", "secure", 443, tlsBackend.Listener.Addr().(*net.TCPAddr).Port) +
 		secretYAML(t, "kubernetes.io/tls", "default", "server-tls", map[string]string{"tls.crt": string(serverCert), "tls.key": string(serverKey)}) +
 		// ingress-nginx's CA Secrets are often Opaque with ca.crt alone.
 		secretYAML(t, "Opaque", "default", "client-ca", map[string]string{"ca.crt": string(clientCA.PEM)}) +
