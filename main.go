@@ -113,6 +113,15 @@ func parseFlags(args []string, output io.Writer) (*config, error) {
 	defaultCert := fs.String("ingress-default-certificate", "self-signed", "certificate of the Ingress HTTPS listener for server names no Ingress has one for: self-signed (made at start, as ingress-nginx's fake certificate), none (such handshakes fail), or NAMESPACE/NAME of a kubernetes.io/tls Secret (ingress-nginx's --default-ssl-certificate)")
 	fs.StringVar(&c.watch.IngressHSTS, "ingress-hsts", watch.DefaultHSTS, "Strict-Transport-Security header on HTTPS answers for Ingresses; \""+watch.HSTSOff+"\" sends none")
 	fs.IntVar(&c.watch.IngressLimitStatus, "ingress-limit-status", http.StatusServiceUnavailable, "status of answers to requests over an Ingress's limit-rps, limit-rpm or limit-connections (ingress-nginx's limit-req-status-code)")
+	fs.Func("ingress-allowed-response-headers", "comma-separated header names custom-headers' ConfigMaps may set (ingress-nginx's global-allowed-response-headers; default none: custom-headers is refused); hostgate keeps these keys of every ConfigMap it watches", func(s string) error {
+		c.watch.IngressAllowedResponseHeaders = splitList(s)
+		for _, name := range c.watch.IngressAllowedResponseHeaders {
+			if err := watch.CheckAllowedResponseHeader(name); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 	c.watch.IngressMaxRequestBody = 1 << 20
 	fs.Func("ingress-body-size", "largest request body of an Ingress without proxy-body-size, as nginx writes sizes (1000, 8k, 8m, 1g); larger gets 413, as ingress-nginx's default (default 1m; 0: no limit)", func(s string) (err error) {
 		c.watch.IngressMaxRequestBody, err = watch.ParseNginxSize(s)

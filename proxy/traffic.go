@@ -36,6 +36,8 @@ type balancing struct {
 	secure bool
 	// cookie is the Set-Cookie of the answer, "" for none.
 	cookie string
+	// sameSite is the cookie's SameSite, "" for none.
+	sameSite string
 }
 
 // chooseCanary chooses among the backends of a rule with a canary.
@@ -63,7 +65,7 @@ func (p *plan) prepare(v *view, b *router.Balance) {
 		}
 		return
 	}
-	bal.secure = v.scheme == "https"
+	bal.secure, bal.sameSite = v.scheme == "https", a.SameSiteFor(v.Header)
 	value, _ := router.CookieValue(v.Header, a.Cookie)
 	key, err := strconv.ParseUint(value, 16, 64)
 	valid := err == nil && len(value) == 16
@@ -76,7 +78,7 @@ func (p *plan) prepare(v *view, b *router.Balance) {
 		bal.hashed, bal.key = true, key
 	default:
 		bal.hashed, bal.key = true, rand.Uint64()
-		bal.cookie = affinityCookie(a, bal.key, bal.secure)
+		bal.cookie = affinityCookie(a, bal.key, bal.secure, bal.sameSite)
 	}
 }
 
@@ -105,14 +107,15 @@ func (p *plan) pick(skip []*upstream.Host) *upstream.Host {
 	// A session whose endpoint is gone starts anew; one whose endpoint
 	// failed comes back to it unless the cookie is to change.
 	if a := bal.balance.Affinity; a != nil && a.Persistent && h != nil && (bal.pinned == nil || a.ChangeOnFailure) {
-		bal.cookie = affinityCookie(a, h.Token(), bal.secure)
+		bal.cookie = affinityCookie(a, h.Token(), bal.secure, bal.sameSite)
 	}
 	return h
 }
 
 // affinityCookie is the Set-Cookie value that holds value (HttpOnly, as
-// ingress-nginx sends it).
-func affinityCookie(a *router.Affinity, value uint64, https bool) string {
+// ingress-nginx sends it), with sameSite for a.SameSite: the user agent
+// may not take SameSite=None.
+func affinityCookie(a *router.Affinity, value uint64, https bool, sameSite string) string {
 	var b strings.Builder
 	b.WriteString(a.Cookie)
 	b.WriteByte('=')
@@ -133,8 +136,8 @@ func affinityCookie(a *router.Affinity, value uint64, https bool) string {
 		b.WriteString("; Secure")
 	}
 	b.WriteString("; HttpOnly")
-	if a.SameSite != "" {
-		b.WriteString("; SameSite=" + a.SameSite)
+	if sameSite != "" {
+		b.WriteString("; SameSite=" + sameSite)
 	}
 	if a.Partitioned {
 		b.WriteString("; Partitioned")

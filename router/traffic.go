@@ -276,6 +276,9 @@ type Affinity struct {
 	// Partitioned keeps the cookie to the top-level site it was set under
 	// (CHIPS), for a backend embedded in other sites.
 	Partitioned bool `json:",omitempty"`
+	// ConditionalSameSiteNone leaves SameSite=None out for the user agents
+	// that reject such cookies (SameSiteNoneIncompatible).
+	ConditionalSameSiteNone bool `json:",omitempty"`
 }
 
 func (c *Canary) String() string {
@@ -323,6 +326,9 @@ func (b *Balance) String() string {
 		}
 		if a.Partitioned {
 			s.WriteString(" partitioned")
+		}
+		if a.ConditionalSameSiteNone {
+			s.WriteString(" conditionalSameSiteNone")
 		}
 	}
 	return s.String()

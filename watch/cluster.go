@@ -68,7 +68,9 @@ func NewCluster(cfg *rest.Config, opts Options, publish Publish, log *slog.Logge
 	if err != nil {
 		return nil, fmt.Errorf("metadata client: %w", err)
 	}
-	trim := newInterner().trimObject
+	in := newInterner()
+	in.allowedHeaders = opts.IngressAllowedResponseHeaders
+	trim := in.trimObject
 	transform := informers.WithTransform(trim)
 	c := &clusterStore{
 		log:           s.log,
@@ -117,6 +119,29 @@ func patientDial(ctx context.Context, network, address string) (net.Conn, error)
 	}
 }
 
+// keptConfigMapData is what trimObject keeps of a ConfigMap's data, nil
+// for nothing: ca.crt, and with --ingress-allowed-response-headers the
+// allowed headers and the names of the other keys custom-headers would
+// read, without their values.
+func (in *interner) keptConfigMapData(data map[string]string) map[string]string {
+	var kept map[string]string
+	keep := func(key, value string) {
+		if kept == nil {
+			kept = map[string]string{}
+		}
+		kept[key] = value
+	}
+	for key, value := range data {
+		switch {
+		case key == caCertKey, allowsResponseHeader(in.allowedHeaders, key):
+			keep(key, value)
+		case len(in.allowedHeaders) > 0 && nginxHeaderName.MatchString(key):
+			keep(key, "")
+		}
+	}
+	return kept
+}
+
 // trimObject drops what hostgate never reads before an object enters the
 // cache, and interns the rest (see interner). Dropped: managed fields on
 // everything; the annotations of every kind but Ingress and IngressClass;
@@ -124,7 +149,9 @@ func patientDial(ctx context.Context, network, address string) (net.Conn, error)
 // their UID, generated name, owners and finalizers; of an EndpointSlice's
 // endpoints, where they run (targetRef, nodeName, zone, hints); the image
 // list on Nodes; of a ConfigMap its labels, owners and every key but
-// ca.crt, the one translation reads; of a ClusterTrustBundle all but its
+// ca.crt and the header names --ingress-allowed-response-headers lists,
+// the ones translation reads (of the keys custom-headers would leave out,
+// their names only); of a ClusterTrustBundle all but its
 // name and spec.trustBundle (and it becomes v1 whatever its version).
 // `kubectl apply` without --server-side keeps a copy of the whole object
 // in an annotation, which doubled the cache of such objects, each
@@ -167,11 +194,7 @@ func (in *interner) trimObject(obj any) (any, error) {
 	case *corev1.ConfigMap:
 		o.Labels = nil
 		unowned(&o.ObjectMeta)
-		bundle, ok := o.Data[caCertKey]
-		o.Data, o.BinaryData = nil, nil
-		if ok {
-			o.Data = map[string]string{caCertKey: bundle}
-		}
+		o.Data, o.BinaryData = in.keptConfigMapData(o.Data), nil
 	case *certificatesv1.ClusterTrustBundle:
 		obj = trustBundle(o.ObjectMeta, o.Spec.TrustBundle)
 	case *certificatesv1beta1.ClusterTrustBundle:

@@ -186,6 +186,7 @@ func (t *translator) ingressRoutes(ing *networkingv1.Ingress, hosts nginxHosts, 
 	t.resolveDefaultBackend(ing, &nginx, outcomes)
 	t.resolveNginxAuth(&nginx, outcomes)
 	nginx.applyProxySSL(hosts.proxySSL[ing], ing.Annotations, outcomes)
+	t.customHeaders(ing.Namespace, &nginx, outcomes)
 	id := router.RouteID{Kind: router.KindIngress, Namespace: ing.Namespace, Name: ing.Name}
 	created := ing.CreationTimestamp.Time
 	if yields {
@@ -308,7 +309,8 @@ func (t *translator) nginxHostRoutes(routes []router.Route, nginx *nginxSettings
 // external authentication and a rewrite of the path and of the Host, in
 // the order of nginx's phases: a CORS preflight is answered in the
 // rewrite phase, limits come before the access phase, whose checks run
-// allow and deny lists, then basic auth, then auth_request.
+// allow and deny lists, then basic auth, then auth_request; custom-headers
+// sets response headers.
 func (s *nginxSettings) pathFilters(path string) []router.Filter {
 	if s.redirect != nil {
 		return []router.Filter{{Type: router.FilterRequestRedirect, Redirect: s.redirect}}
@@ -320,7 +322,7 @@ func (s *nginxSettings) pathFilters(path string) []router.Filter {
 	if s.auth != nil {
 		auth = []router.Filter{{Type: router.FilterExternalAuth, ExternalAuth: s.auth.filter}}
 	}
-	return slices.Concat(cors, s.access.filters, auth, s.rewriteFilters(path))
+	return slices.Concat(cors, s.access.filters, auth, s.rewriteFilters(path), s.headers.filters())
 }
 
 func (s *nginxSettings) rewriteFilters(path string) []router.Filter {

@@ -104,6 +104,8 @@ type nginxSettings struct {
 	// traffic are canary, balancing, retry and access log settings
 	// (nginx_traffic.go).
 	traffic nginxTraffic
+	// headers are custom-headers' (nginx_headers.go).
+	headers nginxHeaders
 }
 
 // nginxParse reads one annotation's value into s. An error makes the
@@ -113,7 +115,7 @@ type nginxParse func(value string, s *nginxSettings) error
 // nginxHonoured are the annotations hostgate acts on, by group. A group
 // with settings that depend on each other settles them after parsing
 // (parseNginxAnnotations).
-var nginxHonoured = []map[string]nginxParse{nginxPathAnnotations, nginxBackendAnnotations, nginxAccessAnnotations, nginxProxyAnnotations, nginxAuthAnnotations, nginxTLSAuthAnnotations, nginxTrafficAnnotations}
+var nginxHonoured = []map[string]nginxParse{nginxPathAnnotations, nginxBackendAnnotations, nginxAccessAnnotations, nginxProxyAnnotations, nginxAuthAnnotations, nginxTLSAuthAnnotations, nginxTrafficAnnotations, nginxHeaderAnnotations}
 
 // nginxParser is the parse function of an honoured annotation.
 func nginxParser(name string) (nginxParse, bool) {
@@ -241,8 +243,8 @@ var nginxNotYet = []string{
 	"auth-cache-key", "auth-cache-duration", "auth-keepalive",
 	"auth-proxy-set-headers", "auth-always-set-cookie",
 	"limit-rate", "limit-rate-after",
-	"affinity-canary-behavior", "session-cookie-conditional-samesite-none",
-	"custom-headers", "enable-rewrite-log", "server-alias", "mirror-target",
+	"affinity-canary-behavior",
+	"enable-rewrite-log", "server-alias", "mirror-target",
 	"mirror-host", "mirror-request-body", "satisfy", "ssl-ciphers", "ssl-prefer-server-ciphers",
 	"connection-proxy-header", "preserve-trailing-slash", "use-port-in-redirects", "relative-redirects",
 	"http2-push-preload", "x-forwarded-prefix-header",

@@ -115,16 +115,17 @@ var nginxTrafficAnnotations = map[string]nginxParse{
 		return nil
 	},
 	// The session cookie's annotations shape affinity's: settleAffinity.
-	"affinity-mode":                    func(v string, s *nginxSettings) error { return nil },
-	"session-cookie-name":              func(v string, s *nginxSettings) error { return nil },
-	"session-cookie-path":              func(v string, s *nginxSettings) error { return nil },
-	"session-cookie-domain":            func(v string, s *nginxSettings) error { return nil },
-	"session-cookie-samesite":          func(v string, s *nginxSettings) error { return nil },
-	"session-cookie-expires":           func(v string, s *nginxSettings) error { return nil },
-	"session-cookie-max-age":           func(v string, s *nginxSettings) error { return nil },
-	"session-cookie-secure":            func(v string, s *nginxSettings) error { return nil },
-	"session-cookie-change-on-failure": func(v string, s *nginxSettings) error { return nil },
-	"session-cookie-partitioned":       func(v string, s *nginxSettings) error { return nil },
+	"affinity-mode":                            func(v string, s *nginxSettings) error { return nil },
+	"session-cookie-name":                      func(v string, s *nginxSettings) error { return nil },
+	"session-cookie-path":                      func(v string, s *nginxSettings) error { return nil },
+	"session-cookie-domain":                    func(v string, s *nginxSettings) error { return nil },
+	"session-cookie-samesite":                  func(v string, s *nginxSettings) error { return nil },
+	"session-cookie-expires":                   func(v string, s *nginxSettings) error { return nil },
+	"session-cookie-max-age":                   func(v string, s *nginxSettings) error { return nil },
+	"session-cookie-secure":                    func(v string, s *nginxSettings) error { return nil },
+	"session-cookie-change-on-failure":         func(v string, s *nginxSettings) error { return nil },
+	"session-cookie-partitioned":               func(v string, s *nginxSettings) error { return nil },
+	"session-cookie-conditional-samesite-none": func(v string, s *nginxSettings) error { return nil },
 	"proxy-next-upstream": func(v string, s *nginxSettings) (err error) {
 		s.traffic.retry, err = parseNextUpstream(v)
 		s.traffic.nextUpstreamOff = err == nil && s.traffic.retry == nil
@@ -324,6 +325,10 @@ func (s *nginxSettings) settleTraffic(outcomes []AnnotationOutcome) {
 	if t.canaryTotal < 100 {
 		t.canaryTotal = 100
 	}
+	if a := t.affinity; a != nil && a.ConditionalSameSiteNone && a.SameSite != "None" {
+		a.ConditionalSameSiteNone = false
+		setOutcome(outcomes, "session-cookie-conditional-samesite-none", Ignored, "without session-cookie-samesite: None")
+	}
 	if t.affinity != nil {
 		t.balance.Affinity = t.affinity
 		t.balance.Hash = nil
@@ -384,6 +389,8 @@ func setAffinity(a *router.Affinity, name, value string) error {
 		a.ChangeOnFailure, err = parseNginxBool(value)
 	case "session-cookie-partitioned":
 		a.Partitioned, err = parseNginxBool(value)
+	case "session-cookie-conditional-samesite-none":
+		a.ConditionalSameSiteNone, err = parseNginxBool(value)
 	}
 	return err
 }

@@ -78,6 +78,10 @@ type Options struct {
 	// timeouts of the Ingresses without proxy-*-timeout annotations
 	// (ingress-nginx's are 5s, 60s and 60s); zero fields: none.
 	IngressTimeouts router.Timeouts
+	// IngressAllowedResponseHeaders are the header names custom-headers
+	// may set (ingress-nginx's global-allowed-response-headers): none
+	// when empty. The cluster's cache keeps those keys of ConfigMaps.
+	IngressAllowedResponseHeaders []string
 	// GatewayController is the controllerName of the GatewayClasses to serve
 	// (DefaultGatewayController when empty).
 	GatewayController string

@@ -123,7 +123,8 @@ type deps struct {
 	services []types.NamespacedName
 	grants   []string
 	// policies are namespaces whose BackendTLSPolicies it looked up, and
-	// ca the CA bundles of those that applied.
+	// ca the CA bundles of those that applied (and the ConfigMaps of
+	// custom-headers).
 	policies []string
 	ca       caSources
 	// secrets are the Secrets of annotations it read (auth-secret).
@@ -264,6 +265,12 @@ func (t *translator) dependOnCA(used *caSources) {
 	if t.deps != nil {
 		t.deps.ca.configMaps = append(t.deps.ca.configMaps, used.configMaps...)
 		t.deps.ca.trustBundles = append(t.deps.ca.trustBundles, used.trustBundles...)
+	}
+}
+
+func (t *translator) dependOnConfigMap(key types.NamespacedName) {
+	if t.deps != nil {
+		t.deps.ca.configMaps = append(t.deps.ca.configMaps, key)
 	}
 }
 
