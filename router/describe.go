@@ -304,6 +304,12 @@ func describeFilter(f *Filter) string {
 		describeExternalAuth(&b, f.ExternalAuth)
 	case FilterClientCertificate:
 		b.WriteString(describeClientCertAuth(f.ClientCert))
+	case FilterResponseRewrite:
+		for _, r := range f.ResponseRewrite.replacements() {
+			if r.r != nil {
+				fmt.Fprintf(&b, " %s=%s->%s", r.name, r.r.From, r.r.To)
+			}
+		}
 	}
 	return b.String()
 }
