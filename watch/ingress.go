@@ -320,7 +320,7 @@ func (s *nginxSettings) pathFilters(path string) []router.Filter {
 	if s.auth != nil {
 		auth = []router.Filter{{Type: router.FilterExternalAuth, ExternalAuth: s.auth.filter}}
 	}
-	return slices.Concat(cors, s.access.filters, auth, s.rewriteFilters(path))
+	return slices.Concat(cors, s.access.filters, auth, s.rewriteFilters(path), s.rewrites.filters())
 }
 
 func (s *nginxSettings) rewriteFilters(path string) []router.Filter {

@@ -104,6 +104,8 @@ type nginxSettings struct {
 	// traffic are canary, balancing, retry and access log settings
 	// (nginx_traffic.go).
 	traffic nginxTraffic
+	// rewrites rewrite backends' answers (nginx_rewrites.go).
+	rewrites nginxRewrites
 }
 
 // nginxParse reads one annotation's value into s. An error makes the
@@ -113,7 +115,7 @@ type nginxParse func(value string, s *nginxSettings) error
 // nginxHonoured are the annotations hostgate acts on, by group. A group
 // with settings that depend on each other settles them after parsing
 // (parseNginxAnnotations).
-var nginxHonoured = []map[string]nginxParse{nginxPathAnnotations, nginxBackendAnnotations, nginxAccessAnnotations, nginxProxyAnnotations, nginxAuthAnnotations, nginxTLSAuthAnnotations, nginxTrafficAnnotations}
+var nginxHonoured = []map[string]nginxParse{nginxPathAnnotations, nginxBackendAnnotations, nginxAccessAnnotations, nginxProxyAnnotations, nginxAuthAnnotations, nginxTLSAuthAnnotations, nginxTrafficAnnotations, nginxRewriteAnnotations}
 
 // nginxParser is the parse function of an honoured annotation.
 func nginxParser(name string) (nginxParse, bool) {
@@ -236,8 +238,6 @@ var nginxRefused = map[string]string{
 // act on yet.
 var nginxNotYet = []string{
 	"ssl-passthrough", "proxy-ssl-protocols", "proxy-ssl-ciphers", "proxy-next-upstream-timeout",
-	"proxy-cookie-domain", "proxy-cookie-path",
-	"proxy-redirect-from", "proxy-redirect-to",
 	"auth-cache-key", "auth-cache-duration", "auth-keepalive",
 	"auth-proxy-set-headers", "auth-always-set-cookie",
 	"limit-rate", "limit-rate-after",
@@ -281,6 +281,7 @@ func parseNginxAnnotations(ing *networkingv1.Ingress) (nginxSettings, []Annotati
 	s.settleNginxProxy(outcomes)
 	s.settleAuth(ing.Annotations, outcomes)
 	s.settleTraffic(outcomes)
+	s.settleRewrites(outcomes)
 	return s, outcomes
 }
 
