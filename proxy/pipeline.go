@@ -89,6 +89,9 @@ type plan struct {
 	status          int
 	body, challenge string
 	charged         uint8
+	// granted says an Access filter with SatisfyAny let the client in,
+	// so the rule's BasicAuth does not ask for a password.
+	granted bool
 	// fallback says the request goes to the rule's fallback backend.
 	fallback bool
 	// authorize says the rule asks an authorization service before

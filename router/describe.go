@@ -341,6 +341,9 @@ func describeAccess(b *strings.Builder, a *Access) {
 	if a.Closed != "" {
 		fmt.Fprintf(b, " closed=%q", a.Closed)
 	}
+	if a.SatisfyAny {
+		b.WriteString(" satisfy=any")
+	}
 }
 
 // describeBasicAuth names the users, never their hashes.

@@ -110,6 +110,9 @@ func validateRule(kind Kind, rule *Rule) error {
 		if err := validateFilter(&rule.Filters[fi]); err != nil {
 			return fmt.Errorf("filters[%d].%w", fi, err)
 		}
+		if a := rule.Filters[fi].Access; a != nil && a.SatisfyAny && !slices.ContainsFunc(rule.Filters[fi+1:], func(f Filter) bool { return f.Type == FilterBasicAuth }) {
+			return fmt.Errorf("filters[%d].access.satisfyAny: needs a BasicAuth filter after it", fi)
+		}
 		needs = cmp.Or(needs, matchDependentPath(&rule.Filters[fi]))
 	}
 	for bi := range rule.Backends {

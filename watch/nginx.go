@@ -243,7 +243,7 @@ var nginxNotYet = []string{
 	"limit-rate", "limit-rate-after",
 	"affinity-canary-behavior", "session-cookie-conditional-samesite-none",
 	"custom-headers", "enable-rewrite-log", "server-alias", "mirror-target",
-	"mirror-host", "mirror-request-body", "satisfy", "ssl-ciphers", "ssl-prefer-server-ciphers",
+	"mirror-host", "mirror-request-body", "ssl-ciphers", "ssl-prefer-server-ciphers",
 	"connection-proxy-header", "preserve-trailing-slash", "use-port-in-redirects", "relative-redirects",
 	"http2-push-preload", "x-forwarded-prefix-header",
 }
