@@ -134,13 +134,21 @@ func (p *plan) guard(f *router.Filter, v *view) bool {
 		}
 		p.charged++
 	case router.FilterAccess:
+		allowed := f.Access.Allows(v.client)
 		switch {
 		case f.Access.Closed != "":
 			return p.deny(http.StatusServiceUnavailable, bodyClosed, "")
-		case !f.Access.Allows(v.client):
+		case f.Access.SatisfyAny:
+			// The BasicAuth filter that follows decides the others,
+			// with 401, as nginx prefers 401 to 403 under satisfy any.
+			p.granted = allowed
+		case !allowed:
 			return p.deny(http.StatusForbidden, bodyForbidden, "")
 		}
 	case router.FilterBasicAuth:
+		if p.granted {
+			break
+		}
 		c := v.guards.creds[f.BasicAuth]
 		if c == nil || !c.check(f.BasicAuth, v.Header.Values("Authorization")) {
 			challenge := `Basic realm="` + f.BasicAuth.Realm + `"`

@@ -108,6 +108,36 @@ func TestGuards(t *testing.T) {
 	}
 }
 
+// TestGuardsSatisfyAny: with satisfy any, the address lists and the
+// password are two ways in; a client with neither gets 401 and its
+// challenge, as nginx answers.
+func TestGuardsSatisfyAny(t *testing.T) {
+	access := router.Filter{Type: router.FilterAccess, Access: &router.Access{Deny: mustAddresses(t, "10.0.0.5"), Allow: mustAddresses(t, "10.0.0.0/8"), SatisfyAny: true}}
+	reg := newGuardRegistry()
+	tbl := guardTable(t, access, basicAuthFilter(t))
+	for _, c := range []struct {
+		name, client, authorization string
+		status                      int
+	}{
+		{"allowed, no password", "10.1.2.3", "", 0},
+		{"allowed, wrong password", "10.1.2.3", basic("alice", "nope"), 0},
+		{"outside the list, good password", "192.168.0.1", basic("alice", "secret"), 0},
+		{"denied, good password", "10.0.0.5", basic("alice", "secret"), 0},
+		{"outside the list, no password", "192.168.0.1", "", http.StatusUnauthorized},
+		{"denied, wrong password", "10.0.0.5", basic("alice", "nope"), http.StatusUnauthorized},
+	} {
+		v := guardView(t, reg, tbl, c.client, c.authorization)
+		p := decide(tbl, nil, &v)
+		got := 0
+		if p.action == actDenied {
+			got = p.status
+		}
+		if got != c.status {
+			t.Errorf("%s: status %d, want %d", c.name, got, c.status)
+		}
+	}
+}
+
 func rateFilter(key string, rate int, per time.Duration, burst int) router.Filter {
 	return router.Filter{Type: router.FilterRateLimit, RateLimit: &router.RateLimit{Key: key, Rate: rate, Per: per, Burst: burst, StatusCode: 503}}
 }

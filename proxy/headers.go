@@ -26,9 +26,12 @@ func eachFilter(p *plan, t router.FilterType, fn func(*router.Filter)) {
 }
 
 // editResponse applies the plan's filters to the header of a response
-// the proxy sends: CORS's allow fields, then the response header
-// modifiers, which may change those too.
+// the proxy sends: the rewrite of the backend's fields, CORS's allow
+// fields, then the response header modifiers, which may change those too.
 func editResponse(p *plan, h headerEditor) {
+	if p.responseRewrite != nil {
+		rewriteResponse(h, p.responseRewrite)
+	}
 	if p.cors != nil {
 		corsFields(p, h)
 	}

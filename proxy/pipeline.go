@@ -89,6 +89,9 @@ type plan struct {
 	status          int
 	body, challenge string
 	charged         uint8
+	// granted says an Access filter with SatisfyAny let the client in,
+	// so the rule's BasicAuth does not ask for a password.
+	granted bool
 	// fallback says the request goes to the rule's fallback backend.
 	fallback bool
 	// authorize says the rule asks an authorization service before
@@ -97,6 +100,8 @@ type plan struct {
 	// clientCert is the rule's check of the client's certificate, whose
 	// outcome goes to the backend.
 	clientCert *certCheck
+	// responseRewrite is the rule's rewrite of its backends' answers.
+	responseRewrite *router.ResponseRewrite
 	// balancing is how the endpoint is picked where the backend has a
 	// Balance (traffic.go), nil where it has none: a pointer, so that
 	// requests without pay a word for it.
@@ -140,6 +145,8 @@ func decide(routes *router.Table, sets map[string]*upstream.Set, v *view) plan {
 			}
 		case router.FilterExternalAuth:
 			p.authorize = true
+		case router.FilterResponseRewrite:
+			p.responseRewrite = f.ResponseRewrite
 		case router.FilterClientCertificate:
 			if p.checkClientCert(v, f.ClientCert) {
 				return p

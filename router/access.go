@@ -23,6 +23,10 @@ type Access struct {
 	// (an invalid allow list, a missing password file): every request is
 	// answered 503, as ingress-nginx's denied locations are.
 	Closed string `json:",omitempty"`
+	// SatisfyAny makes the lists one way in of two, as nginx's satisfy
+	// any: a client they allow needs no password, and one they refuse
+	// may still pass the BasicAuth filter that must follow in the rule.
+	SatisfyAny bool `json:",omitempty"`
 }
 
 // Allows reports whether a client at addr may use the rule; Closed is the

@@ -304,6 +304,12 @@ func describeFilter(f *Filter) string {
 		describeExternalAuth(&b, f.ExternalAuth)
 	case FilterClientCertificate:
 		b.WriteString(describeClientCertAuth(f.ClientCert))
+	case FilterResponseRewrite:
+		for _, r := range f.ResponseRewrite.replacements() {
+			if r.r != nil {
+				fmt.Fprintf(&b, " %s=%s->%s", r.name, r.r.From, r.r.To)
+			}
+		}
 	}
 	return b.String()
 }
@@ -334,6 +340,9 @@ func describeAccess(b *strings.Builder, a *Access) {
 	}
 	if a.Closed != "" {
 		fmt.Fprintf(b, " closed=%q", a.Closed)
+	}
+	if a.SatisfyAny {
+		b.WriteString(" satisfy=any")
 	}
 }
 

@@ -234,6 +234,9 @@ const (
 	// FilterClientCertificate checks the client's TLS certificate
 	// (ClientCertAuth).
 	FilterClientCertificate
+	// FilterResponseRewrite rewrites cookie and redirect fields of the
+	// backend's answer (ResponseRewrite).
+	FilterResponseRewrite
 )
 
 func (t FilterType) String() string {
@@ -260,6 +263,8 @@ func (t FilterType) String() string {
 		return "ExternalAuth"
 	case FilterClientCertificate:
 		return "ClientCertificate"
+	case FilterResponseRewrite:
+		return "ResponseRewrite"
 	}
 	return "Unknown"
 }
@@ -274,11 +279,44 @@ type Filter struct {
 	Rewrite         *Rewrite
 	Mirror          *Mirror
 	CORS            *CORS
-	Access          *Access         `json:",omitempty"`
-	BasicAuth       *BasicAuth      `json:",omitempty"`
-	RateLimit       *RateLimit      `json:",omitempty"`
-	ExternalAuth    *ExternalAuth   `json:",omitempty"`
-	ClientCert      *ClientCertAuth `json:",omitempty"`
+	Access          *Access          `json:",omitempty"`
+	BasicAuth       *BasicAuth       `json:",omitempty"`
+	RateLimit       *RateLimit       `json:",omitempty"`
+	ExternalAuth    *ExternalAuth    `json:",omitempty"`
+	ClientCert      *ClientCertAuth  `json:",omitempty"`
+	ResponseRewrite *ResponseRewrite `json:",omitempty"`
+}
+
+// ResponseRewrite rewrites fields of a backend's answer that name the
+// backend's own host or paths, as nginx's proxy_cookie_domain,
+// proxy_cookie_path and proxy_redirect do. Nil replacements change nothing.
+type ResponseRewrite struct {
+	// CookieDomain replaces the Domain attribute of Set-Cookie fields
+	// equal to From, compared case-insensitively and without a leading
+	// dot, which is kept.
+	CookieDomain *Replacement `json:",omitempty"`
+	// CookiePath replaces From at the start of the Path attribute of
+	// Set-Cookie fields.
+	CookiePath *Replacement `json:",omitempty"`
+	// Redirect replaces From at the start of the Location field and of
+	// the URL of the Refresh field.
+	Redirect *Replacement `json:",omitempty"`
+}
+
+// Replacement is a literal text and what replaces it.
+type Replacement struct {
+	From, To string
+}
+
+// replacements are rw's replacements by field name, nil where unset.
+func (rw *ResponseRewrite) replacements() []struct {
+	name string
+	r    *Replacement
+} {
+	return []struct {
+		name string
+		r    *Replacement
+	}{{"cookieDomain", rw.CookieDomain}, {"cookiePath", rw.CookiePath}, {"redirect", rw.Redirect}}
 }
 
 // HeaderModifier changes headers: Set replaces, Add appends, Remove deletes.

@@ -110,6 +110,9 @@ func validateRule(kind Kind, rule *Rule) error {
 		if err := validateFilter(&rule.Filters[fi]); err != nil {
 			return fmt.Errorf("filters[%d].%w", fi, err)
 		}
+		if a := rule.Filters[fi].Access; a != nil && a.SatisfyAny && !slices.ContainsFunc(rule.Filters[fi+1:], func(f Filter) bool { return f.Type == FilterBasicAuth }) {
+			return fmt.Errorf("filters[%d].access.satisfyAny: needs a BasicAuth filter after it", fi)
+		}
 		needs = cmp.Or(needs, matchDependentPath(&rule.Filters[fi]))
 	}
 	for bi := range rule.Backends {
@@ -353,6 +356,11 @@ func validateFilter(f *Filter) error {
 		if !missing {
 			field, err = "clientCertificate", validateClientCertAuth(f.ClientCert)
 		}
+	case FilterResponseRewrite:
+		missing = f.ResponseRewrite == nil
+		if !missing {
+			field, err = "responseRewrite", validateResponseRewrite(f.ResponseRewrite)
+		}
 	default:
 		return fmt.Errorf("type: unknown filter type %d", f.Type)
 	}
@@ -467,9 +475,9 @@ func validateBackend(b *BackendRef) error {
 	}
 	for fi := range b.Filters {
 		switch t := b.Filters[fi].Type; t {
-		case FilterCORS, FilterAccess, FilterBasicAuth, FilterRateLimit, FilterExternalAuth:
+		case FilterCORS, FilterAccess, FilterBasicAuth, FilterRateLimit, FilterExternalAuth, FilterResponseRewrite:
 			// proxy/ answers these, and asks for authorization, before it
-			// picks a backend.
+			// picks a backend; it rewrites answers as the rule says.
 			return fmt.Errorf("filters[%d].type: a %s filter applies to a whole rule, not to one of its backends", fi, t)
 		}
 		if err := validateFilter(&b.Filters[fi]); err != nil {
@@ -566,4 +574,25 @@ func hasControl(s string) bool {
 		}
 	}
 	return false
+}
+
+func validateResponseRewrite(rw *ResponseRewrite) error {
+	if rw.CookieDomain == nil && rw.CookiePath == nil && rw.Redirect == nil {
+		return errors.New("needs a replacement")
+	}
+	for _, r := range rw.replacements() {
+		if r.r == nil {
+			continue
+		}
+		if r.r.From == "" {
+			return fmt.Errorf("%s.from: must not be empty", r.name)
+		}
+		// The texts go into header fields, within a cookie's attributes.
+		for _, text := range []string{r.r.From, r.r.To} {
+			if strings.ContainsFunc(text, func(c rune) bool { return c <= ' ' || c >= 0x7f || c == ';' || c == '"' }) {
+				return fmt.Errorf("%s %q: must be printable ASCII without spaces, ';' or '\"'", r.name, text)
+			}
+		}
+	}
+	return nil
 }

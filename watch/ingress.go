@@ -322,7 +322,7 @@ func (s *nginxSettings) pathFilters(path string) []router.Filter {
 	if s.auth != nil {
 		auth = []router.Filter{{Type: router.FilterExternalAuth, ExternalAuth: s.auth.filter}}
 	}
-	return slices.Concat(cors, s.access.filters, auth, s.rewriteFilters(path), s.headers.filters())
+	return slices.Concat(cors, s.access.filters, auth, s.rewriteFilters(path), s.rewrites.filters(), s.headers.filters())
 }
 
 func (s *nginxSettings) rewriteFilters(path string) []router.Filter {

@@ -106,6 +106,8 @@ type nginxSettings struct {
 	traffic nginxTraffic
 	// headers are custom-headers' (nginx_headers.go).
 	headers nginxHeaders
+	// rewrites rewrite backends' answers (nginx_rewrites.go).
+	rewrites nginxRewrites
 }
 
 // nginxParse reads one annotation's value into s. An error makes the
@@ -115,7 +117,7 @@ type nginxParse func(value string, s *nginxSettings) error
 // nginxHonoured are the annotations hostgate acts on, by group. A group
 // with settings that depend on each other settles them after parsing
 // (parseNginxAnnotations).
-var nginxHonoured = []map[string]nginxParse{nginxPathAnnotations, nginxBackendAnnotations, nginxAccessAnnotations, nginxProxyAnnotations, nginxAuthAnnotations, nginxTLSAuthAnnotations, nginxTrafficAnnotations, nginxHeaderAnnotations}
+var nginxHonoured = []map[string]nginxParse{nginxPathAnnotations, nginxBackendAnnotations, nginxAccessAnnotations, nginxProxyAnnotations, nginxAuthAnnotations, nginxTLSAuthAnnotations, nginxTrafficAnnotations, nginxHeaderAnnotations, nginxRewriteAnnotations}
 
 // nginxParser is the parse function of an honoured annotation.
 func nginxParser(name string) (nginxParse, bool) {
@@ -238,14 +240,12 @@ var nginxRefused = map[string]string{
 // act on yet.
 var nginxNotYet = []string{
 	"ssl-passthrough", "proxy-ssl-protocols", "proxy-ssl-ciphers", "proxy-next-upstream-timeout",
-	"proxy-cookie-domain", "proxy-cookie-path",
-	"proxy-redirect-from", "proxy-redirect-to",
 	"auth-cache-key", "auth-cache-duration", "auth-keepalive",
 	"auth-proxy-set-headers", "auth-always-set-cookie",
 	"limit-rate", "limit-rate-after",
 	"affinity-canary-behavior",
 	"enable-rewrite-log", "server-alias", "mirror-target",
-	"mirror-host", "mirror-request-body", "satisfy", "ssl-ciphers", "ssl-prefer-server-ciphers",
+	"mirror-host", "mirror-request-body", "ssl-ciphers", "ssl-prefer-server-ciphers",
 	"connection-proxy-header", "preserve-trailing-slash", "use-port-in-redirects", "relative-redirects",
 	"http2-push-preload", "x-forwarded-prefix-header",
 }
@@ -283,6 +283,7 @@ func parseNginxAnnotations(ing *networkingv1.Ingress) (nginxSettings, []Annotati
 	s.settleNginxProxy(outcomes)
 	s.settleAuth(ing.Annotations, outcomes)
 	s.settleTraffic(outcomes)
+	s.settleRewrites(outcomes)
 	return s, outcomes
 }
 

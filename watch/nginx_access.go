@@ -46,6 +46,9 @@ type nginxAccess struct {
 	// rps, rpm and connections are the limits, 0 for none.
 	rps, rpm, connections, burstMultiplier int
 	limitExempt                            *router.AddressSet
+	// satisfyAny is satisfy: any, which lets either the address lists or
+	// the password through.
+	satisfyAny bool
 	// filters are what translation made of them, for every path.
 	filters []router.Filter
 }
@@ -56,6 +59,13 @@ var nginxAccessAnnotations = map[string]nginxParse{
 	"whitelist-source-range": func(v string, s *nginxSettings) error { return s.access.addresses(v, &s.access.allow) },
 	"denylist-source-range":  func(v string, s *nginxSettings) error { return s.access.addresses(v, &s.access.deny) },
 	"auth-type":              func(v string, s *nginxSettings) error { return s.access.setAuthType(v) },
+	"satisfy": func(v string, s *nginxSettings) error {
+		if v != "any" && v != "all" {
+			return fmt.Errorf("must be any or all")
+		}
+		s.access.satisfyAny = v == "any"
+		return nil
+	},
 	"auth-secret":            func(v string, s *nginxSettings) error { s.access.authSecret = v; return nil },
 	"auth-secret-type":       func(v string, s *nginxSettings) error { return s.access.setAuthSecretType(v) },
 	"auth-realm":             func(v string, s *nginxSettings) error { return s.access.setAuthRealm(v) },
@@ -174,8 +184,14 @@ func (t *translator) accessFilters(ing *networkingv1.Ingress, a *nginxAccess, ou
 		}
 		a.filters = append(a.filters, router.Filter{Type: router.FilterRateLimit, RateLimit: rl})
 	}
-	if a.allow != nil || a.deny != nil {
-		a.filters = append(a.filters, router.Filter{Type: router.FilterAccess, Access: &router.Access{Allow: a.allow, Deny: a.deny}})
+	lists := a.allow != nil || a.deny != nil
+	if lists {
+		a.filters = append(a.filters, router.Filter{Type: router.FilterAccess, Access: &router.Access{Allow: a.allow, Deny: a.deny, SatisfyAny: a.satisfyAny && auth != nil}})
+	}
+	if a.satisfyAny && (!lists || auth == nil) {
+		// With one way in there is nothing to choose from; auth-url is
+		// always asked, whatever satisfy says.
+		setOutcome(outcomes, "satisfy", Ignored, "without both an address list and auth-type basic")
 	}
 	if auth != nil {
 		// As ingress-nginx, the backend does not get the password.

@@ -126,6 +126,8 @@ func FuzzNginxAnnotations(f *testing.F) {
 		{"app-root", "/app", "/"},
 		{"from-to-www-redirect", "true", "/"},
 		{"x-forwarded-prefix", "/p", "/"},
+		{"proxy-cookie-domain", "internal.local example.com", "/"},
+		{"proxy-cookie-path", "/app /", "/"},
 	} {
 		f.Add(seed[0], seed[1], seed[2])
 	}
