@@ -394,8 +394,8 @@ func validateRedirect(r *Redirect) error {
 		return fmt.Errorf("scheme %s: must be http or https", quote(r.Scheme))
 	}
 	if r.Hostname != "" {
-		if err := validateHostname(r.Hostname); err != nil || strings.HasPrefix(r.Hostname, "*") {
-			return fmt.Errorf("hostname %s: not a DNS name", quote(r.Hostname))
+		if err := validateDNSName(r.Hostname); err != nil {
+			return err
 		}
 	}
 	if r.Port < 0 || r.Port > 65535 {
@@ -419,8 +419,8 @@ func validateRedirect(r *Redirect) error {
 
 func validateRewrite(r *Rewrite) error {
 	if r.Hostname != "" {
-		if err := validateHostname(r.Hostname); err != nil || strings.HasPrefix(r.Hostname, "*") {
-			return fmt.Errorf("hostname %s: not a DNS name", quote(r.Hostname))
+		if err := validateDNSName(r.Hostname); err != nil {
+			return err
 		}
 	}
 	return validatePathModifier(r.Path)
@@ -445,6 +445,14 @@ func validatePathModifier(p *PathModifier) error {
 	return nil
 }
 
+// validateDNSName accepts a hostname without a wildcard, as sent in Host.
+func validateDNSName(h string) error {
+	if err := validateHostname(h); err != nil || strings.HasPrefix(h, "*") {
+		return fmt.Errorf("hostname %s: not a DNS name", quote(h))
+	}
+	return nil
+}
+
 func validateMirror(m *Mirror) error {
 	if err := validateBackend(&m.Backend); err != nil {
 		return fmt.Errorf("backendRef.%w", err)
@@ -454,6 +462,14 @@ func validateMirror(m *Mirror) error {
 	}
 	if m.Numerator > 0 && m.Denominator == 0 {
 		return errors.New("fraction: denominator must not be 0")
+	}
+	if m.Hostname != "" {
+		if err := validateDNSName(m.Hostname); err != nil {
+			return err
+		}
+	}
+	if m.Path != "" {
+		return validatePathModifier(&PathModifier{Type: ReplaceFullPath, Value: m.Path})
 	}
 	return nil
 }

@@ -104,6 +104,9 @@ type nginxSettings struct {
 	// traffic are canary, balancing, retry and access log settings
 	// (nginx_traffic.go).
 	traffic nginxTraffic
+	// redirects are mirror-target, server-alias and what shapes the
+	// redirect to HTTPS (nginx_redirects.go).
+	redirects nginxRedirects
 }
 
 // nginxParse reads one annotation's value into s. An error makes the
@@ -113,7 +116,7 @@ type nginxParse func(value string, s *nginxSettings) error
 // nginxHonoured are the annotations hostgate acts on, by group. A group
 // with settings that depend on each other settles them after parsing
 // (parseNginxAnnotations).
-var nginxHonoured = []map[string]nginxParse{nginxPathAnnotations, nginxBackendAnnotations, nginxAccessAnnotations, nginxProxyAnnotations, nginxAuthAnnotations, nginxTLSAuthAnnotations, nginxTrafficAnnotations}
+var nginxHonoured = []map[string]nginxParse{nginxPathAnnotations, nginxBackendAnnotations, nginxAccessAnnotations, nginxProxyAnnotations, nginxAuthAnnotations, nginxTLSAuthAnnotations, nginxTrafficAnnotations, nginxRedirectAnnotations}
 
 // nginxParser is the parse function of an honoured annotation.
 func nginxParser(name string) (nginxParse, bool) {
@@ -242,9 +245,8 @@ var nginxNotYet = []string{
 	"auth-proxy-set-headers", "auth-always-set-cookie",
 	"limit-rate", "limit-rate-after",
 	"affinity-canary-behavior", "session-cookie-conditional-samesite-none",
-	"custom-headers", "enable-rewrite-log", "server-alias", "mirror-target",
-	"mirror-host", "mirror-request-body", "satisfy", "ssl-ciphers", "ssl-prefer-server-ciphers",
-	"connection-proxy-header", "preserve-trailing-slash", "use-port-in-redirects", "relative-redirects",
+	"custom-headers", "enable-rewrite-log", "satisfy", "ssl-ciphers", "ssl-prefer-server-ciphers",
+	"connection-proxy-header",
 	"http2-push-preload", "x-forwarded-prefix-header",
 }
 
@@ -281,6 +283,7 @@ func parseNginxAnnotations(ing *networkingv1.Ingress) (nginxSettings, []Annotati
 	s.settleNginxProxy(outcomes)
 	s.settleAuth(ing.Annotations, outcomes)
 	s.settleTraffic(outcomes)
+	s.settleMirror(outcomes)
 	return s, outcomes
 }
 
@@ -623,6 +626,7 @@ func (h *nginxHosts) context(ing *networkingv1.Ingress) string {
 		b = append(b, '0'+btoi(own.regex)|btoi(own.tls)<<1|btoi(alt.served)<<2|btoi(alt.tls)<<3, ';')
 	}
 	b = append(b, h.tlsAuthContext(ing)...)
+	b = h.aliasContext(b, ing)
 	return string(h.canaryContext(b, ing))
 }
 

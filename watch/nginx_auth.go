@@ -10,6 +10,7 @@ package watch
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"net/url"
 	"regexp"
@@ -179,7 +180,7 @@ func (t *translator) resolveNginxAuth(s *nginxSettings, outcomes []AnnotationOut
 		a.Backend = router.BackendRef{Invalid: true, Weight: 1}
 		return
 	}
-	ref, err := t.nginxAuthService(s.auth.url)
+	ref, err := t.nginxURLService(s.auth.url)
 	if err != nil {
 		setOutcome(outcomes, "auth-url", Invalid, err.Error()+"; the Ingress's paths answer 500")
 		ref = router.BackendRef{Invalid: true, Weight: 1}
@@ -187,10 +188,16 @@ func (t *translator) resolveNginxAuth(s *nginxSettings, outcomes []AnnotationOut
 	a.Backend = ref
 }
 
-func (t *translator) nginxAuthService(u *url.URL) (router.BackendRef, error) {
+// errOutsideCluster is why a URL of an annotation that names no Service
+// of the cluster cannot be served.
+var errOutsideCluster = errors.New("hostgate reaches no other host")
+
+// nginxURLService is the backend of the Service that an annotation's
+// URL names (auth-url, mirror-target), or why there is none.
+func (t *translator) nginxURLService(u *url.URL) (router.BackendRef, error) {
 	labels := strings.Split(strings.ToLower(u.Hostname()), ".")
 	if len(labels) < 2 || len(labels) > 2 && labels[2] != "svc" {
-		return router.BackendRef{}, fmt.Errorf("host %q: must name a Service of the cluster (<service>.<namespace>.svc); hostgate reaches no other host", u.Hostname())
+		return router.BackendRef{}, fmt.Errorf("host %q: must name a Service of the cluster (<service>.<namespace>.svc); %w", u.Hostname(), errOutsideCluster)
 	}
 	port := 80
 	if u.Scheme == "https" {
