@@ -10,7 +10,6 @@ package watch
 
 import (
 	"cmp"
-	"errors"
 	"fmt"
 	"net/url"
 	"regexp"
@@ -188,16 +187,22 @@ func (t *translator) resolveNginxAuth(s *nginxSettings, outcomes []AnnotationOut
 	a.Backend = ref
 }
 
-// errOutsideCluster is why a URL of an annotation that names no Service
-// of the cluster cannot be served.
-var errOutsideCluster = errors.New("hostgate reaches no other host")
-
-// nginxURLService is the backend of the Service that an annotation's
-// URL names (auth-url, mirror-target), or why there is none.
-func (t *translator) nginxURLService(u *url.URL) (router.BackendRef, error) {
+// nginxServiceKey is the Service that an annotation's URL names by its
+// DNS name (auth-url, mirror-target), or why it names none.
+func nginxServiceKey(u *url.URL) (types.NamespacedName, error) {
 	labels := strings.Split(strings.ToLower(u.Hostname()), ".")
 	if len(labels) < 2 || len(labels) > 2 && labels[2] != "svc" {
-		return router.BackendRef{}, fmt.Errorf("host %q: must name a Service of the cluster (<service>.<namespace>.svc); %w", u.Hostname(), errOutsideCluster)
+		return types.NamespacedName{}, fmt.Errorf("host %q: must name a Service of the cluster (<service>.<namespace>.svc); hostgate reaches no other host", u.Hostname())
+	}
+	return types.NamespacedName{Namespace: labels[1], Name: labels[0]}, nil
+}
+
+// nginxURLService is the backend of the Service that an annotation's
+// URL names, or why there is none.
+func (t *translator) nginxURLService(u *url.URL) (router.BackendRef, error) {
+	key, err := nginxServiceKey(u)
+	if err != nil {
+		return router.BackendRef{}, err
 	}
 	port := 80
 	if u.Scheme == "https" {
@@ -210,7 +215,6 @@ func (t *translator) nginxURLService(u *url.URL) (router.BackendRef, error) {
 		}
 		port = n
 	}
-	key := types.NamespacedName{Namespace: labels[1], Name: labels[0]}
 	svc := t.services.last(key)
 	t.dependOnService(key)
 	if svc == nil {

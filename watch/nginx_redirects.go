@@ -9,7 +9,6 @@ package watch
 // first host, each one no Ingress serves as its host.
 
 import (
-	"errors"
 	"fmt"
 	"net/url"
 	"slices"
@@ -124,10 +123,14 @@ func (s *nginxSettings) settleMirror(outcomes []AnnotationOutcome) {
 		return
 	}
 	ignore("mirror-request-body", "hostgate mirrors only requests without a body, whatever this says")
+	if _, err := nginxServiceKey(s.redirects.mirrorURL); err != nil {
+		s.redirects.mirrorURL = nil
+		ignore("mirror-target", err.Error()+"; nothing is mirrored")
+		ignore("mirror-host", "without a mirror-target that hostgate serves")
+	}
 }
 
-// resolveNginxMirror finds the Service that mirror-target names. A URL
-// outside the cluster leaves the Ingress without a mirror.
+// resolveNginxMirror finds the Service that mirror-target names.
 func (t *translator) resolveNginxMirror(s *nginxSettings, outcomes []AnnotationOutcome) {
 	u := s.redirects.mirrorURL
 	if u == nil {
@@ -135,8 +138,6 @@ func (t *translator) resolveNginxMirror(s *nginxSettings, outcomes []AnnotationO
 	}
 	ref, err := t.nginxURLService(u)
 	switch {
-	case errors.Is(err, errOutsideCluster):
-		setOutcome(outcomes, "mirror-target", Ignored, err.Error()+"; nothing is mirrored")
 	case err != nil:
 		setOutcome(outcomes, "mirror-target", Invalid, err.Error()+"; nothing is mirrored")
 	default:
@@ -171,26 +172,31 @@ func (s *nginxSettings) addAliases(routes []router.Route, hosts nginxHosts, outc
 		setOutcome(outcomes, "server-alias", Ignored, "the Ingress has no rule with a host")
 		return
 	}
-	var taken []string
-	r := &routes[i]
-	r.Hostnames = slices.Clone(r.Hostnames)
-	for _, alias := range s.redirects.aliases {
-		if hosts.facts[alias].served {
+	routes[i].Hostnames = slices.Concat(routes[i].Hostnames, hosts.freeAliases(s.redirects.aliases, outcomes))
+}
+
+// freeAliases are the aliases no Ingress serves as its host; outcomes
+// say which are left to their Ingress.
+func (h *nginxHosts) freeAliases(aliases []string, outcomes []AnnotationOutcome) []string {
+	var free, taken []string
+	for _, alias := range aliases {
+		if h.facts[alias].served {
 			taken = append(taken, alias)
-			continue
+		} else {
+			free = append(free, alias)
 		}
-		r.Hostnames = append(r.Hostnames, alias)
 	}
 	if len(taken) == 0 {
-		return
+		return free
 	}
 	reason := fmt.Sprintf("an Ingress serves %s as its host", strings.Join(taken, ", "))
-	if len(taken) == len(s.redirects.aliases) {
+	if len(free) == 0 {
 		setOutcome(outcomes, "server-alias", Ignored, reason)
 	} else {
 		// The others are served: the annotation keeps its outcome.
 		nginxOutcome(outcomes, "server-alias").Reason = reason
 	}
+	return free
 }
 
 // aliasContext appends to b what of h the aliases of ing depend on.
