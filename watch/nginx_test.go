@@ -126,6 +126,8 @@ func FuzzNginxAnnotations(f *testing.F) {
 		{"app-root", "/app", "/"},
 		{"from-to-www-redirect", "true", "/"},
 		{"x-forwarded-prefix", "/p", "/"},
+		{"mirror-target", "http://web.default.svc/copies", "/"},
+		{"server-alias", "a.example, *.b.example", "/"},
 	} {
 		f.Add(seed[0], seed[1], seed[2])
 	}
