@@ -606,6 +606,12 @@ func (f *forwarder) mirror(out *http.Request, m *router.Mirror, ex *exchange) {
 	h := set.Pick(nil)
 	copyReq.URL.Host = h.Address()
 	copyReq.URL.Scheme = upstreamScheme(m.Backend.Protocol)
+	if m.Hostname != "" {
+		copyReq.Host = m.Hostname
+	}
+	if m.Path != "" {
+		copyReq.URL.Path, copyReq.URL.RawPath = m.Path, ""
+	}
 	go func() {
 		defer func() { <-f.mirrorSlots }()
 		defer cancel()

@@ -341,6 +341,9 @@ func location(v *view, p *plan) string {
 	if p.path != "" {
 		path = p.path
 	}
+	if rd.TrimTrailingSlash && v.RawQuery == "" {
+		path = strings.TrimSuffix(path, "/")
+	}
 	loc := scheme + "://" + host + path
 	if v.RawQuery != "" {
 		loc += "?" + v.RawQuery

@@ -283,6 +283,9 @@ func describeFilter(f *Filter) string {
 		if r.StatusCode != 0 {
 			fmt.Fprintf(&b, " status=%d", r.StatusCode)
 		}
+		if r.TrimTrailingSlash {
+			b.WriteString(" trimTrailingSlash")
+		}
 	case FilterURLRewrite:
 		describeSet(&b, "hostname", f.Rewrite.Hostname)
 		describePathModifier(&b, f.Rewrite.Path)
@@ -292,6 +295,8 @@ func describeFilter(f *Filter) string {
 		if m.Denominator > 0 {
 			fmt.Fprintf(&b, " fraction=%d/%d", m.Numerator, m.Denominator)
 		}
+		describeSet(&b, "hostname", m.Hostname)
+		describeSet(&b, "path", m.Path)
 	case FilterCORS:
 		describeCORS(&b, f.CORS)
 	case FilterAccess:

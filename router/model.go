@@ -374,6 +374,9 @@ type Redirect struct {
 	Port       int
 	Path       *PathModifier
 	StatusCode int
+	// TrimTrailingSlash drops a trailing slash of a path without a query
+	// from the Location (ingress-nginx's redirect to HTTPS).
+	TrimTrailingSlash bool `json:",omitempty"`
 }
 
 // Rewrite changes the request before it is forwarded.
@@ -388,6 +391,11 @@ type Mirror struct {
 	Backend     BackendRef
 	Numerator   int32
 	Denominator int32
+	// Hostname, when set, is the Host of the copy, and Path its path (the
+	// query is kept): ingress-nginx mirrors to a URL, not to the request's
+	// own Host and path.
+	Hostname string `json:",omitempty"`
+	Path     string `json:",omitempty"`
 }
 
 // BackendRef names an endpoint set that proxy/ resolves; Weight is relative

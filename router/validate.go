@@ -402,8 +402,8 @@ func validateRedirect(r *Redirect) error {
 		return fmt.Errorf("scheme %s: must be http or https", quote(r.Scheme))
 	}
 	if r.Hostname != "" {
-		if err := validateHostname(r.Hostname); err != nil || strings.HasPrefix(r.Hostname, "*") {
-			return fmt.Errorf("hostname %s: not a DNS name", quote(r.Hostname))
+		if err := validateDNSName(r.Hostname); err != nil {
+			return err
 		}
 	}
 	if r.Port < 0 || r.Port > 65535 {
@@ -427,8 +427,8 @@ func validateRedirect(r *Redirect) error {
 
 func validateRewrite(r *Rewrite) error {
 	if r.Hostname != "" {
-		if err := validateHostname(r.Hostname); err != nil || strings.HasPrefix(r.Hostname, "*") {
-			return fmt.Errorf("hostname %s: not a DNS name", quote(r.Hostname))
+		if err := validateDNSName(r.Hostname); err != nil {
+			return err
 		}
 	}
 	return validatePathModifier(r.Path)
@@ -453,6 +453,14 @@ func validatePathModifier(p *PathModifier) error {
 	return nil
 }
 
+// validateDNSName accepts a hostname without a wildcard, as sent in Host.
+func validateDNSName(h string) error {
+	if err := validateHostname(h); err != nil || strings.HasPrefix(h, "*") {
+		return fmt.Errorf("hostname %s: not a DNS name", quote(h))
+	}
+	return nil
+}
+
 func validateMirror(m *Mirror) error {
 	if err := validateBackend(&m.Backend); err != nil {
 		return fmt.Errorf("backendRef.%w", err)
@@ -462,6 +470,14 @@ func validateMirror(m *Mirror) error {
 	}
 	if m.Numerator > 0 && m.Denominator == 0 {
 		return errors.New("fraction: denominator must not be 0")
+	}
+	if m.Hostname != "" {
+		if err := validateDNSName(m.Hostname); err != nil {
+			return err
+		}
+	}
+	if m.Path != "" {
+		return validatePathModifier(&PathModifier{Type: ReplaceFullPath, Value: m.Path})
 	}
 	return nil
 }

@@ -55,6 +55,7 @@ func CheckIngresses(ingresses []*networkingv1.Ingress, classes []string) []Ingre
 		}
 		nginx, outcomes := parseNginxAnnotations(ing)
 		c := IngressCheck{Ingress: ing.Namespace + "/" + ing.Name, Class: ingressClass(ing), Annotations: outcomes}
+		hosts.freeAliases(nginx.redirects.aliases, outcomes)
 		for i, rule := range ing.Spec.Rules {
 			if nginx.fromToWWW && rule.Host != "" {
 				hosts.wwwTaken(strings.ToLower(rule.Host), outcomes)

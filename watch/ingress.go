@@ -185,6 +185,7 @@ func (t *translator) ingressRoutes(ing *networkingv1.Ingress, hosts nginxHosts, 
 	problems = append(problems, t.accessFilters(ing, &nginx.access, outcomes)...)
 	t.resolveDefaultBackend(ing, &nginx, outcomes)
 	t.resolveNginxAuth(&nginx, outcomes)
+	t.resolveNginxMirror(&nginx, outcomes)
 	nginx.applyProxySSL(hosts.proxySSL[ing], ing.Annotations, outcomes)
 	t.customHeaders(ing.Namespace, &nginx, outcomes)
 	id := router.RouteID{Kind: router.KindIngress, Namespace: ing.Namespace, Name: ing.Name}
@@ -252,6 +253,7 @@ func (t *translator) ingressRoutes(ing *networkingv1.Ingress, hosts nginxHosts, 
 		r.Rules = append(r.Rules, rr)
 	}
 	routes = t.nginxHostRoutes(routes, &nginx, hosts, outcomes)
+	nginx.addAliases(routes, hosts, outcomes)
 	hosts.checkClientCerts(routes, ing, &nginx, outcomes)
 	var out ingressRoutes
 	for _, r := range routes {
@@ -306,11 +308,12 @@ func (t *translator) nginxHostRoutes(routes []router.Route, nginx *nginxSettings
 
 // pathFilters are the filters ingress-nginx's annotations put on every
 // path: a redirect instead of the backend, or CORS, the access filters,
-// external authentication and a rewrite of the path and of the Host, in
-// the order of nginx's phases: a CORS preflight is answered in the
-// rewrite phase, limits come before the access phase, whose checks run
-// allow and deny lists, then basic auth, then auth_request; custom-headers
-// sets response headers.
+// external authentication, the mirror and a rewrite of the path and of
+// the Host, in the order of nginx's phases: a CORS preflight is answered
+// in the rewrite phase, limits come before the access phase, whose checks
+// run allow and deny lists, then basic auth, then auth_request; mirror
+// runs after them, in the precontent phase; the response rewrites and
+// custom-headers edit the answer.
 func (s *nginxSettings) pathFilters(path string) []router.Filter {
 	if s.redirect != nil {
 		return []router.Filter{{Type: router.FilterRequestRedirect, Redirect: s.redirect}}
@@ -322,7 +325,7 @@ func (s *nginxSettings) pathFilters(path string) []router.Filter {
 	if s.auth != nil {
 		auth = []router.Filter{{Type: router.FilterExternalAuth, ExternalAuth: s.auth.filter}}
 	}
-	return slices.Concat(cors, s.access.filters, auth, s.rewriteFilters(path), s.rewrites.filters(), s.headers.filters())
+	return slices.Concat(cors, s.access.filters, auth, s.mirrorFilters(), s.rewriteFilters(path), s.rewrites.filters(), s.headers.filters())
 }
 
 func (s *nginxSettings) rewriteFilters(path string) []router.Filter {
@@ -352,8 +355,8 @@ func (t *translator) plainIngressRoute(r router.Route, nginx *nginxSettings, hos
 	if t.opts.NoIngressSSLRedirect || !(nginx.forceSSLRedirect || tls && nginx.sslRedirect) {
 		return r
 	}
-	redirect := &router.Redirect{Scheme: "https", StatusCode: 308}
-	if _, port, err := splitHostPort(t.opts.IngressHTTPSAddr); err == nil && port != 443 {
+	redirect := &router.Redirect{Scheme: "https", StatusCode: 308, TrimTrailingSlash: nginx.redirects.trimSlash}
+	if _, port, err := splitHostPort(t.opts.IngressHTTPSAddr); err == nil && port != 443 && !nginx.redirects.noRedirectPort {
 		redirect.Port = port
 	}
 	rules := slices.Clone(r.Rules)

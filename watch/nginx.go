@@ -108,6 +108,9 @@ type nginxSettings struct {
 	headers nginxHeaders
 	// rewrites rewrite backends' answers (nginx_rewrites.go).
 	rewrites nginxRewrites
+	// redirects are mirror-target, server-alias and what shapes the
+	// redirect to HTTPS (nginx_redirects.go).
+	redirects nginxRedirects
 }
 
 // nginxParse reads one annotation's value into s. An error makes the
@@ -117,7 +120,7 @@ type nginxParse func(value string, s *nginxSettings) error
 // nginxHonoured are the annotations hostgate acts on, by group. A group
 // with settings that depend on each other settles them after parsing
 // (parseNginxAnnotations).
-var nginxHonoured = []map[string]nginxParse{nginxPathAnnotations, nginxBackendAnnotations, nginxAccessAnnotations, nginxProxyAnnotations, nginxAuthAnnotations, nginxTLSAuthAnnotations, nginxTrafficAnnotations, nginxHeaderAnnotations, nginxRewriteAnnotations}
+var nginxHonoured = []map[string]nginxParse{nginxPathAnnotations, nginxBackendAnnotations, nginxAccessAnnotations, nginxProxyAnnotations, nginxAuthAnnotations, nginxTLSAuthAnnotations, nginxTrafficAnnotations, nginxHeaderAnnotations, nginxRewriteAnnotations, nginxRedirectAnnotations}
 
 // nginxParser is the parse function of an honoured annotation.
 func nginxParser(name string) (nginxParse, bool) {
@@ -244,9 +247,8 @@ var nginxNotYet = []string{
 	"auth-proxy-set-headers", "auth-always-set-cookie",
 	"limit-rate", "limit-rate-after",
 	"affinity-canary-behavior",
-	"enable-rewrite-log", "server-alias", "mirror-target",
-	"mirror-host", "mirror-request-body", "ssl-ciphers", "ssl-prefer-server-ciphers",
-	"connection-proxy-header", "preserve-trailing-slash", "use-port-in-redirects", "relative-redirects",
+	"enable-rewrite-log", "ssl-ciphers", "ssl-prefer-server-ciphers",
+	"connection-proxy-header",
 	"http2-push-preload", "x-forwarded-prefix-header",
 }
 
@@ -284,6 +286,7 @@ func parseNginxAnnotations(ing *networkingv1.Ingress) (nginxSettings, []Annotati
 	s.settleAuth(ing.Annotations, outcomes)
 	s.settleTraffic(outcomes)
 	s.settleRewrites(outcomes)
+	s.settleMirror(outcomes)
 	return s, outcomes
 }
 
@@ -626,6 +629,7 @@ func (h *nginxHosts) context(ing *networkingv1.Ingress) string {
 		b = append(b, '0'+btoi(own.regex)|btoi(own.tls)<<1|btoi(alt.served)<<2|btoi(alt.tls)<<3, ';')
 	}
 	b = append(b, h.tlsAuthContext(ing)...)
+	b = h.aliasContext(b, ing)
 	return string(h.canaryContext(b, ing))
 }
 

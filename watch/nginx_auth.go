@@ -179,7 +179,7 @@ func (t *translator) resolveNginxAuth(s *nginxSettings, outcomes []AnnotationOut
 		a.Backend = router.BackendRef{Invalid: true, Weight: 1}
 		return
 	}
-	ref, err := t.nginxAuthService(s.auth.url)
+	ref, err := t.nginxURLService(s.auth.url)
 	if err != nil {
 		setOutcome(outcomes, "auth-url", Invalid, err.Error()+"; the Ingress's paths answer 500")
 		ref = router.BackendRef{Invalid: true, Weight: 1}
@@ -187,10 +187,22 @@ func (t *translator) resolveNginxAuth(s *nginxSettings, outcomes []AnnotationOut
 	a.Backend = ref
 }
 
-func (t *translator) nginxAuthService(u *url.URL) (router.BackendRef, error) {
+// nginxServiceKey is the Service that an annotation's URL names by its
+// DNS name (auth-url, mirror-target), or why it names none.
+func nginxServiceKey(u *url.URL) (types.NamespacedName, error) {
 	labels := strings.Split(strings.ToLower(u.Hostname()), ".")
 	if len(labels) < 2 || len(labels) > 2 && labels[2] != "svc" {
-		return router.BackendRef{}, fmt.Errorf("host %q: must name a Service of the cluster (<service>.<namespace>.svc); hostgate reaches no other host", u.Hostname())
+		return types.NamespacedName{}, fmt.Errorf("host %q: must name a Service of the cluster (<service>.<namespace>.svc); hostgate reaches no other host", u.Hostname())
+	}
+	return types.NamespacedName{Namespace: labels[1], Name: labels[0]}, nil
+}
+
+// nginxURLService is the backend of the Service that an annotation's
+// URL names, or why there is none.
+func (t *translator) nginxURLService(u *url.URL) (router.BackendRef, error) {
+	key, err := nginxServiceKey(u)
+	if err != nil {
+		return router.BackendRef{}, err
 	}
 	port := 80
 	if u.Scheme == "https" {
@@ -203,7 +215,6 @@ func (t *translator) nginxAuthService(u *url.URL) (router.BackendRef, error) {
 		}
 		port = n
 	}
-	key := types.NamespacedName{Namespace: labels[1], Name: labels[0]}
 	svc := t.services.last(key)
 	t.dependOnService(key)
 	if svc == nil {

@@ -128,6 +128,8 @@ func FuzzNginxAnnotations(f *testing.F) {
 		{"x-forwarded-prefix", "/p", "/"},
 		{"proxy-cookie-domain", "internal.local example.com", "/"},
 		{"proxy-cookie-path", "/app /", "/"},
+		{"mirror-target", "http://web.default.svc/copies", "/"},
+		{"server-alias", "a.example, *.b.example", "/"},
 	} {
 		f.Add(seed[0], seed[1], seed[2])
 	}
