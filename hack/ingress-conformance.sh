@@ -26,43 +26,9 @@ if [ $# -lt 1 ] || [ ! -f "$1/go.mod" ]; then
 fi
 suite_src=$(cd "$1" && pwd)
 shift
-if [ "$(id -u)" != 0 ]; then
-	log "needs root: it creates network namespaces, veth pairs and a bridge"
-	exit 1
-fi
-lock=${TMPDIR:-/tmp}/hostgate-conformance.lock
-exec 9>>"$lock"
-if ! flock -n 9; then
-	log "waiting for the other run on this machine ($lock)"
-	flock 9
-fi
-
-work=$(mktemp -d -t hostgate-ingress-conformance.XXXXXX)
-prefix=hgi$(od -An -N2 -tx2 /dev/urandom | tr -d ' ')
-test_pid=
-cleanup() {
-	local status=$?
-	trap - EXIT INT TERM
-	if [ -n "$test_pid" ] && kill -0 "$test_pid" 2>/dev/null; then
-		kill -TERM "$test_pid" 2>/dev/null || true
-		for _ in $(seq 60); do
-			kill -0 "$test_pid" 2>/dev/null || break
-			sleep 0.5
-		done
-		kill -KILL "$test_pid" 2>/dev/null || true
-	fi
-	local ns
-	for ns in $(ip netns list | awk '{print $1}' | grep "^$prefix-" || true); do
-		ip netns del "$ns" || true
-	done
-	if ip link show "${prefix}br" >/dev/null 2>&1; then
-		ip link del "${prefix}br" || true
-	fi
-	rm -rf "$work"
-	exit "$status"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
+# shellcheck source=hack/cluster-run.sh
+. "$root/hack/cluster-run.sh"
+cluster_run_begin hostgate-ingress-conformance hgi
 
 start=$SECONDS
 eval "$("$root/hack/kube-env.sh" --export)"
