@@ -247,9 +247,17 @@ var nginxNotYet = []string{
 	"auth-proxy-set-headers", "auth-always-set-cookie",
 	"limit-rate", "limit-rate-after",
 	"affinity-canary-behavior",
-	"enable-rewrite-log", "ssl-ciphers", "ssl-prefer-server-ciphers",
-	"connection-proxy-header",
-	"http2-push-preload", "x-forwarded-prefix-header",
+	"ssl-ciphers", "x-forwarded-prefix-header",
+}
+
+// nginxNotApplicable are ingress-nginx annotations that change nothing a
+// user of hostgate would notice, or nothing hostgate has: ignored, with
+// why, rather than left for later.
+var nginxNotApplicable = map[string]string{
+	"http2-push-preload":        "HTTP/2 server push: browsers no longer accept pushed responses, and hostgate pushes none",
+	"enable-rewrite-log":        "nginx's log of its rewrite decisions: hostgate's rewrites are in /debug/routes",
+	"connection-proxy-header":   "Connection is a hop-by-hop field: hostgate keeps its backend connections alive itself and never forwards it",
+	"ssl-prefer-server-ciphers": "Go's TLS picks the cipher suite by the server's preference for TLS 1.2 and by a fixed order for TLS 1.3",
 }
 
 // parseNginxAnnotations reads the ingress-nginx annotations of ing, in
@@ -271,6 +279,8 @@ func parseNginxAnnotations(ing *networkingv1.Ingress) (nginxSettings, []Annotati
 			}
 		} else if reason, ok := nginxRefused[short]; ok {
 			o.Outcome, o.Reason = Refused, reason
+		} else if reason, ok := nginxNotApplicable[short]; ok {
+			o.Outcome, o.Reason = Ignored, reason
 		} else if slices.Contains(nginxNotYet, short) {
 			o.Outcome, o.Reason = Ignored, "not supported by hostgate yet"
 		} else {
