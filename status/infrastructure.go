@@ -19,7 +19,6 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/util/retry"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/hostgate/hostgate/watch"
@@ -196,30 +195,20 @@ func (k *keeper[T]) apply(ctx context.Context, wanted T) (wrote bool, err error)
 	if err != nil {
 		return false, fmt.Errorf("get %s %s/%s: %w", k.kind, ns, name, err)
 	}
-	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+	// Deleted meanwhile (writeRetrying then says nothing was written): the
+	// next pass creates it.
+	wrote, err = writeRetrying(ctx, current, k.client(ns).Get, func(current T) (bool, error) {
 		if current.GetLabels()[watch.ManagedByLabel] != watch.ManagedBy {
-			return fmt.Errorf("%s %s/%s exists and is not hostgate's: left alone", k.kind, ns, name)
+			return false, fmt.Errorf("%s %s/%s exists and is not hostgate's: left alone", k.kind, ns, name)
 		}
 		next := current.DeepCopy()
 		k.merge(next, wanted)
 		if equality.Semantic.DeepEqual(current, next) {
-			return nil
+			return false, nil
 		}
 		_, err := k.client(ns).Update(ctx, next, metav1.UpdateOptions{})
-		if apierrors.IsConflict(err) {
-			fresh, getErr := k.client(ns).Get(ctx, name, metav1.GetOptions{})
-			if getErr != nil {
-				return getErr
-			}
-			current = fresh
-		}
-		wrote = err == nil
-		return err
+		return err == nil, err
 	})
-	if apierrors.IsNotFound(err) {
-		// Deleted meanwhile: the next pass creates it.
-		return false, nil
-	}
 	if err != nil {
 		return false, fmt.Errorf("update %s %s/%s: %w", k.kind, ns, name, err)
 	}

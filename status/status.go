@@ -466,29 +466,43 @@ func update[T object[T], S any](ctx context.Context, kind string, current T,
 	status func(T) *S,
 	wanted func(current S) (S, bool),
 ) (wrote bool, err error) {
-	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+	wrote, err = writeRetrying(ctx, current, get, func(current T) (bool, error) {
 		want, changed := wanted(*status(current))
 		if !changed {
-			return nil
+			return false, nil
 		}
 		next := current.DeepCopy()
 		*status(next) = want
 		_, err := updateStatus(ctx, next, metav1.UpdateOptions{})
-		if apierrors.IsConflict(err) {
+		return err == nil, err
+	})
+	if err != nil {
+		return false, fmt.Errorf("status of %s %s/%s: %w", kind, current.GetNamespace(), current.GetName(), err)
+	}
+	return wrote, nil
+}
+
+// writeRetrying runs write on current and, on a conflict, again on a
+// fresh copy that get fetches, as client-go's retry does. An object
+// deleted meanwhile is not an error: nothing was written.
+func writeRetrying[T metav1.Object](ctx context.Context, current T,
+	get func(context.Context, string, metav1.GetOptions) (T, error),
+	write func(current T) (wrote bool, err error),
+) (wrote bool, err error) {
+	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		var werr error
+		wrote, werr = write(current)
+		if apierrors.IsConflict(werr) {
 			fresh, getErr := get(ctx, current.GetName(), metav1.GetOptions{})
 			if getErr != nil {
 				return getErr
 			}
 			current = fresh
 		}
-		wrote = err == nil
-		return err
+		return werr
 	})
 	if apierrors.IsNotFound(err) {
 		return false, nil
 	}
-	if err != nil {
-		return false, fmt.Errorf("status of %s %s/%s: %w", kind, current.GetNamespace(), current.GetName(), err)
-	}
-	return wrote, nil
+	return wrote, err
 }

@@ -29,19 +29,7 @@ func benchObjects(n int) *objects {
 	}, 0)
 	for i := range n {
 		ns, name := fmt.Sprintf("ns%d", i%50), fmt.Sprintf("r%d", i)
-		objs.add(&corev1.Service{
-			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
-			Spec:       corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromInt32(8080)}}},
-		}, 0)
-		slice := &discoveryv1.EndpointSlice{
-			ObjectMeta:  metav1.ObjectMeta{Name: name, Namespace: ns, Labels: map[string]string{discoveryv1.LabelServiceName: name}},
-			AddressType: discoveryv1.AddressTypeIPv4,
-			Ports:       []discoveryv1.EndpointPort{{Name: new("http"), Port: new(int32(8080))}},
-		}
-		for j := range 10 {
-			slice.Endpoints = append(slice.Endpoints, discoveryv1.Endpoint{Addresses: []string{fmt.Sprintf("10.%d.%d.%d", i/250, i%250, j)}})
-		}
-		objs.add(slice, 0)
+		addBenchService(objs, ns, name, i)
 		backend := []gatewayv1.HTTPBackendRef{{BackendRef: gatewayv1.BackendRef{BackendObjectReference: gatewayv1.BackendObjectReference{Name: gatewayv1.ObjectName(name), Port: new(gatewayv1.PortNumber(80))}}}}
 		objs.add(&gatewayv1.HTTPRoute{
 			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
@@ -157,6 +145,24 @@ func BenchmarkOrderOneChange(b *testing.B) {
 	}
 }
 
+// addBenchService adds Service namespace/name, port 80, and its
+// EndpointSlice of ten endpoints numbered after i.
+func addBenchService(objs *objects, namespace, name string, i int) {
+	objs.add(&corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace},
+		Spec:       corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromInt32(8080)}}},
+	}, 0)
+	slice := &discoveryv1.EndpointSlice{
+		ObjectMeta:  metav1.ObjectMeta{Name: name, Namespace: namespace, Labels: map[string]string{discoveryv1.LabelServiceName: name}},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Ports:       []discoveryv1.EndpointPort{{Name: new("http"), Port: new(int32(8080))}},
+	}
+	for j := range 10 {
+		slice.Endpoints = append(slice.Endpoints, discoveryv1.Endpoint{Addresses: []string{fmt.Sprintf("10.%d.%d.%d", i/250, i%250, j)}})
+	}
+	objs.add(slice, 0)
+}
+
 // benchIngresses is n Ingresses of class nginx as a migrated cluster has
 // them, each with its own host and TLS, a rewrite with captures, CORS and
 // a snippet that is refused, and a Service with ten endpoints.
@@ -164,19 +170,7 @@ func benchIngresses(n int) *objects {
 	objs := &objects{}
 	for i := range n {
 		ns, name := fmt.Sprintf("ns%d", i%50), fmt.Sprintf("i%d", i)
-		objs.add(&corev1.Service{
-			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
-			Spec:       corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromInt32(8080)}}},
-		}, 0)
-		slice := &discoveryv1.EndpointSlice{
-			ObjectMeta:  metav1.ObjectMeta{Name: name, Namespace: ns, Labels: map[string]string{discoveryv1.LabelServiceName: name}},
-			AddressType: discoveryv1.AddressTypeIPv4,
-			Ports:       []discoveryv1.EndpointPort{{Name: new("http"), Port: new(int32(8080))}},
-		}
-		for j := range 10 {
-			slice.Endpoints = append(slice.Endpoints, discoveryv1.Endpoint{Addresses: []string{fmt.Sprintf("10.%d.%d.%d", i/250, i%250, j)}})
-		}
-		objs.add(slice, 0)
+		addBenchService(objs, ns, name, i)
 		host := name + ".example.com"
 		backend := networkingv1.IngressBackend{Service: &networkingv1.IngressServiceBackend{Name: name, Port: networkingv1.ServiceBackendPort{Number: 80}}}
 		objs.add(&networkingv1.Ingress{
