@@ -173,8 +173,10 @@ func decide(routes *router.Table, sets map[string]*upstream.Set, v *view) plan {
 		p.action = actForward
 		if p.set == nil || p.set.Len() == 0 {
 			p.action = actNoEndpoints
-			if fb := rule.Fallback; fb != nil && sets[fb.Backend.Name] != nil && sets[fb.Backend.Name].Len() > 0 {
-				p.action, p.fallback, p.backend, p.set = actForward, true, &fb.Backend, sets[fb.Backend.Name]
+			if fb := rule.Fallback; fb != nil {
+				if set := sets[fb.Backend.Name]; set != nil && set.Len() > 0 {
+					p.action, p.fallback, p.backend, p.set = actForward, true, &fb.Backend, set
+				}
 			}
 		}
 		if b := p.backend.Balance; b != nil && p.action == actForward {
