@@ -22,6 +22,7 @@ package proxy
 
 import (
 	"bufio"
+	"context"
 	"crypto/tls"
 	"errors"
 	"io"
@@ -35,6 +36,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hostgate/hostgate/proxy/h2"
 	"github.com/hostgate/hostgate/proxy/upstream"
 	"github.com/hostgate/hostgate/router"
 )
@@ -102,6 +104,8 @@ type h1conn struct {
 	scratch     [64]byte
 	// linger says the connection ends with a request body unread.
 	linger bool
+	// http2 says the connection speaks HTTP/2, for the HTTP/2 engine.
+	http2 bool
 }
 
 // handoffListener is a listener that deliver feeds: the engine hands
@@ -181,6 +185,11 @@ func (l *listener) serveH1(gc *guardConn) {
 	l.h1mu.Lock()
 	delete(l.h1conns, c)
 	l.h1mu.Unlock()
+	if c.http2 {
+		ctx := connContext(context.Background(), gc)
+		l.h2.ServeConn(&bufferedConn{Conn: gc, r: c.br}, h2.ConnOpts{Context: ctx})
+		return
+	}
 	if handedOff {
 		return // the reader goes with the connection
 	}
@@ -248,7 +257,15 @@ func (c *h1conn) serve() bool {
 			}
 		}
 		if first {
-			if tc, ok := c.gc.Conn.(*tls.Conn); ok && tc.ConnectionState().NegotiatedProtocol == "h2" {
+			alpnH2 := false
+			if tc, ok := c.gc.Conn.(*tls.Conn); ok {
+				alpnH2 = tc.ConnectionState().NegotiatedProtocol == "h2"
+			}
+			switch {
+			case c.l.h2 != nil && (alpnH2 || c.startsWithPreface()):
+				c.http2 = true
+				return true
+			case alpnH2 || o.HTTP1Engine == EngineStdlib:
 				return c.handOff()
 			}
 		}
@@ -294,6 +311,25 @@ func (c *h1conn) peekHead(armHeaderTimeout bool) (int, error) {
 		from = headSearchFrom(len(buf))
 		if _, err := c.br.Peek(len(buf) + 1); err != nil {
 			return 0, err
+		}
+	}
+}
+
+// startsWithPreface reports whether the connection starts with HTTP/2's
+// client preface (h2c with prior knowledge). No HTTP/1.1 request starts
+// like it, so a wait for more of it is a wait for an HTTP/2 client.
+func (c *h1conn) startsWithPreface() bool {
+	for {
+		buf, _ := c.br.Peek(c.br.Buffered())
+		n := min(len(buf), len(h2Preface))
+		if string(buf[:n]) != h2Preface[:n] {
+			return false
+		}
+		if n == len(h2Preface) {
+			return true
+		}
+		if _, err := c.br.Peek(n + 1); err != nil {
+			return false
 		}
 	}
 }

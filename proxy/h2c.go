@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"golang.org/x/net/http2"
+
+	"github.com/hostgate/hostgate/proxy/h2"
 )
 
 // net/http serves h2c with prior knowledge itself but not the HTTP/1.1
@@ -77,7 +79,12 @@ func (l *listener) serveH2CUpgrade(w http.ResponseWriter, r *http.Request) {
 	if err := rw.Flush(); err != nil {
 		return
 	}
-	l.h2c.ServeConn(&bufferedConn{Conn: conn, r: rw.Reader}, &http2.ServeConnOpts{
+	upgraded := &bufferedConn{Conn: conn, r: rw.Reader}
+	if l.h2 != nil {
+		l.h2.ServeConn(upgraded, h2.ConnOpts{Context: r.Context(), Upgrade: r, Settings: settings})
+		return
+	}
+	l.h2c.ServeConn(upgraded, &http2.ServeConnOpts{
 		Context:        r.Context(),
 		BaseConfig:     l.http,
 		Handler:        l,

@@ -24,14 +24,16 @@ import (
 	"github.com/hostgate/hostgate/tlsstore/tlstest"
 )
 
-// testOptions are fast-stopping options for tests. The HTTP/1.1 engine is
-// the default unless HOSTGATE_TEST_HTTP1_ENGINE names another, so that the
-// tests can run on net/http alone too.
+// testOptions are fast-stopping options for tests. The HTTP/1.1 and HTTP/2
+// engines are the defaults unless HOSTGATE_TEST_HTTP1_ENGINE and
+// HOSTGATE_TEST_HTTP2_ENGINE name others, so that the tests can run on
+// net/http alone too.
 func testOptions() Options {
 	return Options{
 		ShutdownDelay: time.Millisecond, ShutdownGrace: 2 * time.Second,
 		Registerer: prometheus.NewRegistry(), Logger: slog.New(slog.DiscardHandler),
 		HTTP1Engine: Engine(os.Getenv("HOSTGATE_TEST_HTTP1_ENGINE")),
+		HTTP2Engine: Engine(os.Getenv("HOSTGATE_TEST_HTTP2_ENGINE")),
 	}
 }
 

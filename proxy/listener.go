@@ -16,6 +16,7 @@ import (
 	"github.com/quic-go/quic-go/http3"
 	"golang.org/x/net/http2"
 
+	"github.com/hostgate/hostgate/proxy/h2"
 	"github.com/hostgate/hostgate/router"
 	"github.com/hostgate/hostgate/tlsstore"
 )
@@ -40,7 +41,10 @@ type listener struct {
 
 	tcp   *connTracker
 	http  *http.Server
-	h2c   *http2.Server // serves connections upgraded from HTTP/1.1
+	h2c   *http2.Server // serves connections upgraded from HTTP/1.1 (EngineStdlib)
+	// h2 serves HTTP/2 connections with EngineNative, nil with
+	// EngineStdlib.
+	h2    *h2.Server
 	udp   net.PacketConn
 	h3    *http3.Server
 	alt   []string // Alt-Svc value, shared by every response
@@ -150,8 +154,19 @@ func (s *Server) openListener(cfg *Listener) (*listener, error) {
 			WriteByteTimeout:     o.IdleTimeout,
 		}
 	}
+	if o.HTTP2Engine == EngineNative {
+		l.h2 = &h2.Server{
+			Handler:              l,
+			MaxConcurrentStreams: uint32(o.MaxConcurrentStreams),
+			MaxHeaderListSize:    uint32(o.MaxHeaderBytes),
+			IdleTimeout:          o.IdleTimeout,
+			PrefaceTimeout:       o.ReadHeaderTimeout,
+			ConnState:            l.connState,
+			Logger:               s.log,
+		}
+	}
 	serve := func() error { return l.http.Serve(guarded) }
-	if o.HTTP1Engine == EngineNative {
+	if o.HTTP1Engine == EngineNative || l.h2 != nil {
 		l.handoff = newHandoffListener(l.tcp.Addr())
 		l.h1conns = map[*h1conn]struct{}{}
 		serve = func() error { return l.http.Serve(l.handoff) }
@@ -292,6 +307,9 @@ func (l *listener) drain(ctx context.Context) bool {
 		l.closeIdleH1()
 	}
 	wg.Go(func() { _ = l.http.Shutdown(ctx) })
+	if l.h2 != nil {
+		l.h2.Drain()
+	}
 	if l.h3 != nil {
 		wg.Go(func() { _ = l.h3.Shutdown(ctx) })
 	}
@@ -309,6 +327,9 @@ func (l *listener) drain(ctx context.Context) bool {
 	if ctx.Err() != nil {
 		clean = clean && l.inflight.Load() == 0
 		l.http.Close()
+		if l.h2 != nil {
+			l.h2.Close()
+		}
 		l.tcp.closeConns()
 		if l.h3 != nil {
 			l.h3.Close()

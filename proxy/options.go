@@ -41,6 +41,10 @@ type Options struct {
 	// own engine, which hands what it does not serve to net/http, or
 	// EngineStdlib, net/http for all. Default EngineNative.
 	HTTP1Engine Engine
+	// HTTP2Engine serves HTTP/2 connections, over TLS, with prior
+	// knowledge and upgraded from HTTP/1.1: EngineNative, hostgate's own
+	// (package h2), or EngineStdlib, net/http's. Default EngineNative.
+	HTTP2Engine Engine
 	// MaxConnections caps the client connections open at once on all
 	// listeners, over TCP (QUIC connections are not counted). A connection
 	// past it closes the connections idle the longest to make room, or is
@@ -162,6 +166,7 @@ func DefaultOptions() Options {
 		MaxConnections:           4096,
 		MaxConnectionsPerAddress: 1024,
 		HTTP1Engine:              EngineNative,
+		HTTP2Engine:              EngineNative,
 		LoadBalancing:            RoundRobin,
 		DialTimeout:              5 * time.Second,
 		ConnectAttempts:          3,
@@ -192,6 +197,7 @@ func (o Options) complete() (Options, error) {
 	setDefault(&o.MaxConnections, d.MaxConnections)
 	setDefault(&o.MaxConnectionsPerAddress, d.MaxConnectionsPerAddress)
 	setDefault(&o.HTTP1Engine, d.HTTP1Engine)
+	setDefault(&o.HTTP2Engine, d.HTTP2Engine)
 	setDefault(&o.LoadBalancing, d.LoadBalancing)
 	setDefault(&o.DialTimeout, d.DialTimeout)
 	setDefault(&o.ConnectAttempts, d.ConnectAttempts)
@@ -218,6 +224,8 @@ func (o Options) complete() (Options, error) {
 		return o, fmt.Errorf("load balancing %q: want %q or %q", o.LoadBalancing, RoundRobin, LeastRequest)
 	case o.HTTP1Engine != EngineNative && o.HTTP1Engine != EngineStdlib:
 		return o, fmt.Errorf("HTTP/1.1 engine %q: want %q or %q", o.HTTP1Engine, EngineNative, EngineStdlib)
+	case o.HTTP2Engine != EngineNative && o.HTTP2Engine != EngineStdlib:
+		return o, fmt.Errorf("HTTP/2 engine %q: want %q or %q", o.HTTP2Engine, EngineNative, EngineStdlib)
 	case o.ConnectAttempts < 1 || o.ConnectAttempts > maxConnectAttempts:
 		return o, fmt.Errorf("connect attempts %d: want 1 to %d", o.ConnectAttempts, maxConnectAttempts)
 	case o.MaxIdleConnsPerEndpoint < 0:

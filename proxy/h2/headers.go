@@ -1,0 +1,124 @@
+package h2
+
+import (
+	"net/http"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/net/http/httpguts"
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
+)
+
+// queueHeaders queues a header section as HEADERS and CONTINUATION
+// frames: a response's with its :status and a Date when it has none, or,
+// with status 0, a trailer. c.mu is held.
+func (c *conn) queueHeaders(id uint32, status int, h http.Header, end bool) {
+	c.hbuf.Reset()
+	if status != 0 {
+		c.field(":status", statusText(status))
+		if _, ok := h["Date"]; !ok && status >= 200 {
+			c.field("date", httpDate())
+		}
+	}
+	for k, vv := range h {
+		if status != 0 && strings.HasPrefix(k, http.TrailerPrefix) {
+			continue
+		}
+		name, ok := lowerName(k)
+		if !ok {
+			continue
+		}
+		for _, v := range vv {
+			if httpguts.ValidHeaderFieldValue(v) {
+				c.field(name, v)
+			}
+		}
+	}
+	block := c.hbuf.Bytes()
+	max := int(c.peerMaxFrame)
+	first := min(len(block), max)
+	_ = c.wfr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: block[:first], EndStream: end, EndHeaders: first == len(block)})
+	for rest := block[first:]; len(rest) > 0; {
+		n := min(len(rest), max)
+		_ = c.wfr.WriteContinuation(id, n == len(rest), rest[:n])
+		rest = rest[n:]
+	}
+	c.wake.Signal()
+}
+
+func (c *conn) field(name, value string) {
+	_ = c.henc.WriteField(hpack.HeaderField{Name: name, Value: value})
+}
+
+// lowerName is the HTTP/2 name of a header key, false for a field HTTP/2
+// does not carry (connection-specific, RFC 9113 section 8.2.2) or a name
+// that is not a token.
+func lowerName(k string) (string, bool) {
+	if name, ok := commonLower[k]; ok {
+		return name, name != ""
+	}
+	if !httpguts.ValidHeaderFieldName(k) {
+		return "", false
+	}
+	return strings.ToLower(k), true
+}
+
+// commonLower maps canonical keys to their HTTP/2 names, "" for those
+// HTTP/2 does not carry.
+var commonLower = func() map[string]string {
+	m := map[string]string{
+		"Connection": "", "Keep-Alive": "", "Proxy-Connection": "", "Transfer-Encoding": "", "Upgrade": "",
+	}
+	for _, k := range []string{
+		"Accept", "Accept-Charset", "Accept-Encoding", "Accept-Language", "Accept-Ranges", "Access-Control-Allow-Credentials",
+		"Access-Control-Allow-Headers", "Access-Control-Allow-Methods", "Access-Control-Allow-Origin", "Access-Control-Expose-Headers",
+		"Access-Control-Max-Age", "Age", "Allow", "Alt-Svc", "Authorization", "Cache-Control", "Content-Disposition", "Content-Encoding",
+		"Content-Language", "Content-Length", "Content-Location", "Content-Range", "Content-Type", "Cookie", "Date", "Etag", "Expect",
+		"Expires", "From", "Grpc-Encoding", "Grpc-Message", "Grpc-Status", "Host", "If-Match", "If-Modified-Since", "If-None-Match",
+		"If-Range", "If-Unmodified-Since", "Last-Modified", "Link", "Location", "Max-Forwards", "Origin", "Proxy-Authenticate",
+		"Proxy-Authorization", "Range", "Referer", "Refresh", "Retry-After", "Server", "Set-Cookie", "Strict-Transport-Security",
+		"Te", "Trailer", "User-Agent", "Vary", "Via", "Www-Authenticate", "X-Content-Type-Options", "X-Forwarded-For",
+		"X-Forwarded-Proto", "X-Request-Id",
+	} {
+		m[k] = strings.ToLower(k)
+	}
+	return m
+}()
+
+// statusTexts are the :status values of 100 to 599, made once.
+var statusTexts = func() (s [600]string) {
+	for i := 100; i < len(s); i++ {
+		s[i] = strconv.Itoa(i)
+	}
+	return s
+}()
+
+func statusText(code int) string {
+	if code < len(statusTexts) {
+		return statusTexts[code]
+	}
+	return strconv.Itoa(code)
+}
+
+// dateCache is the Date of the current second, formatted once a second
+// rather than once a response.
+var dateCache atomic.Pointer[struct {
+	unix int64
+	text string
+}]
+
+func httpDate() string {
+	now := time.Now()
+	if d := dateCache.Load(); d != nil && d.unix == now.Unix() {
+		return d.text
+	}
+	d := &struct {
+		unix int64
+		text string
+	}{now.Unix(), now.UTC().Format(http.TimeFormat)}
+	dateCache.Store(d)
+	return d.text
+}

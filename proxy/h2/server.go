@@ -1,0 +1,160 @@
+// Package h2 is hostgate's HTTP/2 server engine: the connection, stream
+// and flow-control logic of RFC 9113 over x/net/http2's Framer and hpack,
+// serving an http.Handler.
+//
+// net/http's HTTP/2 server spent most of a core in its own machinery on
+// bench/run.sh's h2-tls: a serve loop that every frame and every handler
+// event goes through over channels, a goroutine started for each batch of
+// frames written, and select statements to hand work between them. Here a
+// connection has two goroutines of its own, whatever its streams do:
+//
+//   - the reader reads frames and acts on them at once, under the
+//     connection's mutex: it starts a handler goroutine per request, puts
+//     request body bytes where the handler reads them, and answers
+//     SETTINGS, PING and flow control itself;
+//   - the writer writes whatever frames the handlers and the reader queued
+//     since its last write, in one write: a handler queues its frames and
+//     goes on, and the writer yields once before taking the queue, so that
+//     the responses of handlers ready to run join the batch.
+//
+// Every stream's state is guarded by the one connection mutex; waits (for
+// body bytes, for flow-control window, for the writer to catch up) are
+// condition variables on it, woken by the reader, the writer or a timer.
+package h2
+
+import (
+	"context"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+)
+
+// Server serves HTTP/2 connections with Handler.
+type Server struct {
+	Handler http.Handler
+	// MaxConcurrentStreams bounds the requests of one connection whose
+	// handlers run at once; streams past it are refused. Default 100.
+	MaxConcurrentStreams uint32
+	// MaxHeaderListSize bounds a request's header section (RFC 9113
+	// section 6.5.2): a larger one is answered 431. Default 64 KiB.
+	MaxHeaderListSize uint32
+	// IdleTimeout closes a connection with no stream open for that long,
+	// with GOAWAY. Zero: never.
+	IdleTimeout time.Duration
+	// PrefaceTimeout bounds the wait for the client's connection preface
+	// and first SETTINGS. Zero: none.
+	PrefaceTimeout time.Duration
+	// ConnState, if set, hears StateActive when a connection's first
+	// stream opens, StateIdle when its last one ends, and StateClosed.
+	ConnState func(net.Conn, http.ConnState)
+	// Logger gets handler panics other than http.ErrAbortHandler.
+	Logger *slog.Logger
+
+	mu       sync.Mutex
+	conns    map[*conn]struct{}
+	draining bool
+}
+
+// ConnOpts are what a connection starts with.
+type ConnOpts struct {
+	// Context is the parent of every request's context.
+	Context context.Context
+	// Upgrade, for a connection upgraded from HTTP/1.1 to h2c (RFC 7540
+	// section 3.2), is the request that asked, served as stream 1 with
+	// its body already read; Settings is its HTTP2-Settings, decoded.
+	Upgrade  *http.Request
+	Settings []byte
+}
+
+// Protocol-level sizes of the server.
+const (
+	// recvWindow is the flow-control window each stream and the
+	// connection offer: how much of request bodies the server buffers
+	// for handlers that have not read them yet, per connection, and per
+	// stream.
+	recvWindow = 1 << 20
+	// maxQueued bounds what a connection's writer has queued: a handler
+	// past it waits for the client to read, and a client whose control
+	// frames (PING, SETTINGS acknowledgements) pile up past four times as
+	// much without reading loses its connection.
+	maxQueued = 256 << 10
+	// goAwayLinger is how long a connection ended by a protocol error
+	// reads and drops what the client still sends, so that closing it
+	// does not reset the connection before the GOAWAY is read.
+	goAwayLinger = time.Second
+	// maxResetHandlers bounds, as a multiple of the concurrent streams,
+	// the handlers of a connection still running, those of streams reset
+	// included.
+	maxResetHandlers = 5
+)
+
+func (s *Server) maxStreams() uint32 {
+	if s.MaxConcurrentStreams == 0 {
+		return 100
+	}
+	return s.MaxConcurrentStreams
+}
+
+func (s *Server) maxHeaderList() uint32 {
+	if s.MaxHeaderListSize == 0 {
+		return 64 << 10
+	}
+	return s.MaxHeaderListSize
+}
+
+// track adds c to the connections Drain and Close reach, reporting false
+// once the server drains: the connection is then closed.
+func (s *Server) track(c *conn, add bool) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !add {
+		delete(s.conns, c)
+		return true
+	}
+	if s.conns == nil {
+		s.conns = map[*conn]struct{}{}
+	}
+	s.conns[c] = struct{}{}
+	return !s.draining
+}
+
+// Drain sends every connection GOAWAY: each closes once its streams have
+// ended, and connections served after Drain close as soon as their first
+// requests are answered.
+func (s *Server) Drain() {
+	s.mu.Lock()
+	s.draining = true
+	conns := make([]*conn, 0, len(s.conns))
+	for c := range s.conns {
+		conns = append(conns, c)
+	}
+	s.mu.Unlock()
+	for _, c := range conns {
+		c.goAwayGracefully()
+	}
+}
+
+// Close closes every connection now.
+func (s *Server) Close() {
+	s.mu.Lock()
+	conns := make([]*conn, 0, len(s.conns))
+	for c := range s.conns {
+		conns = append(conns, c)
+	}
+	s.mu.Unlock()
+	for _, c := range conns {
+		c.nc.Close()
+	}
+}
+
+// ServeConn serves nc, whose next bytes are the client's connection
+// preface, until it closes. Handlers of its streams may still be running
+// when it returns.
+func (s *Server) ServeConn(nc net.Conn, opts ConnOpts) {
+	c := newConn(s, nc, opts)
+	draining := !s.track(c, true)
+	defer s.track(c, false)
+	c.serve(draining)
+}

@@ -1,0 +1,195 @@
+package h2
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// serve runs a Server with h on a loopback socket and returns an HTTP/2
+// (h2c, prior knowledge) client of net/http for it.
+func serve(t *testing.T, srv *Server) (*http.Client, string) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	t.Cleanup(func() {
+		ln.Close()
+		srv.Close()
+		wg.Wait()
+	})
+	wg.Go(func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			wg.Go(func() { srv.ServeConn(c, ConnOpts{}) })
+		}
+	})
+	tr := &http.Transport{Protocols: new(http.Protocols)}
+	tr.Protocols.SetUnencryptedHTTP2(true)
+	t.Cleanup(tr.CloseIdleConnections)
+	return &http.Client{Transport: tr}, "http://" + ln.Addr().String()
+}
+
+func TestServesRequests(t *testing.T) {
+	srv := &Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/echo":
+			w.Header().Set("Content-Type", "application/octet-stream")
+			n, err := io.Copy(w, r.Body)
+			if err != nil {
+				t.Errorf("echo: read %d bytes: %v", n, err)
+			}
+		case "/trailer":
+			w.Header().Set("Trailer", "Grpc-Status")
+			w.WriteHeader(200)
+			io.WriteString(w, "body")
+			w.Header().Set("Grpc-Status", "0")
+			w.Header().Set(http.TrailerPrefix+"Late", "yes")
+		case "/nocontent":
+			w.WriteHeader(http.StatusNoContent)
+		case "/stream":
+			for i := range 3 {
+				fmt.Fprintf(w, "part %d\n", i)
+				w.(http.Flusher).Flush()
+			}
+		default:
+			w.Header().Set("X-Path", r.URL.Path+"?"+r.URL.RawQuery)
+			io.WriteString(w, "hello "+r.Host)
+		}
+	})}
+	client, base := serve(t, srv)
+
+	resp, err := client.Get(base + "/x/y?q=1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.ProtoMajor != 2 || resp.StatusCode != 200 || string(body) != "hello "+strings.TrimPrefix(base, "http://") || resp.Header.Get("X-Path") != "/x/y?q=1" || resp.ContentLength != int64(len(body)) || resp.Header.Get("Date") == "" {
+		t.Errorf("GET: %s %d %q %v length %d", resp.Proto, resp.StatusCode, body, resp.Header, resp.ContentLength)
+	}
+
+	// A body larger than every window: flow control both ways.
+	big := make([]byte, 5<<20)
+	rand.Read(big)
+	resp, err = client.Post(base+"/echo", "application/octet-stream", bytes.NewReader(big))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, err = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil || !bytes.Equal(body, big) {
+		t.Errorf("echo of %d bytes: got %d, %v", len(big), len(body), err)
+	}
+
+	resp, err = client.Get(base + "/trailer")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if string(body) != "body" || resp.Trailer.Get("Grpc-Status") != "0" || resp.Trailer.Get("Late") != "yes" {
+		t.Errorf("trailer: %q %v", body, resp.Trailer)
+	}
+
+	resp, err = client.Get(base + "/nocontent")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNoContent {
+		t.Errorf("204: %d", resp.StatusCode)
+	}
+
+	resp, err = client.Get(base + "/stream")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if string(body) != "part 0\npart 1\npart 2\n" {
+		t.Errorf("streamed: %q", body)
+	}
+
+	resp, err = client.Head(base + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Errorf("HEAD: %d", resp.StatusCode)
+	}
+}
+
+// TestConcurrentStreams runs many requests at once over one connection,
+// each with a body, so that streams, windows and the writer interleave.
+func TestConcurrentStreams(t *testing.T) {
+	srv := &Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, err := io.ReadAll(r.Body)
+		if err != nil {
+			t.Error(err)
+		}
+		w.Write(bytes.Repeat(b, 100))
+	})}
+	client, base := serve(t, srv)
+	var wg sync.WaitGroup
+	for i := range 200 {
+		wg.Go(func() {
+			want := fmt.Sprintf("<%d>", i)
+			resp, err := client.Post(base, "text/plain", strings.NewReader(want))
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			b, err := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if err != nil || string(b) != strings.Repeat(want, 100) {
+				t.Errorf("stream %d: %d bytes, %v", i, len(b), err)
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// TestClientReset cancels a request whose handler waits: the handler's
+// context ends.
+func TestClientReset(t *testing.T) {
+	gone := make(chan error, 1)
+	srv := &Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(200)
+		w.(http.Flusher).Flush()
+		<-r.Context().Done()
+		gone <- r.Context().Err()
+	})}
+	client, base := serve(t, srv)
+	ctx, cancel := context.WithCancel(context.Background())
+	req, _ := http.NewRequestWithContext(ctx, "GET", base, nil)
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	resp.Body.Close()
+	select {
+	case err := <-gone:
+		if !errors.Is(err, context.Canceled) {
+			t.Errorf("handler context: %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the handler's context did not end after the client reset the stream")
+	}
+}

@@ -1,0 +1,704 @@
+package h2
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/net/http/httpguts"
+	"golang.org/x/net/http2"
+)
+
+// stream is one request and its response; it is the handler's
+// http.ResponseWriter.
+type stream struct {
+	c      *conn
+	id     uint32
+	ctx    context.Context
+	cancel context.CancelFunc
+	req    *http.Request
+	isHead bool
+	// tooLarge says the request's header section was past the limit: it
+	// is answered 431 without the handler.
+	tooLarge bool
+
+	// Guarded by c.mu.
+	sendWindow int64
+	recvWindow int32
+	// unacked counts body bytes read since the stream's last WINDOW_UPDATE.
+	unacked int32
+	// remoteClosed says the client ended its side (END_STREAM).
+	remoteClosed bool
+	// aborted is why the stream was reset or its connection lost:
+	// writes fail with it.
+	aborted error
+	// body[bodyOff:] is what arrived of the request body and is unread;
+	// bodyErr is what a read gets after it (io.EOF at the end).
+	body     []byte
+	bodyOff  int
+	bodyErr  error
+	bodyCond sync.Cond
+	// declared is the request's Content-Length, -1 without; received
+	// counts the body bytes that came.
+	declared, received int64
+	// discard says nobody reads the body any more.
+	discard bool
+	// trailer is the request's trailer section, put in req.Trailer at
+	// the end of the body.
+	trailer http.Header
+	// needsContinue says the client waits for 100 Continue before its
+	// body, which the first read sends.
+	needsContinue bool
+	readTimer     *time.Timer
+	readExpired   bool
+	writeTimer    *time.Timer
+	writeExpired  bool
+
+	// Owned by the handler.
+	header      http.Header
+	status      int
+	wroteHeader bool
+	sentHeader  bool
+	// wbuf holds the last small writes of the body, sent with the next
+	// ones, a flush or the end of the response.
+	wbuf []byte
+	// written counts body bytes written; length is the Content-Length
+	// the handler declared, -1 without.
+	written, length int64
+	// trailerKeys are the trailer fields the handler announced in
+	// "Trailer" before the header went out.
+	trailerKeys []string
+	// closeConn says the handler answered "Connection: close": the
+	// connection goes away after the response.
+	closeConn bool
+}
+
+func (c *conn) newStream(id uint32) *stream {
+	ctx, cancel := context.WithCancel(c.ctx)
+	st := &stream{
+		c:          c,
+		id:         id,
+		ctx:        ctx,
+		cancel:     cancel,
+		recvWindow: recvWindow,
+		declared:   -1,
+		length:     -1,
+	}
+	st.bodyCond.L = &c.mu
+	c.mu.Lock()
+	st.sendWindow = c.peerWindow
+	c.mu.Unlock()
+	return st
+}
+
+// newRequest builds the stream's request from its header section, or
+// returns the stream error that makes it malformed (RFC 9113 section
+// 8.1.1).
+func (c *conn) newRequest(st *stream, f *http2.MetaHeadersFrame) error {
+	var method, scheme, authority, path string
+	for _, hf := range f.PseudoFields() {
+		switch hf.Name {
+		case ":method":
+			method = hf.Value
+		case ":scheme":
+			scheme = hf.Value
+		case ":authority":
+			authority = hf.Value
+		case ":path":
+			path = hf.Value
+		default:
+			// :protocol (extended CONNECT) is not offered; :status
+			// belongs to responses.
+			return streamErr(st.id, http2.ErrCodeProtocol)
+		}
+	}
+	bad := streamErr(st.id, http2.ErrCodeProtocol)
+	isConnect := method == http.MethodConnect
+	switch {
+	case isConnect && (scheme != "" || path != "" || authority == ""):
+		return bad
+	case !isConnect && (method == "" || scheme == "" || path == ""):
+		return bad
+	case !isConnect && path[0] != '/' && !(path == "*" && method == http.MethodOptions):
+		return bad
+	case !httpguts.ValidHostHeader(authority):
+		return bad
+	}
+	fields := f.RegularFields()
+	header := make(http.Header, len(fields))
+	values := make([]string, len(fields))
+	for i, hf := range fields {
+		switch hf.Name {
+		case "connection", "keep-alive", "proxy-connection", "transfer-encoding", "upgrade":
+			return bad
+		case "te":
+			if hf.Value != "trailers" {
+				return bad
+			}
+		}
+		key := c.canonical(hf.Name)
+		if prior, ok := header[key]; ok {
+			header[key] = append(prior, hf.Value)
+			continue
+		}
+		values[i] = hf.Value
+		header[key] = values[i : i+1 : i+1]
+	}
+	if cookies := header["Cookie"]; len(cookies) > 1 {
+		// HTTP/2 may split the field; what reads it expects one
+		// (RFC 9113 section 8.2.3).
+		header["Cookie"] = []string{strings.Join(cookies, "; ")}
+	}
+	if authority == "" {
+		authority = header.Get("Host")
+	}
+	if cl := header["Content-Length"]; len(cl) > 0 {
+		n, err := strconv.ParseInt(cl[0], 10, 64)
+		for _, v := range cl[1:] {
+			if v != cl[0] {
+				err = strconv.ErrSyntax
+			}
+		}
+		if err != nil || n < 0 || cl[0][0] == '+' {
+			return bad
+		}
+		st.declared = n
+	}
+	req := &http.Request{
+		Method:     method,
+		Proto:      "HTTP/2.0",
+		ProtoMajor: 2,
+		Header:     header,
+		Host:       authority,
+		RemoteAddr: c.remote,
+		RequestURI: path,
+	}
+	if isConnect {
+		req.URL, req.RequestURI = &url.URL{Host: authority}, authority
+	} else {
+		u, err := url.ParseRequestURI(path)
+		if err != nil {
+			return bad
+		}
+		req.URL = u
+	}
+	if f.StreamEnded() {
+		if st.declared > 0 {
+			return bad
+		}
+		st.remoteClosed = true
+		req.Body = http.NoBody
+	} else {
+		req.Body = requestBody{st}
+		req.ContentLength = st.declared
+		if e := header["Expect"]; len(e) == 1 && strings.EqualFold(e[0], "100-continue") {
+			delete(header, "Expect")
+			st.needsContinue = true
+		}
+		for _, v := range header["Trailer"] {
+			for key := range strings.SplitSeq(v, ",") {
+				key = http.CanonicalHeaderKey(strings.TrimSpace(key))
+				if validTrailer(key) {
+					if req.Trailer == nil {
+						req.Trailer = http.Header{}
+					}
+					req.Trailer[key] = nil
+				}
+			}
+		}
+	}
+	st.isHead = method == http.MethodHead
+	st.tooLarge = f.Truncated
+	st.req = req.WithContext(st.ctx)
+	return nil
+}
+
+// validTrailer reports whether key may be a trailer field (RFC 9110
+// section 6.5.1), as net/http's server decides.
+func validTrailer(key string) bool {
+	switch key {
+	case "Transfer-Encoding", "Trailer", "Content-Length", "Host", "Te", "Connection", "Keep-Alive", "Upgrade", "Proxy-Connection", "Content-Type", "Authorization", "Cache-Control", "Content-Encoding", "Content-Range", "Expect", "Max-Forwards", "Pragma", "Proxy-Authenticate", "Proxy-Authorization", "Range", "Set-Cookie", "Www-Authenticate":
+		return false
+	}
+	return true
+}
+
+// canonical is http.CanonicalHeaderKey of a lower-case field name,
+// cached per connection for names net/http does not intern.
+func (c *conn) canonical(name string) string {
+	if key, ok := c.canon[name]; ok {
+		return key
+	}
+	key := http.CanonicalHeaderKey(name)
+	if len(c.canon) < 256 && key != name {
+		if c.canon == nil {
+			c.canon = map[string]string{}
+		}
+		c.canon[name] = key
+	}
+	return key
+}
+
+// startStream registers st and runs its handler.
+func (c *conn) startStream(st *stream) {
+	c.mu.Lock()
+	c.streams[st.id] = st
+	c.active++
+	first := c.active == 1
+	c.lastStarted = st.id
+	c.mu.Unlock()
+	if first && c.srv.ConnState != nil {
+		c.srv.ConnState(c.nc, http.StateActive)
+	}
+	go st.run()
+}
+
+func (st *stream) run() {
+	defer st.finish()
+	if st.tooLarge {
+		st.WriteHeader(http.StatusRequestHeaderFieldsTooLarge)
+		return
+	}
+	st.c.srv.Handler.ServeHTTP(st, st.req)
+}
+
+// finish ends the response when the handler returns: END_STREAM after
+// what it wrote, or RST_STREAM if it panicked or the response is short
+// of its Content-Length.
+func (st *stream) finish() {
+	c := st.c
+	failed := false
+	if p := recover(); p != nil {
+		failed = true
+		if p != http.ErrAbortHandler && c.srv.Logger != nil {
+			buf := make([]byte, 64<<10)
+			buf = buf[:runtime.Stack(buf, false)]
+			c.srv.Logger.Error("http2: handler panicked", "remote", c.remote, "panic", fmt.Sprint(p), "stack", string(buf))
+		}
+	}
+	if !failed {
+		failed = st.endResponse() != nil
+	}
+	c.mu.Lock()
+	if st.aborted == nil && !c.closed {
+		switch {
+		case failed:
+			_ = c.wfr.WriteRSTStream(st.id, http2.ErrCodeInternal)
+			c.wake.Signal()
+		case !st.remoteClosed:
+			// The answer is whole; the rest of the request is not
+			// wanted (RFC 9113 section 8.1).
+			_ = c.wfr.WriteRSTStream(st.id, http2.ErrCodeNo)
+			c.wake.Signal()
+		}
+	}
+	if c.streams[st.id] == st {
+		delete(c.streams, st.id)
+	}
+	st.dropBody()
+	if st.readTimer != nil {
+		st.readTimer.Stop()
+	}
+	if st.writeTimer != nil {
+		st.writeTimer.Stop()
+	}
+	c.active--
+	idle := c.active == 0
+	if idle && (c.goingAway || c.closed) {
+		c.stopReading()
+	} else if idle && c.idleTimer != nil {
+		c.idleTimer.Reset(c.srv.IdleTimeout)
+	}
+	c.mu.Unlock()
+	st.cancel()
+	if st.closeConn {
+		c.goAwayGracefully()
+	}
+	if idle && c.srv.ConnState != nil {
+		c.srv.ConnState(c.nc, http.StateIdle)
+	}
+}
+
+// dropBody gives the window of unread body bytes back to the connection,
+// and has those still to come dropped. c.mu is held.
+func (st *stream) dropBody() {
+	st.discard = true
+	st.c.consumed(int32(len(st.body) - st.bodyOff))
+	st.body, st.bodyOff = nil, 0
+}
+
+// abort fails the stream's reads and writes with err and takes it off the
+// connection's streams. c.mu is held.
+func (st *stream) abort(err error) {
+	if st.aborted == nil {
+		st.aborted = err
+	}
+	if !st.remoteClosed {
+		st.bodyErr = err
+	}
+	if st.c.streams[st.id] == st {
+		delete(st.c.streams, st.id)
+	}
+	st.cancel()
+	st.bodyCond.Broadcast()
+	st.c.room.Broadcast()
+}
+
+// closeRemote ends the request body. c.mu is held.
+func (st *stream) closeRemote() {
+	st.remoteClosed = true
+	if st.bodyErr == nil {
+		st.bodyErr = io.EOF
+	}
+	for k, vv := range st.trailer {
+		if _, declared := st.req.Trailer[k]; declared {
+			st.req.Trailer[k] = vv
+		}
+	}
+	st.bodyCond.Broadcast()
+}
+
+// requestBody is a stream's request body.
+type requestBody struct{ st *stream }
+
+func (b requestBody) Read(p []byte) (int, error) {
+	st := b.st
+	c := st.c
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if st.needsContinue {
+		st.needsContinue = false
+		if st.aborted == nil && !c.closed {
+			c.queueHeaders(st.id, http.StatusContinue, nil, false)
+		}
+	}
+	for st.bodyOff == len(st.body) {
+		switch {
+		case st.bodyErr != nil:
+			return 0, st.bodyErr
+		case st.readExpired:
+			return 0, os.ErrDeadlineExceeded
+		case st.discard:
+			return 0, http.ErrBodyReadAfterClose
+		}
+		st.bodyCond.Wait()
+	}
+	n := copy(p, st.body[st.bodyOff:])
+	st.bodyOff += n
+	if st.bodyOff == len(st.body) {
+		st.body, st.bodyOff = st.body[:0], 0
+	}
+	c.consumed(int32(n))
+	st.unacked += int32(n)
+	if !st.remoteClosed && st.unacked >= recvWindow/4 {
+		c.queueWindowUpdate(st.id, st.unacked)
+		st.recvWindow += st.unacked
+		st.unacked = 0
+	}
+	return n, nil
+}
+
+func (b requestBody) Close() error {
+	c := b.st.c
+	c.mu.Lock()
+	b.st.dropBody()
+	b.st.bodyCond.Broadcast()
+	c.mu.Unlock()
+	return nil
+}
+
+// Header is http.ResponseWriter's.
+func (st *stream) Header() http.Header {
+	if st.header == nil {
+		st.header = http.Header{}
+	}
+	return st.header
+}
+
+// WriteHeader is http.ResponseWriter's: an informational status goes out
+// at once, the final one with the first bytes of the body or the end.
+func (st *stream) WriteHeader(code int) {
+	if code < 100 || code > 999 {
+		panic(fmt.Sprintf("invalid WriteHeader code %v", code))
+	}
+	if st.wroteHeader {
+		return
+	}
+	if code < 200 {
+		if code == http.StatusSwitchingProtocols {
+			return // no such thing in HTTP/2
+		}
+		c := st.c
+		c.mu.Lock()
+		if st.aborted == nil && !c.closed {
+			c.queueHeaders(st.id, code, st.header, false)
+		}
+		c.mu.Unlock()
+		return
+	}
+	st.wroteHeader, st.status = true, code
+	h := st.Header()
+	if cl := h["Content-Length"]; len(cl) == 1 {
+		if n, err := strconv.ParseInt(cl[0], 10, 64); err == nil && n >= 0 {
+			st.length = n
+		} else {
+			delete(h, "Content-Length")
+		}
+	}
+	for _, v := range h["Trailer"] {
+		for key := range strings.SplitSeq(v, ",") {
+			if key = http.CanonicalHeaderKey(strings.TrimSpace(key)); key != "" {
+				st.trailerKeys = append(st.trailerKeys, key)
+			}
+		}
+	}
+	if conn := h["Connection"]; len(conn) > 0 {
+		for _, v := range conn {
+			if strings.EqualFold(strings.TrimSpace(v), "close") {
+				st.closeConn = true
+			}
+		}
+	}
+}
+
+// bodyAllowed reports whether a response with status may have a body.
+func (st *stream) bodyAllowed() bool {
+	return !st.isHead && st.status != http.StatusNoContent && st.status != http.StatusNotModified
+}
+
+// smallWrite is the size under which writes are held back to go out with
+// the next, or with END_STREAM.
+const smallWrite = 16 << 10
+
+// Write is http.ResponseWriter's.
+func (st *stream) Write(p []byte) (int, error) {
+	if !st.wroteHeader {
+		st.WriteHeader(http.StatusOK)
+	}
+	if !st.bodyAllowed() {
+		if st.isHead {
+			st.written += int64(len(p))
+			return len(p), nil
+		}
+		return 0, http.ErrBodyNotAllowed
+	}
+	if st.length >= 0 && st.written+int64(len(p)) > st.length {
+		return 0, http.ErrContentLength
+	}
+	st.written += int64(len(p))
+	if len(st.wbuf)+len(p) <= smallWrite {
+		if st.wbuf == nil {
+			st.wbuf = make([]byte, 0, smallWrite)
+		}
+		st.wbuf = append(st.wbuf, p...)
+		return len(p), nil
+	}
+	if err := st.send(p, false); err != nil {
+		return 0, err
+	}
+	return len(p), nil
+}
+
+// send queues the header if it has not gone out, then what wbuf holds
+// and p, as DATA frames, ending the stream if end.
+func (st *stream) send(p []byte, end bool) error {
+	c := st.c
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err := st.writeErr(); err != nil {
+		return err
+	}
+	if !st.sentHeader {
+		st.sentHeader = true
+		c.queueHeaders(st.id, st.status, st.header, end && len(st.wbuf) == 0 && len(p) == 0)
+		if end && len(st.wbuf) == 0 && len(p) == 0 {
+			return nil
+		}
+	}
+	if len(st.wbuf) > 0 {
+		if err := st.queueData(st.wbuf, end && len(p) == 0); err != nil {
+			return err
+		}
+		st.wbuf = st.wbuf[:0]
+		if len(p) == 0 {
+			return nil
+		}
+	}
+	return st.queueData(p, end)
+}
+
+// writeErr is why the stream can take no more frames. c.mu is held.
+func (st *stream) writeErr() error {
+	switch {
+	case st.aborted != nil:
+		return st.aborted
+	case st.c.closed:
+		return errClosed
+	case st.writeExpired:
+		return os.ErrDeadlineExceeded
+	}
+	return nil
+}
+
+// queueData queues p as DATA frames as the flow-control windows and the
+// writer allow, waiting for them. c.mu is held.
+func (st *stream) queueData(p []byte, end bool) error {
+	c := st.c
+	for {
+		if err := st.writeErr(); err != nil {
+			return err
+		}
+		if len(p) == 0 {
+			if end {
+				_ = c.wfr.WriteData(st.id, true, nil)
+				c.wake.Signal()
+			}
+			return nil
+		}
+		n := min(int64(len(p)), c.sendWindow, st.sendWindow, int64(c.peerMaxFrame))
+		if n <= 0 || len(c.out) >= maxQueued {
+			c.waiters++
+			c.room.Wait()
+			c.waiters--
+			continue
+		}
+		last := end && int(n) == len(p)
+		_ = c.wfr.WriteData(st.id, last, p[:n])
+		c.sendWindow -= n
+		st.sendWindow -= n
+		p = p[n:]
+		c.wake.Signal()
+		if last {
+			return nil
+		}
+	}
+}
+
+// endResponse sends what is left of the response when the handler
+// returns; an error says the stream must be reset.
+func (st *stream) endResponse() error {
+	if !st.wroteHeader {
+		st.WriteHeader(http.StatusOK)
+	}
+	trailer := st.trailerFields()
+	h := st.header
+	if !st.sentHeader && st.length < 0 && len(trailer) == 0 && st.bodyAllowed() {
+		// The whole body is here: its length goes with the header,
+		// as net/http's servers do.
+		h["Content-Length"] = []string{strconv.Itoa(len(st.wbuf))}
+	}
+	if st.length >= 0 && st.written < st.length && !st.isHead {
+		return http.ErrContentLength
+	}
+	if err := st.send(nil, len(trailer) == 0); err != nil {
+		return err
+	}
+	if len(trailer) == 0 {
+		return nil
+	}
+	c := st.c
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err := st.writeErr(); err != nil {
+		return err
+	}
+	c.queueHeaders(st.id, 0, trailer, true)
+	return nil
+}
+
+// trailerFields are the trailer the handler set: the fields announced in
+// "Trailer", and those named with http.TrailerPrefix.
+func (st *stream) trailerFields() http.Header {
+	var t http.Header
+	for _, k := range st.trailerKeys {
+		if vv := st.header[k]; len(vv) > 0 {
+			if t == nil {
+				t = http.Header{}
+			}
+			t[k] = vv
+		}
+	}
+	for k, vv := range st.header {
+		if name, ok := strings.CutPrefix(k, http.TrailerPrefix); ok && len(vv) > 0 {
+			if t == nil {
+				t = http.Header{}
+			}
+			t[http.CanonicalHeaderKey(name)] = vv
+		}
+	}
+	return t
+}
+
+// Flush is http.Flusher's.
+func (st *stream) Flush() { _ = st.FlushError() }
+
+// FlushError sends the header and what the body has so far; what
+// http.ResponseController's Flush calls.
+func (st *stream) FlushError() error {
+	if !st.wroteHeader {
+		st.WriteHeader(http.StatusOK)
+	}
+	return st.send(nil, false)
+}
+
+// EnableFullDuplex is http.ResponseController's: HTTP/2 is full duplex.
+func (st *stream) EnableFullDuplex() error { return nil }
+
+// SetReadDeadline bounds the reads of the request body.
+func (st *stream) SetReadDeadline(t time.Time) error {
+	c := st.c
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	st.readExpired = false
+	st.readTimer = setTimer(st.readTimer, t, func() {
+		c.mu.Lock()
+		st.readExpired = true
+		st.bodyCond.Broadcast()
+		c.mu.Unlock()
+	}, func() { st.readExpired = true; st.bodyCond.Broadcast() })
+	return nil
+}
+
+// SetWriteDeadline bounds the writes of the response.
+func (st *stream) SetWriteDeadline(t time.Time) error {
+	c := st.c
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	st.writeExpired = false
+	st.writeTimer = setTimer(st.writeTimer, t, func() {
+		c.mu.Lock()
+		st.writeExpired = true
+		c.room.Broadcast()
+		c.mu.Unlock()
+	}, func() { st.writeExpired = true; c.room.Broadcast() })
+	return nil
+}
+
+// setTimer moves a deadline's timer to t: none for zero, expiredNow
+// (called as it is) for a time past, expire on a timer otherwise.
+func setTimer(timer *time.Timer, t time.Time, expire, expiredNow func()) *time.Timer {
+	if timer != nil {
+		timer.Stop()
+	}
+	if t.IsZero() {
+		return timer
+	}
+	d := time.Until(t)
+	if d <= 0 {
+		expiredNow()
+		return timer
+	}
+	if timer == nil {
+		return time.AfterFunc(d, expire)
+	}
+	timer.Reset(d)
+	return timer
+}
