@@ -162,10 +162,13 @@ func benchGet(b *testing.B, url, host string, size int) {
 func BenchmarkProxyHTTP2(b *testing.B) {
 	f := newTLSFixture(b)
 	backend := startBackend(b, bodyOfSize(5))
-	for _, engine := range []Engine{EngineNative, EngineStdlib} {
-		b.Run("engine="+string(engine), func(b *testing.B) {
+	// native: both of hostgate's engines; h2=stdlib: net/http's HTTP/2
+	// server bridging to the HTTP/1.1 engine's pool; stdlib: net/http
+	// for all.
+	for _, engines := range []struct{ name, h1, h2 Engine }{{"native", EngineNative, EngineNative}, {"h2=stdlib", EngineNative, EngineStdlib}, {"stdlib", EngineStdlib, EngineStdlib}} {
+		b.Run("engine="+string(engines.name), func(b *testing.B) {
 			opts := testOptions()
-			opts.HTTP1Engine = engine
+			opts.HTTP1Engine, opts.HTTP2Engine = engines.h1, engines.h2
 			s, err := New(opts)
 			if err != nil {
 				b.Fatal(err)

@@ -39,9 +39,9 @@ type listener struct {
 	// Upgrade) included, which http.Server.Shutdown does not wait for.
 	inflight atomic.Int64
 
-	tcp   *connTracker
-	http  *http.Server
-	h2c   *http2.Server // serves connections upgraded from HTTP/1.1 (EngineStdlib)
+	tcp  *connTracker
+	http *http.Server
+	h2c  *http2.Server // serves connections upgraded from HTTP/1.1 (EngineStdlib)
 	// h2 serves HTTP/2 connections with EngineNative, nil with
 	// EngineStdlib.
 	h2    *h2.Server

@@ -304,6 +304,10 @@ func (st *stream) finish() {
 		delete(c.streams, st.id)
 	}
 	st.dropBody()
+	if st.wbuf != nil {
+		smallBuffers.Put(&st.wbuf)
+		st.wbuf = nil
+	}
 	if st.readTimer != nil {
 		st.readTimer.Stop()
 	}
@@ -478,6 +482,8 @@ func (st *stream) bodyAllowed() bool {
 // the next, or with END_STREAM.
 const smallWrite = 16 << 10
 
+var smallBuffers = sync.Pool{New: func() any { b := make([]byte, 0, smallWrite); return &b }}
+
 // Write is http.ResponseWriter's.
 func (st *stream) Write(p []byte) (int, error) {
 	if !st.wroteHeader {
@@ -496,7 +502,7 @@ func (st *stream) Write(p []byte) (int, error) {
 	st.written += int64(len(p))
 	if len(st.wbuf)+len(p) <= smallWrite {
 		if st.wbuf == nil {
-			st.wbuf = make([]byte, 0, smallWrite)
+			st.wbuf = (*smallBuffers.Get().(*[]byte))[:0]
 		}
 		st.wbuf = append(st.wbuf, p...)
 		return len(p), nil
