@@ -64,9 +64,13 @@ log "go test -race"
 go test -race -count=1 -timeout 30m ./...
 
 # The proxy's tests once more on net/http alone, the --http1-engine=stdlib
-# escape hatch, which must keep working.
-log "go test -race ./proxy/ with the stdlib HTTP/1.1 engine"
-HOSTGATE_TEST_HTTP1_ENGINE=stdlib go test -race -count=1 -timeout 10m ./proxy/
+# and --http2-engine=stdlib escape hatches, which must keep working; then
+# on net/http's HTTP/2 server beside hostgate's HTTP/1.1 engine, the
+# combination --http2-engine=stdlib gives by itself.
+log "go test -race ./proxy/ with the stdlib HTTP/1.1 and HTTP/2 engines"
+HOSTGATE_TEST_HTTP1_ENGINE=stdlib HOSTGATE_TEST_HTTP2_ENGINE=stdlib go test -race -count=1 -timeout 10m ./proxy/
+log "go test -race ./proxy/ with the stdlib HTTP/2 engine"
+HOSTGATE_TEST_HTTP2_ENGINE=stdlib go test -race -count=1 -timeout 10m ./proxy/
 
 # Every Fuzz function runs on its own: go test accepts one -fuzz target per
 # package per run.

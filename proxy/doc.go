@@ -10,15 +10,19 @@
 //
 // A request goes through a pipeline that does not depend on the HTTP engine
 // (pipeline.go): lookup, then the filters that decide the outcome
-// (redirect, rewrite), then the choice of a backend. Two engines execute
-// its plan. HTTP/1.1 connections go to hostgate's own engine (h1.go), with
-// its own backend connection pool, which hands whatever it does not serve
-// itself (upgrades, HTTP/2, gRPC, mirrors, TLS or h2 backends, unusual
-// requests) to net/http for the rest of the connection. net/http serves
-// those, every connection with Options.HTTP1Engine = EngineStdlib, and
-// HTTP/3 (quic-go's server), forwarding through httputil.ReverseProxy
-// (forward.go), except that with the native engine HTTP/2 and HTTP/3
-// requests for HTTP/1.1 backends go over the engine's pool (bridge.go).
+// (redirect, rewrite), then the choice of a backend. HTTP/1.1 connections
+// go to hostgate's own engine (h1.go), with its own backend connection
+// pool, which hands whatever it does not serve itself (upgrades, gRPC,
+// mirrors, TLS or h2 backends, unusual requests) to net/http for the rest
+// of the connection. HTTP/2 connections, recognized at the first read (ALPN
+// h2 or the client preface) or after an h2c upgrade, go to hostgate's
+// HTTP/2 engine (package h2), and with Options.HTTP2Engine = EngineStdlib to
+// net/http's. net/http serves what the HTTP/1.1 engine hands over, every
+// HTTP/1.1 connection with Options.HTTP1Engine = EngineStdlib, and HTTP/3
+// (quic-go's server). The HTTP/2 and HTTP/3 servers call the same handler,
+// which forwards through httputil.ReverseProxy (forward.go), except that
+// with the native HTTP/1.1 engine requests for HTTP/1.1 backends go over
+// its pool (bridge.go).
 //
 // Every TCP connection is read through a guard (guard.go) before net/http
 // sees it: it refuses ambiguous HTTP/1.1 framing (request smuggling) and
