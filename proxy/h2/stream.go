@@ -305,7 +305,8 @@ func (st *stream) finish() {
 	}
 	st.dropBody()
 	if st.wbuf != nil {
-		smallBuffers.Put(&st.wbuf)
+		buf := st.wbuf[:0]
+		smallBuffers.Put(&buf)
 		st.wbuf = nil
 	}
 	if st.readTimer != nil {
