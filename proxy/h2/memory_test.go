@@ -1,0 +1,90 @@
+package h2
+
+import (
+	"bytes"
+	"io"
+	"net"
+	"net/http"
+	"runtime"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
+)
+
+// BenchmarkMemory reports what an idle connection holds (heap and
+// goroutine stacks), and what each open stream adds while its handler
+// waits, over loopback TCP. The clients' side is in the same process, so
+// the figures are upper bounds of the server's.
+func BenchmarkMemory(b *testing.B) {
+	const conns, streams = 200, 100
+	var release atomic.Pointer[chan struct{}]
+	srv := &Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { <-*release.Load() })}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go srv.ServeConn(c, ConnOpts{})
+		}
+	}()
+	open := func() (net.Conn, *http2.Framer) {
+		c, err := net.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			b.Fatal(err)
+		}
+		fr := http2.NewFramer(c, c)
+		io.WriteString(c, http2.ClientPreface)
+		fr.WriteSettings()
+		// The server's SETTINGS and WINDOW_UPDATE, then the ack of ours.
+		for range 3 {
+			if _, err := fr.ReadFrame(); err != nil {
+				b.Fatal(err)
+			}
+		}
+		return c, fr
+	}
+	used := func() uint64 {
+		time.Sleep(100 * time.Millisecond)
+		runtime.GC()
+		var m runtime.MemStats
+		runtime.ReadMemStats(&m)
+		return m.HeapInuse + m.StackInuse
+	}
+	for b.Loop() {
+		wait := make(chan struct{})
+		release.Store(&wait)
+		before := used()
+		var cs []net.Conn
+		var last *http2.Framer
+		for range conns {
+			c, fr := open()
+			cs = append(cs, c)
+			last = fr
+		}
+		idle := used()
+		var hbuf bytes.Buffer
+		enc := hpack.NewEncoder(&hbuf)
+		for _, f := range [][2]string{{":method", "GET"}, {":scheme", "http"}, {":authority", "a.test"}, {":path", "/"}} {
+			enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]})
+		}
+		for i := range streams {
+			last.WriteHeaders(http2.HeadersFrameParam{StreamID: uint32(2*i + 1), BlockFragment: hbuf.Bytes(), EndStream: true, EndHeaders: true})
+		}
+		busy := used()
+		b.ReportMetric(float64(idle-before)/conns, "B/idle-conn")
+		b.ReportMetric(float64(busy-idle)/streams, "B/open-stream")
+		close(wait)
+		for _, c := range cs {
+			c.Close()
+		}
+	}
+}
