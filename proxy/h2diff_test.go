@@ -113,6 +113,10 @@ func TestHTTP2EnginesAgree(t *testing.T) {
 					tc.check(t, c.name, got[c.name])
 				}
 			}
+			if tc.differs != "" {
+				t.Logf("not compared: %s", tc.differs)
+				return
+			}
 			for _, scheme := range []string{"https", "http"} {
 				native, stdlib := got[string(EngineNative)+"/"+scheme], got[string(EngineStdlib)+"/"+scheme]
 				t.Logf("%s: native %s", scheme, native)
@@ -155,6 +159,9 @@ type diffCase struct {
 	stream bool
 	// check, if set, checks an outcome on its own.
 	check func(t *testing.T, client string, o *diffOutcome)
+	// differs, if set, says why the engines' outcomes are not compared:
+	// check alone says what both must do.
+	differs string
 }
 
 func diffCases(large, upload []byte) []diffCase {
@@ -192,8 +199,16 @@ func diffCases(large, upload []byte) []diffCase {
 		{name: "GET with a 20 KB request field", path: "/echo", header: []string{"X-Big", strings.Repeat("r", 20000)}, check: status(200)},
 		// Sent frame by frame: net/http's client refuses to send what the
 		// server's SETTINGS forbid, if they arrived in time.
-		{name: "GET with a request field past MaxHeaderBytes", path: "/echo", header: []string{"X-Big", strings.Repeat("r", 100000)}, raw: true},
-		{name: "GET with request fields past MaxHeaderBytes in all", path: "/echo", header: slices.Repeat([]string{"X-Many", strings.Repeat("m", 8000)}, 10), raw: true},
+		{name: "GET with a request field past MaxHeaderBytes", path: "/echo", header: []string{"X-Big", strings.Repeat("r", 100000)}, raw: true,
+			differs: "the GOAWAY names the last stream handled: none on hostgate's engine, the refused one on net/http's",
+			check: func(t *testing.T, client string, o *diffOutcome) {
+				if !strings.Contains(o.err, "COMPRESSION_ERROR") {
+					t.Errorf("%s: %s, want the connection closed with GOAWAY(COMPRESSION_ERROR)", client, o)
+				}
+			}},
+		{name: "GET with request fields past MaxHeaderBytes in all", path: "/echo", header: slices.Repeat([]string{"X-Many", strings.Repeat("m", 8000)}, 10), raw: true,
+			differs: "each engine answers 431 itself, without the proxy's handler; net/http's with an HTML body",
+			check:   status(http.StatusRequestHeaderFieldsTooLarge)},
 		{name: "GET in raw frames", path: "/small", raw: true, check: status(200)},
 		{name: "PUT Expect 100-continue", method: http.MethodPut, path: "/echo", header: []string{"Content-Type", "text/plain", "Expect", "100-continue"}, body: bodyOf([]byte("after continue")),
 			check: func(t *testing.T, client string, o *diffOutcome) {

@@ -99,4 +99,3 @@ func TestH2DrainSendsGoAway(t *testing.T) {
 		})
 	}
 }
-

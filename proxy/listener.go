@@ -339,6 +339,11 @@ func (l *listener) drain(ctx context.Context) bool {
 		l.udp.Close()
 	}
 	l.serving.Wait()
+	if l.h2 != nil {
+		// Its connections close once their GOAWAY is read; the handler
+		// goroutines kept for later streams go now.
+		l.h2.EndIdleHandlers()
+	}
 	l.srv.log.Info("listener closed", "listener", l.addr, "clean", clean)
 	return clean
 }

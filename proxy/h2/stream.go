@@ -258,7 +258,7 @@ func (c *conn) startStream(st *stream) {
 	if first && c.srv.ConnState != nil {
 		c.srv.ConnState(c.nc, http.StateActive)
 	}
-	go st.run()
+	c.srv.dispatch(st)
 }
 
 func (st *stream) run() {
@@ -286,6 +286,10 @@ func (st *stream) finish() {
 	}
 	if !failed {
 		failed = st.endResponse() != nil
+	} else if st.wroteHeader {
+		// What the handler wrote before it gave up goes out before the
+		// reset, as every write would have gone out unbuffered.
+		_ = st.send(nil, false)
 	}
 	c.mu.Lock()
 	if st.aborted == nil && !c.closed {
@@ -363,12 +367,20 @@ func (st *stream) closeRemote() {
 	if st.bodyErr == nil {
 		st.bodyErr = io.EOF
 	}
+	st.bodyCond.Broadcast()
+}
+
+// copyTrailer puts the trailer that came into the request's Trailer, on
+// the handler's goroutine as its body read meets the end: the handler
+// (ReverseProxy cloning the request) reads that map meanwhile. c.mu is
+// held.
+func (st *stream) copyTrailer() {
 	for k, vv := range st.trailer {
 		if _, declared := st.req.Trailer[k]; declared {
 			st.req.Trailer[k] = vv
 		}
 	}
-	st.bodyCond.Broadcast()
+	st.trailer = nil
 }
 
 // requestBody is a stream's request body.
@@ -388,6 +400,9 @@ func (b requestBody) Read(p []byte) (int, error) {
 	for st.bodyOff == len(st.body) {
 		switch {
 		case st.bodyErr != nil:
+			if st.bodyErr == io.EOF && st.trailer != nil {
+				st.copyTrailer()
+			}
 			return 0, st.bodyErr
 		case st.readExpired:
 			return 0, os.ErrDeadlineExceeded
