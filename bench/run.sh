@@ -25,7 +25,7 @@ ROUNDS=${ROUNDS:-3}
 DURATION=${DURATION:-10s}
 WARMUP=${WARMUP:-2s}
 PROXIES=${PROXIES:-nginx haproxy caddy hostgate}
-SCENARIOS=${SCENARIOS:-h1-small h1-16k h2-tls tls-new grpc h3}
+SCENARIOS=${SCENARIOS:-h1-small h1-16k h2-tls h2-streams h2-1m tls-new grpc h3}
 PROXY_CPU=${PROXY_CPU:-0}
 LOAD_CPU=${LOAD_CPU:-1}
 CADDY_VERSION=${CADDY_VERSION:-v2.11.9}
@@ -138,11 +138,13 @@ http {
     server {
         listen 127.0.0.1:$UP_HTTP backlog=4096;
         location = /16k { root $work/upstream; open_file_cache max=16; sendfile on; }
+        location = /1m { root $work/upstream; open_file_cache max=16; sendfile on; }
         location / { return 200 "hello, world\n"; }
     }
 }
 EOF
 head -c 16384 /dev/zero | tr '\0' x >"$work/upstream/16k"
+head -c 1048576 /dev/zero | tr '\0' x >"$work/upstream/1m"
 start upstream "$LOAD_CPU" nginx -e stderr -p "$work/upstream" -c "$work/upstream/nginx.conf"
 # The gRPC upstream is grpc-go's health service over h2c.
 start grpc-upstream "$LOAD_CPU" env GOMAXPROCS=1 "$loadgen" grpc-upstream "127.0.0.1:$UP_GRPC"
@@ -347,6 +349,8 @@ load() {
 	h1-small) cmd=(wrk -t1 -c64 -d"$d" --latency "http://$http/") ;;
 	h1-16k) cmd=(wrk -t1 -c64 -d"$d" --latency "http://$http/16k") ;;
 	h2-tls) cmd=(h2load -t1 -c16 -m32 -D "$(secs "$d")" "--log-file=$out.log" "https://$tls/") ;;
+	h2-streams) cmd=(h2load -t1 -c4 -m100 -D "$(secs "$d")" "--log-file=$out.log" "https://$tls/") ;;
+	h2-1m) cmd=(h2load -t1 -c4 -m4 -D "$(secs "$d")" "--log-file=$out.log" "https://$tls/1m") ;;
 	tls-new) cmd=(wrk -t1 -c16 -d"$d" --latency -H "Connection: close" "https://$tls/") ;;
 	grpc) cmd=(env GOMAXPROCS=1 "$loadgen" grpc -c 4 -m 16 -d "$d" "$tls") ;;
 	h3) cmd=(env GOMAXPROCS=1 "$loadgen" h3 -c 16 -m 8 -d "$d" "https://$tls/") ;;
@@ -387,7 +391,7 @@ measure() {
 	fi
 	t1=$(date +%s%N) c1=$(cpu_ticks "$pid")
 	case $s in
-	h2-tls) line=$("$loadgen" parse h2load "$out" "$out.log") ;;
+	h2-*) line=$("$loadgen" parse h2load "$out" "$out.log") ;;
 	h1-* | tls-new) line=$("$loadgen" parse wrk "$out") ;;
 	*) line=$(grep '^requests=' "$out") ;;
 	esac
@@ -574,6 +578,8 @@ EOF
 		h1-small) what="HTTP/1.1 keep-alive, small response, 64 connections" ;;
 		h1-16k) what="HTTP/1.1 keep-alive, 16 KiB response, 64 connections" ;;
 		h2-tls) what="HTTP/2 over TLS, 16 connections × 32 concurrent streams; the percentiles come from h2load's per-request log" ;;
+		h2-streams) what="HTTP/2 over TLS, many streams per connection: 4 connections × 100 concurrent streams, small response" ;;
+		h2-1m) what="HTTP/2 over TLS, 1 MiB responses (flow control at work), 4 connections × 4 concurrent streams; req/s × 1 MiB is the throughput" ;;
 		tls-new) what="a new TLS connection for every request (a full handshake: wrk resumes no sessions), HTTP/1.1 with \`Connection: close\`, 16 connections at a time, so req/s is handshakes/s; wrk's latency starts after the handshake" ;;
 		grpc) what="gRPC unary over TLS, 4 connections × 16 concurrent calls of grpc-go's generated health client; each call's grpc-status is checked" ;;
 		h3) what="HTTP/3, 16 QUIC connections × 8 concurrent requests with quic-go's client (Debian's h2load is built without QUIC)" ;;
