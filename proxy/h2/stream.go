@@ -305,7 +305,11 @@ func (st *stream) finish() {
 	}
 	st.dropBody()
 	if st.wbuf != nil {
-		smallBuffers.Put(&st.wbuf)
+		// The pool gets a slice of its own: &st.wbuf would have it
+		// hand out the stream's field, set to nil below while
+		// another stream's handler reads it.
+		b := st.wbuf[:0]
+		smallBuffers.Put(&b)
 		st.wbuf = nil
 	}
 	if st.readTimer != nil {
