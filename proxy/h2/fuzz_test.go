@@ -1298,8 +1298,10 @@ func fuzzSeeds() [][]byte {
 		prog(0, sHeaders(hEnd, tGET, aSmall, 4), sHeaders(hEnd, tGET, aSmall, 3), sHeaders(hEnd, tGET, aSmall, 1), sHeaders(hEnd, tGET, aSmall, 2), sSync),
 		prog(0, sHeaders(0, tPOST, aRead|aSmall, 5), sHeaders(hEnd, tGET, aLarge, 6), sSync, sHeaders(hEnd, tGET, aSmall, 7), sSync),
 		prog(0, sHeaders(hEnd, tGET, aSmall, 9), sHeaders(hEnd, tGET, aSmall, 10), sHeaders(hEnd, tGET, aSmall, 11), sHeaders(hEnd, tGET, aSmall|aFlush, 12), sHeaders(hEnd, tGET, aSmall, 13), sHeaders(hEnd, tGET, aSmall, 15), sSync),
-		// Body readers: one that reads past the end and after Close,
-		// and one reading while the response is written.
+		// Body readers: one the handler does not wait for, one that
+		// reads past the end and after Close, and one reading while
+		// the response is written.
+		prog(0, sHeaders(0, tPOST, aSmall, 8), sSync, sData(selNewest, dEnd, size100), sSync),
 		prog(0, sHeaders(0, tPOST, aRead|aSmall, 14), sData(selNewest, dEnd, size100), sSync),
 		prog(cfgAutoWindow, sHeaders(0, tPOST, aProxy|aLarge|aFlush, 0), sData(selNewest, dReps(8), size16K), sSync, sData(selNewest, dEnd, size100), sSync),
 		// A connection upgraded from HTTP/1.1, with HTTP2-Settings
@@ -1333,5 +1335,11 @@ func fuzzSeeds() [][]byte {
 		// Unknown and malformed frames of every type.
 		prog(0, []byte{opRawFrame, 0xbe, 0xff, selNew, 3, 'x', 'y', 'z'}, []byte{opRawFrame, byte(http2.FrameRSTStream), 0, selNewest, 2, 0, 0}, sSync),
 		prog(0, []byte{opPushPromise, selNew, 0, 0, 0, 2}, sSync),
+
+		// Regressions, besides testdata/fuzz/FuzzServeConn.
+		//
+		// A goroutine reading the body, blocked when its handler
+		// returns.
+		prog(cfgAutoWindow, sHeaders(0, tPOST, aLarge, 8), sSync),
 	}
 }

@@ -336,11 +336,14 @@ func (st *stream) finish() {
 }
 
 // dropBody gives the window of unread body bytes back to the connection,
-// and has those still to come dropped. c.mu is held.
+// and has those still to come dropped, and reads fail. c.mu is held.
 func (st *stream) dropBody() {
 	st.discard = true
 	st.c.consumed(int32(len(st.body) - st.bodyOff))
 	st.body, st.bodyOff = nil, 0
+	// A read waiting for bytes would wait for ever once the handler
+	// returned: a proxy's goroutine copying the body upstream, say.
+	st.bodyCond.Broadcast()
 }
 
 // abort fails the stream's reads and writes with err and takes it off the
@@ -418,7 +421,6 @@ func (b requestBody) Close() error {
 	c := b.st.c
 	c.mu.Lock()
 	b.st.dropBody()
-	b.st.bodyCond.Broadcast()
 	c.mu.Unlock()
 	return nil
 }
