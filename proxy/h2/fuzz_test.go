@@ -1288,8 +1288,10 @@ func fuzzSeeds() [][]byte {
 		// Trailers: allowed, and with fields a trailer may not have.
 		prog(0, sHeaders(0, tPOST|tTrailer, aRead|aTrailer|aSmall, 0), sData(selNewest, 0, size100), sTrailers(trEnd), sSync),
 		prog(0, sHeaders(0, tPOST, aRead|aSmall, 0), sTrailers(trEnd|trBadKey), sHeaders(0, tPOST, aRead, 0), sTrailers(trEnd|trPseudo), sTrailers(0), sSync),
-		// 100-continue.
+		// 100-continue, for a handler that reads the body before its
+		// answer and one that answers first.
 		prog(0, sHeaders(0, tPOST|tExpect, aRead|aSmall, 0), sSync, sData(selNewest, dEnd, size100), sSync),
+		prog(0, sHeaders(0, tPOST|tExpect, aReadLate|aFlush|aSmall, 0), sSync, sData(selNewest, dEnd, size100), sSync),
 		// HEAD, CONNECT, OPTIONS *, a handler that aborts, a 204
 		// written to, a 103, a short Content-Length, deadlines,
 		// "Connection: close".

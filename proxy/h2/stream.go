@@ -339,6 +339,9 @@ func (st *stream) finish() {
 // and has those still to come dropped, and reads fail. c.mu is held.
 func (st *stream) dropBody() {
 	st.discard = true
+	// Nor is the client asked for it: a read now, once the handler
+	// returned, would send 100 Continue on a stream already ended.
+	st.needsContinue = false
 	st.c.consumed(int32(len(st.body) - st.bodyOff))
 	st.body, st.bodyOff = nil, 0
 	// A read waiting for bytes would wait for ever once the handler
@@ -530,6 +533,9 @@ func (st *stream) send(p []byte, end bool) error {
 	}
 	if !st.sentHeader {
 		st.sentHeader = true
+		// The client waiting for 100 Continue has the final status;
+		// an informational one cannot follow it.
+		st.needsContinue = false
 		c.queueHeaders(st.id, st.status, st.header, end && len(st.wbuf) == 0 && len(p) == 0)
 		if end && len(st.wbuf) == 0 && len(p) == 0 {
 			return nil
