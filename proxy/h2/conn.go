@@ -366,8 +366,12 @@ func (c *conn) processData(f *http2.DataFrame) error {
 		return streamErr(id, http2.ErrCodeFlowControl)
 	}
 	st.recvWindow -= flow
-	// Padding is consumed at once.
-	c.consumed(flow - int32(len(data)))
+	// Padding is consumed at once, from the stream's window as from the
+	// connection's: no read gives it back, and a stream sent padding
+	// would stall once it added up to the window.
+	pad := flow - int32(len(data))
+	c.consumed(pad)
+	st.giveBack(pad)
 	st.received += int64(len(data))
 	if st.declared >= 0 && st.received > st.declared {
 		c.consumed(int32(len(data)))

@@ -1325,9 +1325,10 @@ func fuzzSeeds() [][]byte {
 			sSync),
 		// More streams than the server takes at once.
 		prog(1, sHeaders(0, tPOST, aRead, 0), sHeaders(0, tPOST, aRead, 0), sHeaders(hEnd, tGET, aSmall, 0), sSync),
-		// DATA on an idle stream, on stream 0, and too large.
+		// DATA on an idle stream, on stream 0, padded, and too large.
 		prog(0, sData(selNew, dEnd, size100), sSync),
 		prog(0, sHeaders(0, tPOST, aRead, 0), []byte{opData, selAny, 0, 0, 0, 0, 0, size100}, sSync),
+		prog(0, sHeaders(0, tPOST, aRead|aSmall, 0), sData(selNewest, dEnd|dPadded, size100, 7), sSync),
 		prog(0, sHeaders(0, tPOST, aRead, 0), sData(selNewest, 0, sizeOver), sSync),
 		// The client stops reading while its requests are answered
 		// and its PINGs pile up.
@@ -1343,5 +1344,8 @@ func fuzzSeeds() [][]byte {
 		// A goroutine reading the body, blocked when its handler
 		// returns.
 		prog(cfgAutoWindow, sHeaders(0, tPOST, aLarge, 8), sSync),
+		// A padded DATA frame, on a stream whose handler reads: the
+		// padding is spent window too.
+		prog(0, sHeaders(0, tPOST, aRead|aSmall, 0), sData(selNewest, dPadded|dReps(13), size0, 0), sSync),
 	}
 }

@@ -411,13 +411,19 @@ func (b requestBody) Read(p []byte) (int, error) {
 		st.body, st.bodyOff = st.body[:0], 0
 	}
 	c.consumed(int32(n))
-	st.unacked += int32(n)
+	st.giveBack(int32(n))
+	return n, nil
+}
+
+// giveBack returns n bytes of the stream's receive window, with a
+// WINDOW_UPDATE once a quarter of the window is owed. c.mu is held.
+func (st *stream) giveBack(n int32) {
+	st.unacked += n
 	if !st.remoteClosed && st.unacked >= recvWindow/4 {
-		c.queueWindowUpdate(st.id, st.unacked)
+		st.c.queueWindowUpdate(st.id, st.unacked)
 		st.recvWindow += st.unacked
 		st.unacked = 0
 	}
-	return n, nil
 }
 
 func (b requestBody) Close() error {
