@@ -582,7 +582,15 @@ func (c *conn) end(err error) {
 	ce, protocolError := errors.AsType[connError](err)
 	c.mu.Lock()
 	if protocolError && !c.closed {
-		_ = c.wfr.WriteGoAway(c.maxStreamID, ce.code, nil)
+		last := c.maxStreamID
+		if c.goingAway {
+			// The streams past the first GOAWAY's were dropped
+			// unanswered, which the client may have retried
+			// elsewhere: a GOAWAY must not name more than the one
+			// before (RFC 9113 section 6.8).
+			last = c.lastStarted
+		}
+		_ = c.wfr.WriteGoAway(last, ce.code, nil)
 	}
 	c.closed = true
 	for _, st := range c.streams {

@@ -1347,5 +1347,8 @@ func fuzzSeeds() [][]byte {
 		// A padded DATA frame, on a stream whose handler reads: the
 		// padding is spent window too.
 		prog(0, sHeaders(0, tPOST, aRead|aSmall, 0), sData(selNewest, dPadded|dReps(13), size0, 0), sSync),
+		// After the server's GOAWAY, a request it drops, then a
+		// connection error: its GOAWAY must not name the dropped stream.
+		prog(0, sGoAway(selNewest, http2.ErrCodeNo), sHeaders(hEnd, tGET, aSmall, 0), sWindowUpdate(0, true, 0), sSync),
 	}
 }
