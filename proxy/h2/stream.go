@@ -247,9 +247,16 @@ func (c *conn) canonical(name string) string {
 	return key
 }
 
-// startStream registers st and runs its handler.
+// startStream registers st and runs its handler, unless the connection
+// goes away: a GOAWAY sent since the reader took the request named the
+// last stream served, and the client may retry st elsewhere.
 func (c *conn) startStream(st *stream) {
 	c.mu.Lock()
+	if c.goingAway || c.closed {
+		c.mu.Unlock()
+		st.cancel()
+		return
+	}
 	c.streams[st.id] = st
 	c.active++
 	first := c.active == 1
