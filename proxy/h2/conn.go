@@ -230,7 +230,7 @@ func (c *conn) readFrame() error {
 		err = c.processReset(f)
 	case *http2.PriorityFrame:
 		if f.StreamDep == f.StreamID {
-			c.resetStream(f.StreamID, http2.ErrCodeProtocol)
+			err = streamErr(f.StreamID, http2.ErrCodeProtocol)
 		}
 	case *http2.GoAwayFrame:
 		c.goAwayGracefully()
@@ -250,22 +250,19 @@ func (c *conn) frameError(err error) error {
 	case errors.Is(err, http2.ErrFrameTooLarge):
 		return connError{http2.ErrCodeFrameSize, "frame too large"}
 	}
-	if se, ok := errors.AsType[http2.StreamError](err); ok {
-		if se.StreamID > c.maxStreamID && se.StreamID%2 == 1 {
-			// A malformed request: its stream was opened, and is
-			// closed now.
-			c.maxStreamID = se.StreamID
-		}
-		c.resetStream(se.StreamID, se.Code)
-		return nil
-	}
-	return err
+	return c.streamError(err)
 }
 
 // streamError resets the stream of a stream error, which leaves the
 // connection going; other errors end it.
 func (c *conn) streamError(err error) error {
 	if se, ok := errors.AsType[http2.StreamError](err); ok {
+		if se.StreamID > c.maxStreamID && se.StreamID%2 == 1 {
+			// A malformed request, or a PRIORITY on an idle
+			// stream: reset, the stream is closed, and HEADERS
+			// must not open it again.
+			c.maxStreamID = se.StreamID
+		}
 		c.resetStream(se.StreamID, se.Code)
 		return nil
 	}

@@ -1350,5 +1350,8 @@ func fuzzSeeds() [][]byte {
 		// After the server's GOAWAY, a request it drops, then a
 		// connection error: its GOAWAY must not name the dropped stream.
 		prog(0, sGoAway(selNewest, http2.ErrCodeNo), sHeaders(hEnd, tGET, aSmall, 0), sWindowUpdate(0, true, 0), sSync),
+		// A PRIORITY depending on itself on an idle stream, which the
+		// server resets, then HEADERS opening that stream.
+		prog(0, sPriority(selNew, true, 0), []byte{opHeaders, 5, hEnd, tGET, aSmall, 0}, sSync),
 	}
 }
