@@ -59,9 +59,11 @@ type conn struct {
 	sendWindow   int64
 	peerWindow   int64
 	peerMaxFrame uint32
-	// unacked counts request body bytes of the connection consumed
-	// since its last WINDOW_UPDATE.
-	unacked int32
+	// recvWindow is what the client may send of request bodies before
+	// the next WINDOW_UPDATE; unacked counts the bytes consumed since
+	// the last one.
+	recvWindow int32
+	unacked    int32
 	// wake wakes the writer; room wakes those waiting for flow-control
 	// window or for the writer to catch up, waiters of which there are.
 	wake    sync.Cond
@@ -92,6 +94,7 @@ func newConn(s *Server, nc net.Conn, opts ConnOpts) *conn {
 		sendWindow:   65535,
 		peerWindow:   65535,
 		peerMaxFrame: 16 << 10,
+		recvWindow:   recvWindow,
 		writerDone:   make(chan struct{}),
 	}
 	c.wake.L, c.room.L = &c.mu, &c.mu
@@ -349,6 +352,12 @@ func (c *conn) processData(f *http2.DataFrame) error {
 	flow := int32(f.Length)
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if flow > c.recvWindow {
+		// Each stream keeps to its window; all of them at once
+		// would have the server buffer their sum.
+		return connError{http2.ErrCodeFlowControl, "DATA past the connection's window"}
+	}
+	c.recvWindow -= flow
 	st := c.streams[id]
 	if st == nil || st.remoteClosed {
 		if id > c.maxStreamID {
@@ -395,6 +404,7 @@ func (c *conn) consumed(n int32) {
 	c.unacked += n
 	if c.unacked >= recvWindow/2 {
 		c.queueWindowUpdate(0, c.unacked)
+		c.recvWindow += c.unacked
 		c.unacked = 0
 	}
 }

@@ -1353,5 +1353,8 @@ func fuzzSeeds() [][]byte {
 		// A PRIORITY depending on itself on an idle stream, which the
 		// server resets, then HEADERS opening that stream.
 		prog(0, sPriority(selNew, true, 0), []byte{opHeaders, 5, hEnd, tGET, aSmall, 0}, sSync),
+		// Two streams, each within its window, past the connection's
+		// together.
+		prog(0, sHeaders(0, tPOST, aLarge, 0), sHeaders(0, tPOST, aLarge, 0), sData(selOlder(0), dReps(40), size16K), sData(selOlder(1), dReps(40), size16K), sSync),
 	}
 }
