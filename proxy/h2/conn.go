@@ -266,8 +266,7 @@ func (c *conn) streamError(err error) error {
 			// must not open it again.
 			c.maxStreamID = se.StreamID
 		}
-		c.resetStream(se.StreamID, se.Code)
-		return nil
+		return c.resetStream(se.StreamID, se.Code)
 	}
 	return err
 }
@@ -536,17 +535,19 @@ func (c *conn) processReset(f *http2.RSTStreamFrame) error {
 }
 
 // resetStream sends RST_STREAM with code and aborts the stream if open.
-func (c *conn) resetStream(id uint32, code http2.ErrCode) {
+// Resets answer frames of the client, as PING acknowledgements do, and
+// are bounded alike: an error ends the connection.
+func (c *conn) resetStream(id uint32, code http2.ErrCode) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if st := c.streams[id]; st != nil {
 		st.abort(errStreamReset)
 	}
 	if c.closed {
-		return
+		return nil
 	}
 	_ = c.wfr.WriteRSTStream(id, code)
-	c.wake.Signal()
+	return c.queuedControl()
 }
 
 // goAwayGracefully sends GOAWAY(NO_ERROR): streams open go on, no new one

@@ -1356,5 +1356,7 @@ func fuzzSeeds() [][]byte {
 		// Two streams, each within its window, past the connection's
 		// together.
 		prog(0, sHeaders(0, tPOST, aLarge, 0), sHeaders(0, tPOST, aLarge, 0), sData(selOlder(0), dReps(40), size16K), sData(selOlder(1), dReps(40), size16K), sSync),
+		// Resets, for a client that does not read them.
+		prog(0, sHeaders(hEnd, tGET, aSmall, 0), sSync, []byte{opPause}, sPriority(selNewest, true, 0), sRepeat(255, 7), sRepeat(255, 7), sRepeat(255, 7), []byte{opResume}, sSync),
 	}
 }
