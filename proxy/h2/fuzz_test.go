@@ -1358,5 +1358,8 @@ func fuzzSeeds() [][]byte {
 		prog(0, sHeaders(0, tPOST, aLarge, 0), sHeaders(0, tPOST, aLarge, 0), sData(selOlder(0), dReps(40), size16K), sData(selOlder(1), dReps(40), size16K), sSync),
 		// Resets, for a client that does not read them.
 		prog(0, sHeaders(hEnd, tGET, aSmall, 0), sSync, []byte{opPause}, sPriority(selNewest, true, 0), sRepeat(255, 7), sRepeat(255, 7), sRepeat(255, 7), []byte{opResume}, sSync),
+		// A handler reading, after its answer, the body of a stream the
+		// server reset meanwhile.
+		prog(0, sHeaders(0, tPOST, aReadLate|aLarge, 0), sData(selNewest, dReps(20), size16K), sPriority(selNewest, true, 0), sSync),
 	}
 }

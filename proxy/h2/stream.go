@@ -423,10 +423,13 @@ func (b requestBody) Read(p []byte) (int, error) {
 }
 
 // giveBack returns n bytes of the stream's receive window, with a
-// WINDOW_UPDATE once a quarter of the window is owed. c.mu is held.
+// WINDOW_UPDATE once a quarter of the window is owed, unless the stream
+// was reset: the handler may read what it holds of the body, but a frame
+// on the closed stream is one the client must answer with a reset. c.mu
+// is held.
 func (st *stream) giveBack(n int32) {
 	st.unacked += n
-	if !st.remoteClosed && st.unacked >= recvWindow/4 {
+	if !st.remoteClosed && st.aborted == nil && st.unacked >= recvWindow/4 {
 		st.c.queueWindowUpdate(st.id, st.unacked)
 		st.recvWindow += st.unacked
 		st.unacked = 0
