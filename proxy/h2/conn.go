@@ -59,9 +59,11 @@ type conn struct {
 	sendWindow   int64
 	peerWindow   int64
 	peerMaxFrame uint32
-	// unacked counts request body bytes of the connection consumed
-	// since its last WINDOW_UPDATE.
-	unacked int32
+	// recvWindow is what the client may send of request bodies before
+	// the next WINDOW_UPDATE; unacked counts the bytes consumed since
+	// the last one.
+	recvWindow int32
+	unacked    int32
 	// wake wakes the writer; room wakes those waiting for flow-control
 	// window or for the writer to catch up, waiters of which there are.
 	wake    sync.Cond
@@ -92,6 +94,7 @@ func newConn(s *Server, nc net.Conn, opts ConnOpts) *conn {
 		sendWindow:   65535,
 		peerWindow:   65535,
 		peerMaxFrame: 16 << 10,
+		recvWindow:   recvWindow,
 		writerDone:   make(chan struct{}),
 	}
 	c.wake.L, c.room.L = &c.mu, &c.mu
@@ -230,7 +233,7 @@ func (c *conn) readFrame() error {
 		err = c.processReset(f)
 	case *http2.PriorityFrame:
 		if f.StreamDep == f.StreamID {
-			c.resetStream(f.StreamID, http2.ErrCodeProtocol)
+			err = streamErr(f.StreamID, http2.ErrCodeProtocol)
 		}
 	case *http2.GoAwayFrame:
 		c.goAwayGracefully()
@@ -250,24 +253,20 @@ func (c *conn) frameError(err error) error {
 	case errors.Is(err, http2.ErrFrameTooLarge):
 		return connError{http2.ErrCodeFrameSize, "frame too large"}
 	}
-	if se, ok := errors.AsType[http2.StreamError](err); ok {
-		if se.StreamID > c.maxStreamID && se.StreamID%2 == 1 {
-			// A malformed request: its stream was opened, and is
-			// closed now.
-			c.maxStreamID = se.StreamID
-		}
-		c.resetStream(se.StreamID, se.Code)
-		return nil
-	}
-	return err
+	return c.streamError(err)
 }
 
 // streamError resets the stream of a stream error, which leaves the
 // connection going; other errors end it.
 func (c *conn) streamError(err error) error {
 	if se, ok := errors.AsType[http2.StreamError](err); ok {
-		c.resetStream(se.StreamID, se.Code)
-		return nil
+		if se.StreamID > c.maxStreamID && se.StreamID%2 == 1 {
+			// A malformed request, or a PRIORITY on an idle
+			// stream: reset, the stream is closed, and HEADERS
+			// must not open it again.
+			c.maxStreamID = se.StreamID
+		}
+		return c.resetStream(se.StreamID, se.Code)
 	}
 	return err
 }
@@ -352,6 +351,12 @@ func (c *conn) processData(f *http2.DataFrame) error {
 	flow := int32(f.Length)
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if flow > c.recvWindow {
+		// Each stream keeps to its window; all of them at once
+		// would have the server buffer their sum.
+		return connError{http2.ErrCodeFlowControl, "DATA past the connection's window"}
+	}
+	c.recvWindow -= flow
 	st := c.streams[id]
 	if st == nil || st.remoteClosed {
 		if id > c.maxStreamID {
@@ -366,8 +371,12 @@ func (c *conn) processData(f *http2.DataFrame) error {
 		return streamErr(id, http2.ErrCodeFlowControl)
 	}
 	st.recvWindow -= flow
-	// Padding is consumed at once.
-	c.consumed(flow - int32(len(data)))
+	// Padding is consumed at once, from the stream's window as from the
+	// connection's: no read gives it back, and a stream sent padding
+	// would stall once it added up to the window.
+	pad := flow - int32(len(data))
+	c.consumed(pad)
+	st.giveBack(pad)
 	st.received += int64(len(data))
 	if st.declared >= 0 && st.received > st.declared {
 		c.consumed(int32(len(data)))
@@ -394,6 +403,7 @@ func (c *conn) consumed(n int32) {
 	c.unacked += n
 	if c.unacked >= recvWindow/2 {
 		c.queueWindowUpdate(0, c.unacked)
+		c.recvWindow += c.unacked
 		c.unacked = 0
 	}
 }
@@ -525,17 +535,19 @@ func (c *conn) processReset(f *http2.RSTStreamFrame) error {
 }
 
 // resetStream sends RST_STREAM with code and aborts the stream if open.
-func (c *conn) resetStream(id uint32, code http2.ErrCode) {
+// Resets answer frames of the client, as PING acknowledgements do, and
+// are bounded alike: an error ends the connection.
+func (c *conn) resetStream(id uint32, code http2.ErrCode) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if st := c.streams[id]; st != nil {
 		st.abort(errStreamReset)
 	}
 	if c.closed {
-		return
+		return nil
 	}
 	_ = c.wfr.WriteRSTStream(id, code)
-	c.wake.Signal()
+	return c.queuedControl()
 }
 
 // goAwayGracefully sends GOAWAY(NO_ERROR): streams open go on, no new one
@@ -578,7 +590,15 @@ func (c *conn) end(err error) {
 	ce, protocolError := errors.AsType[connError](err)
 	c.mu.Lock()
 	if protocolError && !c.closed {
-		_ = c.wfr.WriteGoAway(c.maxStreamID, ce.code, nil)
+		last := c.maxStreamID
+		if c.goingAway {
+			// The streams past the first GOAWAY's were dropped
+			// unanswered, which the client may have retried
+			// elsewhere: a GOAWAY must not name more than the one
+			// before (RFC 9113 section 6.8).
+			last = c.lastStarted
+		}
+		_ = c.wfr.WriteGoAway(last, ce.code, nil)
 	}
 	c.closed = true
 	for _, st := range c.streams {

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -191,5 +192,33 @@ func TestClientReset(t *testing.T) {
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("the handler's context did not end after the client reset the stream")
+	}
+}
+
+// TestNoStreamPastGoAway has the connection go away between the reader's
+// check of a request's HEADERS and the start of its handler, as Drain,
+// the idle timer or another handler's "Connection: close" can from
+// their goroutines: the GOAWAY named the streams served, so the request
+// must not be.
+func TestNoStreamPastGoAway(t *testing.T) {
+	sn, cn := net.Pipe()
+	defer cn.Close()
+	defer sn.Close()
+	ran := make(chan struct{}, 1)
+	c := newConn(&Server{Handler: http.HandlerFunc(func(http.ResponseWriter, *http.Request) { ran <- struct{}{} })}, sn, ConnOpts{})
+	st := c.newStream(1)
+	st.req = httptest.NewRequestWithContext(st.ctx, "GET", "/", nil)
+	c.goAwayGracefully()
+	c.startStream(st)
+	c.mu.Lock()
+	last := c.lastStarted
+	c.mu.Unlock()
+	if last != 0 || st.ctx.Err() == nil {
+		t.Errorf("a stream started past the GOAWAY: last started %d, its context %v", last, st.ctx.Err())
+	}
+	select {
+	case <-ran:
+		t.Error("the handler of a stream past the GOAWAY ran")
+	case <-time.After(10 * time.Millisecond):
 	}
 }

@@ -247,9 +247,16 @@ func (c *conn) canonical(name string) string {
 	return key
 }
 
-// startStream registers st and runs its handler.
+// startStream registers st and runs its handler, unless the connection
+// goes away: a GOAWAY sent since the reader took the request named the
+// last stream served, and the client may retry st elsewhere.
 func (c *conn) startStream(st *stream) {
 	c.mu.Lock()
+	if c.goingAway || c.closed {
+		c.mu.Unlock()
+		st.cancel()
+		return
+	}
 	c.streams[st.id] = st
 	c.active++
 	first := c.active == 1
@@ -309,8 +316,11 @@ func (st *stream) finish() {
 	}
 	st.dropBody()
 	if st.wbuf != nil {
-		buf := st.wbuf[:0]
-		smallBuffers.Put(&buf)
+		// The pool gets a slice of its own: &st.wbuf would have it
+		// hand out the stream's field, set to nil below while
+		// another stream's handler reads it.
+		b := st.wbuf[:0]
+		smallBuffers.Put(&b)
 		st.wbuf = nil
 	}
 	if st.readTimer != nil {
@@ -337,11 +347,17 @@ func (st *stream) finish() {
 }
 
 // dropBody gives the window of unread body bytes back to the connection,
-// and has those still to come dropped. c.mu is held.
+// and has those still to come dropped, and reads fail. c.mu is held.
 func (st *stream) dropBody() {
 	st.discard = true
+	// Nor is the client asked for it: a read now, once the handler
+	// returned, would send 100 Continue on a stream already ended.
+	st.needsContinue = false
 	st.c.consumed(int32(len(st.body) - st.bodyOff))
 	st.body, st.bodyOff = nil, 0
+	// A read waiting for bytes would wait for ever once the handler
+	// returned: a proxy's goroutine copying the body upstream, say.
+	st.bodyCond.Broadcast()
 }
 
 // abort fails the stream's reads and writes with err and takes it off the
@@ -417,20 +433,28 @@ func (b requestBody) Read(p []byte) (int, error) {
 		st.body, st.bodyOff = st.body[:0], 0
 	}
 	c.consumed(int32(n))
-	st.unacked += int32(n)
-	if !st.remoteClosed && st.unacked >= recvWindow/4 {
-		c.queueWindowUpdate(st.id, st.unacked)
+	st.giveBack(int32(n))
+	return n, nil
+}
+
+// giveBack returns n bytes of the stream's receive window, with a
+// WINDOW_UPDATE once a quarter of the window is owed, unless the stream
+// was reset: the handler may read what it holds of the body, but a frame
+// on the closed stream is one the client must answer with a reset. c.mu
+// is held.
+func (st *stream) giveBack(n int32) {
+	st.unacked += n
+	if !st.remoteClosed && st.aborted == nil && st.unacked >= recvWindow/4 {
+		st.c.queueWindowUpdate(st.id, st.unacked)
 		st.recvWindow += st.unacked
 		st.unacked = 0
 	}
-	return n, nil
 }
 
 func (b requestBody) Close() error {
 	c := b.st.c
 	c.mu.Lock()
 	b.st.dropBody()
-	b.st.bodyCond.Broadcast()
 	c.mu.Unlock()
 	return nil
 }
@@ -540,6 +564,9 @@ func (st *stream) send(p []byte, end bool) error {
 	}
 	if !st.sentHeader {
 		st.sentHeader = true
+		// The client waiting for 100 Continue has the final status;
+		// an informational one cannot follow it.
+		st.needsContinue = false
 		c.queueHeaders(st.id, st.status, st.header, end && len(st.wbuf) == 0 && len(p) == 0)
 		if end && len(st.wbuf) == 0 && len(p) == 0 {
 			return nil
