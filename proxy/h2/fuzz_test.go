@@ -533,7 +533,15 @@ func (c *fuzzClient) run() {
 // moreFrames reports whether the server has sent frames past the first
 // n, waiting up to d for them.
 func (c *fuzzClient) moreFrames(n int, d time.Duration) bool {
-	expired := false
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.waitFor(d, func() bool { return c.frames != n })
+	return c.frames != n
+}
+
+// waitFor waits, with c.mu held, until done, the connection is gone or d
+// has passed, and reports whether d passed.
+func (c *fuzzClient) waitFor(d time.Duration, done func() bool) (expired bool) {
 	timer := time.AfterFunc(d, func() {
 		c.mu.Lock()
 		expired = true
@@ -541,12 +549,10 @@ func (c *fuzzClient) moreFrames(n int, d time.Duration) bool {
 		c.mu.Unlock()
 	})
 	defer timer.Stop()
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for c.frames == n && !c.gone && !expired {
+	for !done() && !c.gone && !expired {
 		c.cond.Wait()
 	}
-	return c.frames != n
+	return expired
 }
 
 // step runs one operation of the program, false once the connection is
@@ -874,19 +880,9 @@ func (c *fuzzClient) sync() bool {
 	if !c.write(frames) {
 		return false
 	}
-	timedOut := false
-	timer := time.AfterFunc(fuzzWait, func() {
-		c.mu.Lock()
-		timedOut = true
-		c.cond.Broadcast()
-		c.mu.Unlock()
-	})
-	defer timer.Stop()
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for !c.acked[data] && !c.gone && !timedOut {
-		c.cond.Wait()
-	}
+	timedOut := c.waitFor(fuzzWait, func() bool { return c.acked[data] })
 	if c.gone {
 		return false
 	}

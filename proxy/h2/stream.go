@@ -703,51 +703,43 @@ func (st *stream) EnableFullDuplex() error { return nil }
 
 // SetReadDeadline bounds the reads of the request body.
 func (st *stream) SetReadDeadline(t time.Time) error {
-	c := st.c
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	st.readExpired = false
-	st.readTimer = setTimer(st.readTimer, t, func() {
-		c.mu.Lock()
-		st.readExpired = true
-		st.bodyCond.Broadcast()
-		c.mu.Unlock()
-	}, func() { st.readExpired = true; st.bodyCond.Broadcast() })
+	st.moveDeadline(&st.readTimer, &st.readExpired, &st.bodyCond, t)
 	return nil
 }
 
 // SetWriteDeadline bounds the writes of the response.
 func (st *stream) SetWriteDeadline(t time.Time) error {
-	c := st.c
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	st.writeExpired = false
-	st.writeTimer = setTimer(st.writeTimer, t, func() {
-		c.mu.Lock()
-		st.writeExpired = true
-		c.room.Broadcast()
-		c.mu.Unlock()
-	}, func() { st.writeExpired = true; c.room.Broadcast() })
+	st.moveDeadline(&st.writeTimer, &st.writeExpired, &st.c.room, t)
 	return nil
 }
 
-// setTimer moves a deadline's timer to t: none for zero, expiredNow
-// (called as it is) for a time past, expire on a timer otherwise.
-func setTimer(timer *time.Timer, t time.Time, expire, expiredNow func()) *time.Timer {
-	if timer != nil {
-		timer.Stop()
+// moveDeadline moves a deadline of the stream to t (none for zero): when
+// it passes, expired is set and those waiting on wake are woken.
+func (st *stream) moveDeadline(timer **time.Timer, expired *bool, wake *sync.Cond, t time.Time) {
+	c := st.c
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	*expired = false
+	if *timer != nil {
+		(*timer).Stop()
 	}
 	if t.IsZero() {
-		return timer
+		return
 	}
-	d := time.Until(t)
-	if d <= 0 {
-		expiredNow()
-		return timer
+	expire := func() {
+		*expired = true
+		wake.Broadcast()
 	}
-	if timer == nil {
-		return time.AfterFunc(d, expire)
+	switch d := time.Until(t); {
+	case d <= 0:
+		expire()
+	case *timer == nil:
+		*timer = time.AfterFunc(d, func() {
+			c.mu.Lock()
+			expire()
+			c.mu.Unlock()
+		})
+	default:
+		(*timer).Reset(d)
 	}
-	timer.Reset(d)
-	return timer
 }
