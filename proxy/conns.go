@@ -118,7 +118,9 @@ func connContext(ctx context.Context, c net.Conn) context.Context {
 
 // beneath finds the connection of type T in c or in what c wraps: net/http
 // and the HTTP/1.1 engine see connections wrapped by the guard, TLS and,
-// after a hand-over or an h2c upgrade, a bufferedConn.
+// after a hand-over or an h2c upgrade, a bufferedConn; beneath those are
+// the connection caps' trackedConn and a PROXY header's proxiedConn, then
+// the socket (which lingerClose needs).
 func beneath[T net.Conn](c net.Conn) (T, bool) {
 	for {
 		if t, ok := c.(T); ok {
@@ -131,6 +133,10 @@ func beneath[T net.Conn](c net.Conn) (T, bool) {
 			c = w.Conn
 		case *tls.Conn:
 			c = w.NetConn()
+		case *trackedConn:
+			c = w.Conn
+		case *proxiedConn:
+			c = w.Conn
 		default:
 			var none T
 			return none, false
