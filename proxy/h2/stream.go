@@ -645,6 +645,10 @@ func (st *stream) endResponse() error {
 		h["Content-Length"] = []string{strconv.Itoa(len(st.wbuf))}
 	}
 	if st.length >= 0 && st.written < st.length && !st.isHead {
+		// What was written goes out before the reset, as on an abort
+		// (ReverseProxy returns rather than panics where the context
+		// has no http.Server).
+		_ = st.send(nil, false)
 		return http.ErrContentLength
 	}
 	if err := st.send(nil, len(trailer) == 0); err != nil {
