@@ -186,7 +186,10 @@ func (l *listener) serveH1(gc *guardConn) {
 	delete(l.h1conns, c)
 	l.h1mu.Unlock()
 	if c.http2 {
-		ctx := connContext(context.Background(), gc)
+		// Handlers see the context net/http would give them: with
+		// http.ServerContextKey, ReverseProxy resets a stream whose
+		// backend body breaks off instead of ending it as if whole.
+		ctx := connContext(context.WithValue(context.Background(), http.ServerContextKey, l.http), gc)
 		l.h2.ServeConn(&bufferedConn{Conn: gc, r: c.br}, h2.ConnOpts{Context: ctx})
 		return
 	}

@@ -53,6 +53,9 @@ type conn struct {
 	wfr        *http2.Framer // writes into out
 	henc       *hpack.Encoder
 	hbuf       bytes.Buffer
+	// lower caches the HTTP/2 names of the response fields lowerName
+	// finds outside commonLower.
+	lower map[string]string
 	// sendWindow is the connection's flow-control window towards the
 	// client; peerWindow and peerMaxFrame the client's
 	// SETTINGS_INITIAL_WINDOW_SIZE and SETTINGS_MAX_FRAME_SIZE.

@@ -27,7 +27,7 @@ func (c *conn) queueHeaders(id uint32, status int, h http.Header, end bool) {
 		if status != 0 && strings.HasPrefix(k, http.TrailerPrefix) {
 			continue
 		}
-		name, ok := lowerName(k)
+		name, ok := c.lowerName(k)
 		if !ok {
 			continue
 		}
@@ -38,11 +38,11 @@ func (c *conn) queueHeaders(id uint32, status int, h http.Header, end bool) {
 		}
 	}
 	block := c.hbuf.Bytes()
-	max := int(c.peerMaxFrame)
-	first := min(len(block), max)
+	frameSize := int(c.peerMaxFrame)
+	first := min(len(block), frameSize)
 	_ = c.wfr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: block[:first], EndStream: end, EndHeaders: first == len(block)})
 	for rest := block[first:]; len(rest) > 0; {
-		n := min(len(rest), max)
+		n := min(len(rest), frameSize)
 		_ = c.wfr.WriteContinuation(id, n == len(rest), rest[:n])
 		rest = rest[n:]
 	}
@@ -55,15 +55,27 @@ func (c *conn) field(name, value string) {
 
 // lowerName is the HTTP/2 name of a header key, false for a field HTTP/2
 // does not carry (connection-specific, RFC 9113 section 8.2.2) or a name
-// that is not a token.
-func lowerName(k string) (string, bool) {
+// that is not a token. Names outside commonLower are lowered once per
+// connection, not once per response (a backend's own fields come on every
+// one). c.mu is held.
+func (c *conn) lowerName(k string) (string, bool) {
 	if name, ok := commonLower[k]; ok {
 		return name, name != ""
+	}
+	if name, ok := c.lower[k]; ok {
+		return name, true
 	}
 	if !httpguts.ValidHeaderFieldName(k) {
 		return "", false
 	}
-	return strings.ToLower(k), true
+	name := strings.ToLower(k)
+	if len(c.lower) < 256 {
+		if c.lower == nil {
+			c.lower = map[string]string{}
+		}
+		c.lower[k] = name
+	}
+	return name, true
 }
 
 // commonLower maps canonical keys to their HTTP/2 names, "" for those

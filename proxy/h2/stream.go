@@ -93,9 +93,8 @@ func (c *conn) newStream(id uint32) *stream {
 		length:     -1,
 	}
 	st.bodyCond.L = &c.mu
-	c.mu.Lock()
+	// Only the reader, which runs this, changes peerWindow.
 	st.sendWindow = c.peerWindow
-	c.mu.Unlock()
 	return st
 }
 
@@ -293,9 +292,11 @@ func (st *stream) finish() {
 	}
 	if !failed {
 		failed = st.endResponse() != nil
-	} else if st.wroteHeader {
-		// What the handler wrote before it gave up goes out before the
-		// reset, as every write would have gone out unbuffered.
+	}
+	if failed && st.wroteHeader {
+		// What the handler wrote before it gave up, or short of its
+		// Content-Length, goes out before the reset, as every write
+		// would have gone out unbuffered.
 		_ = st.send(nil, false)
 	}
 	c.mu.Lock()
@@ -645,10 +646,6 @@ func (st *stream) endResponse() error {
 		h["Content-Length"] = []string{strconv.Itoa(len(st.wbuf))}
 	}
 	if st.length >= 0 && st.written < st.length && !st.isHead {
-		// What was written goes out before the reset, as on an abort
-		// (ReverseProxy returns rather than panics where the context
-		// has no http.Server).
-		_ = st.send(nil, false)
 		return http.ErrContentLength
 	}
 	if err := st.send(nil, len(trailer) == 0); err != nil {
