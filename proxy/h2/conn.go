@@ -1,29 +1,22 @@
 package h2
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"io"
 	"net"
 	"net/http"
-	"runtime"
-	"sync"
 	"time"
 
 	"golang.org/x/net/http2"
-	"golang.org/x/net/http2/hpack"
 )
 
 const clientPreface = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 
 // conn is one HTTP/2 connection.
 type conn struct {
+	wire
 	srv    *Server
-	nc     net.Conn
-	br     *bufio.Reader
-	fr     *http2.Framer // the reader's
 	ctx    context.Context
 	remote string
 	// upgrade and settings are ConnOpts'.
@@ -32,11 +25,8 @@ type conn struct {
 
 	// Owned by the reader.
 	maxStreamID uint32
-	// canon caches the canonical forms of header names that
-	// CanonicalMIMEHeaderKey does not have interned.
-	canon map[string]string
 
-	mu sync.Mutex
+	// Guarded by mu.
 	// streams are the streams open for frames from the client: a stream
 	// leaves when its handler has answered or either side reset it.
 	streams map[uint32]*stream
@@ -47,37 +37,8 @@ type conn struct {
 	// lastStarted is the last stream given to a handler, which a GOAWAY
 	// names.
 	lastStarted uint32
-	// out holds the frames queued for the writer; spare is the buffer it
-	// wrote last, which becomes out again.
-	out, spare []byte
-	wfr        *http2.Framer // writes into out
-	henc       *hpack.Encoder
-	hbuf       bytes.Buffer
-	// lower caches the HTTP/2 names of the response fields lowerName
-	// finds outside commonLower.
-	lower map[string]string
-	// sendWindow is the connection's flow-control window towards the
-	// client; peerWindow and peerMaxFrame the client's
-	// SETTINGS_INITIAL_WINDOW_SIZE and SETTINGS_MAX_FRAME_SIZE.
-	sendWindow   int64
-	peerWindow   int64
-	peerMaxFrame uint32
-	// recvWindow is what the client may send of request bodies before
-	// the next WINDOW_UPDATE; unacked counts the bytes consumed since
-	// the last one.
-	recvWindow int32
-	unacked    int32
-	// wake wakes the writer; room wakes those waiting for flow-control
-	// window or for the writer to catch up, waiters of which there are.
-	wake    sync.Cond
-	room    sync.Cond
-	waiters int
 	// goingAway says GOAWAY was queued: no new stream is taken.
 	goingAway bool
-	// closed says the connection is ending: nothing more is queued, and
-	// writerDone is closed once the writer has written what was.
-	closed     bool
-	writerDone chan struct{}
 }
 
 func newConn(s *Server, nc net.Conn, opts ConnOpts) *conn {
@@ -86,38 +47,22 @@ func newConn(s *Server, nc net.Conn, opts ConnOpts) *conn {
 		ctx = context.Background()
 	}
 	c := &conn{
-		srv:          s,
-		nc:           nc,
-		br:           bufio.NewReaderSize(nc, 16<<10),
-		ctx:          ctx,
-		remote:       nc.RemoteAddr().String(),
-		upgrade:      opts.Upgrade,
-		settings:     opts.Settings,
-		streams:      map[uint32]*stream{},
-		sendWindow:   65535,
-		peerWindow:   65535,
-		peerMaxFrame: 16 << 10,
-		recvWindow:   recvWindow,
-		writerDone:   make(chan struct{}),
+		srv:      s,
+		ctx:      ctx,
+		remote:   nc.RemoteAddr().String(),
+		upgrade:  opts.Upgrade,
+		settings: opts.Settings,
+		streams:  map[uint32]*stream{},
 	}
-	c.wake.L, c.room.L = &c.mu, &c.mu
-	c.fr = http2.NewFramer(nil, c.br)
-	c.fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
-	c.fr.MaxHeaderListSize = s.maxHeaderList()
-	c.fr.SetMaxReadFrameSize(16 << 10)
-	c.fr.SetReuseFrames()
-	c.wfr = http2.NewFramer(queue{c}, nil)
-	c.henc = hpack.NewEncoder(&c.hbuf)
+	c.init(nc, s.maxHeaderList(), c.abortAll)
 	return c
 }
 
-// queue appends the write Framer's frames to the writer's queue; it is
-// only written to under c.mu.
-type queue struct{ c *conn }
-
-func (q queue) Write(p []byte) (int, error) {
-	q.c.out = append(q.c.out, p...)
-	return len(p), nil
+// abortAll fails every stream of a lost connection. c.mu is held.
+func (c *conn) abortAll() {
+	for _, st := range c.streams {
+		st.abort(errClosed)
+	}
 }
 
 // connError ends the connection with GOAWAY and code.
@@ -354,12 +299,9 @@ func (c *conn) processData(f *http2.DataFrame) error {
 	flow := int32(f.Length)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if flow > c.recvWindow {
-		// Each stream keeps to its window; all of them at once
-		// would have the server buffer their sum.
-		return connError{http2.ErrCodeFlowControl, "DATA past the connection's window"}
+	if err := c.takeData(flow); err != nil {
+		return err
 	}
-	c.recvWindow -= flow
 	st := c.streams[id]
 	if st == nil || st.remoteClosed {
 		if id > c.maxStreamID {
@@ -400,36 +342,11 @@ func (c *conn) processData(f *http2.DataFrame) error {
 	return nil
 }
 
-// consumed returns n bytes of the connection's receive window, with a
-// WINDOW_UPDATE once half the window is owed. c.mu is held.
-func (c *conn) consumed(n int32) {
-	c.unacked += n
-	if c.unacked >= recvWindow/2 {
-		c.queueWindowUpdate(0, c.unacked)
-		c.recvWindow += c.unacked
-		c.unacked = 0
-	}
-}
-
-func (c *conn) queueWindowUpdate(id uint32, n int32) {
-	if c.closed || n <= 0 {
-		return
-	}
-	_ = c.wfr.WriteWindowUpdate(id, uint32(n))
-	c.wake.Signal()
-}
-
 func (c *conn) processWindowUpdate(f *http2.WindowUpdateFrame) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	inc := int64(f.Increment)
 	if f.StreamID == 0 {
-		if c.sendWindow+inc > 1<<31-1 {
-			return connError{http2.ErrCodeFlowControl, "connection window past 2^31-1"}
-		}
-		c.sendWindow += inc
-		c.wakeWaiters()
-		return nil
+		return c.grow(&c.sendWindow, f.Increment, 0)
 	}
 	st := c.streams[f.StreamID]
 	if st == nil {
@@ -438,20 +355,7 @@ func (c *conn) processWindowUpdate(f *http2.WindowUpdateFrame) error {
 		}
 		return nil
 	}
-	if st.sendWindow+inc > 1<<31-1 {
-		return streamErr(f.StreamID, http2.ErrCodeFlowControl)
-	}
-	st.sendWindow += inc
-	c.wakeWaiters()
-	return nil
-}
-
-// wakeWaiters wakes the handlers waiting for window or for the writer.
-// c.mu is held.
-func (c *conn) wakeWaiters() {
-	if c.waiters > 0 {
-		c.room.Broadcast()
-	}
+	return c.grow(&st.sendWindow, f.Increment, f.StreamID)
 }
 
 func (c *conn) processSettings(f *http2.SettingsFrame) error {
@@ -470,35 +374,17 @@ func (c *conn) processSettings(f *http2.SettingsFrame) error {
 	return c.queuedControl()
 }
 
-// applySetting takes one of the client's settings, in order (RFC 9113
-// section 6.5.3: a setting repeated takes its last value).
+// applySetting takes one of the client's settings.
 func (c *conn) applySetting(s http2.Setting) error {
-	if err := s.Valid(); err != nil {
-		var ce http2.ConnectionError
-		if errors.As(err, &ce) {
-			return connError{http2.ErrCode(ce), "invalid setting " + s.String()}
-		}
-		return connError{http2.ErrCodeProtocol, "invalid setting " + s.String()}
-	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	switch s.ID {
-	case http2.SettingHeaderTableSize:
-		c.henc.SetMaxDynamicTableSizeLimit(s.Val)
-	case http2.SettingMaxFrameSize:
-		c.peerMaxFrame = s.Val
-	case http2.SettingInitialWindowSize:
-		delta := int64(s.Val) - c.peerWindow
-		c.peerWindow = int64(s.Val)
+	return c.wire.applySetting(s, func(yield func(*int64) bool) {
 		for _, st := range c.streams {
-			if st.sendWindow+delta > 1<<31-1 {
-				return connError{http2.ErrCodeFlowControl, "stream window past 2^31-1"}
+			if !yield(&st.sendWindow) {
+				return
 			}
-			st.sendWindow += delta
 		}
-		c.wakeWaiters()
-	}
-	return nil
+	})
 }
 
 func (c *conn) processPing(f *http2.PingFrame) error {
@@ -512,17 +398,6 @@ func (c *conn) processPing(f *http2.PingFrame) error {
 	}
 	_ = c.wfr.WritePing(true, f.Data)
 	return c.queuedControl()
-}
-
-// queuedControl wakes the writer for a control frame just queued, and ends
-// a connection whose client sends control frames and does not read their
-// answers. c.mu is held.
-func (c *conn) queuedControl() error {
-	c.wake.Signal()
-	if len(c.out) > 4*maxQueued {
-		return connError{http2.ErrCodeEnhanceYourCalm, "client does not read"}
-	}
-	return nil
 }
 
 func (c *conn) processReset(f *http2.RSTStreamFrame) error {
@@ -631,44 +506,4 @@ func (c *conn) end(err error) {
 func (c *conn) linger() {
 	_ = c.nc.SetReadDeadline(time.Now().Add(goAwayLinger))
 	_, _ = io.Copy(io.Discard, c.br)
-}
-
-// writeLoop writes the queued frames, all of them at once, until the
-// connection ends.
-func (c *conn) writeLoop() {
-	defer close(c.writerDone)
-	c.mu.Lock()
-	for {
-		for len(c.out) == 0 && !c.closed {
-			c.wake.Wait()
-		}
-		if len(c.out) == 0 {
-			break
-		}
-		// Handlers woken with this one queue their frames first, and
-		// go out in the same write.
-		c.mu.Unlock()
-		runtime.Gosched()
-		c.mu.Lock()
-		buf := c.out
-		c.out, c.spare = c.spare[:0], nil
-		c.mu.Unlock()
-		_, err := c.nc.Write(buf)
-		c.mu.Lock()
-		if cap(buf) <= 2*maxQueued {
-			c.spare = buf[:0]
-		}
-		c.wakeWaiters()
-		if err != nil {
-			c.closed = true
-			for _, st := range c.streams {
-				st.abort(errClosed)
-			}
-			c.room.Broadcast()
-			c.mu.Unlock()
-			c.nc.Close()
-			return
-		}
-	}
-	c.mu.Unlock()
 }

@@ -8,8 +8,6 @@ import (
 	"time"
 
 	"golang.org/x/net/http/httpguts"
-	"golang.org/x/net/http2"
-	"golang.org/x/net/http2/hpack"
 )
 
 // queueHeaders queues a header section as HEADERS and CONTINUATION
@@ -23,57 +21,31 @@ func (c *conn) queueHeaders(id uint32, status int, h http.Header, end bool) {
 			c.field("date", httpDate())
 		}
 	}
-	for k, vv := range h {
-		if status != 0 && strings.HasPrefix(k, http.TrailerPrefix) {
-			continue
-		}
-		name, ok := c.lowerName(k)
-		if !ok {
-			continue
-		}
-		for _, v := range vv {
-			if httpguts.ValidHeaderFieldValue(v) {
-				c.field(name, v)
-			}
-		}
-	}
-	block := c.hbuf.Bytes()
-	frameSize := int(c.peerMaxFrame)
-	first := min(len(block), frameSize)
-	_ = c.wfr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: block[:first], EndStream: end, EndHeaders: first == len(block)})
-	for rest := block[first:]; len(rest) > 0; {
-		n := min(len(rest), frameSize)
-		_ = c.wfr.WriteContinuation(id, n == len(rest), rest[:n])
-		rest = rest[n:]
-	}
-	c.wake.Signal()
-}
-
-func (c *conn) field(name, value string) {
-	_ = c.henc.WriteField(hpack.HeaderField{Name: name, Value: value})
+	c.writeFields(h, status != 0)
+	c.writeBlock(id, end)
 }
 
 // lowerName is the HTTP/2 name of a header key, false for a field HTTP/2
 // does not carry (connection-specific, RFC 9113 section 8.2.2) or a name
 // that is not a token. Names outside commonLower are lowered once per
-// connection, not once per response (a backend's own fields come on every
-// one). c.mu is held.
-func (c *conn) lowerName(k string) (string, bool) {
+// connection, not once per message (a peer's own fields come on every
+// one). w.mu is held.
+func (w *wire) lowerName(k string) (string, bool) {
 	if name, ok := commonLower[k]; ok {
 		return name, name != ""
 	}
-	if name, ok := c.lower[k]; ok {
+	if name, ok := w.lower[k]; ok {
 		return name, true
 	}
 	if !httpguts.ValidHeaderFieldName(k) {
 		return "", false
 	}
 	name := strings.ToLower(k)
-	if len(c.lower) < 256 {
-		if c.lower == nil {
-			c.lower = map[string]string{}
+	if len(w.lower) < 256 {
+		if w.lower == nil {
+			w.lower = map[string]string{}
 		}
-		c.lower[k] = name
+		w.lower[k] = name
 	}
 	return name, true
 }

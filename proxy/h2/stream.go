@@ -232,16 +232,16 @@ func validTrailer(key string) bool {
 
 // canonical is http.CanonicalHeaderKey of a lower-case field name,
 // cached per connection for names net/http does not intern.
-func (c *conn) canonical(name string) string {
-	if key, ok := c.canon[name]; ok {
+func (w *wire) canonical(name string) string {
+	if key, ok := w.canon[name]; ok {
 		return key
 	}
 	key := http.CanonicalHeaderKey(name)
-	if len(c.canon) < 256 && key != name {
-		if c.canon == nil {
-			c.canon = map[string]string{}
+	if len(w.canon) < 256 && key != name {
+		if w.canon == nil {
+			w.canon = map[string]string{}
 		}
-		c.canon[name] = key
+		w.canon[name] = key
 	}
 	return key
 }
@@ -598,38 +598,9 @@ func (st *stream) writeErr() error {
 	return nil
 }
 
-// queueData queues p as DATA frames as the flow-control windows and the
-// writer allow, waiting for them. c.mu is held.
+// queueData queues p as DATA frames. c.mu is held.
 func (st *stream) queueData(p []byte, end bool) error {
-	c := st.c
-	for {
-		if err := st.writeErr(); err != nil {
-			return err
-		}
-		if len(p) == 0 {
-			if end {
-				_ = c.wfr.WriteData(st.id, true, nil)
-				c.wake.Signal()
-			}
-			return nil
-		}
-		n := min(int64(len(p)), c.sendWindow, st.sendWindow, int64(c.peerMaxFrame))
-		if n <= 0 || len(c.out) >= maxQueued {
-			c.waiters++
-			c.room.Wait()
-			c.waiters--
-			continue
-		}
-		last := end && int(n) == len(p)
-		_ = c.wfr.WriteData(st.id, last, p[:n])
-		c.sendWindow -= n
-		st.sendWindow -= n
-		p = p[n:]
-		c.wake.Signal()
-		if last {
-			return nil
-		}
-	}
+	return st.c.queueData(st.id, &st.sendWindow, p, end, st.writeErr)
 }
 
 // endResponse sends what is left of the response when the handler

@@ -1,0 +1,293 @@
+package h2
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"net"
+	"net/http"
+	"runtime"
+	"strings"
+	"sync"
+
+	"golang.org/x/net/http/httpguts"
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
+)
+
+// wire is what a connection's two ends share, server or client: the
+// socket, the write queue and its writer, HPACK encoding, and the
+// connection-level flow-control windows. Everything below mu is guarded
+// by it.
+type wire struct {
+	nc net.Conn
+	br *bufio.Reader
+	fr *http2.Framer // the reader's
+	// canon caches the canonical forms of header names that
+	// CanonicalMIMEHeaderKey does not have interned; the reader's.
+	canon map[string]string
+
+	mu sync.Mutex
+	// out holds the frames queued for the writer; spare is the buffer it
+	// wrote last, which becomes out again.
+	out, spare []byte
+	wfr        *http2.Framer // writes into out
+	henc       *hpack.Encoder
+	hbuf       bytes.Buffer
+	// lower caches the HTTP/2 names of the fields lowerName finds
+	// outside commonLower.
+	lower map[string]string
+	// sendWindow is the connection's flow-control window towards the
+	// peer; peerWindow and peerMaxFrame the peer's
+	// SETTINGS_INITIAL_WINDOW_SIZE and SETTINGS_MAX_FRAME_SIZE.
+	sendWindow   int64
+	peerWindow   int64
+	peerMaxFrame uint32
+	// recvWindow is what the peer may send of bodies before the next
+	// WINDOW_UPDATE; unacked counts the bytes consumed since the last
+	// one.
+	recvWindow int32
+	unacked    int32
+	// wake wakes the writer; room wakes those waiting for flow-control
+	// window or for the writer to catch up, waiters of which there are.
+	wake    sync.Cond
+	room    sync.Cond
+	waiters int
+	// closed says the connection is ending: nothing more is queued, and
+	// writerDone is closed once the writer has written what was.
+	closed     bool
+	writerDone chan struct{}
+	// lost fails the streams of a connection whose write failed. mu is
+	// held.
+	lost func()
+}
+
+func (w *wire) init(nc net.Conn, maxHeaderList uint32, lost func()) {
+	w.nc = nc
+	w.br = bufio.NewReaderSize(nc, 16<<10)
+	w.sendWindow, w.peerWindow, w.peerMaxFrame = 65535, 65535, 16<<10
+	w.recvWindow = recvWindow
+	w.writerDone = make(chan struct{})
+	w.lost = lost
+	w.wake.L, w.room.L = &w.mu, &w.mu
+	w.fr = http2.NewFramer(nil, w.br)
+	w.fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
+	w.fr.MaxHeaderListSize = maxHeaderList
+	w.fr.SetMaxReadFrameSize(16 << 10)
+	w.fr.SetReuseFrames()
+	w.wfr = http2.NewFramer(queue{w}, nil)
+	w.henc = hpack.NewEncoder(&w.hbuf)
+}
+
+// queue appends the write Framer's frames to the writer's queue; it is
+// only written to under w.mu.
+type queue struct{ w *wire }
+
+func (q queue) Write(p []byte) (int, error) {
+	q.w.out = append(q.w.out, p...)
+	return len(p), nil
+}
+
+// consumed returns n bytes of the connection's receive window, with a
+// WINDOW_UPDATE once half the window is owed. w.mu is held.
+func (w *wire) consumed(n int32) {
+	w.unacked += n
+	if w.unacked >= recvWindow/2 {
+		w.queueWindowUpdate(0, w.unacked)
+		w.recvWindow += w.unacked
+		w.unacked = 0
+	}
+}
+
+func (w *wire) queueWindowUpdate(id uint32, n int32) {
+	if w.closed || n <= 0 {
+		return
+	}
+	_ = w.wfr.WriteWindowUpdate(id, uint32(n))
+	w.wake.Signal()
+}
+
+// takeData takes a DATA frame's flow-controlled length from the
+// connection's receive window. w.mu is held.
+func (w *wire) takeData(flow int32) error {
+	if flow > w.recvWindow {
+		// Each stream keeps to its window; all of them at once would
+		// have the connection buffer their sum.
+		return connError{http2.ErrCodeFlowControl, "DATA past the connection's window"}
+	}
+	w.recvWindow -= flow
+	return nil
+}
+
+// grow adds a WINDOW_UPDATE's increment to a send window. w.mu is held.
+func (w *wire) grow(window *int64, inc uint32, id uint32) error {
+	if *window+int64(inc) > 1<<31-1 {
+		if id == 0 {
+			return connError{http2.ErrCodeFlowControl, "connection window past 2^31-1"}
+		}
+		return streamErr(id, http2.ErrCodeFlowControl)
+	}
+	*window += int64(inc)
+	w.wakeWaiters()
+	return nil
+}
+
+// wakeWaiters wakes those waiting for window or for the writer. w.mu is
+// held.
+func (w *wire) wakeWaiters() {
+	if w.waiters > 0 {
+		w.room.Broadcast()
+	}
+}
+
+// queuedControl wakes the writer for a control frame just queued, and ends
+// a connection whose peer sends control frames and does not read their
+// answers. w.mu is held.
+func (w *wire) queuedControl() error {
+	w.wake.Signal()
+	if len(w.out) > 4*maxQueued {
+		return connError{http2.ErrCodeEnhanceYourCalm, "peer does not read"}
+	}
+	return nil
+}
+
+// applySetting takes one of the peer's settings, in order (RFC 9113
+// section 6.5.3: a setting repeated takes its last value); a change of
+// the initial window moves each stream's send window in windows. w.mu is
+// held.
+func (w *wire) applySetting(s http2.Setting, windows func(yield func(*int64) bool)) error {
+	if err := s.Valid(); err != nil {
+		if ce, ok := errors.AsType[http2.ConnectionError](err); ok {
+			return connError{http2.ErrCode(ce), "invalid setting " + s.String()}
+		}
+		return connError{http2.ErrCodeProtocol, "invalid setting " + s.String()}
+	}
+	switch s.ID {
+	case http2.SettingHeaderTableSize:
+		w.henc.SetMaxDynamicTableSizeLimit(s.Val)
+	case http2.SettingMaxFrameSize:
+		w.peerMaxFrame = s.Val
+	case http2.SettingInitialWindowSize:
+		delta := int64(s.Val) - w.peerWindow
+		w.peerWindow = int64(s.Val)
+		for window := range windows {
+			if *window+delta > 1<<31-1 {
+				return connError{http2.ErrCodeFlowControl, "stream window past 2^31-1"}
+			}
+			*window += delta
+		}
+		w.wakeWaiters()
+	}
+	return nil
+}
+
+// writeBlock queues the header block in hbuf as HEADERS and CONTINUATION
+// frames. w.mu is held.
+func (w *wire) writeBlock(id uint32, end bool) {
+	block := w.hbuf.Bytes()
+	frameSize := int(w.peerMaxFrame)
+	first := min(len(block), frameSize)
+	_ = w.wfr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: block[:first], EndStream: end, EndHeaders: first == len(block)})
+	for rest := block[first:]; len(rest) > 0; {
+		n := min(len(rest), frameSize)
+		_ = w.wfr.WriteContinuation(id, n == len(rest), rest[:n])
+		rest = rest[n:]
+	}
+	w.wake.Signal()
+}
+
+// writeFields encodes h's fields into hbuf, those HTTP/2 carries, leaving
+// out the keys with http.TrailerPrefix where skipTrailers. w.mu is held.
+func (w *wire) writeFields(h http.Header, skipTrailers bool) {
+	for k, vv := range h {
+		if skipTrailers && strings.HasPrefix(k, http.TrailerPrefix) {
+			continue
+		}
+		name, ok := w.lowerName(k)
+		if !ok {
+			continue
+		}
+		for _, v := range vv {
+			if httpguts.ValidHeaderFieldValue(v) {
+				w.field(name, v)
+			}
+		}
+	}
+}
+
+func (w *wire) field(name, value string) {
+	_ = w.henc.WriteField(hpack.HeaderField{Name: name, Value: value})
+}
+
+// queueData queues p as DATA frames of stream id as the flow-control
+// windows (the connection's and the stream's window) and the writer
+// allow, waiting for them; writeErr says why the stream can take no more.
+// w.mu is held.
+func (w *wire) queueData(id uint32, window *int64, p []byte, end bool, writeErr func() error) error {
+	for {
+		if err := writeErr(); err != nil {
+			return err
+		}
+		if len(p) == 0 {
+			if end {
+				_ = w.wfr.WriteData(id, true, nil)
+				w.wake.Signal()
+			}
+			return nil
+		}
+		n := min(int64(len(p)), w.sendWindow, *window, int64(w.peerMaxFrame))
+		if n <= 0 || len(w.out) >= maxQueued {
+			w.waiters++
+			w.room.Wait()
+			w.waiters--
+			continue
+		}
+		last := end && int(n) == len(p)
+		_ = w.wfr.WriteData(id, last, p[:n])
+		w.sendWindow -= n
+		*window -= n
+		p = p[n:]
+		w.wake.Signal()
+		if last {
+			return nil
+		}
+	}
+}
+
+// writeLoop writes the queued frames, all of them at once, until the
+// connection ends.
+func (w *wire) writeLoop() {
+	defer close(w.writerDone)
+	w.mu.Lock()
+	for {
+		for len(w.out) == 0 && !w.closed {
+			w.wake.Wait()
+		}
+		if len(w.out) == 0 {
+			break
+		}
+		// Streams woken with this one queue their frames first, and
+		// go out in the same write.
+		w.mu.Unlock()
+		runtime.Gosched()
+		w.mu.Lock()
+		buf := w.out
+		w.out, w.spare = w.spare[:0], nil
+		w.mu.Unlock()
+		_, err := w.nc.Write(buf)
+		w.mu.Lock()
+		if cap(buf) <= 2*maxQueued {
+			w.spare = buf[:0]
+		}
+		w.wakeWaiters()
+		if err != nil {
+			w.closed = true
+			w.lost()
+			w.room.Broadcast()
+			w.mu.Unlock()
+			w.nc.Close()
+			return
+		}
+	}
+	w.mu.Unlock()
+}
