@@ -18,10 +18,12 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"io"
 	"maps"
 	"net/http"
 	"net/textproto"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -67,24 +69,50 @@ func usuallyBodiless(method string) bool {
 	return false
 }
 
+// bodyProbeWait bounds lengthKnown's wait for a body, as net/http's
+// Transport bounds its probe (probeRequestBody).
+const bodyProbeWait = 200 * time.Millisecond
+
 // lengthKnown settles the length of a body the client did not declare:
 // quic-go gives an HTTP/3 GET without Content-Length a length of -1, so the
 // body of such a method is read for its end, as net/http's Transport
 // probes it. A body found after all is put back whole, for ReverseProxy.
+//
+// Some clients keep a GET's stream open until they have the response, so
+// the read is bounded, by a read deadline on the stream rather than, as
+// the Transport's, by a goroutine left reading: nothing stays blocked, and
+// a FIN that came with the HEADERS ends the read at once, before quic-go
+// arms a timer. A stream still open and silent at the deadline is taken
+// for bodiless: a client that sends nothing until it has the answer sends
+// no body a backend could wait for, and RFC 9114 section 4.1 lets the
+// server answer first and stop reading (quic-go does, with H3_NO_ERROR).
+// A body later than that is not forwarded.
+//
 // net/http's HTTP/2 server gives -1 only to a stream its client left open,
 // which may stay open as long as the client streams: such a request goes
 // to ReverseProxy at once, whose Transport waits for the end no more than
-// 200ms.
-func lengthKnown(r *http.Request) bool {
+// 200ms. deadline is the read deadline the stream had before the probe.
+func lengthKnown(w http.ResponseWriter, r *http.Request, deadline time.Time) bool {
 	if r.ContentLength >= 0 {
 		return true
 	}
+	rc := http.NewResponseController(w)
+	wait := time.Now().Add(bodyProbeWait)
+	if !deadline.IsZero() && deadline.Before(wait) {
+		wait = deadline
+	}
+	if rc.SetReadDeadline(wait) != nil {
+		// No bounded read here: ReverseProxy's Transport probes.
+		return false
+	}
 	probe := make([]byte, 1)
 	n, err := r.Body.Read(probe)
-	if n == 0 && err == io.EOF {
+	if n == 0 && (err == io.EOF || errors.Is(err, os.ErrDeadlineExceeded)) {
+		// Nothing reads the body again: the deadline can stay.
 		r.ContentLength = 0
 		return true
 	}
+	_ = rc.SetReadDeadline(deadline)
 	r.Body = struct {
 		io.Reader
 		io.Closer
@@ -98,10 +126,11 @@ func lengthKnown(r *http.Request) bool {
 // that turned out to be there and of unknown length.
 func (f *forwarder) bridge(w http.ResponseWriter, r *http.Request, ex *exchange) bool {
 	s := f.s
-	if deadline := ex.clientDeadline(); !deadline.IsZero() {
-		_ = http.NewResponseController(w).SetReadDeadline(deadline)
+	clientDeadline := ex.clientDeadline()
+	if !clientDeadline.IsZero() {
+		_ = http.NewResponseController(w).SetReadDeadline(clientDeadline)
 	}
-	if !lengthKnown(r) {
+	if !lengthKnown(w, r, clientDeadline) {
 		return false
 	}
 	// The server made the header for this request alone, and nothing

@@ -336,3 +336,79 @@ func TestBridgeHTTP3(t *testing.T) {
 		}
 	}
 }
+
+// TestBridgeHTTP3OpenStream sends HTTP/3 GETs on request streams the
+// client opens itself: one whose client keeps its side open until it has
+// the response (HEADERS without FIN) is answered, bodiless; one whose body
+// follows the HEADERS in DATA frames of their own reaches the backend whole.
+func TestBridgeHTTP3OpenStream(t *testing.T) {
+	f := newTLSFixture(t)
+	opts := testOptions()
+	opts.HTTP1Engine = EngineNative
+	s := startServer(t, opts)
+	backend := startBackend(t, echo("web"))
+	s.UpdateEndpoints(map[string][]Endpoint{"web": {{Address: backend}}})
+	addr := apply(t, s, Listener{
+		Address: "127.0.0.1:0", Protocol: HTTPS, TLS: f.store(t, "app.example.com"),
+		Routes: compile(t, route("web", nil, router.Rule{Backends: backends("web")})),
+	})[0]
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	tr := f.h3Transport(t, addr)
+	qc, err := quic.DialAddr(ctx, addr, &tls.Config{
+		ServerName: "app.example.com", RootCAs: f.ca.Pool, MinVersion: tls.VersionTLS13,
+		NextProtos: []string{http3.NextProtoH3},
+	}, &quic.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { qc.CloseWithError(0, "") })
+	cc := tr.NewClientConn(qc)
+
+	for _, tt := range []struct {
+		name string
+		body string // written after the HEADERS, then FIN; "" leaves the stream open
+	}{
+		{"stream left open", ""},
+		{"body after the header", "payload"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			// A failing case fails within this bound rather than hanging.
+			ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			defer cancel()
+			deadline, _ := ctx.Deadline()
+			str, err := cc.OpenRequestStream(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer str.CancelWrite(0)
+			_ = str.SetReadDeadline(deadline)
+			req, _ := http.NewRequest(http.MethodGet, "https://app.example.com/open", nil)
+			if err := str.SendRequestHeader(req); err != nil {
+				t.Fatal(err)
+			}
+			if tt.body != "" {
+				if _, err := io.WriteString(str, tt.body); err != nil {
+					t.Fatal(err)
+				}
+				if err := str.Close(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			resp, err := str.ReadResponse()
+			if err != nil {
+				t.Fatalf("no response (the stream still open): %v", err)
+			}
+			got, err := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if err != nil {
+				t.Fatalf("reading the response body: %v", err)
+			}
+			want := "method=GET host=app.example.com path=/open query= body=" + tt.body + "\n"
+			if resp.StatusCode != http.StatusOK || resp.Header.Get("X-Backend") != "web" || !strings.Contains(string(got), want) {
+				t.Errorf("got %d %q, want 200 from the backend with %q", resp.StatusCode, got, want)
+			}
+		})
+	}
+}
