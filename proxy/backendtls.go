@@ -27,7 +27,8 @@ import (
 // tlsTransports are the transports of one identity: HTTP/1.1 ("https")
 // and HTTP/2 ("h2").
 type tlsTransports struct {
-	https, h2 *http.Transport
+	https *http.Transport
+	h2    backendTransport
 	// used is the Apply that last found the identity in a table.
 	used uint64
 }
@@ -83,7 +84,7 @@ func (f *forwarder) backendTransports(routes *router.Table) map[*router.BackendT
 				// and the backend fails closed rather than trust more.
 				f.s.log.Error("backend TLS identity", "server_name", b.ServerName, "error", err)
 			}
-			t = &tlsTransports{https: f.newTransport(true, false, false, cfg), h2: f.newTransport(false, true, false, cfg)}
+			t = &tlsTransports{https: f.newTransport(true, false, false, cfg), h2: f.newHTTP2Transport(cfg, false)}
 			f.byIdentity[id] = t
 		}
 		t.used = f.applies

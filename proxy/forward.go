@@ -15,6 +15,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/hostgate/hostgate/proxy/h2"
 	"github.com/hostgate/hostgate/proxy/upstream"
 	"github.com/hostgate/hostgate/router"
 )
@@ -146,8 +147,8 @@ func (b *guardedBody) Close() error { return nil }
 type forwarder struct {
 	s          *Server
 	rp         *httputil.ReverseProxy
-	http1, h2c *http.Transport
-	tls, h2    *http.Transport
+	http1, tls *http.Transport
+	h2c, h2    backendTransport
 	// byIdentity are the transports of backends with a TLS identity of
 	// their own, kept from one Apply to the next while some table uses
 	// them; applies counts the Applies. Both belong to Apply.
@@ -188,17 +189,42 @@ func (f *forwarder) newTransport(http1, http2, h2c bool, tlsConfig *tls.Config) 
 		DisableCompression: true,
 		Protocols:          new(http.Protocols),
 		// Request fields to HTTP/2 backends are not added to HPACK's
-		// dynamic table, as nginx and HAProxy do. gRPC clients send a
-		// new grpc-timeout on every call, and adding each one evicted
-		// another field. Encoding took 8.3% of the core in
-		// bench/run.sh's grpc, and 2.7% without the table, with 12%
-		// more calls/s; the bytes it would save stay on the backend's
-		// network.
+		// dynamic table, as proxy/h2's Transport says why.
 		HTTP2: &http.HTTP2Config{MaxEncoderHeaderTableSize: 1},
 	}
 	t.Protocols.SetHTTP1(http1)
 	t.Protocols.SetHTTP2(http2)
 	t.Protocols.SetUnencryptedHTTP2(h2c)
+	return t
+}
+
+// backendTransport forwards to backends: net/http's Transport, or
+// hostgate's HTTP/2 one.
+type backendTransport interface {
+	http.RoundTripper
+	CloseIdleConnections()
+}
+
+// newHTTP2Transport makes a transport to HTTP/2 backends, over TLS with a
+// copy of tlsConfig unless cleartext (h2c): hostgate's own, or net/http's
+// with Options.HTTP2Engine = EngineStdlib.
+func (f *forwarder) newHTTP2Transport(tlsConfig *tls.Config, cleartext bool) backendTransport {
+	o := &f.s.opts
+	if o.HTTP2Engine == EngineStdlib {
+		return f.newTransport(false, !cleartext, cleartext, tlsConfig)
+	}
+	t := &h2.Transport{
+		DialContext:            f.dialContext,
+		TLSHandshakeTimeout:    o.DialTimeout,
+		IdleTimeout:            o.UpstreamIdleTimeout,
+		MaxResponseHeaderBytes: upstreamMaxHeaderBytes,
+	}
+	if !cleartext {
+		t.TLSClientConfig = &tls.Config{}
+		if tlsConfig != nil {
+			t.TLSClientConfig = tlsConfig.Clone()
+		}
+	}
 	return t
 }
 
@@ -211,11 +237,11 @@ func newForwarder(s *Server) *forwarder {
 		mirrorSlots: make(chan struct{}, mirrorSlots),
 	}
 	f.http1 = f.newTransport(true, false, false, o.UpstreamTLS)
-	f.h2c = f.newTransport(false, false, true, o.UpstreamTLS)
+	f.h2c = f.newHTTP2Transport(o.UpstreamTLS, true)
 	// "https" stays on HTTP/1.1 even where the backend offers h2, so that
 	// WebSocket upgrades to it keep working; "h2" asks for h2.
 	f.tls = f.newTransport(true, false, false, o.UpstreamTLS)
-	f.h2 = f.newTransport(false, true, false, o.UpstreamTLS)
+	f.h2 = f.newHTTP2Transport(o.UpstreamTLS, false)
 	f.rp = &httputil.ReverseProxy{
 		Rewrite:        f.rewrite,
 		Transport:      f,
@@ -244,7 +270,7 @@ func (p *bufferPool) Put(b []byte) { p.pool.Put(&b) }
 
 // transport is the transport of protocol and, for a backend with a TLS
 // identity, of that identity in tt; nil when tt lacks it.
-func (f *forwarder) transport(protocol string, b *router.BackendTLS, tt map[*router.BackendTLS]*tlsTransports) *http.Transport {
+func (f *forwarder) transport(protocol string, b *router.BackendTLS, tt map[*router.BackendTLS]*tlsTransports) http.RoundTripper {
 	if b != nil {
 		t := tt[b]
 		switch {

@@ -21,9 +21,19 @@ func (c *conn) queueHeaders(id uint32, status int, h http.Header, end bool) {
 			c.field("date", httpDate())
 		}
 	}
-	c.writeFields(h, status != 0)
+	if status != 0 {
+		c.writeFields(h, isTrailerKey)
+	} else {
+		c.writeFields(h, noKey)
+	}
 	c.writeBlock(id, end)
 }
+
+// isTrailerKey names the trailer fields a handler sets in the header with
+// http.TrailerPrefix, which go out after the body.
+func isTrailerKey(k string) bool { return strings.HasPrefix(k, http.TrailerPrefix) }
+
+func noKey(string) bool { return false }
 
 // lowerName is the HTTP/2 name of a header key, false for a field HTTP/2
 // does not carry (connection-specific, RFC 9113 section 8.2.2) or a name

@@ -46,7 +46,13 @@ func serve(t *testing.T, srv *Server) (*http.Client, string) {
 }
 
 func TestServesRequests(t *testing.T) {
-	srv := &Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	client, base := serve(t, &Server{Handler: kinds(t)})
+	exercise(t, client, base)
+}
+
+// kinds answers the requests exercise sends.
+func kinds(t *testing.T) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case "/echo":
 			w.Header().Set("Content-Type", "application/octet-stream")
@@ -67,13 +73,20 @@ func TestServesRequests(t *testing.T) {
 				fmt.Fprintf(w, "part %d\n", i)
 				w.(http.Flusher).Flush()
 			}
+		case "/reqtrailer":
+			io.Copy(io.Discard, r.Body)
+			io.WriteString(w, r.Trailer.Get("Checksum"))
 		default:
 			w.Header().Set("X-Path", r.URL.Path+"?"+r.URL.RawQuery)
 			io.WriteString(w, "hello "+r.Host)
 		}
-	})}
-	client, base := serve(t, srv)
+	})
+}
 
+// exercise sends client requests of every kind kinds answers, and checks
+// the answers: a server's or a client's test, whichever is under test.
+func exercise(t *testing.T, client *http.Client, base string) {
+	t.Helper()
 	resp, err := client.Get(base + "/x/y?q=1")
 	if err != nil {
 		t.Fatal(err)
@@ -133,6 +146,18 @@ func TestServesRequests(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != 200 {
 		t.Errorf("HEAD: %d", resp.StatusCode)
+	}
+
+	req, _ := http.NewRequest("POST", base+"/reqtrailer", strings.NewReader("data"))
+	req.Trailer = http.Header{"Checksum": {"c0ffee"}}
+	resp, err = client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if string(body) != "c0ffee" {
+		t.Errorf("request trailer: the handler read %q", body)
 	}
 }
 

@@ -7,7 +7,6 @@ import (
 	"net"
 	"net/http"
 	"runtime"
-	"strings"
 	"sync"
 
 	"golang.org/x/net/http/httpguts"
@@ -196,11 +195,11 @@ func (w *wire) writeBlock(id uint32, end bool) {
 	w.wake.Signal()
 }
 
-// writeFields encodes h's fields into hbuf, those HTTP/2 carries, leaving
-// out the keys with http.TrailerPrefix where skipTrailers. w.mu is held.
-func (w *wire) writeFields(h http.Header, skipTrailers bool) {
+// writeFields encodes h's fields into hbuf, those HTTP/2 carries and skip
+// does not name. w.mu is held.
+func (w *wire) writeFields(h http.Header, skip func(key string) bool) {
 	for k, vv := range h {
-		if skipTrailers && strings.HasPrefix(k, http.TrailerPrefix) {
+		if skip(k) {
 			continue
 		}
 		name, ok := w.lowerName(k)

@@ -1,0 +1,417 @@
+package h2
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httptrace"
+	"net/textproto"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
+)
+
+// stdlibH2C runs net/http's server on a loopback socket for h2c with prior
+// knowledge only, and returns its base URL.
+func stdlibH2C(t *testing.T, h http.Handler, configure func(*http.Server)) string {
+	t.Helper()
+	srv := &http.Server{Handler: h, Protocols: new(http.Protocols)}
+	srv.Protocols.SetUnencryptedHTTP2(true)
+	if configure != nil {
+		configure(srv)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+	return "http://" + ln.Addr().String()
+}
+
+// clientOf is an http.Client over a Transport of our own, closed with the
+// test.
+func clientOf(t *testing.T, tr *Transport) *http.Client {
+	t.Cleanup(tr.CloseIdleConnections)
+	return &http.Client{Transport: tr}
+}
+
+// TestClientExchanges sends every kind of request through the Transport,
+// to net/http's server and to ours.
+func TestClientExchanges(t *testing.T) {
+	t.Run("net/http", func(t *testing.T) {
+		exercise(t, clientOf(t, &Transport{}), stdlibH2C(t, kinds(t), nil))
+	})
+	t.Run("hostgate", func(t *testing.T) {
+		_, base := serve(t, &Server{Handler: kinds(t)})
+		exercise(t, clientOf(t, &Transport{}), base)
+	})
+}
+
+// TestClientRespectsMaxStreams sends many requests at once to a server
+// that takes two streams per connection: every one is answered, over
+// more than one connection, and no connection carries more than two.
+func TestClientRespectsMaxStreams(t *testing.T) {
+	var (
+		mu       sync.Mutex
+		perConn  = map[string]int{}
+		mostOpen int
+	)
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		perConn[r.RemoteAddr]++
+		mostOpen = max(mostOpen, perConn[r.RemoteAddr])
+		mu.Unlock()
+		time.Sleep(5 * time.Millisecond)
+		b, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		perConn[r.RemoteAddr]--
+		mu.Unlock()
+		w.Write(b)
+	})
+	base := stdlibH2C(t, h, func(s *http.Server) { s.HTTP2 = &http.HTTP2Config{MaxConcurrentStreams: 2} })
+	client := clientOf(t, &Transport{})
+	// The first request lets the server's SETTINGS arrive before the
+	// burst: until then a connection assumes 100 streams.
+	if resp, err := client.Get(base); err == nil {
+		resp.Body.Close()
+	}
+	var wg sync.WaitGroup
+	for i := range 40 {
+		wg.Go(func() {
+			want := fmt.Sprint(i)
+			resp, err := client.Post(base, "text/plain", strings.NewReader(want))
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if string(b) != want {
+				t.Errorf("request %d: got %q", i, b)
+			}
+		})
+	}
+	wg.Wait()
+	if len(perConn) < 2 || mostOpen > 2 {
+		t.Errorf("%d connections, at most %d streams open on one; want several, at most 2", len(perConn), mostOpen)
+	}
+}
+
+// TestClientTLS speaks h2 over TLS, and refuses a backend that does not
+// agree on h2 in ALPN.
+func TestClientTLS(t *testing.T) {
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, "%s tls=%v", r.Proto, r.TLS != nil)
+	})
+	srv := httptest.NewUnstartedServer(h)
+	srv.EnableHTTP2 = true
+	srv.StartTLS()
+	defer srv.Close()
+	roots := x509.NewCertPool()
+	roots.AddCert(srv.Certificate())
+	client := clientOf(t, &Transport{TLSClientConfig: &tls.Config{RootCAs: roots}})
+	resp, err := client.Get(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if string(b) != "HTTP/2.0 tls=true" {
+		t.Errorf("got %q", b)
+	}
+
+	h1 := httptest.NewTLSServer(h)
+	defer h1.Close()
+	roots.AddCert(h1.Certificate())
+	if resp, err := client.Get(h1.URL); err == nil {
+		resp.Body.Close()
+		t.Errorf("a backend without h2 answered %s", resp.Proto)
+	}
+}
+
+// rawServer accepts connections on a loopback socket and hands the first
+// to first, the others to a Server of ours with h.
+func rawServer(t *testing.T, first func(fr *http2.Framer, nc net.Conn), h http.Handler) (string, *atomic.Int32) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &Server{Handler: h}
+	var wg sync.WaitGroup
+	var accepted atomic.Int32
+	t.Cleanup(func() {
+		ln.Close()
+		srv.Close()
+		wg.Wait()
+	})
+	wg.Go(func() {
+		for {
+			nc, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			if accepted.Add(1) == 1 {
+				wg.Go(func() {
+					defer nc.Close()
+					preface := make([]byte, len(clientPreface))
+					if _, err := io.ReadFull(nc, preface); err != nil {
+						return
+					}
+					fr := http2.NewFramer(nc, nc)
+					fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
+					fr.WriteSettings()
+					first(fr, nc)
+				})
+				continue
+			}
+			wg.Go(func() { srv.ServeConn(nc, ConnOpts{}) })
+		}
+	})
+	return "http://" + ln.Addr().String(), &accepted
+}
+
+// readHeadersOf reads frames until a request's HEADERS, reporting its
+// stream.
+func readHeadersOf(fr *http2.Framer) (uint32, error) {
+	for {
+		f, err := fr.ReadFrame()
+		if err != nil {
+			return 0, err
+		}
+		if hf, ok := f.(*http2.MetaHeadersFrame); ok {
+			return hf.StreamID, nil
+		}
+	}
+}
+
+// TestClientRetriesUnprocessed has a backend refuse a request, and another
+// go away without it: both are sent again, the second on a new
+// connection, as the backend cannot have acted on them; a request whose
+// body was being sent, and is not kept whole, is not.
+func TestClientRetriesUnprocessed(t *testing.T) {
+	ok := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		fmt.Fprintf(w, "second %s", b)
+	})
+	t.Run("refused", func(t *testing.T) {
+		base, accepted := rawServer(t, func(fr *http2.Framer, nc net.Conn) {
+			// Every other stream is refused; the retries come on this
+			// connection.
+			for refuse := true; ; refuse = !refuse {
+				id, err := readHeadersOf(fr)
+				if err != nil {
+					return
+				}
+				if refuse {
+					fr.WriteRSTStream(id, http2.ErrCodeRefusedStream)
+					continue
+				}
+				var block bytes.Buffer
+				hpack.NewEncoder(&block).WriteField(hpack.HeaderField{Name: ":status", Value: "200"})
+				fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: block.Bytes(), EndHeaders: true})
+				fr.WriteData(id, true, []byte("second"))
+			}
+		}, ok)
+		client := clientOf(t, &Transport{})
+		for _, body := range []string{"", "kept"} {
+			resp, err := client.Post(base, "text/plain", strings.NewReader(body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if string(b) != "second" || accepted.Load() != 1 {
+				t.Errorf("got %q after %d connections", b, accepted.Load())
+			}
+		}
+	})
+	t.Run("goaway", func(t *testing.T) {
+		base, accepted := rawServer(t, func(fr *http2.Framer, nc net.Conn) {
+			id, err := readHeadersOf(fr)
+			if err != nil {
+				return
+			}
+			fr.WriteGoAway(id-1, http2.ErrCodeNo, nil)
+			io.Copy(io.Discard, nc)
+		}, ok)
+		resp, err := clientOf(t, &Transport{}).Post(base, "text/plain", strings.NewReader("body"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if string(b) != "second body" || accepted.Load() != 2 {
+			t.Errorf("got %q after %d connections", b, accepted.Load())
+		}
+	})
+
+	base, _ := rawServer(t, func(fr *http2.Framer, nc net.Conn) {
+		id, err := readHeadersOf(fr)
+		if err != nil {
+			return
+		}
+		// The body is on its way: wait for its first bytes.
+		for {
+			f, err := fr.ReadFrame()
+			if err != nil {
+				return
+			}
+			if _, ok := f.(*http2.DataFrame); ok {
+				break
+			}
+		}
+		fr.WriteRSTStream(id, http2.ErrCodeRefusedStream)
+		io.Copy(io.Discard, nc)
+	}, ok)
+	client := clientOf(t, &Transport{})
+	pr, pw := io.Pipe()
+	go func() {
+		pw.Write([]byte("part"))
+		time.Sleep(time.Second)
+		pw.Close()
+	}()
+	if _, err := client.Post(base, "text/plain", pr); err == nil {
+		t.Error("a request refused after its body was read from was sent again")
+	}
+}
+
+// TestClientEndsStreams checks that the backend hears of a request given
+// up: a canceled context, and a response body closed before its end.
+func TestClientEndsStreams(t *testing.T) {
+	gone := make(chan error, 2)
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(200)
+		w.(http.Flusher).Flush()
+		<-r.Context().Done()
+		gone <- r.Context().Err()
+	})
+	for name, base := range map[string]string{"net/http": stdlibH2C(t, h, nil), "hostgate": func() string { _, b := serve(t, &Server{Handler: h}); return b }()} {
+		t.Run(name, func(t *testing.T) {
+			client := clientOf(t, &Transport{})
+			ctx, cancel := context.WithCancel(context.Background())
+			req, _ := http.NewRequestWithContext(ctx, "GET", base, nil)
+			resp, err := client.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cancel()
+			if _, err := io.ReadAll(resp.Body); !errors.Is(err, context.Canceled) {
+				t.Errorf("a read after cancel: %v", err)
+			}
+			resp, err = client.Get(base)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			for range 2 {
+				select {
+				case <-gone:
+				case <-time.After(5 * time.Second):
+					t.Fatal("the handler's context did not end after the client gave the request up")
+				}
+			}
+		})
+	}
+}
+
+// TestClientIdleTimeout closes a connection that stays idle.
+func TestClientIdleTimeout(t *testing.T) {
+	closed := make(chan struct{}, 1)
+	base := stdlibH2C(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}), func(s *http.Server) {
+		s.ConnState = func(_ net.Conn, cs http.ConnState) {
+			if cs == http.StateClosed {
+				closed <- struct{}{}
+			}
+		}
+	})
+	client := clientOf(t, &Transport{IdleTimeout: 50 * time.Millisecond})
+	resp, err := client.Get(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	select {
+	case <-closed:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the idle connection stayed open")
+	}
+	// A request after the close dials again.
+	resp, err = client.Get(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+}
+
+// TestClientInformational relays 103 Early Hints to the caller's trace, as
+// ReverseProxy passes them on to its client.
+func TestClientInformational(t *testing.T) {
+	base := stdlibH2C(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Link", "</style.css>; rel=preload")
+		w.WriteHeader(http.StatusEarlyHints)
+		io.WriteString(w, "final")
+	}), nil)
+	var got []string
+	trace := &httptrace.ClientTrace{Got1xxResponse: func(code int, h textproto.MIMEHeader) error {
+		got = append(got, fmt.Sprint(code, " ", h.Get("Link")))
+		return nil
+	}}
+	req, _ := http.NewRequestWithContext(httptrace.WithClientTrace(context.Background(), trace), "GET", base, nil)
+	resp, err := clientOf(t, &Transport{}).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if string(b) != "final" || len(got) != 1 || got[0] != "103 </style.css>; rel=preload" {
+		t.Errorf("body %q, informational %q", b, got)
+	}
+}
+
+// TestClientMalformedResponse fails a request whose response is not
+// HTTP/2 as it must be, and the connection goes on for others.
+func TestClientMalformedResponse(t *testing.T) {
+	base, _ := rawServer(t, func(fr *http2.Framer, nc net.Conn) {
+		for {
+			id, err := readHeadersOf(fr)
+			if err != nil {
+				return
+			}
+			var block bytes.Buffer
+			enc := hpack.NewEncoder(&block)
+			if id == 1 {
+				enc.WriteField(hpack.HeaderField{Name: ":status", Value: "abc"})
+			} else {
+				enc.WriteField(hpack.HeaderField{Name: ":status", Value: "200"})
+			}
+			fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: block.Bytes(), EndHeaders: true, EndStream: true})
+		}
+	}, nil)
+	client := clientOf(t, &Transport{})
+	if resp, err := client.Get(base); err == nil {
+		resp.Body.Close()
+		t.Errorf("a response with :status abc: %d", resp.StatusCode)
+	}
+	resp, err := client.Get(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Errorf("the next request: %d", resp.StatusCode)
+	}
+}

@@ -1,0 +1,812 @@
+package h2
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"maps"
+	"net"
+	"net/http"
+	"net/http/httptrace"
+	"net/textproto"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/net/http2"
+)
+
+// clientConn is one connection to a backend.
+type clientConn struct {
+	wire
+	t    *Transport
+	addr string
+	pool *pool
+
+	// Guarded by mu.
+	streams map[uint32]*clientStream
+	// nextID is the ID of the next stream; reserved counts the streams
+	// callers have room for and have yet to open.
+	nextID   uint32
+	reserved int
+	// maxStreams is the backend's SETTINGS_MAX_CONCURRENT_STREAMS.
+	maxStreams uint32
+	// goingAway says either side sent GOAWAY: no new stream is opened;
+	// lastID is the last stream the backend's GOAWAY says it acts on.
+	goingAway bool
+	lastID    uint32
+	idleTimer *time.Timer
+}
+
+// defaultMaxStreams is what a connection assumes of the backend's
+// concurrent streams until its SETTINGS come, as RFC 9113 section 6.5.2
+// suggests, and the most it uses whatever the backend allows.
+const defaultMaxStreams = 100
+
+func newClientConn(t *Transport, nc net.Conn, addr string, p *pool) *clientConn {
+	cc := &clientConn{
+		t:          t,
+		addr:       addr,
+		pool:       p,
+		streams:    map[uint32]*clientStream{},
+		nextID:     1,
+		maxStreams: p.maxStreams.Load(),
+	}
+	cc.init(nc, t.maxHeaderList(), cc.abortAll)
+	// Request fields are not added to HPACK's dynamic table, as nginx
+	// and HAProxy do: gRPC clients send a new grpc-timeout on every
+	// call, and adding each evicted another field. With net/http's
+	// Transport, encoding took 8.3% of the core in bench/run.sh's grpc
+	// with the table and 2.7% without; the bytes it would save stay on
+	// the backend's network.
+	cc.henc.SetMaxDynamicTableSizeLimit(0)
+	cc.out = append(cc.out, clientPreface...)
+	_ = cc.wfr.WriteSettings(clientSettings(t.maxHeaderList())...)
+	_ = cc.wfr.WriteWindowUpdate(0, recvWindow-65535)
+	go cc.writeLoop()
+	go cc.readLoop()
+	return cc
+}
+
+// reserve takes room for a stream, reporting false when there is none.
+func (cc *clientConn) reserve() bool {
+	cc.mu.Lock()
+	defer cc.mu.Unlock()
+	if cc.closed || cc.goingAway || uint32(len(cc.streams)+cc.reserved) >= cc.maxStreams || cc.nextID > 1<<31-1 {
+		return false
+	}
+	cc.reserved++
+	if cc.idleTimer != nil {
+		cc.idleTimer.Stop()
+	}
+	return true
+}
+
+// abortAll fails every stream of a lost connection. cc.mu is held.
+func (cc *clientConn) abortAll() {
+	for _, cs := range cc.streams {
+		cs.abort(errClosed)
+	}
+}
+
+func (cc *clientConn) readLoop() {
+	var err error
+	for err == nil {
+		err = cc.readFrame()
+	}
+	cc.end(err)
+}
+
+// readFrame reads and acts on one frame; an error ends the connection.
+func (cc *clientConn) readFrame() error {
+	f, err := cc.fr.ReadFrame()
+	if err != nil {
+		if se, ok := errors.AsType[http2.StreamError](err); ok {
+			return cc.resetStream(se.StreamID, se.Code, errors.New("http2: malformed response"))
+		}
+		if ce, ok := errors.AsType[http2.ConnectionError](err); ok {
+			return connError{http2.ErrCode(ce), "malformed frame from the backend"}
+		}
+		return err
+	}
+	switch f := f.(type) {
+	case *http2.MetaHeadersFrame:
+		return cc.processHeaders(f)
+	case *http2.DataFrame:
+		return cc.processData(f)
+	case *http2.WindowUpdateFrame:
+		return cc.processWindowUpdate(f)
+	case *http2.SettingsFrame:
+		return cc.processSettings(f)
+	case *http2.PingFrame:
+		return cc.processPing(f)
+	case *http2.RSTStreamFrame:
+		return cc.processReset(f)
+	case *http2.GoAwayFrame:
+		cc.processGoAway(f)
+	case *http2.PushPromiseFrame:
+		return connError{http2.ErrCodeProtocol, "PUSH_PROMISE with push disabled"}
+	}
+	return nil
+}
+
+// stream is the open stream id, nil for one ended or never opened.
+func (cc *clientConn) stream(id uint32) *clientStream {
+	cc.mu.Lock()
+	defer cc.mu.Unlock()
+	return cc.streams[id]
+}
+
+// processHeaders takes a response's header section, an informational
+// one, or its trailer.
+func (cc *clientConn) processHeaders(f *http2.MetaHeadersFrame) error {
+	cs := cc.stream(f.StreamID)
+	if cs == nil {
+		return nil
+	}
+	if f.Truncated {
+		return cc.resetStream(cs.id, http2.ErrCodeProtocol, errors.New("http2: response header section past the limit"))
+	}
+	if cs.resp != nil {
+		return cc.processTrailer(cs, f)
+	}
+	status, err := strconv.Atoi(f.PseudoValue("status"))
+	if err != nil || status < 100 || status > 999 || len(f.PseudoFields()) != 1 {
+		return cc.resetStream(cs.id, http2.ErrCodeProtocol, errors.New("http2: malformed :status in the response"))
+	}
+	header := make(http.Header, len(f.RegularFields()))
+	for _, hf := range f.RegularFields() {
+		key := cc.canonical(hf.Name)
+		header[key] = append(header[key], hf.Value)
+	}
+	if status < 200 {
+		if f.StreamEnded() {
+			return cc.resetStream(cs.id, http2.ErrCodeProtocol, errors.New("http2: informational response ends the stream"))
+		}
+		// 100 Continue needs nothing: the body goes without waiting.
+		if trace := httptrace.ContextClientTrace(cs.req.Context()); status != http.StatusContinue && trace != nil && trace.Got1xxResponse != nil {
+			return trace.Got1xxResponse(status, textproto.MIMEHeader(header))
+		}
+		return nil
+	}
+	resp := &http.Response{
+		Status:        statusText(status) + " " + http.StatusText(status),
+		StatusCode:    status,
+		Proto:         "HTTP/2.0",
+		ProtoMajor:    2,
+		Header:        header,
+		ContentLength: -1,
+		Request:       cs.req,
+	}
+	if cl := header["Content-Length"]; len(cl) == 1 {
+		if n, err := strconv.ParseInt(cl[0], 10, 64); err == nil && n >= 0 {
+			resp.ContentLength = n
+		}
+	}
+	for _, v := range header["Trailer"] {
+		for key := range strings.SplitSeq(v, ",") {
+			if key = http.CanonicalHeaderKey(strings.TrimSpace(key)); key != "" {
+				if resp.Trailer == nil {
+					resp.Trailer = http.Header{}
+				}
+				resp.Trailer[key] = nil
+			}
+		}
+	}
+	cc.mu.Lock()
+	defer cc.mu.Unlock()
+	cs.resp = resp
+	if f.StreamEnded() {
+		resp.Body = http.NoBody
+		if cs.req.Method != http.MethodHead {
+			resp.ContentLength = 0
+		}
+		cs.closeRemote()
+	} else {
+		resp.Body = responseBody{cs}
+	}
+	cs.cond.Broadcast()
+	return nil
+}
+
+// processTrailer takes the trailer that ends a response body.
+func (cc *clientConn) processTrailer(cs *clientStream, f *http2.MetaHeadersFrame) error {
+	if !f.StreamEnded() || len(f.PseudoFields()) > 0 {
+		return cc.resetStream(cs.id, http2.ErrCodeProtocol, errors.New("http2: malformed response trailer"))
+	}
+	cc.mu.Lock()
+	defer cc.mu.Unlock()
+	for _, hf := range f.RegularFields() {
+		key := cc.canonical(hf.Name)
+		if cs.trailer == nil {
+			cs.trailer = http.Header{}
+		}
+		cs.trailer[key] = append(cs.trailer[key], hf.Value)
+	}
+	cs.closeRemote()
+	return nil
+}
+
+// processData hands response body bytes to their stream's reader.
+func (cc *clientConn) processData(f *http2.DataFrame) error {
+	data := f.Data()
+	flow := int32(f.Length)
+	cc.mu.Lock()
+	defer cc.mu.Unlock()
+	if err := cc.takeData(flow); err != nil {
+		return err
+	}
+	cs := cc.streams[f.StreamID]
+	if cs == nil || cs.resp == nil || cs.remoteClosed {
+		// A stream reset or ended: its bytes count against the
+		// connection's window all the same.
+		cc.consumed(flow)
+		if cs != nil {
+			return cc.resetStreamLocked(cs.id, http2.ErrCodeProtocol, errors.New("http2: DATA out of place in the response"))
+		}
+		return nil
+	}
+	if flow > cs.recvWindow {
+		cc.consumed(flow)
+		return cc.resetStreamLocked(cs.id, http2.ErrCodeFlowControl, errors.New("http2: response body past the stream's window"))
+	}
+	cs.recvWindow -= flow
+	pad := flow - int32(len(data))
+	cc.consumed(pad)
+	cs.giveBack(pad)
+	if cs.discard {
+		cc.consumed(int32(len(data)))
+	} else if len(data) > 0 {
+		cs.body = append(cs.body, data...)
+		cs.cond.Broadcast()
+	}
+	if f.StreamEnded() {
+		cs.closeRemote()
+	}
+	return nil
+}
+
+func (cc *clientConn) processWindowUpdate(f *http2.WindowUpdateFrame) error {
+	cc.mu.Lock()
+	defer cc.mu.Unlock()
+	if f.StreamID == 0 {
+		return cc.grow(&cc.sendWindow, f.Increment, 0)
+	}
+	if cs := cc.streams[f.StreamID]; cs != nil {
+		if err := cc.grow(&cs.sendWindow, f.Increment, f.StreamID); err != nil {
+			return cc.resetStreamLocked(cs.id, http2.ErrCodeFlowControl, err)
+		}
+	}
+	return nil
+}
+
+func (cc *clientConn) processSettings(f *http2.SettingsFrame) error {
+	if f.IsAck() {
+		return nil
+	}
+	cc.mu.Lock()
+	defer cc.mu.Unlock()
+	err := f.ForeachSetting(func(s http2.Setting) error {
+		switch s.ID {
+		case http2.SettingMaxConcurrentStreams:
+			cc.maxStreams = min(s.Val, defaultMaxStreams)
+			cc.pool.maxStreams.Store(cc.maxStreams)
+		case http2.SettingHeaderTableSize:
+			return nil // the encoder keeps no table, whatever the room
+		}
+		return cc.applySetting(s, func(yield func(*int64) bool) {
+			for _, cs := range cc.streams {
+				if !yield(&cs.sendWindow) {
+					return
+				}
+			}
+		})
+	})
+	if err != nil || cc.closed {
+		return err
+	}
+	_ = cc.wfr.WriteSettingsAck()
+	return cc.queuedControl()
+}
+
+func (cc *clientConn) processPing(f *http2.PingFrame) error {
+	if f.IsAck() {
+		return nil
+	}
+	cc.mu.Lock()
+	defer cc.mu.Unlock()
+	if cc.closed {
+		return nil
+	}
+	_ = cc.wfr.WritePing(true, f.Data)
+	return cc.queuedControl()
+}
+
+func (cc *clientConn) processReset(f *http2.RSTStreamFrame) error {
+	cc.mu.Lock()
+	defer cc.mu.Unlock()
+	cs := cc.streams[f.StreamID]
+	if cs == nil {
+		return nil
+	}
+	var err error = http2.StreamError{StreamID: f.StreamID, Code: f.ErrCode}
+	switch {
+	case f.ErrCode == http2.ErrCodeRefusedStream:
+		err = cs.unprocessed(err)
+	case f.ErrCode == http2.ErrCodeNo && cs.remoteClosed:
+		// The response is whole; the backend wants no more of the
+		// request (RFC 9113 section 8.1).
+		cs.localClosed = true
+		cs.done()
+		return nil
+	}
+	cs.abort(err)
+	return nil
+}
+
+// processGoAway stops new streams and fails those past the backend's last
+// one, which it never acted on; the connection closes once the rest end.
+func (cc *clientConn) processGoAway(f *http2.GoAwayFrame) {
+	cc.t.forget(cc)
+	cc.mu.Lock()
+	defer cc.mu.Unlock()
+	cc.goingAway, cc.lastID = true, f.LastStreamID
+	for id, cs := range cc.streams {
+		if id > f.LastStreamID {
+			cs.abort(cs.unprocessed(errors.New("http2: backend went away before the request was processed")))
+		}
+	}
+	cc.closeIfDone()
+}
+
+// resetStream sends RST_STREAM with code and fails the stream with err.
+func (cc *clientConn) resetStream(id uint32, code http2.ErrCode, err error) error {
+	cc.mu.Lock()
+	defer cc.mu.Unlock()
+	return cc.resetStreamLocked(id, code, err)
+}
+
+func (cc *clientConn) resetStreamLocked(id uint32, code http2.ErrCode, err error) error {
+	if cs := cc.streams[id]; cs != nil {
+		cs.abort(err)
+	}
+	if cc.closed {
+		return nil
+	}
+	_ = cc.wfr.WriteRSTStream(id, code)
+	return cc.queuedControl()
+}
+
+// closeIfIdle closes a connection without streams, reporting whether it
+// did.
+func (cc *clientConn) closeIfIdle() bool {
+	cc.mu.Lock()
+	defer cc.mu.Unlock()
+	if len(cc.streams) > 0 || cc.reserved > 0 {
+		return false
+	}
+	cc.goingAway = true
+	cc.closeIfDone()
+	return true
+}
+
+// closeIfDone closes a connection going away once its last stream has
+// ended, after a GOAWAY of its own. cc.mu is held.
+func (cc *clientConn) closeIfDone() {
+	if !cc.goingAway || cc.closed || len(cc.streams) > 0 || cc.reserved > 0 {
+		return
+	}
+	_ = cc.wfr.WriteGoAway(0, http2.ErrCodeNo, nil)
+	cc.closed = true
+	cc.wake.Signal()
+	go func() {
+		<-cc.writerDone
+		cc.nc.Close()
+	}()
+}
+
+// idle is the idle timer's.
+func (cc *clientConn) idle() {
+	if cc.closeIfIdle() {
+		cc.t.forget(cc)
+	}
+}
+
+// end tears the connection down after the reader stopped for err.
+func (cc *clientConn) end(err error) {
+	cc.t.forget(cc)
+	ce, protocolError := errors.AsType[connError](err)
+	cc.mu.Lock()
+	if protocolError && !cc.closed {
+		_ = cc.wfr.WriteGoAway(0, ce.code, nil)
+	}
+	cc.closed = true
+	cc.abortAll()
+	cc.wake.Signal()
+	cc.room.Broadcast()
+	if cc.idleTimer != nil {
+		cc.idleTimer.Stop()
+	}
+	cc.mu.Unlock()
+	select {
+	case <-cc.writerDone:
+	case <-time.After(goAwayLinger):
+	}
+	cc.nc.Close()
+}
+
+// clientStream is one request to a backend and its response.
+type clientStream struct {
+	cc  *clientConn
+	id  uint32
+	req *http.Request
+	// stop ends the watch on the request's context.
+	stop func() bool
+
+	// Guarded by cc.mu.
+	sendWindow int64
+	recvWindow int32
+	unacked    int32
+	// localClosed says the request went out whole (END_STREAM);
+	// remoteClosed that the response did.
+	localClosed, remoteClosed bool
+	// aborted is why the stream was reset or its connection lost.
+	aborted error
+	// resp is the response once its header came; cond wakes those
+	// waiting for it, for body bytes, or for the stream's end.
+	resp *http.Response
+	cond sync.Cond
+	// body[bodyOff:] is what arrived of the response body and is unread;
+	// bodyErr is what a read gets after it (io.EOF at the end).
+	body    []byte
+	bodyOff int
+	bodyErr error
+	discard bool
+	// trailer is the response's trailer, put in resp.Trailer by the read
+	// that meets the end of the body.
+	trailer http.Header
+	// bodyStarted says a read of the request body began: the request
+	// cannot be sent again unless replay holds all of the body.
+	bodyStarted bool
+	replay      []byte
+}
+
+// roundTrip sends req on a stream of cc, for which the caller reserved
+// room, and waits for the response header.
+func (cc *clientConn) roundTrip(req *http.Request) (*http.Response, error) {
+	ctx := req.Context()
+	hasBody := req.Body != nil && req.Body != http.NoBody
+	cs := &clientStream{cc: cc, req: req, recvWindow: recvWindow}
+	cs.cond.L = &cc.mu
+	cc.mu.Lock()
+	cc.reserved--
+	if err := ctx.Err(); err != nil || cc.closed || cc.goingAway {
+		cc.closeIfDone()
+		cc.mu.Unlock()
+		if err != nil {
+			return nil, err
+		}
+		return nil, &unprocessedError{}
+	}
+	cs.id = cc.nextID
+	cc.nextID += 2
+	cs.sendWindow = cc.peerWindow
+	cc.streams[cs.id] = cs
+	cc.writeRequestHeader(cs.id, req, !hasBody)
+	cs.localClosed = !hasBody
+	// The watch runs on a goroutine of its own, which waits for the
+	// lock held here.
+	cs.stop = context.AfterFunc(ctx, func() {
+		cc.mu.Lock()
+		defer cc.mu.Unlock()
+		if cc.streams[cs.id] == cs {
+			_ = cc.resetStreamLocked(cs.id, http2.ErrCodeCancel, ctx.Err())
+		}
+	})
+	cc.mu.Unlock()
+	if hasBody {
+		go cs.sendBody()
+	}
+
+	cc.mu.Lock()
+	defer cc.mu.Unlock()
+	for cs.resp == nil && cs.aborted == nil {
+		cs.cond.Wait()
+	}
+	// Nothing sends the body again once the response came.
+	replay := cs.replay
+	cs.replay = nil
+	if cs.resp == nil {
+		if ue, ok := cs.aborted.(*unprocessedError); ok && replay != nil {
+			ue.body = bytes.Clone(replay)
+		}
+		putBodyBuffer(replay)
+		return nil, cs.aborted
+	}
+	putBodyBuffer(replay)
+	return cs.resp, nil
+}
+
+// writeRequestHeader queues req's header section. cc.mu is held.
+func (cc *clientConn) writeRequestHeader(id uint32, req *http.Request, end bool) {
+	cc.hbuf.Reset()
+	host := req.Host
+	if host == "" {
+		host = req.URL.Host
+	}
+	cc.field(":method", req.Method)
+	cc.field(":scheme", req.URL.Scheme)
+	cc.field(":authority", host)
+	cc.field(":path", req.URL.RequestURI())
+	cc.writeFields(req.Header, notForwarded)
+	if len(req.Trailer) > 0 {
+		// The backend learns of the trailer to come, as a server of
+		// net/http keeps only the trailer fields announced.
+		cc.field("trailer", strings.Join(slices.Sorted(maps.Keys(req.Trailer)), ","))
+	}
+	if te := req.Header["Te"]; len(te) > 0 && strings.EqualFold(te[0], "trailers") {
+		cc.field("te", "trailers")
+	}
+	switch {
+	case req.ContentLength > 0:
+		cc.field("content-length", strconv.FormatInt(req.ContentLength, 10))
+	case end && req.Method != http.MethodGet && req.Method != http.MethodHead:
+		cc.field("content-length", "0")
+	}
+	cc.writeBlock(id, end)
+}
+
+// notForwarded names the fields a request to a backend does not carry as
+// they are: those RoundTrip writes itself.
+func notForwarded(key string) bool {
+	switch key {
+	case "Host", "Te", "Content-Length", "Trailer":
+		return true
+	}
+	return false
+}
+
+// sendBody copies the request body to the stream, then ends it, with the
+// request's trailer if it has one.
+func (cs *clientStream) sendBody() {
+	cc := cs.cc
+	body := cs.req.Body
+	cc.mu.Lock()
+	if cs.aborted != nil {
+		// Refused before a byte was read: the body is the next
+		// attempt's.
+		cc.mu.Unlock()
+		return
+	}
+	cs.bodyStarted = true
+	cc.mu.Unlock()
+	defer body.Close()
+	buf := (*bodyBuffers.Get().(*[]byte))[:bodyBufferSize]
+	declared := cs.req.ContentLength
+	// A body that fits the buffer whole is kept in it until the response
+	// comes, to be sent again if the backend refuses the stream: the
+	// stream a server has just closed can still count against its limit
+	// when the next one opens.
+	keep := declared > 0 && declared <= bodyBufferSize && len(cs.req.Trailer) == 0
+	sent := int64(0)
+	for {
+		chunk := buf
+		if keep {
+			chunk = buf[sent:declared]
+		}
+		n, err := body.Read(chunk)
+		chunk = chunk[:n]
+		sent += int64(n)
+		// A body of known length ends with its last byte, without a
+		// read that waits for EOF.
+		last := err == io.EOF || declared > 0 && sent >= declared
+		end := last && len(cs.req.Trailer) == 0
+		cc.mu.Lock()
+		var werr error
+		if n > 0 || end {
+			werr = cc.queueData(cs.id, &cs.sendWindow, chunk, end, cs.writeErr)
+		}
+		switch {
+		case werr != nil:
+			// The stream ended: reset it if the response ended
+			// while the request went on, which the backend did not
+			// do itself.
+			if cc.streams[cs.id] == cs {
+				_ = cc.resetStreamLocked(cs.id, http2.ErrCodeCancel, werr)
+			}
+		case last:
+			if !end {
+				cc.hbuf.Reset()
+				cc.writeFields(cs.req.Trailer, noKey)
+				cc.writeBlock(cs.id, true)
+			}
+			if keep && cs.resp == nil && cs.aborted == nil {
+				cs.replay, buf = buf[:declared], nil
+			}
+			cs.localClosed = true
+			cs.done()
+		case err != nil:
+			// The request is cut short: the backend must not take
+			// what came for all of it.
+			_ = cc.resetStreamLocked(cs.id, http2.ErrCodeCancel, err)
+		}
+		cc.mu.Unlock()
+		if werr != nil || last || err != nil {
+			putBodyBuffer(buf)
+			return
+		}
+	}
+}
+
+const bodyBufferSize = 16 << 10
+
+var bodyBuffers = sync.Pool{New: func() any { b := make([]byte, bodyBufferSize); return &b }}
+
+func putBodyBuffer(b []byte) {
+	if cap(b) == bodyBufferSize {
+		b = b[:0]
+		bodyBuffers.Put(&b)
+	}
+}
+
+// unprocessedError fails a request the backend did not act on: refused,
+// or past the last stream of its GOAWAY. body is the request body to send
+// again, nil for none or for one still unread.
+type unprocessedError struct{ body []byte }
+
+func (e *unprocessedError) Error() string { return errUnprocessed.Error() }
+
+func (e *unprocessedError) Is(target error) bool { return target == errUnprocessed }
+
+// unprocessed is the error of a stream the backend did not act on: one to
+// send again if the body is still unread or kept whole, else cause.
+// cc.mu is held.
+func (cs *clientStream) unprocessed(cause error) error {
+	if !cs.bodyStarted || cs.localClosed && cs.replay != nil {
+		return &unprocessedError{}
+	}
+	return cause
+}
+
+// writeErr is why the stream can take no more frames. cc.mu is held.
+func (cs *clientStream) writeErr() error {
+	switch {
+	case cs.aborted != nil:
+		return cs.aborted
+	case cs.cc.closed:
+		return errClosed
+	case cs.remoteClosed:
+		// The response ended: the backend wants no more.
+		return errStreamReset
+	}
+	return nil
+}
+
+// abort fails the stream's reads and writes with err and ends it. cc.mu
+// is held.
+func (cs *clientStream) abort(err error) {
+	if cs.aborted == nil {
+		cs.aborted = err
+	}
+	if !cs.remoteClosed || cs.bodyErr == nil {
+		cs.bodyErr = err
+	}
+	cs.localClosed, cs.remoteClosed = true, true
+	cs.cond.Broadcast()
+	cs.cc.room.Broadcast()
+	cs.done()
+}
+
+// closeRemote ends the response body. cc.mu is held.
+func (cs *clientStream) closeRemote() {
+	cs.remoteClosed = true
+	if cs.bodyErr == nil {
+		cs.bodyErr = io.EOF
+	}
+	cs.cond.Broadcast()
+	cs.cc.room.Broadcast()
+	cs.done()
+}
+
+// done takes a stream off its connection once both sides ended it; the
+// response body keeps what came of it for its reader. cc.mu is held.
+func (cs *clientStream) done() {
+	cc := cs.cc
+	if !cs.localClosed || !cs.remoteClosed || cc.streams[cs.id] != cs {
+		return
+	}
+	delete(cc.streams, cs.id)
+	if cs.stop != nil {
+		cs.stop()
+	}
+	if len(cc.streams) > 0 || cc.reserved > 0 || cc.closed {
+		return
+	}
+	if cc.goingAway {
+		cc.closeIfDone()
+	} else if t := cc.t.IdleTimeout; t > 0 {
+		if cc.idleTimer == nil {
+			cc.idleTimer = time.AfterFunc(t, cc.idle)
+		} else {
+			cc.idleTimer.Reset(t)
+		}
+	}
+}
+
+// giveBack returns n bytes of the stream's receive window. cc.mu is held.
+func (cs *clientStream) giveBack(n int32) {
+	cs.unacked += n
+	if !cs.remoteClosed && cs.aborted == nil && cs.unacked >= recvWindow/4 {
+		cs.cc.queueWindowUpdate(cs.id, cs.unacked)
+		cs.recvWindow += cs.unacked
+		cs.unacked = 0
+	}
+}
+
+// responseBody is a stream's response body.
+type responseBody struct{ cs *clientStream }
+
+func (b responseBody) Read(p []byte) (int, error) {
+	cs := b.cs
+	cc := cs.cc
+	cc.mu.Lock()
+	defer cc.mu.Unlock()
+	for cs.bodyOff == len(cs.body) {
+		switch {
+		case cs.bodyErr != nil:
+			if cs.bodyErr == io.EOF {
+				cs.copyTrailer()
+			}
+			return 0, cs.bodyErr
+		case cs.discard:
+			return 0, http.ErrBodyReadAfterClose
+		}
+		cs.cond.Wait()
+	}
+	n := copy(p, cs.body[cs.bodyOff:])
+	cs.bodyOff += n
+	if cs.bodyOff == len(cs.body) {
+		cs.body, cs.bodyOff = cs.body[:0], 0
+	}
+	cc.consumed(int32(n))
+	cs.giveBack(int32(n))
+	return n, nil
+}
+
+// copyTrailer puts the trailer that came into the response's Trailer, on
+// the goroutine that reads the body: it reads that map meanwhile. cc.mu
+// is held.
+func (cs *clientStream) copyTrailer() {
+	if cs.trailer == nil {
+		return
+	}
+	if cs.resp.Trailer == nil {
+		cs.resp.Trailer = http.Header{}
+	}
+	for k, vv := range cs.trailer {
+		cs.resp.Trailer[k] = vv
+	}
+	cs.trailer = nil
+}
+
+// Close drops what is left of the response, resetting a stream still open.
+func (b responseBody) Close() error {
+	cs := b.cs
+	cc := cs.cc
+	cc.mu.Lock()
+	defer cc.mu.Unlock()
+	if !cs.discard {
+		cs.discard = true
+		cc.consumed(int32(len(cs.body) - cs.bodyOff))
+		cs.body, cs.bodyOff = nil, 0
+	}
+	if !cs.remoteClosed && cs.aborted == nil {
+		_ = cc.resetStreamLocked(cs.id, http2.ErrCodeCancel, errStreamReset)
+	}
+	cs.done()
+	cs.cond.Broadcast()
+	return nil
+}
