@@ -70,6 +70,10 @@ func compileSnapshot(snap *watch.Snapshot, number uint64, prev *generation, log 
 	}
 	for _, l := range snap.Listeners {
 		address := net.JoinHostPort(l.Address, strconv.Itoa(l.Port))
+		if l.Protocol.L4() {
+			gen.LeftOut = append(gen.LeftOut, "listener "+address+": "+string(l.Protocol)+" listeners are not served yet")
+			continue
+		}
 		state := listenerState{Address: address, spec: l}
 		p := previous[l.Name]
 		sameInput := func(s *listenerState) bool {

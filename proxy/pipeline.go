@@ -12,7 +12,6 @@ package proxy
 
 import (
 	"crypto/x509"
-	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/netip"
@@ -156,7 +155,7 @@ func decide(routes *router.Table, sets map[string]*upstream.Set, v *view) plan {
 	if rule.Canary != nil {
 		p.backend = chooseCanary(rule, v.Header)
 	} else {
-		p.backend = chooseBackend(rule.Backends)
+		p.backend = router.ChooseBackend(rule.Backends)
 	}
 	switch {
 	case p.backend == nil || p.backend.Invalid:
@@ -221,34 +220,6 @@ func (p *plan) checkClientCert(v *view, a *router.ClientCertAuth) bool {
 		p.deny(c.status, errorBodies[c.status], "")
 	}
 	return true
-}
-
-// chooseBackend draws a backend in proportion to the weights. Drawing at
-// random needs no shared state per rule, and the weights hold on average.
-// It returns nil when no backend takes traffic, which the Gateway API
-// answers with 500.
-func chooseBackend(refs []router.BackendRef) *router.BackendRef {
-	if len(refs) == 1 {
-		if refs[0].Weight > 0 {
-			return &refs[0]
-		}
-		return nil
-	}
-	var total int64
-	for i := range refs {
-		total += int64(max(refs[i].Weight, 0))
-	}
-	if total == 0 {
-		return nil
-	}
-	n := rand.Int64N(total)
-	for i := range refs {
-		n -= int64(max(refs[i].Weight, 0))
-		if n < 0 {
-			return &refs[i]
-		}
-	}
-	return nil
 }
 
 // matchedPrefix is the path prefix that selected target, without its

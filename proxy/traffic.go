@@ -44,7 +44,7 @@ type balancing struct {
 func chooseCanary(rule *router.Rule, h router.Headers) *router.BackendRef {
 	choice := rule.Canary.Choose(h)
 	if choice == router.CanaryByWeight {
-		return chooseBackend(rule.Backends)
+		return router.ChooseBackend(rule.Backends)
 	}
 	for i := range rule.Backends {
 		if b := &rule.Backends[i]; b.Canary == (choice == router.CanaryAlways) {

@@ -103,6 +103,8 @@ type Writer struct {
 	// drain). Only lead uses them.
 	httpRoutes []watch.RouteReport[*gatewayv1.HTTPRoute]
 	grpcRoutes []watch.RouteReport[*gatewayv1.GRPCRoute]
+	tlsRoutes  []watch.RouteReport[*gatewayv1.TLSRoute]
+	tcpRoutes  []watch.RouteReport[*gatewayv1.TCPRoute]
 	policies   []watch.PolicyReport
 	ingresses  []watch.IngressReport
 	// annotationEvents is the message of the last annotation Event
@@ -285,6 +287,8 @@ func (w *Writer) write(ctx context.Context, r *watch.Reports) {
 	// than it has still to write.
 	w.httpRoutes = append(w.httpRoutes[:0], r.HTTPRoutes...)
 	w.grpcRoutes = append(w.grpcRoutes[:0], r.GRPCRoutes...)
+	w.tlsRoutes = append(w.tlsRoutes[:0], r.TLSRoutes...)
+	w.tcpRoutes = append(w.tcpRoutes[:0], r.TCPRoutes...)
 	w.policies = append(w.policies[:0], r.BackendTLSPolicies...)
 	if !w.opts.NoIngressStatus {
 		w.ingresses = append(w.ingresses[:0], r.Ingresses...)
@@ -306,22 +310,15 @@ func (w *Writer) write(ctx context.Context, r *watch.Reports) {
 	if w.infra != nil {
 		w.infra.write(ctx, p, r)
 	}
-	drain(w.httpRoutes, func(rr *watch.RouteReport[*gatewayv1.HTTPRoute]) {
-		writeUnsettled(p, rr.Object, rr.Parents, sameParents, func() (bool, error) {
-			client := w.gw.GatewayV1().HTTPRoutes(rr.Object.Namespace)
-			return update(ctx, "HTTPRoute", rr.Object, client.Get, client.UpdateStatus,
-				func(o *gatewayv1.HTTPRoute) *gatewayv1.RouteStatus { return &o.Status.RouteStatus },
-				wantedRoute(rr.Parents))
-		})
-	})
-	drain(w.grpcRoutes, func(rr *watch.RouteReport[*gatewayv1.GRPCRoute]) {
-		writeUnsettled(p, rr.Object, rr.Parents, sameParents, func() (bool, error) {
-			client := w.gw.GatewayV1().GRPCRoutes(rr.Object.Namespace)
-			return update(ctx, "GRPCRoute", rr.Object, client.Get, client.UpdateStatus,
-				func(o *gatewayv1.GRPCRoute) *gatewayv1.RouteStatus { return &o.Status.RouteStatus },
-				wantedRoute(rr.Parents))
-		})
-	})
+	v1 := w.gw.GatewayV1()
+	drainRoutes(p, w.httpRoutes, "HTTPRoute", func(ns string) statusClient[*gatewayv1.HTTPRoute] { return v1.HTTPRoutes(ns) },
+		func(o *gatewayv1.HTTPRoute) *gatewayv1.RouteStatus { return &o.Status.RouteStatus }, wantedRoute)
+	drainRoutes(p, w.grpcRoutes, "GRPCRoute", func(ns string) statusClient[*gatewayv1.GRPCRoute] { return v1.GRPCRoutes(ns) },
+		func(o *gatewayv1.GRPCRoute) *gatewayv1.RouteStatus { return &o.Status.RouteStatus }, wantedRoute)
+	drainRoutes(p, w.tlsRoutes, "TLSRoute", func(ns string) statusClient[*gatewayv1.TLSRoute] { return v1.TLSRoutes(ns) },
+		func(o *gatewayv1.TLSRoute) *gatewayv1.RouteStatus { return &o.Status.RouteStatus }, wantedRoute)
+	drainRoutes(p, w.tcpRoutes, "TCPRoute", func(ns string) statusClient[*gatewayv1.TCPRoute] { return v1.TCPRoutes(ns) },
+		func(o *gatewayv1.TCPRoute) *gatewayv1.RouteStatus { return &o.Status.RouteStatus }, wantedRoute)
 	drain(w.policies, func(pr *watch.PolicyReport) {
 		writeUnsettled(p, pr.Object, pr.Ancestors, equality.Semantic.DeepEqual, func() (bool, error) {
 			client := w.gw.GatewayV1().BackendTLSPolicies(pr.Object.Namespace)
@@ -423,6 +420,21 @@ func writeUnsettled[T any](p *pass, obj *T, wanted any, same func(a, b any) bool
 		p.settled[obj] = wanted
 	}
 	p.count(wrote, err)
+}
+
+// drainRoutes brings each route of pending, of kind, to its wanted
+// parent statuses (see drain), through the client of its namespace.
+func drainRoutes[R any, T interface {
+	*R
+	object[T]
+}](p *pass, pending []watch.RouteReport[T], kind string, client func(namespace string) statusClient[T], status func(T) *gatewayv1.RouteStatus,
+	wanted func([]gatewayv1.RouteParentStatus) func(gatewayv1.RouteStatus) (gatewayv1.RouteStatus, bool)) {
+	drain(pending, func(rr *watch.RouteReport[T]) {
+		writeUnsettled(p, (*R)(rr.Object), rr.Parents, sameParents, func() (bool, error) {
+			c := client(rr.Object.GetNamespace())
+			return update(p.ctx, kind, rr.Object, c.Get, c.UpdateStatus, status, wanted(rr.Parents))
+		})
+	})
 }
 
 // drain calls write for each of pending in turn, and forgets each once

@@ -61,9 +61,30 @@ func refErr(reason gatewayv1.RouteConditionReason, format string, args ...any) *
 // errServiceNotFound lets callers tell a missing Service from other faults.
 var errServiceNotFound = errors.New("service not found")
 
+// backendUse is what a backend serves, which decides how it is spoken to.
+type backendUse uint8
+
+const (
+	forHTTP backendUse = iota
+	// forGRPC makes HTTP/2 the default protocol.
+	forGRPC
+	// forStream is a Layer 4 route's: the connection's bytes as they
+	// come, whatever the port's appProtocol says, and no
+	// BackendTLSPolicy, which only a proxy that makes the connection's
+	// TLS itself could apply.
+	forStream
+)
+
+func useFor(grpc bool) backendUse {
+	if grpc {
+		return forGRPC
+	}
+	return forHTTP
+}
+
 // backendRef resolves a Gateway API backendRef to the endpoint set it
-// names. grpc selects HTTP/2 as the default protocol.
-func (t *translator) backendRef(from refFrom, ref gatewayv1.BackendObjectReference, grpc bool) (router.BackendRef, *backendError) {
+// names, for use.
+func (t *translator) backendRef(from refFrom, ref gatewayv1.BackendObjectReference, use backendUse) (router.BackendRef, *backendError) {
 	group, kind := "", "Service"
 	if ref.Group != nil {
 		group = string(*ref.Group)
@@ -94,16 +115,21 @@ func (t *translator) backendRef(from refFrom, ref gatewayv1.BackendObjectReferen
 	if i < 0 {
 		return router.BackendRef{}, refErr(gatewayv1.RouteReasonBackendNotFound, "Service %s/%s: has no port %d", namespace, ref.Name, *ref.Port)
 	}
-	return t.servicePort(svc, &svc.Spec.Ports[i], grpc)
+	return t.servicePort(svc, &svc.Spec.Ports[i], use)
 }
 
 // servicePort registers the endpoint set of a Service port and returns a
 // reference to it.
-func (t *translator) servicePort(svc *corev1.Service, port *corev1.ServicePort, grpc bool) (router.BackendRef, *backendError) {
+func (t *translator) servicePort(svc *corev1.Service, port *corev1.ServicePort, use backendUse) (router.BackendRef, *backendError) {
 	if svc.Spec.Type == corev1.ServiceTypeExternalName {
 		return router.BackendRef{}, refErr(gatewayv1.RouteReasonBackendNotFound, "Service %s/%s: ExternalName Services are not supported", svc.Namespace, svc.Name)
 	}
-	protocol, ok := backendProtocol(port.AppProtocol, grpc)
+	name := svc.Namespace + "/" + svc.Name + ":" + strconv.Itoa(int(port.Port))
+	if use == forStream {
+		t.registerEndpoints(name, svc, port)
+		return router.BackendRef{Name: name, Weight: 1}, nil
+	}
+	protocol, ok := backendProtocol(port.AppProtocol, use == forGRPC)
 	policy := t.servicePolicy(svc, port)
 	if policy != nil {
 		protocol, ok = withTLS(protocol), true
@@ -111,7 +137,6 @@ func (t *translator) servicePort(svc *corev1.Service, port *corev1.ServicePort, 
 	if !ok {
 		return router.BackendRef{}, refErr(gatewayv1.RouteReasonUnsupportedProtocol, "Service %s/%s port %d: appProtocol %q is not supported", svc.Namespace, svc.Name, port.Port, *port.AppProtocol)
 	}
-	name := svc.Namespace + "/" + svc.Name + ":" + strconv.Itoa(int(port.Port))
 	if policy != nil && policy.tls == nil {
 		// Not served in plain text: the policy's status says why.
 		return router.BackendRef{Name: name, Weight: 1, Protocol: protocol, Invalid: true}, nil

@@ -73,7 +73,7 @@ func (t *translator) listenerFilters(l *listener) {
 				l.accepted.first(string(gatewayv1.ListenerReasonUnsupportedValue), field+".externalAuth"+err.Error())
 				return
 			}
-			ref, berr := t.backendRef(l.declaredBy(), f.ExternalAuth.BackendRef, false)
+			ref, berr := t.backendRef(l.declaredBy(), f.ExternalAuth.BackendRef, forHTTP)
 			if berr != nil {
 				// Served, answering 500, as a route's unresolved
 				// reference is.

@@ -164,6 +164,9 @@ type listener struct {
 	accepted       problem
 	resolvedRefs   problem
 	conflictReason gatewayv1.ListenerConditionReason
+	// conflictWith says what the listener conflicts with, when that is
+	// more than the port.
+	conflictWith   string
 	sockets        []*socket
 	attachedRoutes int32
 }
@@ -341,9 +344,14 @@ func poolPlace(namespace, name string, n int) int {
 	return int(h.Sum32() % uint32(n))
 }
 
-// defaultRouteKinds are what HTTP and HTTPS listeners accept when
-// allowedRoutes.kinds is empty.
-var defaultRouteKinds = []router.Kind{router.KindHTTPRoute, router.KindGRPCRoute}
+// routeKinds are the route kinds a listener of each protocol serves, and
+// accepts when allowedRoutes.kinds is empty.
+var routeKinds = map[gatewayv1.ProtocolType][]router.Kind{
+	gatewayv1.HTTPProtocolType:  {router.KindHTTPRoute, router.KindGRPCRoute},
+	gatewayv1.HTTPSProtocolType: {router.KindHTTPRoute, router.KindGRPCRoute},
+	gatewayv1.TLSProtocolType:   {router.KindTLSRoute},
+	gatewayv1.TCPProtocolType:   {router.KindTCPRoute},
+}
 
 // listener validates spec, a listener of g or of set, one of g's
 // ListenerSets.
@@ -359,12 +367,19 @@ func (t *translator) listener(g *gateway, set *listenerSet, spec *gatewayv1.List
 			return l
 		}
 	}
-	switch spec.Protocol {
-	case gatewayv1.HTTPProtocolType, gatewayv1.HTTPSProtocolType:
-	default:
+	if routeKinds[spec.Protocol] == nil {
 		l.accepted.first(string(gatewayv1.ListenerReasonUnsupportedProtocol),
-			fmt.Sprintf("protocol %q: hostgate serves HTTP and HTTPS", spec.Protocol))
+			fmt.Sprintf("protocol %q: hostgate serves HTTP, HTTPS, TLS and TCP", spec.Protocol))
 		return l
+	}
+	if spec.Protocol == gatewayv1.TLSProtocolType {
+		// The API's default mode is Terminate, which TLSRoutes are not
+		// served with yet: only a listener that says Passthrough is.
+		if mode := derefOr(derefOr(spec.TLS, gatewayv1.ListenerTLSConfig{}).Mode, gatewayv1.TLSModeTerminate); mode != gatewayv1.TLSModePassthrough {
+			l.accepted.first(string(gatewayv1.ListenerReasonUnsupportedValue),
+				fmt.Sprintf("tls.mode %q: a TLS listener is served only in mode Passthrough (TLSRouteModeTerminate is not supported)", mode))
+			return l
+		}
 	}
 	switch {
 	case spec.Port < 1 || spec.Port > 65535:
@@ -388,20 +403,21 @@ func (t *translator) listener(g *gateway, set *listenerSet, spec *gatewayv1.List
 
 func (t *translator) listenerKinds(l *listener) {
 	ar := l.spec.AllowedRoutes
+	served := routeKinds[l.spec.Protocol]
 	if ar == nil || len(ar.Kinds) == 0 {
-		l.kinds = defaultRouteKinds
+		l.kinds = served
 		return
 	}
 	for i, k := range ar.Kinds {
 		kind := router.Kind(k.Kind)
-		if (k.Group == nil || *k.Group == gatewayv1.GroupName) && slices.Contains(defaultRouteKinds, kind) {
+		if (k.Group == nil || *k.Group == gatewayv1.GroupName) && slices.Contains(served, kind) {
 			if !slices.Contains(l.kinds, kind) {
 				l.kinds = append(l.kinds, kind)
 			}
 			continue
 		}
 		l.resolvedRefs.first(string(gatewayv1.ListenerReasonInvalidRouteKinds),
-			fmt.Sprintf("allowedRoutes.kinds[%d]: %s is not a route kind hostgate serves", i, groupKind(k.Group, k.Kind)))
+			fmt.Sprintf("allowedRoutes.kinds[%d]: %s is not a route kind hostgate serves on %s listeners", i, groupKind(k.Group, k.Kind), l.spec.Protocol))
 	}
 }
 
@@ -485,6 +501,12 @@ func markConflicts(ls []*listener) {
 			}
 			if earlier.spec.Protocol != l.spec.Protocol {
 				l.conflictReason = gatewayv1.ListenerReasonProtocolConflict
+				l.conflictWith = fmt.Sprintf("protocol %s conflicts with listener %q of protocol %s on port %d", l.spec.Protocol, earlier.spec.Name, earlier.spec.Protocol, l.spec.Port)
+				if sharesTLSPort(earlier.spec.Protocol, l.spec.Protocol) {
+					// The spec allows these together, chosen by
+					// server name; hostgate does not serve that yet.
+					l.conflictWith += ": HTTPS and TLS passthrough listeners cannot share a port in hostgate yet"
+				}
 				break
 			}
 			if earlier.hostname == l.hostname {
@@ -493,6 +515,12 @@ func markConflicts(ls []*listener) {
 			}
 		}
 	}
+}
+
+// sharesTLSPort reports whether listeners of protocols a and b could
+// share a port, chosen by server name, as the Gateway API allows.
+func sharesTLSPort(a, b gatewayv1.ProtocolType) bool {
+	return (a == gatewayv1.HTTPSProtocolType && b == gatewayv1.TLSProtocolType) || (a == gatewayv1.TLSProtocolType && b == gatewayv1.HTTPSProtocolType)
 }
 
 // bindListener binds l at every address of its Gateway.
@@ -638,6 +666,9 @@ func (g *gateway) acceptance() problem {
 // acceptance is what keeps l from being accepted. A conflict is why it
 // is not served, whatever else it has.
 func (l *listener) acceptance() problem {
+	if l.conflictWith != "" {
+		return problem{string(l.conflictReason), l.conflictWith}
+	}
 	if l.conflictReason != "" {
 		return problem{string(l.conflictReason), "conflicts with an earlier listener on port " + fmt.Sprint(l.spec.Port)}
 	}

@@ -115,6 +115,18 @@ func describeSnapshot(s *Snapshot) string {
 		for _, v := range l.ClientValidations {
 			fmt.Fprintf(&b, "  client validation %s hostname=%q optional=%t authorities=%s\n", v.Name, v.Hostname, v.Optional, subjects(v.CAPEM))
 		}
+		if l.Protocol.L4() {
+			table, errs := router.CompileL4(l.Routes, l.ListenerHostnames...)
+			for _, err := range errs {
+				fmt.Fprintf(&b, "  compile error: %v\n", err)
+			}
+			var tb strings.Builder
+			_ = table.WriteText(&tb)
+			for line := range strings.Lines(tb.String()) {
+				b.WriteString("  " + line)
+			}
+			continue
+		}
 		table, errs := router.Compile(l.Routes)
 		if len(l.ListenerFilters) > 0 {
 			filtered, err := table.WithListenerFilters(l.ListenerFilters)
@@ -239,6 +251,12 @@ func describeReports(t testing.TB, r *Reports) string {
 	}
 	for _, rr := range r.GRPCRoutes {
 		p.Routes = append(p.Routes, printRoute("GRPCRoute", &rr.Object.ObjectMeta, rr.Parents))
+	}
+	for _, rr := range r.TLSRoutes {
+		p.Routes = append(p.Routes, printRoute("TLSRoute", &rr.Object.ObjectMeta, rr.Parents))
+	}
+	for _, rr := range r.TCPRoutes {
+		p.Routes = append(p.Routes, printRoute("TCPRoute", &rr.Object.ObjectMeta, rr.Parents))
 	}
 	for _, pr := range r.BackendTLSPolicies {
 		parents := make([]gatewayv1.RouteParentStatus, len(pr.Ancestors))

@@ -453,7 +453,7 @@ func (t *translator) ingressBackend(namespace string, b *networkingv1.IngressBac
 	if i < 0 {
 		return router.BackendRef{}, fmt.Errorf("service %s: no port %s", b.Service.Name, ingressPortString(b.Service.Port))
 	}
-	ref, err := t.servicePort(svc, &svc.Spec.Ports[i], false)
+	ref, err := t.servicePort(svc, &svc.Spec.Ports[i], forHTTP)
 	if err != nil {
 		return router.BackendRef{}, err
 	}

@@ -56,6 +56,8 @@ var fileKinds = map[schema.GroupKind]kindInfo{
 	{Group: gatewayv1.GroupName, Kind: "ListenerSet"}:             {[]string{"v1"}, true, decodeAs[gatewayv1.ListenerSet]},
 	{Group: gatewayv1.GroupName, Kind: "HTTPRoute"}:               {gatewayVersions, true, decodeAs[gatewayv1.HTTPRoute]},
 	{Group: gatewayv1.GroupName, Kind: "GRPCRoute"}:               {[]string{"v1"}, true, decodeAs[gatewayv1.GRPCRoute]},
+	{Group: gatewayv1.GroupName, Kind: "TLSRoute"}:                {[]string{"v1"}, true, decodeAs[gatewayv1.TLSRoute]},
+	{Group: gatewayv1.GroupName, Kind: "TCPRoute"}:                {[]string{"v1"}, true, decodeAs[gatewayv1.TCPRoute]},
 	{Group: gatewayv1.GroupName, Kind: "ReferenceGrant"}:          {gatewayVersions, true, decodeAs[gatewayv1.ReferenceGrant]},
 	{Group: gatewayv1.GroupName, Kind: "BackendTLSPolicy"}:        {[]string{"v1"}, true, decodeAs[gatewayv1.BackendTLSPolicy]},
 }

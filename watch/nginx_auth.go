@@ -224,7 +224,7 @@ func (t *translator) nginxURLService(u *url.URL) (router.BackendRef, error) {
 	if i < 0 {
 		return router.BackendRef{}, fmt.Errorf("Service %s/%s: has no port %d", key.Namespace, key.Name, port)
 	}
-	ref, berr := t.servicePort(svc, &svc.Spec.Ports[i], false)
+	ref, berr := t.servicePort(svc, &svc.Spec.Ports[i], forHTTP)
 	if berr != nil {
 		return router.BackendRef{}, berr
 	}

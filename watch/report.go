@@ -4,6 +4,7 @@ import (
 	"sync"
 
 	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 )
 
@@ -14,11 +15,13 @@ type Reports struct {
 	GatewayClasses []GatewayClassReport
 	Gateways       []GatewayReport
 	ListenerSets   []ListenerSetReport
-	// HTTPRoutes and GRPCRoutes hold every route that references one of
+	// HTTPRoutes, GRPCRoutes, TLSRoutes and TCPRoutes hold every route that references one of
 	// our Gateways or still carries a parent status of ours (then with no
 	// Parents, so the writer removes it).
 	HTTPRoutes []RouteReport[*gatewayv1.HTTPRoute]
 	GRPCRoutes []RouteReport[*gatewayv1.GRPCRoute]
+	TLSRoutes  []RouteReport[*gatewayv1.TLSRoute]
+	TCPRoutes  []RouteReport[*gatewayv1.TCPRoute]
 	// BackendTLSPolicies hold every policy that targets a Service our
 	// Gateways' routes use, or that still carries an ancestor status of
 	// ours (then with no Ancestors).
@@ -71,9 +74,12 @@ type PolicyReport struct {
 	Ancestors []gatewayv1.PolicyAncestorStatus
 }
 
-// RouteObject is an HTTPRoute or a GRPCRoute.
+// RouteObject is a route object (HTTPRoute, GRPCRoute, TLSRoute,
+// TCPRoute). It says what the reports' users need of one rather than
+// list the kinds, so that they can handle every kind with one generic
+// function.
 type RouteObject interface {
-	*gatewayv1.HTTPRoute | *gatewayv1.GRPCRoute
+	metav1.Object
 }
 
 // IngressReport is the wanted load-balancer status of an Ingress of our

@@ -89,12 +89,19 @@ func (r *route) unsupported(format string, args ...any) {
 // stays in the rule as an invalid backend, which answers 500 for its share
 // of the traffic as the spec asks.
 func (t *translator) backend(r *route, field string, ref gatewayv1.BackendRef, grpc bool) router.BackendRef {
+	return t.backendFor(r, field, ref, useFor(grpc))
+}
+
+// backendFor is backend for a use.
+func (t *translator) backendFor(r *route, field string, ref gatewayv1.BackendRef, use backendUse) router.BackendRef {
 	weight := int32(1)
 	if ref.Weight != nil {
 		weight = *ref.Weight
 	}
-	t.notePolicyService(r, &ref.BackendObjectReference)
-	b, err := t.backendRef(r.from, ref.BackendObjectReference, grpc)
+	if use != forStream {
+		t.notePolicyService(r, &ref.BackendObjectReference)
+	}
+	b, err := t.backendRef(r.from, ref.BackendObjectReference, use)
 	if err != nil {
 		r.resolvedRefs.first(string(err.reason), fmt.Sprintf("%s: %v", field, err))
 		return router.BackendRef{Invalid: true, Weight: weight}
@@ -104,26 +111,28 @@ func (t *translator) backend(r *route, field string, ref gatewayv1.BackendRef, g
 }
 
 func (t *translator) routes() {
+	t.reports.HTTPRoutes = translateRoutes(t, t.objs.httpRoutes, t.httpRoute)
+	t.reports.GRPCRoutes = translateRoutes(t, t.objs.grpcRoutes, t.grpcRoute)
+	t.reports.TLSRoutes = translateRoutes(t, t.objs.tlsRoutes, t.tlsRoute)
+	t.reports.TCPRoutes = translateRoutes(t, t.objs.tcpRoutes, t.tcpRoute)
+}
+
+// translateRoutes translates and attaches the routes of one kind and
+// returns the reports of those that are ours.
+func translateRoutes[T RouteObject](t *translator, objs []T, build func(T) *route) []RouteReport[T] {
+	if len(objs) == 0 {
+		return nil
+	}
 	// Most routes are usually ours: room for all at once rather than a
 	// dozen copies of a growing list of 10,000.
-	if n := len(t.objs.httpRoutes); n > 0 {
-		t.reports.HTTPRoutes = make([]RouteReport[*gatewayv1.HTTPRoute], 0, n)
-	}
-	if n := len(t.objs.grpcRoutes); n > 0 {
-		t.reports.GRPCRoutes = make([]RouteReport[*gatewayv1.GRPCRoute], 0, n)
-	}
-	for _, obj := range t.objs.httpRoutes {
-		r := memoized(t, obj, func() *route { return t.httpRoute(obj) })
+	reports := make([]RouteReport[T], 0, len(objs))
+	for _, obj := range objs {
+		r := memoized(t, obj, func() *route { return build(obj) })
 		if parents, ours := t.attachRoute(r); ours {
-			t.reports.HTTPRoutes = append(t.reports.HTTPRoutes, RouteReport[*gatewayv1.HTTPRoute]{Object: obj, Parents: parents})
+			reports = append(reports, RouteReport[T]{Object: obj, Parents: parents})
 		}
 	}
-	for _, obj := range t.objs.grpcRoutes {
-		r := memoized(t, obj, func() *route { return t.grpcRoute(obj) })
-		if parents, ours := t.attachRoute(r); ours {
-			t.reports.GRPCRoutes = append(t.reports.GRPCRoutes, RouteReport[*gatewayv1.GRPCRoute]{Object: obj, Parents: parents})
-		}
-	}
+	return reports
 }
 
 // finish runs the router's checks on the translated route.
@@ -131,7 +140,11 @@ func (r *route) finish() {
 	if !r.invalid.ok() {
 		return
 	}
-	if err := router.Validate(&router.Route{ID: r.id, Hostnames: r.hostnames, Rules: r.rules}); err != nil {
+	validate := router.Validate
+	if r.id.Kind.IsL4() {
+		validate = router.ValidateL4
+	}
+	if err := validate(&router.Route{ID: r.id, Hostnames: r.hostnames, Rules: r.rules}); err != nil {
 		r.unsupported("%v", err)
 	}
 }

@@ -35,7 +35,17 @@ type Protocol string
 const (
 	ProtocolHTTP  Protocol = "HTTP"
 	ProtocolHTTPS Protocol = "HTTPS"
+	// ProtocolTLS is TLS passed through: the ClientHello's server name
+	// chooses a TLSRoute, whose backend gets the connection's bytes
+	// unchanged.
+	ProtocolTLS Protocol = "TLS"
+	// ProtocolTCP is a TCPRoute's: bytes both ways to its backend.
+	ProtocolTCP Protocol = "TCP"
 )
+
+// L4 reports whether a listener of protocol p serves Layer 4 routes
+// (router.CompileL4) rather than an HTTP routing table.
+func (p Protocol) L4() bool { return p == ProtocolTLS || p == ProtocolTCP }
 
 // Listener is one socket and what it serves. Several Gateway listeners (and
 // the Ingress listener) that bind the same address and port share one.

@@ -242,16 +242,10 @@ func (r *Reports) findProblems() []string {
 			add("ListenerSet", s.Object.Namespace, s.Object.Name, string(l.Name), l.Conditions)
 		}
 	}
-	for _, rr := range r.HTTPRoutes {
-		for _, p := range rr.Parents {
-			add("HTTPRoute", rr.Object.Namespace, rr.Object.Name, "", p.Conditions)
-		}
-	}
-	for _, rr := range r.GRPCRoutes {
-		for _, p := range rr.Parents {
-			add("GRPCRoute", rr.Object.Namespace, rr.Object.Name, "", p.Conditions)
-		}
-	}
+	routeProblems(r.HTTPRoutes, "HTTPRoute", add)
+	routeProblems(r.GRPCRoutes, "GRPCRoute", add)
+	routeProblems(r.TLSRoutes, "TLSRoute", add)
+	routeProblems(r.TCPRoutes, "TCPRoute", add)
 	for _, pr := range r.BackendTLSPolicies {
 		for _, a := range pr.Ancestors {
 			add("BackendTLSPolicy", pr.Object.Namespace, pr.Object.Name, "", a.Conditions)
@@ -263,6 +257,16 @@ func (r *Reports) findProblems() []string {
 		}
 	}
 	return slices.Compact(out)
+}
+
+// routeProblems adds the conditions of each parent of reports, routes of
+// kind.
+func routeProblems[T RouteObject](reports []RouteReport[T], kind string, add func(kind, namespace, name, listener string, conds []metav1.Condition)) {
+	for _, rr := range reports {
+		for _, p := range rr.Parents {
+			add(kind, rr.Object.GetNamespace(), rr.Object.GetName(), "", p.Conditions)
+		}
+	}
 }
 
 // objectName is how Problems names an object: "Gateway infra/web listener

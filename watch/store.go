@@ -24,6 +24,8 @@ type objects struct {
 	listenerSets    []*gatewayv1.ListenerSet
 	httpRoutes      []*gatewayv1.HTTPRoute
 	grpcRoutes      []*gatewayv1.GRPCRoute
+	tlsRoutes       []*gatewayv1.TLSRoute
+	tcpRoutes       []*gatewayv1.TCPRoute
 	referenceGrants []*gatewayv1.ReferenceGrant
 	backendTLS      []*gatewayv1.BackendTLSPolicy
 	services        []*corev1.Service
@@ -64,6 +66,10 @@ func (o *objects) add(obj any, hint int) bool {
 		o.httpRoutes = appendTo(o.httpRoutes, v, hint)
 	case *gatewayv1.GRPCRoute:
 		o.grpcRoutes = appendTo(o.grpcRoutes, v, hint)
+	case *gatewayv1.TLSRoute:
+		o.tlsRoutes = appendTo(o.tlsRoutes, v, hint)
+	case *gatewayv1.TCPRoute:
+		o.tcpRoutes = appendTo(o.tcpRoutes, v, hint)
 	case *gatewayv1.ReferenceGrant:
 		o.referenceGrants = appendTo(o.referenceGrants, v, hint)
 	case *gatewayv1.BackendTLSPolicy:
@@ -111,6 +117,10 @@ func (o *objects) sort(orders *orders) {
 	sortObjects(o.listenerSets)
 	orders.httpRoutes.sort(o.httpRoutes)
 	orders.grpcRoutes.sort(o.grpcRoutes)
+	// Precedence matters here too: of two TCPRoutes on one listener the
+	// oldest is served.
+	sortObjects(o.tlsRoutes)
+	sortObjects(o.tcpRoutes)
 	sortObjects(o.nodes)
 }
 

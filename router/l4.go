@@ -1,0 +1,339 @@
+package router
+
+// Layer 4 routes: TLSRoute (chosen by the server name of a ClientHello)
+// and TCPRoute (one per listener). They share the model of the HTTP
+// routes, Route and Rule, without matches or filters: a rule is only its
+// weighted backends. What differs is the lookup, a server name or nothing,
+// so an L4Table is its own small immutable structure rather than a mode of
+// Table.
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"math/rand/v2"
+	"slices"
+	"strings"
+)
+
+// Route kinds of Layer 4.
+const (
+	KindTLSRoute Kind = "TLSRoute"
+	KindTCPRoute Kind = "TCPRoute"
+)
+
+// IsL4 reports whether routes of kind k are served by an L4Table.
+func (k Kind) IsL4() bool { return k == KindTLSRoute || k == KindTCPRoute }
+
+// L4Target is what a connection to an L4 listener is served by.
+type L4Target struct {
+	Route RouteID
+	// Host is the hostname that selected the route ("" for any).
+	Host string
+	Rule *Rule
+}
+
+// L4Table is the compiled routes of one TLS passthrough or TCP socket. It
+// never changes once CompileL4 returns it.
+type L4Table struct {
+	// scopes are one per listener hostname bound on the socket, most
+	// specific first: a server name is given to the most specific
+	// listener that admits it, and only that listener's routes can serve
+	// it, as for HTTP listeners.
+	scopes []l4Scope
+}
+
+// l4Scope is the routes of one listener hostname.
+type l4Scope struct {
+	listener string
+	// exact and wild hold the route hostnames narrowed to the listener's,
+	// wild sorted longest suffix first; any is the route that serves
+	// every name the listener admits (and connections without one).
+	exact map[string]*L4Target
+	wild  []*L4Target
+	any   *L4Target
+}
+
+// CompileL4 builds the table of routes bound to a socket whose listener
+// hostnames are listeners ("" for a listener without hostname). Routes
+// come in precedence order (oldest first): where two claim one hostname
+// the first keeps it, as the Gateway API asks for TCPRoutes on one
+// listener. A route that is not valid is left out and reported.
+func CompileL4(routes []Route, listeners ...string) (*L4Table, []error) {
+	var errs []error
+	t := &L4Table{}
+	scopes := map[string]*l4Scope{}
+	scope := func(h string) *l4Scope {
+		s := scopes[h]
+		if s == nil {
+			s = &l4Scope{listener: h, exact: map[string]*L4Target{}}
+			scopes[h] = s
+		}
+		return s
+	}
+	for _, h := range listeners {
+		scope(h)
+	}
+	for i := range routes {
+		r := &routes[i]
+		if err := ValidateL4(r); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", r.ID, err))
+			continue
+		}
+		s := scope(r.Listener)
+		hosts := r.Hostnames
+		if len(hosts) == 0 {
+			hosts = []string{""}
+		}
+		for _, h := range hosts {
+			h = narrow(r.Listener, h)
+			target := &L4Target{Route: r.ID, Host: h, Rule: &r.Rules[0]}
+			switch {
+			case h == "":
+				if s.any == nil {
+					s.any = target
+				}
+			case strings.HasPrefix(h, "*."):
+				if !slices.ContainsFunc(s.wild, func(w *L4Target) bool { return w.Host == h }) {
+					s.wild = append(s.wild, target)
+				}
+			default:
+				if s.exact[h] == nil {
+					s.exact[h] = target
+				}
+			}
+		}
+	}
+	for _, s := range scopes {
+		// Stable, so that of equal suffixes the earlier route stays first.
+		slices.SortStableFunc(s.wild, func(a, b *L4Target) int { return cmp.Compare(len(b.Host), len(a.Host)) })
+		t.scopes = append(t.scopes, *s)
+	}
+	slices.SortFunc(t.scopes, func(a, b l4Scope) int { return compareSpecificity(a.listener, b.listener) })
+	return t, errs
+}
+
+// narrow is the part of a route hostname that a listener hostname admits:
+// the more specific of the two. Translation attached the route only where
+// they intersect.
+func narrow(listener, host string) string {
+	switch {
+	case listener == "":
+		return host
+	case host == "":
+		return listener
+	case wildcardCovers(listener, host):
+		return host
+	case wildcardCovers(host, listener):
+		return listener
+	}
+	return host
+}
+
+// wildcardCovers reports whether a Gateway API wildcard ("*.example.com",
+// one or more labels) covers host.
+func wildcardCovers(wildcard, host string) bool {
+	suffix, ok := strings.CutPrefix(wildcard, "*")
+	return ok && len(host) > len(suffix) && strings.HasSuffix(host, suffix)
+}
+
+// compareSpecificity orders hostnames exact first, then wildcards longest
+// first, then "" (any).
+func compareSpecificity(a, b string) int {
+	rank := func(h string) int {
+		switch {
+		case h == "":
+			return 2
+		case strings.HasPrefix(h, "*."):
+			return 1
+		}
+		return 0
+	}
+	if c := cmp.Compare(rank(a), rank(b)); c != 0 {
+		return c
+	}
+	if c := cmp.Compare(len(b), len(a)); c != 0 {
+		return c
+	}
+	return cmp.Compare(a, b)
+}
+
+// admits reports whether a listener hostname admits serverName.
+func admits(listener, serverName string) bool {
+	return listener == "" || listener == serverName || wildcardCovers(listener, serverName)
+}
+
+// Lookup returns the route for a connection whose ClientHello named
+// serverName (lower case; "" when it named none, and for TCP), or nil
+// when no route serves it. A nil table serves nothing.
+func (t *L4Table) Lookup(serverName string) *L4Target {
+	if t == nil {
+		return nil
+	}
+	for i := range t.scopes {
+		s := &t.scopes[i]
+		if !admits(s.listener, serverName) {
+			continue
+		}
+		if serverName != "" {
+			if target := s.exact[serverName]; target != nil {
+				return target
+			}
+			for _, w := range s.wild {
+				if wildcardCovers(w.Host, serverName) {
+					return w
+				}
+			}
+		}
+		return s.any
+	}
+	return nil
+}
+
+// Len is the number of hostnames the table serves, a route without
+// hostname counting one.
+func (t *L4Table) Len() int {
+	if t == nil {
+		return 0
+	}
+	n := 0
+	for _, s := range t.scopes {
+		n += len(s.exact) + len(s.wild)
+		if s.any != nil {
+			n++
+		}
+	}
+	return n
+}
+
+// L4Description is one hostname of an L4Table and what serves it.
+type L4Description struct {
+	Listener string   `json:"listener,omitempty"`
+	Host     string   `json:"host"`
+	Route    string   `json:"route"`
+	Backends []string `json:"backends"`
+}
+
+// Describe lists what the table serves, in lookup order, for
+// /debug/routes and golden tests.
+func (t *L4Table) Describe() []L4Description {
+	if t == nil {
+		return nil
+	}
+	var out []L4Description
+	add := func(s *l4Scope, target *L4Target) {
+		d := L4Description{Listener: s.listener, Host: cmp.Or(target.Host, "*"), Route: target.Route.String()}
+		for _, b := range target.Rule.Backends {
+			d.Backends = append(d.Backends, describeBackend(b))
+		}
+		out = append(out, d)
+	}
+	for i := range t.scopes {
+		s := &t.scopes[i]
+		for _, h := range slices.Sorted(maps.Keys(s.exact)) {
+			add(s, s.exact[h])
+		}
+		for _, w := range s.wild {
+			add(s, w)
+		}
+		if s.any != nil {
+			add(s, s.any)
+		}
+	}
+	return out
+}
+
+// WriteText prints Describe as indented text.
+func (t *L4Table) WriteText(w io.Writer) error {
+	var b strings.Builder
+	for _, d := range t.Describe() {
+		fmt.Fprintf(&b, "sni %s", d.Host)
+		if d.Listener != "" {
+			fmt.Fprintf(&b, " (listener %s)", d.Listener)
+		}
+		fmt.Fprintf(&b, " -> %s\n", d.Route)
+		for _, be := range d.Backends {
+			fmt.Fprintf(&b, "  backend %s\n", be)
+		}
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// ValidateL4 checks a TLSRoute or TCPRoute: one rule with backends and
+// nothing an L4 proxy cannot do (matches, filters), valid hostnames, and
+// no hostnames on a TCPRoute.
+func ValidateL4(r *Route) error {
+	if !r.ID.Kind.IsL4() {
+		return fmt.Errorf("kind %s: not a Layer 4 route kind", quote(r.ID.Kind))
+	}
+	if r.ID.Name == "" {
+		return errors.New("name: must not be empty")
+	}
+	if r.Listener != "" {
+		if err := validateHostname(r.Listener); err != nil {
+			return fmt.Errorf("listener hostname %s: %w", quote(r.Listener), err)
+		}
+	}
+	if r.ID.Kind == KindTCPRoute && len(r.Hostnames) > 0 {
+		return errors.New("hostnames: a TCPRoute has none")
+	}
+	for i, h := range r.Hostnames {
+		if err := validateHostname(h); err != nil {
+			return fmt.Errorf("hostnames[%d] %s: %w", i, quote(h), err)
+		}
+	}
+	if len(r.Rules) != 1 {
+		return fmt.Errorf("rules: exactly one rule is served, not %d", len(r.Rules))
+	}
+	rule := &r.Rules[0]
+	switch {
+	case len(rule.Matches) > 0:
+		return errors.New("rules[0].matches: a Layer 4 rule has none")
+	case len(rule.Filters) > 0:
+		return errors.New("rules[0].filters: a Layer 4 rule has none")
+	case len(rule.Backends) == 0:
+		return errors.New("rules[0].backendRefs: must not be empty")
+	}
+	for bi := range rule.Backends {
+		b := &rule.Backends[bi]
+		if len(b.Filters) > 0 {
+			return fmt.Errorf("rules[0].backendRefs[%d].filters: a Layer 4 backend has none", bi)
+		}
+		if err := validateBackend(b); err != nil {
+			return fmt.Errorf("rules[0].backendRefs[%d].%w", bi, err)
+		}
+	}
+	return nil
+}
+
+// ChooseBackend draws a backend in proportion to the weights. Drawing at
+// random needs no shared state per rule, and the weights hold on average.
+// It returns nil when no backend takes traffic, which the Gateway API
+// answers with 500 (HTTP) or a refused connection (Layer 4). An Invalid
+// backend is returned like any other: its share of the traffic fails.
+func ChooseBackend(refs []BackendRef) *BackendRef {
+	if len(refs) == 1 {
+		if refs[0].Weight > 0 {
+			return &refs[0]
+		}
+		return nil
+	}
+	var total int64
+	for i := range refs {
+		total += int64(max(refs[i].Weight, 0))
+	}
+	if total == 0 {
+		return nil
+	}
+	n := rand.Int64N(total)
+	for i := range refs {
+		n -= int64(max(refs[i].Weight, 0))
+		if n < 0 {
+			return &refs[i]
+		}
+	}
+	return nil
+}

@@ -1,0 +1,106 @@
+package router
+
+import (
+	"strings"
+	"testing"
+)
+
+func l4Route(kind Kind, name, listener string, hosts ...string) Route {
+	return Route{
+		ID:        RouteID{Kind: kind, Namespace: "ns", Name: name},
+		Listener:  listener,
+		Hostnames: hosts,
+		Rules:     []Rule{{Backends: []BackendRef{{Name: "ns/" + name + ":443", Weight: 1}}}},
+	}
+}
+
+// TestL4Lookup: exact before wildcard, the longest wildcard first, a
+// server name goes to the most specific listener that admits it and only
+// its routes serve it, the oldest route keeps a hostname claimed twice.
+func TestL4Lookup(t *testing.T) {
+	routes := []Route{
+		l4Route(KindTLSRoute, "exact", "", "db.example.com"),
+		l4Route(KindTLSRoute, "wild", "", "*.example.com"),
+		l4Route(KindTLSRoute, "wild-longer", "", "*.eu.example.com"),
+		l4Route(KindTLSRoute, "exact-newer", "", "db.example.com"),
+		l4Route(KindTLSRoute, "any", ""),
+		// A listener of its own for *.shop.example.com with no route for
+		// pay.shop.example.com: the wildcard of "" must not serve it.
+		l4Route(KindTLSRoute, "shop-www", "*.shop.example.com", "www.shop.example.com"),
+		// Narrowed to the listener's hostname.
+		l4Route(KindTLSRoute, "broad", "api.example.org", "*.example.org"),
+	}
+	table, errs := CompileL4(routes, "", "*.shop.example.com", "api.example.org")
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	for _, c := range []struct{ sni, want string }{
+		{"db.example.com", "exact"},
+		{"x.example.com", "wild"},
+		{"a.b.example.com", "wild"},
+		{"x.eu.example.com", "wild-longer"},
+		{"other.net", "any"},
+		{"", "any"},
+		{"www.shop.example.com", "shop-www"},
+		{"pay.shop.example.com", ""},
+		{"api.example.org", "broad"},
+		{"x.example.org", "any"},
+	} {
+		got := ""
+		if target := table.Lookup(c.sni); target != nil {
+			got = target.Route.Name
+		}
+		if got != c.want {
+			t.Errorf("Lookup(%q) = %q, want %q", c.sni, got, c.want)
+		}
+	}
+	var nilTable *L4Table
+	if nilTable.Lookup("x") != nil {
+		t.Error("a nil table served a name")
+	}
+}
+
+// TestL4Validate: what an L4 proxy cannot serve is left out with an error
+// naming the field.
+func TestL4Validate(t *testing.T) {
+	withHost := l4Route(KindTCPRoute, "tcp-host", "", "a.example.com")
+	twoRules := l4Route(KindTLSRoute, "two", "")
+	twoRules.Rules = append(twoRules.Rules, twoRules.Rules[0])
+	noBackends := l4Route(KindTCPRoute, "none", "")
+	noBackends.Rules[0].Backends = nil
+	matches := l4Route(KindTLSRoute, "matches", "")
+	matches.Rules[0].Matches = []Match{{}}
+	http := l4Route(KindHTTPRoute, "http", "")
+	badHost := l4Route(KindTLSRoute, "bad", "", "A.example.com")
+	for _, c := range []struct {
+		r    Route
+		want string
+	}{
+		{withHost, "hostnames: a TCPRoute has none"},
+		{twoRules, "rules: exactly one rule"},
+		{noBackends, "rules[0].backendRefs: must not be empty"},
+		{matches, "rules[0].matches"},
+		{http, "not a Layer 4 route kind"},
+		{badHost, "hostnames[0]"},
+	} {
+		_, errs := CompileL4([]Route{c.r})
+		if len(errs) != 1 || !strings.Contains(errs[0].Error(), c.want) {
+			t.Errorf("%s: errors %v, want one with %q", c.r.ID, errs, c.want)
+		}
+	}
+}
+
+// TestChooseBackendWeights: weights hold, and zero weights take nothing.
+func TestChooseBackendWeights(t *testing.T) {
+	refs := []BackendRef{{Name: "a", Weight: 3}, {Name: "b", Weight: 1}, {Name: "c", Weight: 0}}
+	counts := map[string]int{}
+	for range 4000 {
+		counts[ChooseBackend(refs).Name]++
+	}
+	if counts["c"] != 0 || counts["a"] < 2700 || counts["a"] > 3300 {
+		t.Errorf("counts %v, want about 3000/1000/0", counts)
+	}
+	if ChooseBackend([]BackendRef{{Name: "z"}}) != nil {
+		t.Error("a backend of weight 0 was chosen")
+	}
+}

@@ -1,0 +1,46 @@
+package watch
+
+// TLSRoutes and TCPRoutes: one rule of weighted backends each, attached
+// like the HTTP routes (parentRefs, allowedRoutes, hostnames intersected
+// for TLSRoutes) to TLS passthrough and TCP listeners.
+
+import (
+	"fmt"
+
+	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"github.com/hostgate/hostgate/router"
+)
+
+func (t *translator) tlsRoute(obj *gatewayv1.TLSRoute) *route {
+	r := t.newRoute(router.KindTLSRoute, &obj.ObjectMeta, &obj.Spec.CommonRouteSpec, obj.Spec.Hostnames, obj.Status.Parents)
+	l4Rules(t, r, obj.Spec.Rules, func(rule *gatewayv1.TLSRouteRule) (*gatewayv1.SectionName, []gatewayv1.BackendRef) {
+		return rule.Name, rule.BackendRefs
+	})
+	return r
+}
+
+func (t *translator) tcpRoute(obj *gatewayv1.TCPRoute) *route {
+	r := t.newRoute(router.KindTCPRoute, &obj.ObjectMeta, &obj.Spec.CommonRouteSpec, nil, obj.Status.Parents)
+	l4Rules(t, r, obj.Spec.Rules, func(rule *gatewayv1.TCPRouteRule) (*gatewayv1.SectionName, []gatewayv1.BackendRef) {
+		return rule.Name, rule.BackendRefs
+	})
+	return r
+}
+
+// l4Rules translates the rules of a TLSRoute or TCPRoute, whose fields
+// parts reads, into r. Backends that do not resolve stay in the rule as
+// invalid ones, so that their share of connections is refused as the spec
+// asks; router.ValidateL4 (in finish) refuses what cannot be served at
+// all, a rule without backends or more than one rule.
+func l4Rules[R any](t *translator, r *route, rules []R, parts func(*R) (*gatewayv1.SectionName, []gatewayv1.BackendRef)) {
+	for i := range rules {
+		name, refs := parts(&rules[i])
+		rr := router.Rule{Name: string(derefOr(name, ""))}
+		for j, ref := range refs {
+			rr.Backends = append(rr.Backends, t.backendFor(r, fmt.Sprintf("spec.rules[%d].backendRefs[%d]", i, j), ref, forStream))
+		}
+		r.rules = append(r.rules, rr)
+	}
+	r.finish()
+}
