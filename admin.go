@@ -88,8 +88,11 @@ func (a *admin) routes(w http.ResponseWriter, r *http.Request) {
 	for _, l := range gen.Listeners {
 		fmt.Fprintf(&b, "\nlistener %s %s\n", l.Protocol, l.Address)
 		var t strings.Builder
-		if l.served != nil {
+		switch {
+		case l.served != nil:
 			l.served.WriteText(&t)
+		case l.l4 != nil:
+			l.l4.WriteText(&t)
 		}
 		for line := range strings.Lines(t.String()) {
 			b.WriteString("  " + line)

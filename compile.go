@@ -40,6 +40,10 @@ type listenerState struct {
 	// describing 10,000 routes takes longer than compiling them.
 	Hosts []router.HostDescription `json:"hosts"`
 	table *router.Table
+	// l4 is the table of a TLS passthrough or TCP listener, whose
+	// L4Routes are filled in as Hosts are.
+	l4       *router.L4Table
+	L4Routes []router.L4Description `json:"l4Routes,omitempty"`
 	// served is table with the listener filters, what the proxy serves.
 	served *router.Table
 
@@ -71,7 +75,7 @@ func compileSnapshot(snap *watch.Snapshot, number uint64, prev *generation, log 
 	for _, l := range snap.Listeners {
 		address := net.JoinHostPort(l.Address, strconv.Itoa(l.Port))
 		if l.Protocol.L4() {
-			gen.LeftOut = append(gen.LeftOut, "listener "+address+": "+string(l.Protocol)+" listeners are not served yet")
+			gen.addL4(address, l, previous[l.Name])
 			continue
 		}
 		state := listenerState{Address: address, spec: l}
@@ -121,6 +125,24 @@ func compileSnapshot(snap *watch.Snapshot, number uint64, prev *generation, log 
 		log.Warn("left out of the configuration", "problem", msg)
 	}
 	return gen
+}
+
+// addL4 compiles a TLS passthrough or TCP listener. Its table is small
+// (a route per hostname) and built again whenever its routes change.
+func (gen *generation) addL4(address string, l watch.Listener, prev *listenerState) {
+	state := listenerState{Address: address, Protocol: string(l.Protocol), spec: l}
+	if prev != nil && prev.l4 != nil && slices.Equal(prev.spec.ListenerHostnames, l.ListenerHostnames) && sameRoutes(prev.spec.Routes, l.Routes) {
+		state.l4, state.routeErrs = prev.l4, prev.routeErrs
+	} else {
+		state.l4, state.routeErrs = router.CompileL4(l.Routes, l.ListenerHostnames...)
+	}
+	protocol := proxy.TCP
+	if l.Protocol == watch.ProtocolTLS {
+		protocol = proxy.TLSPassthrough
+	}
+	gen.LeftOut = append(gen.LeftOut, describeErrors(address, state.routeErrs)...)
+	gen.config.Listeners = append(gen.config.Listeners, proxy.Listener{Address: address, Protocol: protocol, L4: state.l4})
+	gen.Listeners = append(gen.Listeners, state)
 }
 
 // sameListeners reports whether two snapshots' listeners are equal.
@@ -204,7 +226,11 @@ func (gen *generation) described() *generation {
 	out := *gen
 	out.Listeners = slices.Clone(gen.Listeners)
 	for i := range out.Listeners {
-		out.Listeners[i].Hosts = out.Listeners[i].table.Describe()
+		if l := &out.Listeners[i]; l.l4 != nil {
+			l.L4Routes = l.l4.Describe()
+		} else {
+			l.Hosts = l.table.Describe()
+		}
 	}
 	return &out
 }

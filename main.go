@@ -406,6 +406,7 @@ func run(ctx context.Context, args []string, logOutput io.Writer, h *hooks) erro
 	}
 	if c.accessLog {
 		c.proxy.AccessLog = accessLogger(log)
+		c.proxy.L4AccessLog = l4AccessLogger(log)
 	}
 	srv, err := proxy.New(c.proxy)
 	if err != nil {
@@ -479,6 +480,18 @@ func accessLogger(log *slog.Logger) func(*proxy.AccessRecord) {
 			"bytes_sent", r.BytesSent, "duration_seconds", r.Duration.Seconds(),
 			"route", r.Route.String(), "backend", r.Backend, "endpoint", r.Endpoint,
 			"client", r.Client.String(), "request_id", r.RequestID)
+	}
+}
+
+// l4AccessLogger writes one access log line per Layer 4 connection.
+func l4AccessLogger(log *slog.Logger) func(*proxy.L4AccessRecord) {
+	access := log.With("log", "access")
+	return func(r *proxy.L4AccessRecord) {
+		access.Info("connection",
+			"listener", r.Listener, "remote_addr", r.Client.String(), "proto", r.Mode.String(),
+			"server_name", r.ServerName, "route", r.Route.String(), "refused", r.Refused,
+			"backend", r.Backend, "endpoint", r.Endpoint, "bytes_received", r.BytesIn, "bytes_sent", r.BytesOut,
+			"duration_seconds", r.Duration.Seconds())
 	}
 }
 

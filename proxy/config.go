@@ -15,14 +15,27 @@ const (
 	// HTTPS is TLS with HTTP/1.1 and h2 chosen by ALPN, plus HTTP/3 on the
 	// same port over UDP unless Options.DisableHTTP3.
 	HTTPS
+	// TLSPassthrough routes a connection by its ClientHello's server name
+	// and passes its bytes on unchanged (proxy/l4).
+	TLSPassthrough
+	// TCP passes a connection's bytes to the listener's route (proxy/l4).
+	TCP
 )
 
 func (p Protocol) String() string {
-	if p == HTTPS {
+	switch p {
+	case HTTPS:
 		return "HTTPS"
+	case TLSPassthrough:
+		return "TLS"
+	case TCP:
+		return "TCP"
 	}
 	return "HTTP"
 }
+
+// l4 reports whether p is served by proxy/l4.
+func (p Protocol) l4() bool { return p == TLSPassthrough || p == TCP }
 
 // Config is the whole listener set. Apply makes it current.
 type Config struct {
@@ -42,6 +55,9 @@ type Listener struct {
 	// TLS holds the certificates of an HTTPS listener, the listener's
 	// default included.
 	TLS *tlsstore.Store
+	// L4 serves a TLSPassthrough or TCP listener; nil refuses every
+	// connection.
+	L4 *router.L4Table
 }
 
 // Endpoint is one backend address of an endpoint set; sets are keyed by

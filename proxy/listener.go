@@ -17,6 +17,7 @@ import (
 	"golang.org/x/net/http2"
 
 	"github.com/hostgate/hostgate/proxy/h2"
+	"github.com/hostgate/hostgate/proxy/l4"
 	"github.com/hostgate/hostgate/router"
 	"github.com/hostgate/hostgate/tlsstore"
 )
@@ -60,6 +61,9 @@ type listener struct {
 	closing atomic.Bool
 
 	serving sync.WaitGroup
+	// stream serves a Layer 4 listener, which has none of the above but
+	// tcp and stats.
+	stream *l4.Listener
 }
 
 // listenerState is what Apply swaps on a listener that stays.
@@ -76,6 +80,10 @@ type listenerState struct {
 }
 
 func (l *listener) publish(cfg *Listener) {
+	if l.stream != nil {
+		l.stream.Publish(cfg.L4)
+		return
+	}
 	l.state.Store(&listenerState{routes: cfg.Routes, tls: cfg.TLS, backendTLS: l.srv.fwd.backendTransports(cfg.Routes), guards: l.srv.guards.resolve(cfg.Routes)})
 	l.stats.prune(cfg.Routes)
 }
@@ -93,6 +101,9 @@ func (s *Server) openListener(cfg *Listener) (*listener, error) {
 		// Beneath the caps, which then count clients, not the load
 		// balancer; the header has the time a request head has.
 		ln = newProxyListener(ln, o.ProxyProtocolFrom, o.ReadHeaderTimeout, &s.metrics.ppRejected)
+	}
+	if cfg.Protocol.l4() {
+		return s.openL4Listener(cfg, ln, port), nil
 	}
 	l := &listener{
 		srv:      s,
@@ -302,6 +313,9 @@ func (l *listener) stopAccepting() {
 // drain waits for the listener's connections to finish their work, closing
 // them all once ctx is done. It reports whether they finished in time.
 func (l *listener) drain(ctx context.Context) bool {
+	if l.stream != nil {
+		return l.drainL4(ctx)
+	}
 	var wg sync.WaitGroup
 	if l.handoff != nil {
 		l.closeIdleH1()

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/hostgate/hostgate/proxy/l4"
 )
 
 // Balancer names a load-balancing policy over an endpoint set.
@@ -149,7 +151,13 @@ type Options struct {
 	// AccessLog, when set, is called once per request after the response
 	// was written. It must not keep the record.
 	AccessLog func(*AccessRecord)
+	// L4AccessLog, when set, is called once per Layer 4 connection once
+	// it ended. It must not keep the record.
+	L4AccessLog func(*L4AccessRecord)
 }
+
+// L4AccessRecord is what the access log gets of a Layer 4 connection.
+type L4AccessRecord = l4.Record
 
 // NoCap in a cap of Options lifts it; so does any negative value.
 const NoCap = -1

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/hostgate/hostgate/proxy/l4"
 	"github.com/hostgate/hostgate/proxy/upstream"
 )
 
@@ -22,6 +23,9 @@ type Server struct {
 	// h1 is the HTTP/1.1 engine's pool of backend connections.
 	h1      *upstreamPool
 	metrics *metrics
+	// l4metrics are the Layer 4 listeners' series; nil without a
+	// Registerer.
+	l4metrics *l4.Metrics
 	// conns are the open client connections of every listener.
 	conns *connRegistry
 
@@ -56,14 +60,21 @@ func New(opts Options) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("register proxy metrics: %w", err)
 	}
+	var l4m *l4.Metrics
+	if opts.Registerer != nil {
+		if l4m, err = l4.NewMetrics(opts.Registerer); err != nil {
+			return nil, fmt.Errorf("register proxy metrics: %w", err)
+		}
+	}
 	policy := upstream.RoundRobin
 	if opts.LoadBalancing == LeastRequest {
 		policy = upstream.LeastRequest
 	}
 	s := &Server{
-		opts:    opts,
-		log:     opts.Logger,
-		metrics: m,
+		opts:      opts,
+		log:       opts.Logger,
+		metrics:   m,
+		l4metrics: l4m,
 		registry: upstream.NewRegistry(policy, upstream.Health{
 			FailureThreshold: opts.FailureThreshold,
 			BaseEjection:     opts.EjectionTime,

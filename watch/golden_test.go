@@ -6,6 +6,7 @@ import (
 	"encoding/pem"
 	"flag"
 	"fmt"
+	"io"
 	"maps"
 	"os"
 	"path/filepath"
@@ -117,14 +118,7 @@ func describeSnapshot(s *Snapshot) string {
 		}
 		if l.Protocol.L4() {
 			table, errs := router.CompileL4(l.Routes, l.ListenerHostnames...)
-			for _, err := range errs {
-				fmt.Fprintf(&b, "  compile error: %v\n", err)
-			}
-			var tb strings.Builder
-			_ = table.WriteText(&tb)
-			for line := range strings.Lines(tb.String()) {
-				b.WriteString("  " + line)
-			}
+			writeTable(&b, errs, table.WriteText)
 			continue
 		}
 		table, errs := router.Compile(l.Routes)
@@ -136,14 +130,7 @@ func describeSnapshot(s *Snapshot) string {
 				table = filtered
 			}
 		}
-		for _, err := range errs {
-			fmt.Fprintf(&b, "  compile error: %v\n", err)
-		}
-		var tb strings.Builder
-		_ = table.WriteText(&tb)
-		for line := range strings.Lines(tb.String()) {
-			b.WriteString("  " + line)
-		}
+		writeTable(&b, errs, table.WriteText)
 	}
 	keys := slices.Sorted(func(yield func(string) bool) {
 		for k := range s.Endpoints {
@@ -159,6 +146,18 @@ func describeSnapshot(s *Snapshot) string {
 		}
 	}
 	return b.String()
+}
+
+// writeTable writes a listener's compile errors and table, indented.
+func writeTable(b *strings.Builder, errs []error, writeText func(io.Writer) error) {
+	for _, err := range errs {
+		fmt.Fprintf(b, "  compile error: %v\n", err)
+	}
+	var tb strings.Builder
+	_ = writeText(&tb)
+	for line := range strings.Lines(tb.String()) {
+		b.WriteString("  " + line)
+	}
 }
 
 // subjects lists the common names of the PEM certificates of bundle.

@@ -1,0 +1,392 @@
+// Package l4 serves hostgate's Layer 4 listeners: TLS passthrough, where
+// the server name of a connection's ClientHello chooses a TLSRoute and the
+// connection's bytes, the ClientHello first, go unchanged to one of its
+// backends, and TCP, where a listener's TCPRoute does. It owns reading the
+// ClientHello (hello.go), the choice of route and endpoint, and the copy
+// of bytes both ways.
+//
+// It never terminates TLS, never parses anything past the ClientHello, and
+// never touches Kubernetes types: routes come as a compiled
+// router.L4Table, endpoints as proxy/upstream's sets, both swapped whole
+// behind atomic pointers. A connection reads the current table once, when
+// it is routed, so a route change leaves open connections as they are.
+package l4
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"net/netip"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hostgate/hostgate/proxy/upstream"
+	"github.com/hostgate/hostgate/router"
+)
+
+// Mode is what a listener reads before it routes a connection.
+type Mode uint8
+
+const (
+	// TCP routes every connection by the listener's route alone.
+	TCP Mode = iota
+	// Passthrough reads the ClientHello and routes by its server name.
+	Passthrough
+)
+
+func (m Mode) String() string {
+	if m == Passthrough {
+		return "TLS"
+	}
+	return "TCP"
+}
+
+// Options are what a Listener needs from the proxy that runs it.
+type Options struct {
+	Mode Mode
+	// Address names the listener in logs and metrics.
+	Address string
+	// HelloTimeout bounds the time a client may take to send its
+	// ClientHello.
+	HelloTimeout time.Duration
+	// DialTimeout bounds each connection attempt to an endpoint, and
+	// ConnectAttempts how many endpoints are tried (at least 1).
+	DialTimeout     time.Duration
+	ConnectAttempts int
+	// Sets returns the current endpoint sets, keyed by
+	// router.BackendRef.Name.
+	Sets func() map[string]*upstream.Set
+	// Socket returns the socket beneath an accepted connection when
+	// reading from it directly loses nothing the wrappers hold, else
+	// nil. Copies between two sockets splice; the wrappers' Read and
+	// Write would not. Nil: only a bare *net.TCPConn is its own socket.
+	Socket func(net.Conn) *net.TCPConn
+	// Metrics count what the listener refuses and carries; nil counts
+	// nothing.
+	Metrics *Metrics
+	// Log receives events; AccessLog, when set, gets one record per
+	// connection once it ends.
+	Log       *slog.Logger
+	AccessLog func(*Record)
+}
+
+// Record is what the access log gets of one connection.
+type Record struct {
+	Start    time.Time
+	Duration time.Duration
+	Listener string
+	Mode     Mode
+	Client   netip.AddrPort
+	// ServerName is the ClientHello's (Passthrough).
+	ServerName string
+	// Route is zero and Refused says why when the connection reached no
+	// backend.
+	Route   router.RouteID
+	Refused string
+	// Backend is the BackendRef name and Endpoint the address connected.
+	Backend, Endpoint string
+	// BytesIn were sent by the client (the ClientHello included), and
+	// BytesOut sent to it.
+	BytesIn, BytesOut int64
+}
+
+// Listener serves the connections of one socket.
+type Listener struct {
+	opts   Options
+	routes atomic.Pointer[router.L4Table]
+
+	mu     sync.Mutex
+	conns  map[net.Conn]struct{}
+	closed bool
+	active sync.WaitGroup
+}
+
+// New returns a Listener serving routes, which Publish replaces.
+func New(opts Options, routes *router.L4Table) *Listener {
+	if opts.ConnectAttempts < 1 {
+		opts.ConnectAttempts = 1
+	}
+	if opts.Log == nil {
+		opts.Log = slog.Default()
+	}
+	l := &Listener{opts: opts, conns: map[net.Conn]struct{}{}}
+	l.routes.Store(routes)
+	return l
+}
+
+// Publish makes routes the table new connections are routed by.
+func (l *Listener) Publish(routes *router.L4Table) { l.routes.Store(routes) }
+
+// Serve accepts connections of ln until it is closed.
+func (l *Listener) Serve(ln net.Listener) error {
+	var delay time.Duration
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				// Out of file descriptors and the like: wait, as
+				// net/http does, rather than spin.
+				delay = min(max(2*delay, 5*time.Millisecond), time.Second)
+				time.Sleep(delay)
+				continue
+			}
+			return err
+		}
+		delay = 0
+		if !l.track(c) {
+			c.Close()
+			continue
+		}
+		go l.serve(c)
+	}
+}
+
+func (l *Listener) track(c net.Conn) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return false
+	}
+	l.conns[c] = struct{}{}
+	l.active.Add(1)
+	return true
+}
+
+func (l *Listener) untrack(c net.Conn) {
+	l.mu.Lock()
+	delete(l.conns, c)
+	l.mu.Unlock()
+	l.active.Done()
+}
+
+// Drain waits for the open connections to end, closing those left once
+// ctx is done, and reports whether they ended by themselves. No
+// connection is taken after Drain began.
+func (l *Listener) Drain(ctx context.Context) bool {
+	l.mu.Lock()
+	l.closed = true
+	l.mu.Unlock()
+	done := make(chan struct{})
+	go func() { l.active.Wait(); close(done) }()
+	select {
+	case <-done:
+		return true
+	case <-ctx.Done():
+	}
+	l.mu.Lock()
+	for c := range l.conns {
+		c.Close()
+	}
+	l.mu.Unlock()
+	<-done
+	return false
+}
+
+// Refusal reasons, the label of hostgate_l4_refused_total.
+const (
+	refusedMalformed = "malformed_hello"
+	refusedTooLarge  = "hello_too_large"
+	refusedTimeout   = "hello_timeout"
+	refusedNotTLS    = "not_tls"
+	refusedNoRoute   = "no_route"
+	refusedNoBackend = "no_backend"
+	refusedDial      = "connect_failed"
+)
+
+func (l *Listener) serve(c net.Conn) {
+	defer l.untrack(c)
+	defer c.Close()
+	rec := Record{Start: time.Now(), Listener: l.opts.Address, Mode: l.opts.Mode}
+	if a, ok := c.RemoteAddr().(*net.TCPAddr); ok {
+		rec.Client = a.AddrPort()
+	}
+	defer func() {
+		rec.Duration = time.Since(rec.Start)
+		if l.opts.AccessLog != nil {
+			l.opts.AccessLog(&rec)
+		}
+	}()
+	var hello []byte
+	if l.opts.Mode == Passthrough {
+		if l.opts.HelloTimeout > 0 {
+			_ = c.SetReadDeadline(time.Now().Add(l.opts.HelloTimeout))
+		}
+		var err error
+		hello, rec.ServerName, err = readHello(c)
+		rec.BytesIn = int64(len(hello))
+		if err != nil {
+			l.refuseHello(c, &rec, err)
+			return
+		}
+		_ = c.SetReadDeadline(time.Time{})
+	}
+	target := l.routes.Load().Lookup(rec.ServerName)
+	if target == nil {
+		if l.opts.Mode == Passthrough {
+			writeAlert(c, alertUnrecognizedName)
+		}
+		l.refuse(&rec, refusedNoRoute)
+		return
+	}
+	rec.Route = target.Route
+	backend, host := l.connect(target, &rec)
+	if backend == nil {
+		return
+	}
+	defer host.End()
+	defer backend.Close()
+	l.opts.Metrics.opened(l.opts.Address)
+	defer l.opts.Metrics.closed(l.opts.Address)
+	if len(hello) > 0 {
+		if _, err := backend.Write(hello); err != nil {
+			return
+		}
+	}
+	var raw *net.TCPConn
+	if l.opts.Socket != nil {
+		raw = l.opts.Socket(c)
+	} else {
+		raw, _ = c.(*net.TCPConn)
+	}
+	in, out := pipe(c, raw, backend)
+	rec.BytesIn += in
+	rec.BytesOut = out
+	l.opts.Metrics.carried(l.opts.Address, rec.BytesIn, rec.BytesOut)
+}
+
+// refuseHello closes a connection whose ClientHello could not be read,
+// with the alert that says why where there is one.
+func (l *Listener) refuseHello(c net.Conn, rec *Record, err error) {
+	var ne net.Error
+	switch {
+	case errors.Is(err, errTooLarge):
+		writeAlert(c, alertDecodeError)
+		l.refuse(rec, refusedTooLarge)
+	case errors.Is(err, errMalformed):
+		writeAlert(c, alertDecodeError)
+		l.refuse(rec, refusedMalformed)
+	case errors.Is(err, errNotTLS):
+		l.refuse(rec, refusedNotTLS)
+	case errors.As(err, &ne) && ne.Timeout(), errors.Is(err, os.ErrDeadlineExceeded):
+		l.refuse(rec, refusedTimeout)
+	default:
+		// The client went away before it finished: nothing to count
+		// against it beyond the access log line.
+		rec.Refused = "client_closed"
+	}
+}
+
+func (l *Listener) refuse(rec *Record, reason string) {
+	rec.Refused = reason
+	l.opts.Metrics.refused(l.opts.Address, reason)
+}
+
+// connect picks the target's backend and one of its endpoints, trying
+// others of the set on a failed connect, with passive health.
+func (l *Listener) connect(target *router.L4Target, rec *Record) (*net.TCPConn, *upstream.Host) {
+	b := router.ChooseBackend(target.Rule.Backends)
+	if b == nil || b.Invalid {
+		// The spec asks for the share of an invalid backend to be
+		// refused, not given to the others.
+		l.refuse(rec, refusedNoBackend)
+		return nil, nil
+	}
+	rec.Backend = b.Name
+	set := l.opts.Sets()[b.Name]
+	if set == nil {
+		l.refuse(rec, refusedNoBackend)
+		return nil, nil
+	}
+	var tried []*upstream.Host
+	for range l.opts.ConnectAttempts {
+		h := set.Pick(tried)
+		if h == nil {
+			break
+		}
+		tried = append(tried, h)
+		rec.Endpoint = h.Address()
+		h.Begin()
+		conn, err := net.DialTimeout("tcp", h.Address(), l.opts.DialTimeout)
+		if err == nil {
+			h.Succeeded()
+			return conn.(*net.TCPConn), h
+		}
+		h.End()
+		if h.Failed() {
+			l.opts.Log.Warn("endpoint ejected", "listener", l.opts.Address, "backend", b.Name, "endpoint", h.Address(), "error", err)
+		}
+	}
+	if len(tried) == 0 {
+		l.refuse(rec, refusedNoBackend)
+	} else {
+		l.refuse(rec, refusedDial)
+	}
+	return nil, nil
+}
+
+// pipe copies bytes both ways until both directions ended, passing on a
+// half-close, and returns the bytes copied from client to backend and
+// back. io.Copy between two *net.TCPConn splices on Linux, so long
+// transfers stay in the kernel: raw is the client's socket for that, nil
+// when it must be read through client. Either way client is what is
+// closed, so that the proxy's accounting of it sees the close.
+func pipe(client net.Conn, raw *net.TCPConn, backend *net.TCPConn) (in, out int64) {
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		var err error
+		in, err = io.Copy(backend, readerOf(client, raw))
+		if err != nil {
+			// A reset or a closed connection: nothing more goes
+			// either way.
+			backend.Close()
+			client.Close()
+			return
+		}
+		_ = backend.CloseWrite()
+	})
+	var err error
+	out, err = io.Copy(writerOf(client, raw), backend)
+	if err != nil {
+		backend.Close()
+		client.Close()
+	} else if raw != nil {
+		_ = raw.CloseWrite()
+	} else {
+		client.Close()
+	}
+	wg.Wait()
+	return in, out
+}
+
+func readerOf(c net.Conn, raw *net.TCPConn) io.Reader {
+	if raw != nil {
+		return raw
+	}
+	return c
+}
+
+func writerOf(c net.Conn, raw *net.TCPConn) io.Writer {
+	if raw != nil {
+		return raw
+	}
+	return c
+}
+
+// TLS alerts (RFC 8446 section 6).
+const (
+	alertDecodeError      = 50
+	alertUnrecognizedName = 112
+)
+
+// writeAlert sends a fatal alert in a TLS 1.0 record, which every client
+// version reads before its handshake picked one. It does not wait: the
+// connection is closed next either way.
+func writeAlert(c net.Conn, desc byte) {
+	_ = c.SetWriteDeadline(time.Now().Add(time.Second))
+	_, _ = c.Write([]byte{21, 3, 1, 0, 2, 2, desc})
+}

@@ -1,0 +1,305 @@
+package l4
+
+import (
+	"bufio"
+	"crypto/tls"
+	"errors"
+	"io"
+	"net"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/hostgate/hostgate/proxy/upstream"
+	"github.com/hostgate/hostgate/router"
+	"github.com/hostgate/hostgate/tlsstore/tlstest"
+)
+
+// backend is a TLS or TCP server on loopback that counts its connections.
+type backend struct {
+	addr     string
+	accepted atomic.Int32
+}
+
+// startTLSBackend serves TLS with its own certificate for hosts and
+// answers each line with name and the line.
+func startTLSBackend(t *testing.T, ca *tlstest.CA, name string, hosts ...string) *backend {
+	certPEM, keyPEM := ca.Issue(t, hosts...)
+	cert, err := tls.X509KeyPair(certPEM, keyPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return startBackend(t, func(c net.Conn) net.Conn {
+		return tls.Server(c, &tls.Config{Certificates: []tls.Certificate{cert}})
+	}, name)
+}
+
+func startBackend(t *testing.T, wrap func(net.Conn) net.Conn, name string) *backend {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	b := &backend{addr: ln.Addr().String()}
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			b.accepted.Add(1)
+			go func() {
+				defer c.Close()
+				c = wrap(c)
+				r := bufio.NewReader(c)
+				for {
+					line, err := r.ReadString('\n')
+					if err != nil {
+						return
+					}
+					if _, err := io.WriteString(c, name+" "+line); err != nil {
+						return
+					}
+				}
+			}()
+		}
+	}()
+	return b
+}
+
+func route(kind router.Kind, name string, backends []string, hosts ...string) router.Route {
+	r := router.Route{ID: router.RouteID{Kind: kind, Namespace: "ns", Name: name}, Hostnames: hosts, Rules: []router.Rule{{}}}
+	for _, b := range backends {
+		r.Rules[0].Backends = append(r.Rules[0].Backends, router.BackendRef{Name: b, Weight: 1})
+	}
+	return r
+}
+
+func compile(t *testing.T, routes ...router.Route) *router.L4Table {
+	table, errs := router.CompileL4(routes, "")
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	return table
+}
+
+// serveL4 runs a Listener of mode on loopback with endpoint sets of
+// backends by name.
+func serveL4(t *testing.T, mode Mode, table *router.L4Table, backends map[string]*backend) (*Listener, string, *Metrics) {
+	eps := map[string][]upstream.Endpoint{}
+	for name, b := range backends {
+		eps[name] = []upstream.Endpoint{{Address: b.addr}}
+	}
+	sets := upstream.NewRegistry(upstream.RoundRobin, upstream.Health{FailureThreshold: 5, BaseEjection: time.Second, MaxEjection: time.Second}).Sets(eps)
+	m, err := NewMetrics(prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := New(Options{
+		Mode: mode, Address: "test", HelloTimeout: time.Second, DialTimeout: time.Second, ConnectAttempts: 2,
+		Sets: func() map[string]*upstream.Set { return sets }, Metrics: m,
+	}, table)
+	done := make(chan error, 1)
+	go func() { done <- l.Serve(ln) }()
+	t.Cleanup(func() {
+		ln.Close()
+		if err := <-done; !errors.Is(err, net.ErrClosed) {
+			t.Errorf("Serve: %v", err)
+		}
+		l.Drain(t.Context())
+	})
+	return l, ln.Addr().String(), m
+}
+
+func roundTrip(t *testing.T, c net.Conn, line string) string {
+	t.Helper()
+	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	if _, err := io.WriteString(c, line+"\n"); err != nil {
+		t.Fatal(err)
+	}
+	got, err := bufio.NewReader(c).ReadString('\n')
+	if err != nil {
+		t.Fatalf("read answer to %q: %v", line, err)
+	}
+	return got
+}
+
+// TestPassthrough: the client verifies the backend's own certificate, so
+// hostgate did not terminate TLS; the server name chooses the route,
+// exact before wildcard.
+func TestPassthrough(t *testing.T) {
+	ca := tlstest.NewCA(t)
+	db := startTLSBackend(t, ca, "db", "db.example.com")
+	web := startTLSBackend(t, ca, "web", "*.example.com")
+	table := compile(t,
+		route(router.KindTLSRoute, "db", []string{"db"}, "db.example.com"),
+		route(router.KindTLSRoute, "web", []string{"web"}, "*.example.com"))
+	_, addr, _ := serveL4(t, Passthrough, table, map[string]*backend{"db": db, "web": web})
+	for sni, want := range map[string]string{"db.example.com": "db hello\n", "shop.example.com": "web hello\n"} {
+		c, err := tls.Dial("tcp", addr, &tls.Config{ServerName: sni, RootCAs: ca.Pool})
+		if err != nil {
+			t.Fatalf("%s: handshake through hostgate: %v", sni, err)
+		}
+		if got := roundTrip(t, c, "hello"); got != want {
+			t.Errorf("%s: answer %q, want %q", sni, got, want)
+		}
+		c.Close()
+	}
+}
+
+// TestPassthroughRefused: a server name without route, a malformed and a
+// slow ClientHello are closed (with an alert where one applies), counted,
+// and reach no backend.
+func TestPassthroughRefused(t *testing.T) {
+	ca := tlstest.NewCA(t)
+	db := startTLSBackend(t, ca, "db", "db.example.com")
+	_, addr, m := serveL4(t, Passthrough, compile(t, route(router.KindTLSRoute, "db", []string{"db"}, "db.example.com")), map[string]*backend{"db": db})
+
+	_, err := tls.Dial("tcp", addr, &tls.Config{ServerName: "other.example.com", RootCAs: ca.Pool})
+	// crypto/tls reports a received alert only by its text.
+	if err == nil || !strings.Contains(err.Error(), "remote error: tls: unrecognized name") {
+		t.Errorf("unknown server name: handshake error %v, want alert unrecognized_name", err)
+	}
+
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = c.Write([]byte{recordHandshake, 3, 1, 0, 4, 1, 0, 0, 0}) // a ClientHello of no bytes
+	if got := readAll(t, c); len(got) != 7 || got[0] != 21 || got[6] != alertDecodeError {
+		t.Errorf("malformed hello: got %v, want a decode_error alert", got)
+	}
+
+	slow, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = slow.Write([]byte{recordHandshake, 3, 1}) // and nothing more
+	if got := readAll(t, slow); len(got) != 0 {
+		t.Errorf("slow hello: got %v, want the connection closed", got)
+	}
+
+	for reason, want := range map[string]float64{refusedNoRoute: 1, refusedMalformed: 1, refusedTimeout: 1} {
+		if got := value(t, m.refusedTotal.WithLabelValues("test", reason)); got != want {
+			t.Errorf("hostgate_l4_refused_total{reason=%q} = %v, want %v", reason, got, want)
+		}
+	}
+	if n := db.accepted.Load(); n != 0 {
+		t.Errorf("the backend got %d connections, want none", n)
+	}
+}
+
+// value reads a counter's or gauge's value.
+func value(t *testing.T, c prometheus.Metric) float64 {
+	t.Helper()
+	var m dto.Metric
+	if err := c.Write(&m); err != nil {
+		t.Fatal(err)
+	}
+	if m.Counter != nil {
+		return m.Counter.GetValue()
+	}
+	return m.Gauge.GetValue()
+}
+
+func readAll(t *testing.T, c net.Conn) []byte {
+	t.Helper()
+	defer c.Close()
+	_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	got, err := io.ReadAll(c)
+	if err != nil {
+		t.Fatalf("read until closed: %v", err)
+	}
+	return got
+}
+
+// TestTCPRouteChange: a TCP connection is echoed by the route's backend,
+// and keeps its backend when the route changes, while a new connection
+// gets the new one.
+func TestTCPRouteChange(t *testing.T) {
+	plain := func(c net.Conn) net.Conn { return c }
+	blue := startBackend(t, plain, "blue")
+	green := startBackend(t, plain, "green")
+	l, addr, m := serveL4(t, TCP, compile(t, route(router.KindTCPRoute, "app", []string{"blue"})), map[string]*backend{"blue": blue, "green": green})
+	old, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer old.Close()
+	if got := roundTrip(t, old, "one"); got != "blue one\n" {
+		t.Fatalf("answer %q, want from blue", got)
+	}
+	l.Publish(compile(t, route(router.KindTCPRoute, "app", []string{"green"})))
+	if got := roundTrip(t, old, "two"); got != "blue two\n" {
+		t.Errorf("open connection after the change: answer %q, want from blue", got)
+	}
+	fresh, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fresh.Close()
+	if got := roundTrip(t, fresh, "three"); got != "green three\n" {
+		t.Errorf("new connection: answer %q, want from green", got)
+	}
+	if got := value(t, m.connsOpen.WithLabelValues("test")); got != 2 {
+		t.Errorf("hostgate_l4_connections_open = %v, want 2", got)
+	}
+}
+
+// TestTCPHalfClose: the client's half-close reaches the backend, whose
+// answer after it still reaches the client.
+func TestTCPHalfClose(t *testing.T) {
+	// Answers with what it read once the client finished sending.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		got, _ := io.ReadAll(c)
+		_, _ = c.Write(append([]byte("got "), got...))
+	}()
+	_, addr, _ := serveL4(t, TCP, compile(t, route(router.KindTCPRoute, "app", []string{"b"})), map[string]*backend{"b": {addr: ln.Addr().String()}})
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.WriteString(c, "request")
+	if err := c.(*net.TCPConn).CloseWrite(); err != nil {
+		t.Fatal(err)
+	}
+	if got := string(readAll(t, c)); got != "got request" {
+		t.Errorf("answer %q, want %q", got, "got request")
+	}
+}
+
+// TestInvalidBackendRefused: a route whose backend did not resolve refuses
+// the connection rather than give it to another.
+func TestInvalidBackendRefused(t *testing.T) {
+	r := route(router.KindTCPRoute, "app", nil)
+	r.Rules[0].Backends = []router.BackendRef{{Invalid: true, Weight: 1}}
+	_, addr, m := serveL4(t, TCP, compile(t, r), nil)
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := readAll(t, c); len(got) != 0 {
+		t.Errorf("got %q, want the connection closed", got)
+	}
+	if got := value(t, m.refusedTotal.WithLabelValues("test", refusedNoBackend)); got != 1 {
+		t.Errorf("refused no_backend = %v, want 1", got)
+	}
+}

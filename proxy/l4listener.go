@@ -1,0 +1,82 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"net"
+
+	"github.com/hostgate/hostgate/proxy/l4"
+	"github.com/hostgate/hostgate/proxy/upstream"
+)
+
+// openL4Listener serves a TLSPassthrough or TCP listener on ln with
+// proxy/l4, beneath the same connection caps and PROXY protocol handling
+// as the HTTP listeners, on the same endpoint sets, balancing and passive
+// health.
+func (s *Server) openL4Listener(cfg *Listener, ln net.Listener, port int) *listener {
+	o := &s.opts
+	mode := l4.TCP
+	if cfg.Protocol == TLSPassthrough {
+		mode = l4.Passthrough
+	}
+	l := &listener{
+		srv:      s,
+		protocol: cfg.Protocol,
+		addr:     cfg.Address,
+		port:     port,
+		tcp:      newConnTracker(ln, s.conns, s.metrics),
+		stats:    s.metrics.listener(cfg.Address),
+	}
+	l.stream = l4.New(l4.Options{
+		Mode:    mode,
+		Address: cfg.Address,
+		// A ClientHello is smaller than a request head and gets as long.
+		HelloTimeout:    o.ReadHeaderTimeout,
+		DialTimeout:     o.DialTimeout,
+		ConnectAttempts: o.ConnectAttempts,
+		Sets:            func() map[string]*upstream.Set { return *s.sets.Load() },
+		Socket:          socketOf,
+		Metrics:         s.l4metrics,
+		Log:             s.log,
+		AccessLog:       o.L4AccessLog,
+	}, cfg.L4)
+	l.serving.Go(func() {
+		if err := l.stream.Serve(l.tcp); !errors.Is(err, net.ErrClosed) {
+			s.log.Error("listener stopped", "listener", l.addr, "error", err)
+		}
+	})
+	s.log.Info("listener opened", "listener", l.addr, "protocol", cfg.Protocol.String(), "port", port)
+	return l
+}
+
+// drainL4 lets the listener's connections run until ctx is done, then
+// closes them.
+func (l *listener) drainL4(ctx context.Context) bool {
+	clean := l.stream.Drain(ctx)
+	l.serving.Wait()
+	l.srv.l4metrics.Forget(l.addr)
+	l.srv.log.Info("listener closed", "listener", l.addr, "clean", clean)
+	return clean
+}
+
+// socketOf is the socket beneath an accepted connection, through the
+// connection caps' wrapper and a PROXY header's once the bytes read past
+// the header are consumed; nil when reading the socket directly would lose
+// bytes.
+func socketOf(c net.Conn) *net.TCPConn {
+	for {
+		switch w := c.(type) {
+		case *net.TCPConn:
+			return w
+		case *trackedConn:
+			c = w.Conn
+		case *proxiedConn:
+			if len(w.rest) > 0 {
+				return nil
+			}
+			c = w.Conn
+		default:
+			return nil
+		}
+	}
+}
