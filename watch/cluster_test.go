@@ -247,6 +247,36 @@ func TestClusterServesChanges(t *testing.T) {
 		})
 	})
 
+	t.Run("tcproute", func(t *testing.T) {
+		// The informers watch TCPRoutes: one attaches to a TCP listener
+		// and its report says so.
+		must[*gatewayv1.Gateway](t)(c.gw.GatewayV1().Gateways(ns).Create(ctx, &gatewayv1.Gateway{
+			ObjectMeta: metav1.ObjectMeta{Name: "l4"},
+			Spec: gatewayv1.GatewaySpec{
+				GatewayClassName: "serves-changes",
+				Addresses:        []gatewayv1.GatewaySpecAddress{{Type: new(gatewayv1.IPAddressType), Value: "127.0.0.52"}},
+				Listeners:        []gatewayv1.Listener{{Name: "db", Port: 5432, Protocol: gatewayv1.TCPProtocolType}},
+			},
+		}, metav1.CreateOptions{}))
+		must[*gatewayv1.TCPRoute](t)(c.gw.GatewayV1().TCPRoutes(ns).Create(ctx, &gatewayv1.TCPRoute{
+			ObjectMeta: metav1.ObjectMeta{Name: "db"},
+			Spec: gatewayv1.TCPRouteSpec{
+				CommonRouteSpec: gatewayv1.CommonRouteSpec{ParentRefs: []gatewayv1.ParentReference{{Name: "l4"}}},
+				Rules: []gatewayv1.TCPRouteRule{{BackendRefs: []gatewayv1.BackendRef{{
+					BackendObjectReference: gatewayv1.BackendObjectReference{Name: "web", Port: new(gatewayv1.PortNumber(80))},
+				}}}},
+			},
+		}, metav1.CreateOptions{}))
+		rec.waitFor(t, "the TCP listener with the TCPRoute, accepted", 30*time.Second, func(s *Snapshot, r *Reports) bool {
+			l := listenerNamed(s, "127.0.0.52:5432")
+			if l == nil || l.Protocol != ProtocolTCP || len(l.Routes) != 1 || l.Routes[0].ID.Kind != router.KindTCPRoute {
+				return false
+			}
+			i := slices.IndexFunc(r.TCPRoutes, func(rr RouteReport[*gatewayv1.TCPRoute]) bool { return rr.Object.Namespace == ns })
+			return i >= 0 && len(r.TCPRoutes[i].Parents) == 1 && conditionTrue(r.TCPRoutes[i].Parents[0].Conditions, "Accepted")
+		})
+	})
+
 	t.Run("client CA rotation", func(t *testing.T) {
 		caA, _ := selfSigned(t, "client CA A")
 		caB, _ := selfSigned(t, "client CA B")
