@@ -143,45 +143,22 @@ func TestClientTLS(t *testing.T) {
 }
 
 // rawServer accepts connections on a loopback socket and hands the first
-// to first, the others to a Server of ours with h.
+// to first, after the preface and SETTINGS, the others to a Server of
+// ours with h.
 func rawServer(t *testing.T, first func(fr *http2.Framer, nc net.Conn), h http.Handler) (string, *atomic.Int32) {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &Server{Handler: h}
-	var wg sync.WaitGroup
-	var accepted atomic.Int32
-	t.Cleanup(func() {
-		ln.Close()
-		srv.Close()
-		wg.Wait()
-	})
-	wg.Go(func() {
-		for {
-			nc, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			if accepted.Add(1) == 1 {
-				wg.Go(func() {
-					defer nc.Close()
-					preface := make([]byte, len(clientPreface))
-					if _, err := io.ReadFull(nc, preface); err != nil {
-						return
-					}
-					fr := http2.NewFramer(nc, nc)
-					fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
-					fr.WriteSettings()
-					first(fr, nc)
-				})
-				continue
-			}
-			wg.Go(func() { srv.ServeConn(nc, ConnOpts{}) })
+	addr, accepted := serveConns(t, &Server{Handler: h}, func(nc net.Conn) {
+		defer nc.Close()
+		preface := make([]byte, len(clientPreface))
+		if _, err := io.ReadFull(nc, preface); err != nil {
+			return
 		}
+		fr := http2.NewFramer(nc, nc)
+		fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
+		fr.WriteSettings()
+		first(fr, nc)
 	})
-	return "http://" + ln.Addr().String(), &accepted
+	return "http://" + addr, accepted
 }
 
 // readHeadersOf reads frames until a request's HEADERS, reporting its

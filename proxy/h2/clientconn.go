@@ -256,7 +256,7 @@ func (cc *clientConn) processData(f *http2.DataFrame) error {
 	cs.recvWindow -= flow
 	pad := flow - int32(len(data))
 	cc.consumed(pad)
-	cs.giveBack(pad)
+	cs.giveBack(&cc.wire, cs.id, pad, cs.open())
 	if cs.discard {
 		cc.consumed(int32(len(data)))
 	} else if len(data) > 0 {
@@ -448,8 +448,8 @@ type clientStream struct {
 
 	// Guarded by cc.mu.
 	sendWindow int64
-	recvWindow int32
-	unacked    int32
+	// inflow holds what arrived of the response body and is unread.
+	inflow
 	// localClosed says the request went out whole (END_STREAM);
 	// remoteClosed that the response did.
 	localClosed, remoteClosed bool
@@ -459,10 +459,7 @@ type clientStream struct {
 	// waiting for it, for body bytes, or for the stream's end.
 	resp *http.Response
 	cond sync.Cond
-	// body[bodyOff:] is what arrived of the response body and is unread;
-	// bodyErr is what a read gets after it (io.EOF at the end).
-	body    []byte
-	bodyOff int
+	// bodyErr is what a read gets after the body (io.EOF at the end).
 	bodyErr error
 	discard bool
 	// trailer is the response's trailer, put in resp.Trailer by the read
@@ -479,7 +476,7 @@ type clientStream struct {
 func (cc *clientConn) roundTrip(req *http.Request) (*http.Response, error) {
 	ctx := req.Context()
 	hasBody := req.Body != nil && req.Body != http.NoBody
-	cs := &clientStream{cc: cc, req: req, recvWindow: recvWindow}
+	cs := &clientStream{cc: cc, req: req, inflow: inflow{recvWindow: recvWindow}}
 	cs.cond.L = &cc.mu
 	cc.mu.Lock()
 	cc.reserved--
@@ -736,15 +733,9 @@ func (cs *clientStream) done() {
 	}
 }
 
-// giveBack returns n bytes of the stream's receive window. cc.mu is held.
-func (cs *clientStream) giveBack(n int32) {
-	cs.unacked += n
-	if !cs.remoteClosed && cs.aborted == nil && cs.unacked >= recvWindow/4 {
-		cs.cc.queueWindowUpdate(cs.id, cs.unacked)
-		cs.recvWindow += cs.unacked
-		cs.unacked = 0
-	}
-}
+// open reports whether the backend may still send on the stream. cc.mu
+// is held.
+func (cs *clientStream) open() bool { return !cs.remoteClosed && cs.aborted == nil }
 
 // responseBody is a stream's response body.
 type responseBody struct{ cs *clientStream }
@@ -766,14 +757,7 @@ func (b responseBody) Read(p []byte) (int, error) {
 		}
 		cs.cond.Wait()
 	}
-	n := copy(p, cs.body[cs.bodyOff:])
-	cs.bodyOff += n
-	if cs.bodyOff == len(cs.body) {
-		cs.body, cs.bodyOff = cs.body[:0], 0
-	}
-	cc.consumed(int32(n))
-	cs.giveBack(int32(n))
-	return n, nil
+	return cs.take(&cc.wire, cs.id, p, cs.open()), nil
 }
 
 // copyTrailer puts the trailer that came into the response's Trailer, on
@@ -800,8 +784,7 @@ func (b responseBody) Close() error {
 	defer cc.mu.Unlock()
 	if !cs.discard {
 		cs.discard = true
-		cc.consumed(int32(len(cs.body) - cs.bodyOff))
-		cs.body, cs.bodyOff = nil, 0
+		cs.drop(&cc.wire)
 	}
 	if !cs.remoteClosed && cs.aborted == nil {
 		_ = cc.resetStreamLocked(cs.id, http2.ErrCodeCancel, errStreamReset)

@@ -321,7 +321,7 @@ func (c *conn) processData(f *http2.DataFrame) error {
 	// would stall once it added up to the window.
 	pad := flow - int32(len(data))
 	c.consumed(pad)
-	st.giveBack(pad)
+	st.giveBack(&c.wire, id, pad, st.open())
 	st.received += int64(len(data))
 	if st.declared >= 0 && st.received > st.declared {
 		c.consumed(int32(len(data)))

@@ -12,6 +12,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -20,11 +21,24 @@ import (
 // (h2c, prior knowledge) client of net/http for it.
 func serve(t *testing.T, srv *Server) (*http.Client, string) {
 	t.Helper()
+	addr, _ := serveConns(t, srv, nil)
+	tr := &http.Transport{Protocols: new(http.Protocols)}
+	tr.Protocols.SetUnencryptedHTTP2(true)
+	t.Cleanup(tr.CloseIdleConnections)
+	return &http.Client{Transport: tr}, "http://" + addr
+}
+
+// serveConns serves the connections of a loopback socket with srv, all but
+// the first when first is set, which gets that one. It returns the
+// socket's address and the count of connections accepted.
+func serveConns(t *testing.T, srv *Server, first func(net.Conn)) (string, *atomic.Int32) {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	var wg sync.WaitGroup
+	var accepted atomic.Int32
 	t.Cleanup(func() {
 		ln.Close()
 		srv.Close()
@@ -36,13 +50,14 @@ func serve(t *testing.T, srv *Server) (*http.Client, string) {
 			if err != nil {
 				return
 			}
+			if accepted.Add(1) == 1 && first != nil {
+				wg.Go(func() { first(c) })
+				continue
+			}
 			wg.Go(func() { srv.ServeConn(c, ConnOpts{}) })
 		}
 	})
-	tr := &http.Transport{Protocols: new(http.Protocols)}
-	tr.Protocols.SetUnencryptedHTTP2(true)
-	t.Cleanup(tr.CloseIdleConnections)
-	return &http.Client{Transport: tr}, "http://" + ln.Addr().String()
+	return ln.Addr().String(), &accepted
 }
 
 func TestServesRequests(t *testing.T) {

@@ -32,18 +32,14 @@ type stream struct {
 
 	// Guarded by c.mu.
 	sendWindow int64
-	recvWindow int32
-	// unacked counts body bytes read since the stream's last WINDOW_UPDATE.
-	unacked int32
+	// inflow holds what arrived of the request body and is unread.
+	inflow
 	// remoteClosed says the client ended its side (END_STREAM).
 	remoteClosed bool
 	// aborted is why the stream was reset or its connection lost:
 	// writes fail with it.
 	aborted error
-	// body[bodyOff:] is what arrived of the request body and is unread;
-	// bodyErr is what a read gets after it (io.EOF at the end).
-	body     []byte
-	bodyOff  int
+	// bodyErr is what a read gets after the body (io.EOF at the end).
 	bodyErr  error
 	bodyCond sync.Cond
 	// declared is the request's Content-Length, -1 without; received
@@ -84,13 +80,13 @@ type stream struct {
 func (c *conn) newStream(id uint32) *stream {
 	ctx, cancel := context.WithCancel(c.ctx)
 	st := &stream{
-		c:          c,
-		id:         id,
-		ctx:        ctx,
-		cancel:     cancel,
-		recvWindow: recvWindow,
-		declared:   -1,
-		length:     -1,
+		c:        c,
+		id:       id,
+		ctx:      ctx,
+		cancel:   cancel,
+		inflow:   inflow{recvWindow: recvWindow},
+		declared: -1,
+		length:   -1,
 	}
 	st.bodyCond.L = &c.mu
 	// Only the reader, which runs this, changes peerWindow.
@@ -354,8 +350,7 @@ func (st *stream) dropBody() {
 	// Nor is the client asked for it: a read now, once the handler
 	// returned, would send 100 Continue on a stream already ended.
 	st.needsContinue = false
-	st.c.consumed(int32(len(st.body) - st.bodyOff))
-	st.body, st.bodyOff = nil, 0
+	st.drop(&st.c.wire)
 	// A read waiting for bytes would wait for ever once the handler
 	// returned: a proxy's goroutine copying the body upstream, say.
 	st.bodyCond.Broadcast()
@@ -428,29 +423,12 @@ func (b requestBody) Read(p []byte) (int, error) {
 		}
 		st.bodyCond.Wait()
 	}
-	n := copy(p, st.body[st.bodyOff:])
-	st.bodyOff += n
-	if st.bodyOff == len(st.body) {
-		st.body, st.bodyOff = st.body[:0], 0
-	}
-	c.consumed(int32(n))
-	st.giveBack(int32(n))
-	return n, nil
+	return st.take(&c.wire, st.id, p, st.open()), nil
 }
 
-// giveBack returns n bytes of the stream's receive window, with a
-// WINDOW_UPDATE once a quarter of the window is owed, unless the stream
-// was reset: the handler may read what it holds of the body, but a frame
-// on the closed stream is one the client must answer with a reset. c.mu
-// is held.
-func (st *stream) giveBack(n int32) {
-	st.unacked += n
-	if !st.remoteClosed && st.aborted == nil && st.unacked >= recvWindow/4 {
-		st.c.queueWindowUpdate(st.id, st.unacked)
-		st.recvWindow += st.unacked
-		st.unacked = 0
-	}
-}
+// open reports whether the client may still send on the stream. c.mu is
+// held.
+func (st *stream) open() bool { return !st.remoteClosed && st.aborted == nil }
 
 func (b requestBody) Close() error {
 	c := b.st.c

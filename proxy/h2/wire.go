@@ -290,3 +290,50 @@ func (w *wire) writeLoop() {
 	}
 	w.mu.Unlock()
 }
+
+// inflow is what a stream received of a body and its reader has yet to
+// read, with the stream's receive window. The connection's mutex guards
+// it.
+type inflow struct {
+	// body[bodyOff:] is unread.
+	body    []byte
+	bodyOff int
+	// recvWindow is what the peer may still send on the stream; unacked
+	// counts the bytes read since the stream's last WINDOW_UPDATE.
+	recvWindow int32
+	unacked    int32
+}
+
+// take moves unread bytes into p, and gives their window back to the
+// connection and, while open, to the stream id. w.mu is held.
+func (in *inflow) take(w *wire, id uint32, p []byte, open bool) int {
+	n := copy(p, in.body[in.bodyOff:])
+	in.bodyOff += n
+	if in.bodyOff == len(in.body) {
+		in.body, in.bodyOff = in.body[:0], 0
+	}
+	w.consumed(int32(n))
+	in.giveBack(w, id, int32(n), open)
+	return n
+}
+
+// drop forgets the unread bytes, giving their window back to the
+// connection. w.mu is held.
+func (in *inflow) drop(w *wire) {
+	w.consumed(int32(len(in.body) - in.bodyOff))
+	in.body, in.bodyOff = nil, 0
+}
+
+// giveBack returns n bytes of the stream's receive window, with a
+// WINDOW_UPDATE once a quarter of the window is owed, unless the stream
+// is closed: the reader may read what it holds of the body, but a frame
+// on the closed stream is one the peer must answer with a reset. w.mu is
+// held.
+func (in *inflow) giveBack(w *wire, id uint32, n int32, open bool) {
+	in.unacked += n
+	if open && in.unacked >= recvWindow/4 {
+		w.queueWindowUpdate(id, in.unacked)
+		in.recvWindow += in.unacked
+		in.unacked = 0
+	}
+}
