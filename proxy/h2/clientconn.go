@@ -104,17 +104,15 @@ func (cc *clientConn) readLoop() {
 func (cc *clientConn) readFrame() error {
 	f, err := cc.fr.ReadFrame()
 	if err != nil {
-		if se, ok := errors.AsType[http2.StreamError](err); ok {
-			return cc.resetStream(se.StreamID, se.Code, errors.New("http2: malformed response"))
-		}
-		if ce, ok := errors.AsType[http2.ConnectionError](err); ok {
-			return connError{http2.ErrCode(ce), "malformed frame from the backend"}
-		}
-		return err
+		return cc.frameError(err)
 	}
 	switch f := f.(type) {
-	case *http2.MetaHeadersFrame:
-		return cc.processHeaders(f)
+	case *http2.HeadersFrame:
+		b, err := cc.hdr.read(cc.fr, f)
+		if err != nil {
+			return cc.frameError(err)
+		}
+		return cc.processHeaders(b)
 	case *http2.DataFrame:
 		return cc.processData(f)
 	case *http2.WindowUpdateFrame:
@@ -133,6 +131,18 @@ func (cc *clientConn) readFrame() error {
 	return nil
 }
 
+// frameError sorts an error of reading a frame: a stream error resets
+// its stream and the connection goes on; anything else ends it.
+func (cc *clientConn) frameError(err error) error {
+	if se, ok := errors.AsType[http2.StreamError](err); ok {
+		return cc.resetStream(se.StreamID, se.Code, errors.New("http2: malformed response"))
+	}
+	if ce, ok := errors.AsType[http2.ConnectionError](err); ok {
+		return connError{http2.ErrCode(ce), "malformed frame from the backend"}
+	}
+	return err
+}
+
 // stream is the open stream id, nil for one ended or never opened.
 func (cc *clientConn) stream(id uint32) *clientStream {
 	cc.mu.Lock()
@@ -142,7 +152,7 @@ func (cc *clientConn) stream(id uint32) *clientStream {
 
 // processHeaders takes a response's header section, an informational
 // one, or its trailer.
-func (cc *clientConn) processHeaders(f *http2.MetaHeadersFrame) error {
+func (cc *clientConn) processHeaders(f *headerBlock) error {
 	cs := cc.stream(f.StreamID)
 	if cs == nil {
 		return nil
@@ -213,7 +223,7 @@ func (cc *clientConn) processHeaders(f *http2.MetaHeadersFrame) error {
 }
 
 // processTrailer takes the trailer that ends a response body.
-func (cc *clientConn) processTrailer(cs *clientStream, f *http2.MetaHeadersFrame) error {
+func (cc *clientConn) processTrailer(cs *clientStream, f *headerBlock) error {
 	if !f.StreamEnded() || len(f.PseudoFields()) > 0 {
 		return cc.resetStream(cs.id, http2.ErrCodeProtocol, errors.New("http2: malformed response trailer"))
 	}

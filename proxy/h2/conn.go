@@ -167,8 +167,12 @@ func (c *conn) readFrame() error {
 		return c.frameError(err)
 	}
 	switch f := f.(type) {
-	case *http2.MetaHeadersFrame:
-		err = c.processHeaders(f)
+	case *http2.HeadersFrame:
+		var b *headerBlock
+		if b, err = c.hdr.read(c.fr, f); err != nil {
+			return c.frameError(err)
+		}
+		err = c.processHeaders(b)
 	case *http2.DataFrame:
 		err = c.processData(f)
 	case *http2.WindowUpdateFrame:
@@ -224,7 +228,7 @@ func streamErr(id uint32, code http2.ErrCode) error {
 }
 
 // processHeaders opens a stream, or takes the trailer of one open.
-func (c *conn) processHeaders(f *http2.MetaHeadersFrame) error {
+func (c *conn) processHeaders(f *headerBlock) error {
 	id := f.StreamID
 	if id%2 == 0 {
 		return connError{http2.ErrCodeProtocol, "even stream ID from a client"}
@@ -266,7 +270,7 @@ func (c *conn) processHeaders(f *http2.MetaHeadersFrame) error {
 }
 
 // processTrailer takes the trailer section that ends a request body.
-func (c *conn) processTrailer(st *stream, f *http2.MetaHeadersFrame) error {
+func (c *conn) processTrailer(st *stream, f *headerBlock) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	switch {

@@ -11,15 +11,19 @@ import (
 )
 
 // queueHeaders queues a header section as HEADERS and CONTINUATION
-// frames: a response's with its :status and a Date when it has none, or,
-// with status 0, a trailer. c.mu is held.
-func (c *conn) queueHeaders(id uint32, status int, h http.Header, end bool) {
+// frames: a response's with its :status and a Date when it has none, and
+// a Content-Length of length unless it is negative, or, with status 0, a
+// trailer. c.mu is held.
+func (c *conn) queueHeaders(id uint32, status int, h http.Header, length int64, end bool) {
 	c.hbuf.Reset()
 	if status != 0 {
 		c.field(":status", statusText(status))
 		if _, ok := h["Date"]; !ok && status >= 200 {
 			c.field("date", httpDate())
 		}
+	}
+	if length >= 0 {
+		c.field("content-length", lengthText(length))
 	}
 	if status != 0 {
 		c.writeFields(h, isTrailerKey)
@@ -89,6 +93,21 @@ var statusTexts = func() (s [600]string) {
 	}
 	return s
 }()
+
+// lengthTexts are the Content-Length values of small bodies, made once.
+var lengthTexts = func() (s [1024]string) {
+	for i := range s {
+		s[i] = strconv.Itoa(i)
+	}
+	return s
+}()
+
+func lengthText(n int64) string {
+	if n < int64(len(lengthTexts)) {
+		return lengthTexts[n]
+	}
+	return strconv.FormatInt(n, 10)
+}
 
 func statusText(code int) string {
 	if code < len(statusTexts) {

@@ -25,7 +25,9 @@ type stream struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	req    *http.Request
-	isHead bool
+	// request is what req points to, for a request from HEADERS.
+	request http.Request
+	isHead  bool
 	// tooLarge says the request's header section was past the limit: it
 	// is answered 431 without the handler.
 	tooLarge bool
@@ -66,12 +68,18 @@ type stream struct {
 	// wbuf holds the last small writes of the body, sent with the next
 	// ones, a flush or the end of the response.
 	wbuf []byte
+	// wbufp is the pool's pointer to wbuf's array, which goes back to
+	// the pool with it.
+	wbufp *[]byte
 	// written counts body bytes written; length is the Content-Length
 	// the handler declared, -1 without.
 	written, length int64
 	// trailerKeys are the trailer fields the handler announced in
 	// "Trailer" before the header went out.
 	trailerKeys []string
+	// wholeLength says the handler returned before the header went out,
+	// with all of the body in wbuf: its length goes with the header.
+	wholeLength bool
 	// closeConn says the handler answered "Connection: close": the
 	// connection goes away after the response.
 	closeConn bool
@@ -97,7 +105,7 @@ func (c *conn) newStream(id uint32) *stream {
 // newRequest builds the stream's request from its header section, or
 // returns the stream error that makes it malformed (RFC 9113 section
 // 8.1.1).
-func (c *conn) newRequest(st *stream, f *http2.MetaHeadersFrame) error {
+func (c *conn) newRequest(st *stream, f *headerBlock) error {
 	var method, scheme, authority, path string
 	for _, hf := range f.PseudoFields() {
 		switch hf.Name {
@@ -115,7 +123,8 @@ func (c *conn) newRequest(st *stream, f *http2.MetaHeadersFrame) error {
 			return streamErr(st.id, http2.ErrCodeProtocol)
 		}
 	}
-	bad := streamErr(st.id, http2.ErrCodeProtocol)
+	// A value, not an error: made an error only when returned.
+	bad := http2.StreamError{StreamID: st.id, Code: http2.ErrCodeProtocol}
 	isConnect := method == http.MethodConnect
 	switch {
 	case isConnect && (scheme != "" || path != "" || authority == ""):
@@ -212,7 +221,10 @@ func (c *conn) newRequest(st *stream, f *http2.MetaHeadersFrame) error {
 	}
 	st.isHead = method == http.MethodHead
 	st.tooLarge = f.Truncated
-	st.req = req.WithContext(st.ctx)
+	// The request lives in the stream: one allocation fewer per
+	// request, as WithContext's copy stays on the stack.
+	st.request = *req.WithContext(st.ctx)
+	st.req = &st.request
 	return nil
 }
 
@@ -312,13 +324,10 @@ func (st *stream) finish() {
 		delete(c.streams, st.id)
 	}
 	st.dropBody()
-	if st.wbuf != nil {
-		// The pool gets a slice of its own: &st.wbuf would have it
-		// hand out the stream's field, set to nil below while
-		// another stream's handler reads it.
-		b := st.wbuf[:0]
-		smallBuffers.Put(&b)
-		st.wbuf = nil
+	if st.wbufp != nil {
+		*st.wbufp = st.wbuf[:0]
+		smallBuffers.Put(st.wbufp)
+		st.wbuf, st.wbufp = nil, nil
 	}
 	if st.readTimer != nil {
 		st.readTimer.Stop()
@@ -406,7 +415,7 @@ func (b requestBody) Read(p []byte) (int, error) {
 	if st.needsContinue {
 		st.needsContinue = false
 		if st.aborted == nil && !c.closed {
-			c.queueHeaders(st.id, http.StatusContinue, nil, false)
+			c.queueHeaders(st.id, http.StatusContinue, nil, -1, false)
 		}
 	}
 	for st.bodyOff == len(st.body) {
@@ -462,7 +471,7 @@ func (st *stream) WriteHeader(code int) {
 		c := st.c
 		c.mu.Lock()
 		if st.aborted == nil && !c.closed {
-			c.queueHeaders(st.id, code, st.header, false)
+			c.queueHeaders(st.id, code, st.header, -1, false)
 		}
 		c.mu.Unlock()
 		return
@@ -520,8 +529,9 @@ func (st *stream) Write(p []byte) (int, error) {
 	}
 	st.written += int64(len(p))
 	if len(st.wbuf)+len(p) <= smallWrite {
-		if st.wbuf == nil {
-			st.wbuf = (*smallBuffers.Get().(*[]byte))[:0]
+		if st.wbufp == nil {
+			st.wbufp = smallBuffers.Get().(*[]byte)
+			st.wbuf = (*st.wbufp)[:0]
 		}
 		st.wbuf = append(st.wbuf, p...)
 		return len(p), nil
@@ -546,7 +556,11 @@ func (st *stream) send(p []byte, end bool) error {
 		// The client waiting for 100 Continue has the final status;
 		// an informational one cannot follow it.
 		st.needsContinue = false
-		c.queueHeaders(st.id, st.status, st.header, end && len(st.wbuf) == 0 && len(p) == 0)
+		length := int64(-1)
+		if st.wholeLength {
+			length = int64(len(st.wbuf))
+		}
+		c.queueHeaders(st.id, st.status, st.header, length, end && len(st.wbuf) == 0 && len(p) == 0)
 		if end && len(st.wbuf) == 0 && len(p) == 0 {
 			return nil
 		}
@@ -588,11 +602,10 @@ func (st *stream) endResponse() error {
 		st.WriteHeader(http.StatusOK)
 	}
 	trailer := st.trailerFields()
-	h := st.header
 	if !st.sentHeader && st.length < 0 && len(trailer) == 0 && st.bodyAllowed() {
 		// The whole body is here: its length goes with the header,
 		// as net/http's servers do.
-		h["Content-Length"] = []string{strconv.Itoa(len(st.wbuf))}
+		st.wholeLength = true
 	}
 	if st.length >= 0 && st.written < st.length && !st.isHead {
 		return http.ErrContentLength
@@ -609,7 +622,7 @@ func (st *stream) endResponse() error {
 	if err := st.writeErr(); err != nil {
 		return err
 	}
-	c.queueHeaders(st.id, 0, trailer, true)
+	c.queueHeaders(st.id, 0, trailer, -1, true)
 	return nil
 }
 

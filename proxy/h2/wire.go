@@ -22,6 +22,8 @@ type wire struct {
 	nc net.Conn
 	br *bufio.Reader
 	fr *http2.Framer // the reader's
+	// hdr decodes the header sections the reader reads.
+	hdr *headerReader
 	// canon caches the canonical forms of header names that
 	// CanonicalMIMEHeaderKey does not have interned; the reader's.
 	canon map[string]string
@@ -70,8 +72,7 @@ func (w *wire) init(nc net.Conn, maxHeaderList uint32, lost func()) {
 	w.lost = lost
 	w.wake.L, w.room.L = &w.mu, &w.mu
 	w.fr = http2.NewFramer(nil, w.br)
-	w.fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
-	w.fr.MaxHeaderListSize = maxHeaderList
+	w.hdr = newHeaderReader(maxHeaderList)
 	w.fr.SetMaxReadFrameSize(16 << 10)
 	w.fr.SetReuseFrames()
 	w.wfr = http2.NewFramer(queue{w}, nil)
