@@ -139,9 +139,12 @@ func (t *Transport) conn(ctx context.Context, addr string) (*clientConn, error) 
 		p.conns = append(p.conns, cc)
 		ok := cc.reserve()
 		t.mu.Unlock()
-		if ok {
-			return cc, nil
+		if !ok {
+			// Lost already, or the backend takes no stream at all: a
+			// new connection would fare no better.
+			return nil, errors.New("http2: backend " + addr + " takes no request on a new connection")
 		}
+		return cc, nil
 	}
 }
 

@@ -392,3 +392,56 @@ func TestClientMalformedResponse(t *testing.T) {
 		t.Errorf("the next request: %d", resp.StatusCode)
 	}
 }
+
+// TestClientBackendTakesNoStreams has a backend allow no concurrent
+// streams at all: requests fail after a few connections, rather than the
+// Transport dialling without end.
+func TestClientBackendTakesNoStreams(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	var accepted atomic.Int32
+	go func() {
+		for {
+			nc, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			accepted.Add(1)
+			go func() {
+				defer nc.Close()
+				if _, err := io.ReadFull(nc, make([]byte, len(clientPreface))); err != nil {
+					return
+				}
+				fr := http2.NewFramer(nc, nc)
+				fr.WriteSettings(http2.Setting{ID: http2.SettingMaxConcurrentStreams, Val: 0})
+				for {
+					f, err := fr.ReadFrame()
+					if err != nil {
+						return
+					}
+					if h, ok := f.(*http2.HeadersFrame); ok {
+						fr.WriteRSTStream(h.StreamID, http2.ErrCodeRefusedStream)
+					}
+				}
+			}()
+		}
+	}()
+	client := clientOf(t, &Transport{})
+	for range 3 {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		req, _ := http.NewRequestWithContext(ctx, "GET", "http://"+ln.Addr().String(), nil)
+		if resp, err := client.Do(req); err == nil {
+			resp.Body.Close()
+			t.Errorf("a backend that takes no streams answered %d", resp.StatusCode)
+		} else if ctx.Err() != nil {
+			t.Errorf("the request waited for its deadline: %v", err)
+		}
+		cancel()
+	}
+	if n := accepted.Load(); n > 3*(maxRetries+1) {
+		t.Errorf("%d connections for 3 requests", n)
+	}
+}

@@ -53,7 +53,9 @@ func newClientConn(t *Transport, nc net.Conn, addr string, p *pool) *clientConn 
 		pool:       p,
 		streams:    map[uint32]*clientStream{},
 		nextID:     1,
-		maxStreams: p.maxStreams.Load(),
+		// A backend that allowed none on another connection may allow
+		// some on this one, which its SETTINGS will say.
+		maxStreams: max(p.maxStreams.Load(), 1),
 	}
 	cc.init(nc, t.maxHeaderList(), cc.abortAll)
 	// Request fields are not added to HPACK's dynamic table, as nginx
