@@ -48,11 +48,11 @@ const defaultMaxStreams = 100
 
 func newClientConn(t *Transport, nc net.Conn, addr string, p *pool) *clientConn {
 	cc := &clientConn{
-		t:          t,
-		addr:       addr,
-		pool:       p,
-		streams:    map[uint32]*clientStream{},
-		nextID:     1,
+		t:       t,
+		addr:    addr,
+		pool:    p,
+		streams: map[uint32]*clientStream{},
+		nextID:  1,
 		// A backend that allowed none on another connection may allow
 		// some on this one, which its SETTINGS will say.
 		maxStreams: max(p.maxStreams.Load(), 1),
