@@ -989,6 +989,20 @@ func (g *guardConn) Write(p []byte) (int, error) {
 	return g.Conn.Write(p)
 }
 
+// leaveFrames stops the guard's HTTP/2 inspection of a connection that
+// hostgate's own engine (proxy/h2) serves: it enforces the same limits
+// (the reset budget, header blocks past the limit, connection-specific
+// fields) as it reads, so the frames are read, and header blocks decoded,
+// once rather than twice. The reader of the connection calls it, or,
+// after an h2c upgrade, the goroutine that will read it next, before any
+// frame is read. A connection the guard already ended stays ended.
+func (g *guardConn) leaveFrames() {
+	if g.st == stPreface || g.st == stFrames {
+		g.st = stPassthrough
+	}
+	g.wr.CompareAndSwap(wrFrames, wrOther)
+}
+
 // answer looks at the head of the answer to an Upgrade request, which
 // net/http, httputil.ReverseProxy and the h2c upgrade write whole: 101
 // switches to HTTP/2 if it names h2c (serveH2CUpgrade's head) and to an

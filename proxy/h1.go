@@ -190,6 +190,7 @@ func (l *listener) serveH1(gc *guardConn) {
 		// http.ServerContextKey, ReverseProxy resets a stream whose
 		// backend body breaks off instead of ending it as if whole.
 		ctx := connContext(context.WithValue(context.Background(), http.ServerContextKey, l.http), gc)
+		gc.leaveFrames()
 		l.h2.ServeConn(&bufferedConn{Conn: gc, r: c.br}, h2.ConnOpts{Context: ctx})
 		return
 	}

@@ -81,6 +81,9 @@ func (l *listener) serveH2CUpgrade(w http.ResponseWriter, r *http.Request) {
 	}
 	upgraded := &bufferedConn{Conn: conn, r: rw.Reader}
 	if l.h2 != nil {
+		if gc, ok := beneath[*guardConn](conn); ok {
+			gc.leaveFrames()
+		}
 		l.h2.ServeConn(upgraded, h2.ConnOpts{Context: r.Context(), Upgrade: r, Settings: settings})
 		return
 	}

@@ -170,6 +170,8 @@ func (s *Server) openListener(cfg *Listener) (*listener, error) {
 			Handler:              l,
 			MaxConcurrentStreams: uint32(o.MaxConcurrentStreams),
 			MaxHeaderListSize:    uint32(o.MaxHeaderBytes),
+			ResetBurst:           resetBurst,
+			ResetRate:            resetRate,
 			IdleTimeout:          o.IdleTimeout,
 			PrefaceTimeout:       o.ReadHeaderTimeout,
 			ConnState:            l.connState,

@@ -25,6 +25,9 @@ type conn struct {
 
 	// Owned by the reader.
 	maxStreamID uint32
+	// resets is what is left of the reset budget, as of refilled.
+	resets   float64
+	refilled time.Time
 
 	// Guarded by mu.
 	// streams are the streams open for frames from the client: a stream
@@ -409,11 +412,41 @@ func (c *conn) processReset(f *http2.RSTStreamFrame) error {
 		return connError{http2.ErrCodeProtocol, "RST_STREAM on an idle stream"}
 	}
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	if st := c.streams[f.StreamID]; st != nil {
+	st := c.streams[f.StreamID]
+	early := st != nil && !st.sentHeader
+	if st != nil {
 		st.abort(errStreamReset)
 	}
+	c.mu.Unlock()
+	if early && !c.spendReset() {
+		return connError{http2.ErrCodeEnhanceYourCalm, "too many streams reset before their response (rapid reset)"}
+	}
 	return nil
+}
+
+// spendReset takes one reset of a stream whose response had not started
+// from the connection's budget, refilled at Server.ResetRate per second up
+// to Server.ResetBurst, and reports whether there was one. Each such
+// stream cost a handler and perhaps a backend request; a client that
+// opens and resets them in a loop (rapid reset, CVE-2023-44487) has the
+// server work for nothing.
+func (c *conn) spendReset() bool {
+	burst := float64(c.srv.ResetBurst)
+	if burst == 0 {
+		return true
+	}
+	now := time.Now()
+	if c.refilled.IsZero() {
+		c.resets = burst
+	} else {
+		c.resets = min(burst, c.resets+now.Sub(c.refilled).Seconds()*c.srv.ResetRate)
+	}
+	c.refilled = now
+	if c.resets < 1 {
+		return false
+	}
+	c.resets--
+	return true
 }
 
 // resetStream sends RST_STREAM with code and aborts the stream if open.
@@ -472,15 +505,11 @@ func (c *conn) end(err error) {
 	ce, protocolError := errors.AsType[connError](err)
 	c.mu.Lock()
 	if protocolError && !c.closed {
-		last := c.maxStreamID
-		if c.goingAway {
-			// The streams past the first GOAWAY's were dropped
-			// unanswered, which the client may have retried
-			// elsewhere: a GOAWAY must not name more than the one
-			// before (RFC 9113 section 6.8).
-			last = c.lastStarted
-		}
-		_ = c.wfr.WriteGoAway(last, ce.code, nil)
+		// The last stream a handler took: those after it were refused,
+		// reset or dropped, and the client may send them again
+		// elsewhere; nor may a GOAWAY name more than one before it
+		// (RFC 9113 section 6.8).
+		_ = c.wfr.WriteGoAway(c.lastStarted, ce.code, nil)
 	}
 	c.closed = true
 	for _, st := range c.streams {

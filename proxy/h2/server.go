@@ -41,6 +41,12 @@ type Server struct {
 	// MaxHeaderListSize bounds a request's header section (RFC 9113
 	// section 6.5.2): a larger one is answered 431. Default 64 KiB.
 	MaxHeaderListSize uint32
+	// ResetBurst and ResetRate bound the streams a client may reset
+	// before their response started: ResetBurst at once, then ResetRate
+	// per second more; past them the connection ends with
+	// GOAWAY(ENHANCE_YOUR_CALM). Zero ResetBurst: no bound.
+	ResetBurst int
+	ResetRate  float64
 	// IdleTimeout closes a connection with no stream open for that long,
 	// with GOAWAY. Zero: never.
 	IdleTimeout time.Duration

@@ -137,15 +137,16 @@ func (c *conn) newRequest(st *stream, f *headerBlock) error {
 		return bad
 	}
 	fields := f.RegularFields()
+	tes := 0
 	header := make(http.Header, len(fields))
 	values := make([]string, len(fields))
 	for i, hf := range fields {
 		switch hf.Name {
 		case "connection", "keep-alive", "proxy-connection", "transfer-encoding", "upgrade":
-			return bad
+			return errSmuggling
 		case "te":
-			if hf.Value != "trailers" {
-				return bad
+			if tes++; tes > 1 || hf.Value != "trailers" && hf.Value != "" {
+				return errSmuggling
 			}
 		}
 		key := c.canonical(hf.Name)
@@ -227,6 +228,13 @@ func (c *conn) newRequest(st *stream, f *headerBlock) error {
 	st.req = &st.request
 	return nil
 }
+
+// errSmuggling ends a connection that sent a field RFC 9113 section 8.2.2
+// forbids in HTTP/2, as the H2.TE and H2.CL kind of request smuggling do
+// when a proxy downgrades to HTTP/1.1: a connection error rather than the
+// stream's, as the guard in front of net/http's server ends it too, and
+// every engine answers alike.
+var errSmuggling = connError{http2.ErrCodeProtocol, "connection-specific header field"}
 
 // validTrailer reports whether key may be a trailer field (RFC 9110
 // section 6.5.1), as net/http's server decides.
