@@ -21,6 +21,11 @@ package proxy
 //     other than "trailers" (RFC 9113 section 8.2.2), which Go's server
 //     answers 400 where the RFC calls them malformed: a protocol error.
 //
+// The HTTP/2 checks apply to net/http's server (--http2-engine=stdlib):
+// hostgate's own engine (proxy/h2) makes the same ones as it reads, and
+// the guard leaves its connections once it sees their preface
+// (leaveFrames), so that their frames are read once.
+//
 // After an Upgrade request it watches the answer: a 101 for h2c switches
 // both directions to HTTP/2 frames, another 101 (WebSocket) ends the
 // inspection, anything else goes on with HTTP/1.1. Listeners hand it the
