@@ -1005,7 +1005,10 @@ func (g *guardConn) leaveFrames() {
 	if g.st == stPreface || g.st == stFrames {
 		g.st = stPassthrough
 	}
-	g.wr.CompareAndSwap(wrFrames, wrOther)
+	if g.wr.CompareAndSwap(wrFrames, wrOther) {
+		// Nothing writes frames through the guard yet.
+		g.responded = nil
+	}
 }
 
 // answer looks at the head of the answer to an Upgrade request, which

@@ -22,6 +22,7 @@ package proxy
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -191,7 +192,14 @@ func (l *listener) serveH1(gc *guardConn) {
 		// backend body breaks off instead of ending it as if whole.
 		ctx := connContext(context.WithValue(context.Background(), http.ServerContextKey, l.http), gc)
 		gc.leaveFrames()
-		l.h2.ServeConn(&bufferedConn{Conn: gc, r: c.br}, h2.ConnOpts{Context: ctx})
+		// The engine reads through a buffer of its own: the HTTP/1.1
+		// reader goes back to its pool with a copy of what it holds,
+		// rather than staying with the connection for its life.
+		ahead, _ := c.br.Peek(c.br.Buffered())
+		conn := &bufferedConn{Conn: gc, r: io.MultiReader(bytes.NewReader(bytes.Clone(ahead)), gc)}
+		c.br.Reset(nil)
+		h1Readers.Put(c.br)
+		l.h2.ServeConn(conn, h2.ConnOpts{Context: ctx})
 		return
 	}
 	if handedOff {

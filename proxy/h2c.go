@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/base64"
 	"errors"
@@ -96,11 +95,12 @@ func (l *listener) serveH2CUpgrade(w http.ResponseWriter, r *http.Request) {
 	})
 }
 
-// bufferedConn reads what net/http had buffered past the upgrade request
-// (the client's connection preface) before reading the socket.
+// bufferedConn reads what was read ahead of the connection's hand-over
+// (past an upgrade request, or the client's connection preface) before
+// reading the socket.
 type bufferedConn struct {
 	net.Conn
-	r *bufio.Reader
+	r io.Reader
 }
 
 func (c *bufferedConn) Read(p []byte) (int, error) { return c.r.Read(p) }
