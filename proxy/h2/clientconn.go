@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
 )
 
 // clientConn is one connection to a backend.
@@ -169,11 +170,7 @@ func (cc *clientConn) processHeaders(f *headerBlock) error {
 	if err != nil || status < 100 || status > 999 || len(f.PseudoFields()) != 1 {
 		return cc.resetStream(cs.id, http2.ErrCodeProtocol, errors.New("http2: malformed :status in the response"))
 	}
-	header := make(http.Header, len(f.RegularFields()))
-	for _, hf := range f.RegularFields() {
-		key := cc.canonical(hf.Name)
-		header[key] = append(header[key], hf.Value)
-	}
+	header := cc.header(f.RegularFields())
 	if status < 200 {
 		if f.StreamEnded() {
 			return cc.resetStream(cs.id, http2.ErrCodeProtocol, errors.New("http2: informational response ends the stream"))
@@ -185,7 +182,7 @@ func (cc *clientConn) processHeaders(f *headerBlock) error {
 		return nil
 	}
 	resp := &http.Response{
-		Status:        statusText(status) + " " + http.StatusText(status),
+		Status:        statusLine(status),
 		StatusCode:    status,
 		Proto:         "HTTP/2.0",
 		ProtoMajor:    2,
@@ -229,17 +226,28 @@ func (cc *clientConn) processTrailer(cs *clientStream, f *headerBlock) error {
 	if !f.StreamEnded() || len(f.PseudoFields()) > 0 {
 		return cc.resetStream(cs.id, http2.ErrCodeProtocol, errors.New("http2: malformed response trailer"))
 	}
+	trailer := cc.header(f.RegularFields())
 	cc.mu.Lock()
 	defer cc.mu.Unlock()
-	for _, hf := range f.RegularFields() {
-		key := cc.canonical(hf.Name)
-		if cs.trailer == nil {
-			cs.trailer = http.Header{}
-		}
-		cs.trailer[key] = append(cs.trailer[key], hf.Value)
-	}
+	cs.trailer = trailer
 	cs.closeRemote()
 	return nil
+}
+
+// header is the http.Header of fields, whose values share one array.
+func (cc *clientConn) header(fields []hpack.HeaderField) http.Header {
+	h := make(http.Header, len(fields))
+	values := make([]string, len(fields))
+	for i, hf := range fields {
+		key := cc.canonical(hf.Name)
+		if prior, ok := h[key]; ok {
+			h[key] = append(prior, hf.Value)
+			continue
+		}
+		values[i] = hf.Value
+		h[key] = values[i : i+1 : i+1]
+	}
+	return h
 }
 
 // processData hands response body bytes to their stream's reader.
@@ -776,14 +784,15 @@ func (b responseBody) Read(p []byte) (int, error) {
 // the goroutine that reads the body: it reads that map meanwhile. cc.mu
 // is held.
 func (cs *clientStream) copyTrailer() {
-	if cs.trailer == nil {
+	switch {
+	case cs.trailer == nil:
 		return
-	}
-	if cs.resp.Trailer == nil {
-		cs.resp.Trailer = http.Header{}
-	}
-	for k, vv := range cs.trailer {
-		cs.resp.Trailer[k] = vv
+	case cs.resp.Trailer == nil:
+		cs.resp.Trailer = cs.trailer
+	default:
+		for k, vv := range cs.trailer {
+			cs.resp.Trailer[k] = vv
+		}
 	}
 	cs.trailer = nil
 }

@@ -109,6 +109,22 @@ func lengthText(n int64) string {
 	return strconv.FormatInt(n, 10)
 }
 
+// statusLines are http.Response's Status of the codes 100 to 599, made
+// once.
+var statusLines = func() (s [600]string) {
+	for i := 100; i < len(s); i++ {
+		s[i] = strconv.Itoa(i) + " " + http.StatusText(i)
+	}
+	return s
+}()
+
+func statusLine(code int) string {
+	if code < len(statusLines) {
+		return statusLines[code]
+	}
+	return strconv.Itoa(code)
+}
+
 func statusText(code int) string {
 	if code < len(statusTexts) {
 		return statusTexts[code]
