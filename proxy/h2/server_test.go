@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -260,5 +261,32 @@ func TestNoStreamPastGoAway(t *testing.T) {
 	case <-ran:
 		t.Error("the handler of a stream past the GOAWAY ran")
 	case <-time.After(10 * time.Millisecond):
+	}
+}
+
+// TestRequestURL checks the allocation-free path of requestURL against
+// url.ParseRequestURI, whose result it must equal.
+func TestRequestURL(t *testing.T) {
+	for _, path := range []string{
+		"/", "/a/b", "/a?b=c", "/a?", "/a??", "/a?b?c", "/a%20b", "/a b", "/é", "/a!b", "/a(b)", "//x", "/a;b=c,d@e:f$&+",
+		"/a?b c", "/a?\x00", "/\x7f", "*", "", "a", "/a#b", "/a?b#c", "/~user/./../x", "/?",
+	} {
+		checkRequestURL(t, path)
+	}
+}
+
+func FuzzRequestURL(f *testing.F) {
+	for _, s := range []string{"/", "/a?b", "/a%2Fb?c", "/a b", "//x?"} {
+		f.Add(s)
+	}
+	f.Fuzz(checkRequestURL)
+}
+
+func checkRequestURL(t *testing.T, path string) {
+	var into url.URL
+	got, gotErr := requestURL(path, &into)
+	want, wantErr := url.ParseRequestURI(path)
+	if (gotErr == nil) != (wantErr == nil) || gotErr == nil && *got != *want {
+		t.Errorf("requestURL(%q) = %#v, %v; url.ParseRequestURI: %#v, %v", path, got, gotErr, want, wantErr)
 	}
 }

@@ -25,8 +25,10 @@ type stream struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	req    *http.Request
-	// request is what req points to, for a request from HEADERS.
+	// request is what req points to, for a request from HEADERS, and
+	// url its URL where requestURL could make it in place.
 	request http.Request
+	url     url.URL
 	isHead  bool
 	// tooLarge says the request's header section was past the limit: it
 	// is answered 431 without the handler.
@@ -189,7 +191,7 @@ func (c *conn) newRequest(st *stream, f *headerBlock) error {
 	if isConnect {
 		req.URL, req.RequestURI = &url.URL{Host: authority}, authority
 	} else {
-		u, err := url.ParseRequestURI(path)
+		u, err := requestURL(path, &st.url)
 		if err != nil {
 			return bad
 		}
@@ -235,6 +237,37 @@ func (c *conn) newRequest(st *stream, f *headerBlock) error {
 // stream's, as the guard in front of net/http's server ends it too, and
 // every engine answers alike.
 var errSmuggling = connError{http2.ErrCodeProtocol, "connection-specific header field"}
+
+// requestURL is url.ParseRequestURI(path), made in into, without an
+// allocation, where path is of the kind most are: an absolute path of
+// characters no URL escapes, with no percent-encoding, and any query.
+func requestURL(path string, into *url.URL) (*url.URL, error) {
+	p, query, hasQuery := strings.Cut(path, "?")
+	if p == "" || p[0] != '/' || !plainPath(p) || strings.ContainsFunc(query, isCTL) {
+		return url.ParseRequestURI(path)
+	}
+	*into = url.URL{Path: p, RawQuery: query}
+	if hasQuery && query == "" && strings.Count(path, "?") == 1 {
+		into.ForceQuery = true
+	}
+	return into, nil
+}
+
+// plainPath reports whether every byte of p is one net/url leaves as it
+// is in a path (so that RawPath stays empty).
+func plainPath(p string) bool {
+	for i := 0; i < len(p); i++ {
+		switch c := p[i]; {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
+		case strings.IndexByte("-_.~$&+,/:;=@", c) >= 0:
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+func isCTL(r rune) bool { return r < ' ' || r == 0x7f }
 
 // validTrailer reports whether key may be a trailer field (RFC 9110
 // section 6.5.1), as net/http's server decides.
