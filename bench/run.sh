@@ -25,10 +25,14 @@ ROUNDS=${ROUNDS:-3}
 DURATION=${DURATION:-10s}
 WARMUP=${WARMUP:-2s}
 PROXIES=${PROXIES:-nginx haproxy caddy hostgate}
-SCENARIOS=${SCENARIOS:-h1-small h1-16k h2-tls h2-streams h2-1m tls-new grpc h3}
+SCENARIOS=${SCENARIOS:-h1-small h1-16k h2-tls h2-streams h2-fixed h2-1m tls-new grpc h3}
 PROXY_CPU=${PROXY_CPU:-0}
 LOAD_CPU=${LOAD_CPU:-1}
 CADDY_VERSION=${CADDY_VERSION:-v2.11.9}
+# h2-fixed's offered load, requests/s over all its connections: below what
+# every proxy here serves, so that each serves all of it and the CPU per
+# request compares like with like.
+H2_FIXED_RPS=${H2_FIXED_RPS:-20000}
 BIN=${BIN:-$HOME/.cache/hostgate-bench/bin}
 
 repo=$(cd "$(dirname "$0")/.." && pwd)
@@ -350,6 +354,7 @@ load() {
 	h1-16k) cmd=(wrk -t1 -c64 -d"$d" --latency "http://$http/16k") ;;
 	h2-tls) cmd=(h2load -t1 -c16 -m32 -D "$(secs "$d")" "--log-file=$out.log" "https://$tls/") ;;
 	h2-streams) cmd=(h2load -t1 -c4 -m100 -D "$(secs "$d")" "--log-file=$out.log" "https://$tls/") ;;
+	h2-fixed) cmd=(h2load -t1 -c16 -m32 "--rps=$((H2_FIXED_RPS / 16))" -D "$(secs "$d")" "--log-file=$out.log" "https://$tls/") ;;
 	h2-1m) cmd=(h2load -t1 -c4 -m4 -D "$(secs "$d")" "--log-file=$out.log" "https://$tls/1m") ;;
 	tls-new) cmd=(wrk -t1 -c16 -d"$d" --latency -H "Connection: close" "https://$tls/") ;;
 	grpc) cmd=(env GOMAXPROCS=1 "$loadgen" grpc -c 4 -m 16 -d "$d" "$tls") ;;
@@ -509,7 +514,8 @@ the proxy (all its threads and processes) used during the measurement
 divided by its wall time: near 100% the proxy saturated its core and is
 what was measured; well below, something else (the load generator's
 core, or other work on the machine) set the pace and the row says little
-about the proxy. **errors** counts failed requests over all rounds
+about the proxy. **CPU per request** is that CPU time divided by the
+requests served, the median over the rounds. **errors** counts failed requests over all rounds
 (for wrk socket errors, among them responses slower than its 2 s
 timeout, and non-2xx responses; for h2load failed, errored and timed out
 requests; for loadgen failed calls).
@@ -579,6 +585,7 @@ EOF
 		h1-16k) what="HTTP/1.1 keep-alive, 16 KiB response, 64 connections" ;;
 		h2-tls) what="HTTP/2 over TLS, 16 connections × 32 concurrent streams; the percentiles come from h2load's per-request log" ;;
 		h2-streams) what="HTTP/2 over TLS, many streams per connection: 4 connections × 100 concurrent streams, small response" ;;
+		h2-fixed) what="HTTP/2 over TLS at a fixed offered load (H2_FIXED_RPS=$H2_FIXED_RPS requests/s over 16 connections × 32 streams): every proxy serves the same load, so its CPU per request is the figure to compare, and p99 is latency below saturation" ;;
 		h2-1m) what="HTTP/2 over TLS, 1 MiB responses (flow control at work), 4 connections × 4 concurrent streams; req/s × 1 MiB is the throughput" ;;
 		tls-new) what="a new TLS connection for every request (a full handshake: wrk resumes no sessions), HTTP/1.1 with \`Connection: close\`, 16 connections at a time, so req/s is handshakes/s; wrk's latency starts after the handshake" ;;
 		grpc) what="gRPC unary over TLS, 4 connections × 16 concurrent calls of grpc-go's generated health client; each call's grpc-status is checked" ;;

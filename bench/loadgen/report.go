@@ -180,7 +180,9 @@ func readSamples(r io.Reader) ([]sample, error) {
 type stat struct {
 	na                 string
 	rps, p50, p99, cpu []float64
-	errors, rounds     float64
+	// cpuPerReq is each round's CPU time of the proxy per request, in µs.
+	cpuPerReq      []float64
+	errors, rounds float64
 }
 
 func median(v []float64) float64 {
@@ -223,11 +225,14 @@ func table(w io.Writer, samples []sample, baseline string) {
 		st.p99 = append(st.p99, s.v["p99_ms"])
 		if c, ok := s.v["cpu_pct"]; ok {
 			st.cpu = append(st.cpu, c)
+			if s.v["rps"] > 0 {
+				st.cpuPerReq = append(st.cpuPerReq, c*1e4/s.v["rps"])
+			}
 		}
 		st.errors += s.v["errors"]
 	}
-	fmt.Fprintf(w, "| scenario | proxy | requests/s median (min–max) | p50 ms | p99 ms median (min–max) | req/s ÷ %[1]s | p99 ÷ %[1]s | proxy CPU | errors | rounds |\n", baseline)
-	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|")
+	fmt.Fprintf(w, "| scenario | proxy | requests/s median (min–max) | p50 ms | p99 ms median (min–max) | req/s ÷ %[1]s | p99 ÷ %[1]s | proxy CPU | CPU per request | errors | rounds |\n", baseline)
+	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|")
 	for _, sc := range scenarios {
 		base := stats[[2]string{sc, baseline}]
 		for _, p := range proxies {
@@ -236,7 +241,7 @@ func table(w io.Writer, samples []sample, baseline string) {
 			case st == nil:
 				continue
 			case st.na != "" || st.rounds == 0:
-				fmt.Fprintf(w, "| %s | %s | n/a: %s | | | | | | | |\n", sc, p, st.na)
+				fmt.Fprintf(w, "| %s | %s | n/a: %s | | | | | | | | |\n", sc, p, st.na)
 				continue
 			}
 			ratio := func(v []float64, bv []float64) string {
@@ -249,14 +254,17 @@ func table(w io.Writer, samples []sample, baseline string) {
 			if base != nil {
 				baseRPS, baseP99 = base.rps, base.p99
 			}
-			cpu := "–"
+			cpu, perReq := "–", "–"
 			if len(st.cpu) > 0 {
 				cpu = fmt.Sprintf("%.0f%%", median(st.cpu))
 			}
-			fmt.Fprintf(w, "| %s | %s | %s (%s–%s) | %.2f | %.2f (%.2f–%.2f) | %s | %s | %s | %.0f | %.0f |\n",
+			if len(st.cpuPerReq) > 0 {
+				perReq = fmt.Sprintf("%.1f µs", median(st.cpuPerReq))
+			}
+			fmt.Fprintf(w, "| %s | %s | %s (%s–%s) | %.2f | %.2f (%.2f–%.2f) | %s | %s | %s | %s | %.0f | %.0f |\n",
 				sc, p, thousands(median(st.rps)), thousands(slices.Min(st.rps)), thousands(slices.Max(st.rps)),
 				median(st.p50), median(st.p99), slices.Min(st.p99), slices.Max(st.p99),
-				ratio(st.rps, baseRPS), ratio(st.p99, baseP99), cpu, st.errors, st.rounds)
+				ratio(st.rps, baseRPS), ratio(st.p99, baseP99), cpu, perReq, st.errors, st.rounds)
 		}
 	}
 }
