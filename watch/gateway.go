@@ -492,28 +492,66 @@ func (t *translator) listenerCerts(l *listener) {
 
 // markConflicts applies the spec's rules for listeners of one Gateway that
 // share a port: different protocols conflict, and so do equal hostnames
-// of one protocol. The first listener of a set keeps serving.
+// of one protocol. Among the listeners one object declares (the Gateway,
+// or one ListenerSet) there is no winner: the spec wants every indistinct
+// listener refused (TLSRouteListenerMixedTerminationNotSupported checks
+// both). Between objects, listener precedence decides: the listener of the
+// Gateway, or of the ListenerSet that comes first, keeps serving
+// (ListenerSetProtocolConflict, ListenerSetHostnameConflict).
 func markConflicts(ls []*listener) {
 	for i, l := range ls {
 		for _, earlier := range ls[:i] {
-			if earlier.spec.Port != l.spec.Port || !earlier.accepted.ok() || earlier.conflictReason != "" {
+			if earlier.spec.Port != l.spec.Port || !earlier.accepted.ok() {
 				continue
 			}
-			if earlier.spec.Protocol != l.spec.Protocol {
-				l.conflictReason = gatewayv1.ListenerReasonProtocolConflict
-				l.conflictWith = fmt.Sprintf("protocol %s conflicts with listener %q of protocol %s on port %d", l.spec.Protocol, earlier.spec.Name, earlier.spec.Protocol, l.spec.Port)
-				if sharesTLSPort(earlier.spec.Protocol, l.spec.Protocol) {
-					// The spec allows these together, chosen by
-					// server name; hostgate does not serve that yet.
-					l.conflictWith += ": HTTPS and TLS passthrough listeners cannot share a port in hostgate yet"
-				}
-				break
+			sameObject := earlier.set == l.set
+			if !sameObject && earlier.conflictReason != "" {
+				// Refused itself, it does not take the port from a
+				// listener of lower precedence.
+				continue
 			}
-			if earlier.hostname == l.hostname {
-				l.conflictReason = gatewayv1.ListenerReasonHostnameConflict
+			reason := conflictBetween(earlier, l)
+			if reason == "" {
+				continue
+			}
+			l.conflict(reason, earlier)
+			if sameObject && earlier.conflictReason == "" {
+				earlier.conflict(reason, l)
+			}
+			if !sameObject {
 				break
 			}
 		}
+	}
+}
+
+// conflictBetween is why listeners a and b, on one port, cannot both be
+// served, or "" when they can.
+func conflictBetween(a, b *listener) gatewayv1.ListenerConditionReason {
+	switch {
+	case a.spec.Protocol != b.spec.Protocol:
+		return gatewayv1.ListenerReasonProtocolConflict
+	case a.hostname == b.hostname:
+		return gatewayv1.ListenerReasonHostnameConflict
+	}
+	return ""
+}
+
+// conflict marks l refused for reason, because of other; the first
+// conflict found is the one reported.
+func (l *listener) conflict(reason gatewayv1.ListenerConditionReason, other *listener) {
+	if l.conflictReason != "" {
+		return
+	}
+	l.conflictReason = reason
+	if reason != gatewayv1.ListenerReasonProtocolConflict {
+		return
+	}
+	l.conflictWith = fmt.Sprintf("protocol %s conflicts with listener %q of protocol %s on port %d", l.spec.Protocol, other.spec.Name, other.spec.Protocol, l.spec.Port)
+	if sharesTLSPort(other.spec.Protocol, l.spec.Protocol) {
+		// The spec allows these together, chosen by server name;
+		// hostgate does not serve that yet.
+		l.conflictWith += ": HTTPS and TLS passthrough listeners cannot share a port in hostgate yet"
 	}
 }
 
@@ -670,7 +708,7 @@ func (l *listener) acceptance() problem {
 		return problem{string(l.conflictReason), l.conflictWith}
 	}
 	if l.conflictReason != "" {
-		return problem{string(l.conflictReason), "conflicts with an earlier listener on port " + fmt.Sprint(l.spec.Port)}
+		return problem{string(l.conflictReason), "conflicts with another listener on port " + fmt.Sprint(l.spec.Port)}
 	}
 	return l.accepted
 }

@@ -145,7 +145,13 @@ func (r *route) finish() {
 		validate = router.ValidateL4
 	}
 	if err := validate(&router.Route{ID: r.id, Hostnames: r.hostnames, Rules: r.rules}); err != nil {
-		r.unsupported("%v", err)
+		msg := err.Error()
+		// The router names fields of its own model; these two are the
+		// object's spec fields of the same name.
+		if strings.HasPrefix(msg, "rules") || strings.HasPrefix(msg, "hostnames") {
+			msg = "spec." + msg
+		}
+		r.unsupported("%s", msg)
 	}
 }
 
@@ -185,7 +191,10 @@ func (t *translator) attachRoute(r *route) (parents []gatewayv1.RouteParentStatu
 		}
 		ours = true
 		if accepted.ok() {
+			// What is wrong in the route itself names its own field.
 			accepted = r.invalid
+		} else {
+			accepted.message = fmt.Sprintf("spec.parentRefs[%d]: %s", ref.index, accepted.message)
 		}
 		outcomes = append(outcomes, parentOutcome{ref.index, accepted})
 	}
@@ -206,7 +215,7 @@ func (t *translator) parentStatuses(r *route, controller gatewayv1.GatewayContro
 	var parents []gatewayv1.RouteParentStatus
 	gen := r.meta.Generation
 	for _, o := range outcomes {
-		i, ref, accepted := o.ref, r.common.ParentRefs[o.ref], o.accepted
+		ref, accepted := r.common.ParentRefs[o.ref], o.accepted
 		st := gatewayv1.RouteParentStatus{ParentRef: ref, ControllerName: controller}
 		if accepted.ok() && r.resolvedRefs.ok() {
 			st.Conditions = t.goodConditions(gen)
@@ -217,8 +226,7 @@ func (t *translator) parentStatuses(r *route, controller gatewayv1.GatewayContro
 		if accepted.ok() {
 			setCondition(&st.Conditions, acceptedCondition(gen))
 		} else {
-			setCondition(&st.Conditions, condition(gatewayv1.RouteConditionAccepted, false, accepted.reason, gen,
-				fmt.Sprintf("spec.parentRefs[%d]: %s", i, accepted.message)))
+			setCondition(&st.Conditions, condition(gatewayv1.RouteConditionAccepted, false, accepted.reason, gen, accepted.message))
 		}
 		if r.resolvedRefs.ok() {
 			setCondition(&st.Conditions, resolvedCondition(gen))
@@ -287,8 +295,9 @@ func (t *translator) attachToListeners(r *route, g *gateway, listeners []*listen
 		}
 		// attachedRoutes counts accepted routes only, once however many
 		// parentRefs select the listener: one whose hostnames miss the
-		// listener's is not attached to it.
-		if !slices.Contains(t.attachedTo, l) {
+		// listener's is not attached to it, and one that is invalid in
+		// itself is refused (Accepted=False) by every parent.
+		if r.invalid.ok() && !slices.Contains(t.attachedTo, l) {
 			t.attachedTo = append(t.attachedTo, l)
 			l.attachedRoutes++
 		}
