@@ -76,7 +76,7 @@ func (n *network) addPod(i int, addr netip.Addr) error {
 		return fmt.Errorf("create pod namespace: %w", err)
 	}
 	for _, args := range [][]string{
-		{"link", "add", veth, "type", "veth", "peer", "name", "eth0", "netns", ns},
+		{"link", "add", veth, "type", "veth", "peer", "name", "eth0", "address", podMAC(addr), "netns", ns},
 		{"link", "set", veth, "master", n.bridge, "up"},
 		{"-n", ns, "addr", "add", netip.PrefixFrom(addr, n.nodeIP.Bits()).String(), "dev", "eth0"},
 		{"-n", ns, "link", "set", "eth0", "up"},
@@ -88,6 +88,19 @@ func (n *network) addPod(i int, addr netip.Addr) error {
 		}
 	}
 	return nil
+}
+
+// podMAC is the hardware address of the pod with address addr: the same
+// for every pod that gets the address. With a random one, the node's
+// neighbour entry for an address freed by one pod and given to the next
+// still named the old pod's interface, and connections to the new pod
+// timed out until the entry went stale (seen in TCPRouteReferenceGrant,
+// whose backend got the address of one a test before had deleted).
+func podMAC(addr netip.Addr) string {
+	b := addr.As16()
+	// Locally administered, unicast; the last four bytes are the IPv4
+	// address or the low bytes of an IPv6 one.
+	return fmt.Sprintf("02:00:%02x:%02x:%02x:%02x", b[12], b[13], b[14], b[15])
 }
 
 // removePod deletes the veth pair and the namespace of address number i,
