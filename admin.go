@@ -88,11 +88,13 @@ func (a *admin) routes(w http.ResponseWriter, r *http.Request) {
 	for _, l := range gen.Listeners {
 		fmt.Fprintf(&b, "\nlistener %s %s\n", l.Protocol, l.Address)
 		var t strings.Builder
-		switch {
-		case l.served != nil:
-			l.served.WriteText(&t)
-		case l.l4 != nil:
+		if l.l4 != nil {
+			// Alone, or the passthrough hostnames of an HTTPS socket,
+			// which are decided first.
 			l.l4.WriteText(&t)
+		}
+		if l.served != nil {
+			l.served.WriteText(&t)
 		}
 		for line := range strings.Lines(t.String()) {
 			b.WriteString("  " + line)

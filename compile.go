@@ -40,9 +40,11 @@ type listenerState struct {
 	// describing 10,000 routes takes longer than compiling them.
 	Hosts []router.HostDescription `json:"hosts"`
 	table *router.Table
-	// l4 is the table of a TLS passthrough or TCP listener, whose
-	// L4Routes are filled in as Hosts are.
+	// l4 is the table of a TLS passthrough or TCP listener, or of the
+	// passthrough listeners sharing an HTTPS one's socket, whose
+	// L4Routes are filled in as Hosts are; l4Errs what it left out.
 	l4       *router.L4Table
+	l4Errs   []error
 	L4Routes []router.L4Description `json:"l4Routes,omitempty"`
 	// served is table with the listener filters, what the proxy serves.
 	served *router.Table
@@ -80,6 +82,7 @@ func compileSnapshot(snap *watch.Snapshot, number uint64, prev *generation, log 
 		}
 		state := listenerState{Address: address, spec: l}
 		p := previous[l.Name]
+		routes, passthrough := l.SplitPassthrough()
 		sameInput := func(s *listenerState) bool {
 			return s != nil && slices.Equal(s.spec.ListenerHostnames, l.ListenerHostnames) && sameRoutes(s.spec.Routes, l.Routes)
 		}
@@ -92,9 +95,17 @@ func compileSnapshot(snap *watch.Snapshot, number uint64, prev *generation, log 
 			if p != nil {
 				from = p.table
 			}
-			state.table, state.routeErrs = router.Recompile(from, l.Routes, l.ListenerHostnames...)
+			state.table, state.routeErrs = router.Recompile(from, routes, l.ListenerHostnames...)
 		}
 		pl := proxy.Listener{Address: address, Routes: state.table}
+		if len(l.Passthrough) > 0 {
+			if sameInput(p) && slices.Equal(p.spec.Passthrough, l.Passthrough) {
+				state.l4, state.l4Errs = p.l4, p.l4Errs
+			} else {
+				state.l4, state.l4Errs = router.CompileL4Shared(passthrough, l.Passthrough, l.ListenerHostnames)
+			}
+			pl.L4 = state.l4
+		}
 		if len(l.ListenerFilters) > 0 && state.table != nil {
 			filtered, err := state.table.WithListenerFilters(l.ListenerFilters)
 			if err != nil {
@@ -117,6 +128,7 @@ func compileSnapshot(snap *watch.Snapshot, number uint64, prev *generation, log 
 		}
 		state.Protocol = pl.Protocol.String()
 		gen.LeftOut = append(gen.LeftOut, describeErrors(address, state.routeErrs)...)
+		gen.LeftOut = append(gen.LeftOut, describeErrors(address, state.l4Errs)...)
 		gen.LeftOut = append(gen.LeftOut, describeErrors(address, state.certErrs)...)
 		gen.config.Listeners = append(gen.config.Listeners, pl)
 		gen.Listeners = append(gen.Listeners, state)
@@ -226,9 +238,11 @@ func (gen *generation) described() *generation {
 	out := *gen
 	out.Listeners = slices.Clone(gen.Listeners)
 	for i := range out.Listeners {
-		if l := &out.Listeners[i]; l.l4 != nil {
+		l := &out.Listeners[i]
+		if l.l4 != nil {
 			l.L4Routes = l.l4.Describe()
-		} else {
+		}
+		if !l.spec.Protocol.L4() {
 			l.Hosts = l.table.Describe()
 		}
 	}

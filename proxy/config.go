@@ -56,7 +56,10 @@ type Listener struct {
 	// default included.
 	TLS *tlsstore.Store
 	// L4 serves a TLSPassthrough or TCP listener; nil refuses every
-	// connection.
+	// connection. On an HTTPS listener it holds the routes of the TLS
+	// passthrough listeners that share the socket
+	// (router.CompileL4Shared): connections whose server name it claims
+	// are passed through, the others terminated; nil passes none.
 	L4 *router.L4Table
 }
 

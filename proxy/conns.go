@@ -120,7 +120,8 @@ func connContext(ctx context.Context, c net.Conn) context.Context {
 // and the HTTP/1.1 engine see connections wrapped by the guard, TLS and,
 // after a hand-over or an h2c upgrade, a bufferedConn; beneath those are
 // the connection caps' trackedConn and a PROXY header's proxiedConn, then
-// the socket (which lingerClose needs).
+// the socket (which lingerClose needs). A replayConn sits above
+// trackedConn on an HTTPS socket shared with TLS passthrough.
 func beneath[T net.Conn](c net.Conn) (T, bool) {
 	for {
 		if t, ok := c.(T); ok {
@@ -136,6 +137,8 @@ func beneath[T net.Conn](c net.Conn) (T, bool) {
 		case *trackedConn:
 			c = w.Conn
 		case *proxiedConn:
+			c = w.Conn
+		case *replayConn:
 			c = w.Conn
 		default:
 			var none T
@@ -211,7 +214,7 @@ func (m *metrics) countHandshakes(cfg *tls.Config) *tls.Config {
 	getCertificate := cfg.GetCertificate
 	cfg.GetCertificate = func(hello *tls.ClientHelloInfo) (*tls.Certificate, error) {
 		cert, err := getCertificate(hello)
-		c, tracked := hello.Conn.(*trackedConn)
+		c, tracked := beneath[*trackedConn](hello.Conn)
 		if tracked {
 			c.serverName = hello.ServerName
 		}
@@ -230,7 +233,7 @@ func (m *metrics) countHandshakes(cfg *tls.Config) *tls.Config {
 	if getConfig := cfg.GetConfigForClient; getConfig != nil {
 		cfg.GetConfigForClient = func(hello *tls.ClientHelloInfo) (*tls.Config, error) {
 			validating, err := getConfig(hello)
-			c, tracked := hello.Conn.(*trackedConn)
+			c, tracked := beneath[*trackedConn](hello.Conn)
 			if validating == nil || !tracked {
 				return validating, err
 			}
@@ -254,8 +257,26 @@ func (m *metrics) failedHandshake(c net.Conn) {
 	if !ok || tc.ConnectionState().HandshakeComplete {
 		return
 	}
-	if t, ok := tc.NetConn().(*trackedConn); ok && (t.unknownSNI.Load() || t.evicted()) {
+	if t, ok := beneath[*trackedConn](tc.NetConn()); ok && (t.unknownSNI.Load() || t.evicted()) {
 		return
 	}
 	m.handshakes[handshakeError].Inc()
+}
+
+// replayConn gives its first reads the bytes read from Conn before the
+// HTTP engines had it: the ClientHello that proxy/l4 read on an HTTPS
+// socket shared with TLS passthrough listeners, to learn that the
+// connection is not theirs. The TLS handshake then reads it as if unread.
+type replayConn struct {
+	net.Conn
+	pending []byte
+}
+
+func (c *replayConn) Read(p []byte) (int, error) {
+	if len(c.pending) == 0 {
+		return c.Conn.Read(p)
+	}
+	n := copy(p, c.pending)
+	c.pending = c.pending[n:]
+	return n, nil
 }

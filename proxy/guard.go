@@ -1116,10 +1116,15 @@ func (l guardListener) Accept() (net.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
+	return l.guard(c), nil
+}
+
+// guard wraps c, accepted from l.Listener, as Accept does.
+func (l guardListener) guard(c net.Conn) *guardConn {
 	if l.tls != nil {
 		c = tls.Server(c, l.tls)
 	}
 	g := newGuardConn(c)
 	g.writes.stall = l.writeStall
-	return g, nil
+	return g
 }

@@ -153,7 +153,7 @@ func (h *handoffListener) deliver(c net.Conn) bool {
 // acceptH1 accepts the listener's connections for the engine.
 func (l *listener) acceptH1(ln guardListener) {
 	for {
-		c, err := ln.Accept()
+		c, err := ln.Listener.Accept()
 		if errors.Is(err, net.ErrClosed) {
 			return
 		}
@@ -164,8 +164,26 @@ func (l *listener) acceptH1(ln guardListener) {
 			time.Sleep(10 * time.Millisecond)
 			continue
 		}
-		go l.serveH1(c.(*guardConn))
+		go l.serveConn(ln, c)
 	}
+}
+
+// serveConn serves c, accepted from ln's socket, on its own goroutine: a
+// ClientHello that a TLS passthrough listener on the socket claims goes to
+// proxy/l4 (Divert reads it here, not in the accept loop, so that a slow
+// client holds up no other); any other connection goes to the HTTP
+// engines, which read the bytes Divert read as if unread.
+func (l *listener) serveConn(ln guardListener, c net.Conn) {
+	if l.passthrough != nil {
+		read, taken := l.passthrough.Divert(c)
+		if taken {
+			return
+		}
+		if len(read) > 0 {
+			c = &replayConn{Conn: c, pending: read}
+		}
+	}
+	l.serveH1(ln.guard(c))
 }
 
 func (l *listener) serveH1(gc *guardConn) {

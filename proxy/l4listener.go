@@ -14,7 +14,6 @@ import (
 // as the HTTP listeners, on the same endpoint sets, balancing and passive
 // health.
 func (s *Server) openL4Listener(cfg *Listener, ln net.Listener, port int) *listener {
-	o := &s.opts
 	mode := l4.TCP
 	if cfg.Protocol == TLSPassthrough {
 		mode = l4.Passthrough
@@ -27,9 +26,22 @@ func (s *Server) openL4Listener(cfg *Listener, ln net.Listener, port int) *liste
 		tcp:      newConnTracker(ln, s.conns, s.metrics),
 		stats:    s.metrics.listener(cfg.Address),
 	}
-	l.stream = l4.New(l4.Options{
+	l.stream = l4.New(s.l4Options(cfg.Address, mode), cfg.L4)
+	l.serving.Go(func() {
+		if err := l.stream.Serve(l.tcp); !errors.Is(err, net.ErrClosed) {
+			s.log.Error("listener stopped", "listener", l.addr, "error", err)
+		}
+	})
+	s.log.Info("listener opened", "listener", l.addr, "protocol", cfg.Protocol.String(), "port", port)
+	return l
+}
+
+// l4Options are what proxy/l4 serves a listener at address with.
+func (s *Server) l4Options(address string, mode l4.Mode) l4.Options {
+	o := &s.opts
+	return l4.Options{
 		Mode:    mode,
-		Address: cfg.Address,
+		Address: address,
 		// A ClientHello is smaller than a request head and gets as long.
 		HelloTimeout:    o.ReadHeaderTimeout,
 		DialTimeout:     o.DialTimeout,
@@ -39,14 +51,7 @@ func (s *Server) openL4Listener(cfg *Listener, ln net.Listener, port int) *liste
 		Metrics:         s.l4metrics,
 		Log:             s.log,
 		AccessLog:       o.L4AccessLog,
-	}, cfg.L4)
-	l.serving.Go(func() {
-		if err := l.stream.Serve(l.tcp); !errors.Is(err, net.ErrClosed) {
-			s.log.Error("listener stopped", "listener", l.addr, "error", err)
-		}
-	})
-	s.log.Info("listener opened", "listener", l.addr, "protocol", cfg.Protocol.String(), "port", port)
-	return l
+	}
 }
 
 // drainL4 lets the listener's connections run until ctx is done, then

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/hostgate/hostgate/router"
 	"github.com/hostgate/hostgate/tlsstore/tlstest"
@@ -62,5 +63,70 @@ func TestApplyTLSPassthrough(t *testing.T) {
 	c.Close()
 	if len(got) < 12 || string(got[:12]) != "HTTP/1.1 200" {
 		t.Errorf("answer %q, want HTTP/1.1 200", got)
+	}
+}
+
+// TestSharedTLSPort: an HTTPS listener that shares its socket with a TLS
+// passthrough listener passes secure.example.com through (the client
+// verifies the backend's own certificate, of a CA hostgate has no
+// certificate of) and terminates app.example.com, whose ClientHello
+// proxy/l4 read first, over HTTP/1.1 and h2; HTTP/3 on the port's UDP
+// socket still answers; a server name that is neither's is the HTTPS
+// listener's to refuse. Both with hostgate's engines and net/http's.
+func TestSharedTLSPort(t *testing.T) {
+	for _, engine := range []Engine{EngineNative, EngineStdlib} {
+		t.Run(string(engine), func(t *testing.T) {
+			f := newTLSFixture(t)
+			backendCA := tlstest.NewCA(t)
+			opts := testOptions()
+			opts.HTTP1Engine, opts.HTTP2Engine = engine, engine
+			s := startServer(t, opts)
+			s.UpdateEndpoints(map[string][]Endpoint{
+				"ns/secure:443": {{Address: startTLSBackend(t, backendCA, []string{"h2", "http/1.1"}, echo("secure"), "secure.example.com")}},
+				"web":           {{Address: startBackend(t, echo("web"))}},
+			})
+			passthrough, errs := router.CompileL4Shared([]router.Route{{
+				ID:        router.RouteID{Kind: router.KindTLSRoute, Namespace: "ns", Name: "secure"},
+				Listener:  "secure.example.com",
+				Hostnames: []string{"secure.example.com"},
+				Rules:     []router.Rule{{Backends: []router.BackendRef{{Name: "ns/secure:443", Weight: 1}}}},
+			}}, []string{"secure.example.com"}, []string{"app.example.com"})
+			if len(errs) > 0 {
+				t.Fatal(errs)
+			}
+			addr := apply(t, s, Listener{
+				Address: "127.0.0.1:0", Protocol: HTTPS, TLS: f.store(t, "app.example.com"), L4: passthrough,
+				Routes: compile(t, route("web", []string{"app.example.com"}, router.Rule{Backends: backends("web")})),
+			})[0]
+
+			passed := &http.Client{Transport: &http.Transport{
+				TLSClientConfig: &tls.Config{RootCAs: backendCA.Pool},
+				DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
+					return (&net.Dialer{}).DialContext(ctx, network, addr)
+				},
+			}}
+			resp, body := get(t, passed, "https://secure.example.com/x")
+			if resp.StatusCode != http.StatusOK || !strings.HasPrefix(body, "backend=secure ") {
+				t.Fatalf("passthrough: %d %q, want 200 from the backend", resp.StatusCode, body)
+			}
+			wantMetric(t, s, 1, "hostgate_l4_connections_total", "listener", "127.0.0.1:0")
+
+			for _, h2 := range []bool{false, true} {
+				resp, body := get(t, f.client(addr, h2), "https://app.example.com/x")
+				if resp.StatusCode != http.StatusOK || !strings.Contains(body, "backend=web") || resp.ProtoMajor != map[bool]int{false: 1, true: 2}[h2] {
+					t.Errorf("terminated, h2 %t: %s %d %q, want 200 from web", h2, resp.Proto, resp.StatusCode, body)
+				}
+			}
+			resp, body = get(t, &http.Client{Transport: f.h3Transport(t, addr), Timeout: 10 * time.Second}, "https://app.example.com/x")
+			if resp.ProtoMajor != 3 || !strings.Contains(body, "backend=web") {
+				t.Errorf("HTTP/3: %s %d %q, want 200 from web", resp.Proto, resp.StatusCode, body)
+			}
+
+			_, err := tls.Dial("tcp", addr, &tls.Config{ServerName: "other.example.com", RootCAs: f.ca.Pool})
+			if err == nil || !strings.Contains(err.Error(), "unrecognized name") {
+				t.Errorf("other.example.com: %v, want the HTTPS listener's unrecognized_name", err)
+			}
+			wantMetric(t, s, 1, "hostgate_l4_connections_total", "listener", "127.0.0.1:0")
+		})
 	}
 }

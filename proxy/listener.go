@@ -64,6 +64,9 @@ type listener struct {
 	// stream serves a Layer 4 listener, which has none of the above but
 	// tcp and stats.
 	stream *l4.Listener
+	// passthrough serves, on an HTTPS listener, the connections of TLS
+	// passthrough listeners that share its socket (serveConn).
+	passthrough *l4.Listener
 }
 
 // listenerState is what Apply swaps on a listener that stays.
@@ -83,6 +86,9 @@ func (l *listener) publish(cfg *Listener) {
 	if l.stream != nil {
 		l.stream.Publish(cfg.L4)
 		return
+	}
+	if l.passthrough != nil {
+		l.passthrough.Publish(cfg.L4)
 	}
 	l.state.Store(&listenerState{routes: cfg.Routes, tls: cfg.TLS, backendTLS: l.srv.fwd.backendTransports(cfg.Routes), guards: l.srv.guards.resolve(cfg.Routes)})
 	l.stats.prune(cfg.Routes)
@@ -113,6 +119,11 @@ func (s *Server) openListener(cfg *Listener) (*listener, error) {
 		scheme:   "http",
 		tcp:      newConnTracker(ln, s.conns, s.metrics),
 		stats:    s.metrics.listener(cfg.Address),
+	}
+	if cfg.Protocol == HTTPS {
+		// Always, since TLS passthrough listeners may join the socket
+		// later; with no routes (cfg.L4 nil) it reads nothing.
+		l.passthrough = l4.New(s.l4Options(cfg.Address, l4.Passthrough), nil)
 	}
 	l.publish(cfg)
 	// No ReadTimeout or WriteTimeout: they would cut gRPC streams and
@@ -179,7 +190,9 @@ func (s *Server) openListener(cfg *Listener) (*listener, error) {
 		}
 	}
 	serve := func() error { return l.http.Serve(guarded) }
-	if o.HTTP1Engine == EngineNative || l.h2 != nil {
+	// HTTPS sockets too, whatever the engines: serveConn chooses between
+	// TLS passthrough and the HTTP engines.
+	if o.HTTP1Engine == EngineNative || l.h2 != nil || l.passthrough != nil {
 		l.handoff = newHandoffListener(l.tcp.Addr())
 		l.h1conns = map[*h1conn]struct{}{}
 		serve = func() error { return l.http.Serve(l.handoff) }
@@ -319,6 +332,10 @@ func (l *listener) drain(ctx context.Context) bool {
 		return l.drainL4(ctx)
 	}
 	var wg sync.WaitGroup
+	passedClean := true
+	if l.passthrough != nil {
+		wg.Go(func() { passedClean = l.passthrough.Drain(ctx) })
+	}
 	if l.handoff != nil {
 		l.closeIdleH1()
 	}
@@ -359,6 +376,10 @@ func (l *listener) drain(ctx context.Context) bool {
 		// Its connections close once their GOAWAY is read; the handler
 		// goroutines kept for later streams go now.
 		l.h2.EndIdleHandlers()
+	}
+	if l.passthrough != nil {
+		clean = clean && passedClean
+		l.srv.l4metrics.Forget(l.addr)
 	}
 	l.srv.log.Info("listener closed", "listener", l.addr, "clean", clean)
 	return clean

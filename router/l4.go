@@ -48,6 +48,10 @@ type L4Table struct {
 // l4Scope is the routes of one listener hostname.
 type l4Scope struct {
 	listener string
+	// https marks the hostname of an HTTPS listener on the same socket
+	// (CompileL4Shared): server names it is the most specific listener
+	// for are not this table's.
+	https bool
 	// exact and wild hold the route hostnames narrowed to the listener's,
 	// wild sorted longest suffix first; any is the route that serves
 	// every name the listener admits (and connections without one).
@@ -115,6 +119,23 @@ func CompileL4(routes []Route, listeners ...string) (*L4Table, []error) {
 	return t, errs
 }
 
+// CompileL4Shared is CompileL4 for the TLS passthrough listeners of
+// hostnames passthrough that share their socket with HTTPS listeners of
+// hostnames https. Listener precedence holds across the two kinds, as it
+// does among listeners of one: a server name belongs to the most specific
+// listener that admits it, and Claims tells whether that is one of this
+// table's.
+func CompileL4Shared(routes []Route, passthrough, https []string) (*L4Table, []error) {
+	t, errs := CompileL4(routes, passthrough...)
+	for _, h := range https {
+		if !slices.ContainsFunc(t.scopes, func(s l4Scope) bool { return s.listener == h }) {
+			t.scopes = append(t.scopes, l4Scope{listener: h, https: true})
+		}
+	}
+	slices.SortFunc(t.scopes, func(a, b l4Scope) int { return compareSpecificity(a.listener, b.listener) })
+	return t, errs
+}
+
 // narrow is the part of a route hostname that a listener hostname admits:
 // the more specific of the two. Translation attached the route only where
 // they intersect.
@@ -169,25 +190,40 @@ func admits(listener, serverName string) bool {
 // serverName (lower case; "" when it named none, and for TCP), or nil
 // when no route serves it. A nil table serves nothing.
 func (t *L4Table) Lookup(serverName string) *L4Target {
+	s := t.scopeOf(serverName)
+	if s == nil || s.https {
+		return nil
+	}
+	if serverName != "" {
+		if target := s.exact[serverName]; target != nil {
+			return target
+		}
+		for _, w := range s.wild {
+			if wildcardCovers(w.Host, serverName) {
+				return w
+			}
+		}
+	}
+	return s.any
+}
+
+// Claims reports whether a connection for serverName is this table's to
+// serve or refuse: the most specific listener that admits the name is
+// one of its own, not an HTTPS listener beside it (CompileL4Shared).
+func (t *L4Table) Claims(serverName string) bool {
+	s := t.scopeOf(serverName)
+	return s != nil && !s.https
+}
+
+// scopeOf is the most specific listener scope that admits serverName.
+func (t *L4Table) scopeOf(serverName string) *l4Scope {
 	if t == nil {
 		return nil
 	}
 	for i := range t.scopes {
-		s := &t.scopes[i]
-		if !admits(s.listener, serverName) {
-			continue
+		if s := &t.scopes[i]; admits(s.listener, serverName) {
+			return s
 		}
-		if serverName != "" {
-			if target := s.exact[serverName]; target != nil {
-				return target
-			}
-			for _, w := range s.wild {
-				if wildcardCovers(w.Host, serverName) {
-					return w
-				}
-			}
-		}
-		return s.any
 	}
 	return nil
 }

@@ -104,3 +104,39 @@ func TestChooseBackendWeights(t *testing.T) {
 		t.Error("a backend of weight 0 was chosen")
 	}
 }
+
+// TestL4Shared: on a socket shared with HTTPS listeners, a server name
+// belongs to the most specific listener of either kind; those the HTTPS
+// listeners take are not claimed, and names no listener admits neither.
+func TestL4Shared(t *testing.T) {
+	routes := []Route{
+		l4Route(KindTLSRoute, "db", "db.example.com"),
+		l4Route(KindTLSRoute, "wild", "*.example.com"),
+	}
+	table, errs := CompileL4Shared(routes, []string{"db.example.com", "*.example.com"}, []string{"www.example.com", "*.shop.example.com", "*.org"})
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	for _, c := range []struct {
+		sni    string
+		claims bool
+		route  string
+	}{
+		{"db.example.com", true, "db"},
+		{"x.example.com", true, "wild"},
+		{"www.example.com", false, ""},
+		{"pay.shop.example.com", false, ""},
+		{"example.org", false, ""},
+		{"x.example.org", false, ""},
+		{"example.net", false, ""},
+		{"", false, ""},
+	} {
+		got := ""
+		if target := table.Lookup(c.sni); target != nil {
+			got = target.Route.Name
+		}
+		if table.Claims(c.sni) != c.claims || got != c.route {
+			t.Errorf("%q: Claims %t, Lookup %q; want %t, %q", c.sni, table.Claims(c.sni), got, c.claims, c.route)
+		}
+	}
+}

@@ -526,10 +526,11 @@ func markConflicts(ls []*listener) {
 }
 
 // conflictBetween is why listeners a and b, on one port, cannot both be
-// served, or "" when they can.
+// served, or "" when they can. HTTPS and TLS passthrough listeners share
+// a port, chosen by server name, as listeners of one protocol do.
 func conflictBetween(a, b *listener) gatewayv1.ListenerConditionReason {
 	switch {
-	case a.spec.Protocol != b.spec.Protocol:
+	case a.spec.Protocol != b.spec.Protocol && !sharesTLSSocket(Protocol(a.spec.Protocol), Protocol(b.spec.Protocol)):
 		return gatewayv1.ListenerReasonProtocolConflict
 	case a.hostname == b.hostname:
 		return gatewayv1.ListenerReasonHostnameConflict
@@ -548,17 +549,6 @@ func (l *listener) conflict(reason gatewayv1.ListenerConditionReason, other *lis
 		return
 	}
 	l.conflictWith = fmt.Sprintf("protocol %s conflicts with listener %q of protocol %s on port %d", l.spec.Protocol, other.spec.Name, other.spec.Protocol, l.spec.Port)
-	if sharesTLSPort(other.spec.Protocol, l.spec.Protocol) {
-		// The spec allows these together, chosen by server name;
-		// hostgate does not serve that yet.
-		l.conflictWith += ": HTTPS and TLS passthrough listeners cannot share a port in hostgate yet"
-	}
-}
-
-// sharesTLSPort reports whether listeners of protocols a and b could
-// share a port, chosen by server name, as the Gateway API allows.
-func sharesTLSPort(a, b gatewayv1.ProtocolType) bool {
-	return (a == gatewayv1.HTTPSProtocolType && b == gatewayv1.TLSProtocolType) || (a == gatewayv1.TLSProtocolType && b == gatewayv1.HTTPSProtocolType)
 }
 
 // bindListener binds l at every address of its Gateway.

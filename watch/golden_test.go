@@ -121,7 +121,13 @@ func describeSnapshot(s *Snapshot) string {
 			writeTable(&b, errs, table.WriteText)
 			continue
 		}
-		table, errs := router.Compile(l.Routes)
+		routes, passthrough := l.SplitPassthrough()
+		if len(l.Passthrough) > 0 {
+			fmt.Fprintf(&b, "  passthrough hostnames=%q\n", l.Passthrough)
+			table, errs := router.CompileL4Shared(passthrough, l.Passthrough, l.ListenerHostnames)
+			writeTable(&b, errs, table.WriteText)
+		}
+		table, errs := router.Compile(routes)
 		if len(l.ListenerFilters) > 0 {
 			filtered, err := table.WithListenerFilters(l.ListenerFilters)
 			if err != nil {

@@ -76,6 +76,27 @@ type Listener struct {
 	// ListenerFilters are the filters that Gateway listeners run before
 	// route matching, by listener hostname.
 	ListenerFilters map[string][]router.Filter `json:",omitempty"`
+	// Passthrough are, on an HTTPS listener, the hostnames of TLS
+	// passthrough listeners that share the socket ("" for one without
+	// hostname; ListenerHostnames has those of the HTTPS listeners only).
+	// Their TLSRoutes are among Routes: SplitPassthrough separates them.
+	Passthrough []string `json:",omitempty"`
+}
+
+// SplitPassthrough returns the routes of l's HTTP routing table and those
+// of the TLS passthrough listeners that share its socket.
+func (l *Listener) SplitPassthrough() (routes, passthrough []router.Route) {
+	if len(l.Passthrough) == 0 {
+		return l.Routes, nil
+	}
+	for _, r := range l.Routes {
+		if r.ID.Kind.IsL4() {
+			passthrough = append(passthrough, r)
+		} else {
+			routes = append(routes, r)
+		}
+	}
+	return routes, passthrough
 }
 
 // Cert is a certificate chain and key from a kubernetes.io/tls Secret.

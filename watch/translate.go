@@ -280,6 +280,10 @@ type socket struct {
 	// filters hold the listener filters of each listener hostname bound,
 	// nil for a hostname bound without (bindFilters).
 	filters map[string][]router.Filter
+	// protocols hold the protocol of the listeners of each hostname
+	// bound: on an HTTPS socket, TLS passthrough listeners may take
+	// hostnames of their own.
+	protocols map[string]Protocol
 }
 
 func socketName(address string, port int) string {
@@ -296,15 +300,25 @@ func (t *translator) bind(address string, port int, protocol Protocol, hostname 
 	name := socketName(address, port)
 	s := t.sockets[name]
 	if s == nil {
-		s = &socket{address: address, port: port, protocol: protocol, last: t.lastRoutes(name), validations: map[string]*ClientValidation{}}
+		s = &socket{address: address, port: port, protocol: protocol, last: t.lastRoutes(name), validations: map[string]*ClientValidation{}, protocols: map[string]Protocol{}}
 		if s.last == nil {
 			s.sharing = -1
 		}
 		t.sockets[name] = s
 	}
 	if s.protocol != protocol {
-		return nil, name + " is already served with another protocol"
+		if !sharesTLSSocket(s.protocol, protocol) {
+			return nil, name + " is already served with another protocol"
+		}
+		// HTTPS and TLS passthrough listeners share the socket, the
+		// ClientHello's server name choosing between them (proxy's
+		// serveConn): it is an HTTPS socket with passthrough hostnames.
+		s.protocol = ProtocolHTTPS
 	}
+	if other, ok := s.protocols[hostname]; ok && other != protocol {
+		return nil, fmt.Sprintf("%s already serves %s with protocol %s", name, describeHostname(hostname), other)
+	}
+	s.protocols[hostname] = protocol
 	bound, ok := s.validations[hostname]
 	switch {
 	case !ok:
@@ -318,6 +332,12 @@ func (t *translator) bind(address string, port int, protocol Protocol, hostname 
 		s.hostnames = append(s.hostnames, hostname)
 	}
 	return s, ""
+}
+
+// sharesTLSSocket reports whether listeners of protocols a and b can
+// share a socket: HTTPS and TLS passthrough can, chosen by server name.
+func sharesTLSSocket(a, b Protocol) bool {
+	return (a == ProtocolHTTPS && b == ProtocolTLS) || (a == ProtocolTLS && b == ProtocolHTTPS)
 }
 
 func describeHostname(hostname string) string {
@@ -403,8 +423,12 @@ func (t *translator) snapshot() *Snapshot {
 				l.ClientValidations = append(l.ClientValidations, *v)
 			}
 		}
-		l.ListenerHostnames = slices.Sorted(slices.Values(s.hostnames))
-		if !s.anyHost {
+		hostnames, anyHost := s.hostnames, s.anyHost
+		if s.protocol == ProtocolHTTPS {
+			hostnames, anyHost = s.passthrough(&l)
+		}
+		l.ListenerHostnames = slices.Sorted(slices.Values(hostnames))
+		if !anyHost {
 			l.Hostnames = l.ListenerHostnames
 		} else {
 			l.ListenerHostnames = append(l.ListenerHostnames, "")
@@ -418,6 +442,27 @@ func (t *translator) snapshot() *Snapshot {
 		return cmp.Compare(a.Address, b.Address)
 	})
 	return snap
+}
+
+// passthrough sets l.Passthrough to the hostnames of the TLS passthrough
+// listeners of s, an HTTPS socket, and returns those of its HTTPS
+// listeners and whether one of them has no hostname.
+func (s *socket) passthrough(l *Listener) (hostnames []string, anyHost bool) {
+	for h, p := range s.protocols {
+		if p == ProtocolTLS {
+			l.Passthrough = append(l.Passthrough, h)
+		}
+	}
+	if len(l.Passthrough) == 0 {
+		return s.hostnames, s.anyHost
+	}
+	slices.Sort(l.Passthrough)
+	for _, h := range s.hostnames {
+		if s.protocols[h] == ProtocolHTTPS {
+			hostnames = append(hostnames, h)
+		}
+	}
+	return hostnames, s.protocols[""] == ProtocolHTTPS
 }
 
 // splitHostPort parses a listen address such as ":80" or "10.0.0.1:443".

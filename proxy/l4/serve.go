@@ -201,40 +201,92 @@ const (
 func (l *Listener) serve(c net.Conn) {
 	defer l.untrack(c)
 	defer c.Close()
+	rec := l.record(c)
+	var hello []byte
+	var err error
+	if l.opts.Mode == Passthrough {
+		hello, rec.ServerName, err = l.readHello(c)
+	}
+	l.route(c, &rec, l.routes.Load(), hello, err)
+}
+
+func (l *Listener) record(c net.Conn) Record {
 	rec := Record{Start: time.Now(), Listener: l.opts.Address, Mode: l.opts.Mode}
 	if a, ok := c.RemoteAddr().(*net.TCPAddr); ok {
 		rec.Client = a.AddrPort()
 	}
+	return rec
+}
+
+// readHello reads c's ClientHello within HelloTimeout.
+func (l *Listener) readHello(c net.Conn) (hello []byte, serverName string, err error) {
+	if l.opts.HelloTimeout > 0 {
+		_ = c.SetReadDeadline(time.Now().Add(l.opts.HelloTimeout))
+	}
+	hello, serverName, err = readHello(c)
+	if err == nil {
+		_ = c.SetReadDeadline(time.Time{})
+	}
+	return hello, serverName, err
+}
+
+// Divert serves c, a connection to a socket whose HTTPS listeners this
+// passthrough Listener shares, when its ClientHello is this Listener's:
+// the server name is one its table claims (router.CompileL4Shared), or
+// the hello is unusable (refused as a passthrough listener refuses it).
+// Otherwise it returns the bytes it read and taken false: the HTTPS
+// engine must see them as if unread. A client that sends no TLS at all
+// goes to the HTTPS engine too, which tells it so. The routes are read
+// once, as for any connection.
+func (l *Listener) Divert(c net.Conn) (read []byte, taken bool) {
+	table := l.routes.Load()
+	if table == nil {
+		return nil, false
+	}
+	hello, serverName, err := l.readHello(c)
+	if errors.Is(err, errNotTLS) || (err == nil && !table.Claims(serverName)) {
+		if err != nil {
+			// The HTTPS engine's own header timeout holds from here.
+			_ = c.SetReadDeadline(time.Time{})
+		}
+		return hello, false
+	}
+	if !l.track(c) {
+		c.Close()
+		return nil, true
+	}
+	defer l.untrack(c)
+	defer c.Close()
+	rec := l.record(c)
+	rec.ServerName = serverName
+	l.route(c, &rec, table, hello, err)
+	return nil, true
+}
+
+// route serves c, whose ClientHello (Passthrough) was read with err, by
+// table, and writes its access log record.
+func (l *Listener) route(c net.Conn, rec *Record, table *router.L4Table, hello []byte, err error) {
 	defer func() {
 		rec.Duration = time.Since(rec.Start)
 		if l.opts.AccessLog != nil {
-			l.opts.AccessLog(&rec)
+			l.opts.AccessLog(rec)
 		}
 	}()
-	var hello []byte
-	if l.opts.Mode == Passthrough {
-		if l.opts.HelloTimeout > 0 {
-			_ = c.SetReadDeadline(time.Now().Add(l.opts.HelloTimeout))
-		}
-		var err error
-		hello, rec.ServerName, err = readHello(c)
-		rec.BytesIn = int64(len(hello))
-		if err != nil {
-			l.refuseHello(c, &rec, err)
-			return
-		}
-		_ = c.SetReadDeadline(time.Time{})
+	rec.BytesIn = int64(len(hello))
+	if err != nil {
+		l.refuseHello(c, rec, err)
+		return
 	}
-	target := l.routes.Load().Lookup(rec.ServerName)
+	target := table.Lookup(rec.ServerName)
 	if target == nil {
 		if l.opts.Mode == Passthrough {
 			writeAlert(c, alertUnrecognizedName)
 		}
-		l.refuse(&rec, refusedNoRoute)
+		l.refuse(rec, refusedNoRoute)
 		return
 	}
 	rec.Route = target.Route
-	backend, host := l.connect(target, &rec)
+	backend, host := l.connect(target, rec)
 	if backend == nil {
 		return
 	}
