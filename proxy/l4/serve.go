@@ -279,9 +279,10 @@ func (l *Listener) route(c net.Conn, rec *Record, table *router.L4Table, hello [
 	}
 	target := table.Lookup(rec.ServerName)
 	if target == nil {
-		if l.opts.Mode == Passthrough {
-			writeAlert(c, alertUnrecognizedName)
-		}
+		// Closed without an alert: the Gateway API asks that a
+		// connection no route takes be rejected at the transport, and
+		// its conformance tests take an EOF or a reset for that, not an
+		// unrecognized_name alert (TLSRouteHostnameIntersection).
 		l.refuse(rec, refusedNoRoute)
 		return
 	}
@@ -429,11 +430,9 @@ func writerOf(c net.Conn, raw *net.TCPConn) io.Writer {
 	return c
 }
 
-// TLS alerts (RFC 8446 section 6).
-const (
-	alertDecodeError      = 50
-	alertUnrecognizedName = 112
-)
+// alertDecodeError is the TLS alert of a malformed ClientHello (RFC 8446
+// section 6).
+const alertDecodeError = 50
 
 // writeAlert sends a fatal alert in a TLS 1.0 record, which every client
 // version reads before its handshake picked one. It does not wait: the
