@@ -82,7 +82,7 @@ func compileSnapshot(snap *watch.Snapshot, number uint64, prev *generation, log 
 		}
 		state := listenerState{Address: address, spec: l}
 		p := previous[l.Name]
-		routes, passthrough := l.SplitPassthrough()
+		routes, tlsRoutes := l.SplitTLS()
 		sameInput := func(s *listenerState) bool {
 			return s != nil && slices.Equal(s.spec.ListenerHostnames, l.ListenerHostnames) && sameRoutes(s.spec.Routes, l.Routes)
 		}
@@ -98,11 +98,11 @@ func compileSnapshot(snap *watch.Snapshot, number uint64, prev *generation, log 
 			state.table, state.routeErrs = router.Recompile(from, routes, l.ListenerHostnames...)
 		}
 		pl := proxy.Listener{Address: address, Routes: state.table}
-		if len(l.Passthrough) > 0 {
-			if sameInput(p) && slices.Equal(p.spec.Passthrough, l.Passthrough) {
+		if len(l.TLSHostnames) > 0 {
+			if sameInput(p) && sameL4Listeners(p.spec, l) {
 				state.l4, state.l4Errs = p.l4, p.l4Errs
 			} else {
-				state.l4, state.l4Errs = router.CompileL4Shared(passthrough, l.Passthrough, l.ListenerHostnames)
+				state.l4, state.l4Errs = router.CompileL4Socket(tlsRoutes, l.L4Listeners())
 			}
 			pl.L4 = state.l4
 		}
@@ -119,11 +119,7 @@ func compileSnapshot(snap *watch.Snapshot, number uint64, prev *generation, log 
 		state.served = pl.Routes
 		if l.Protocol == watch.ProtocolHTTPS {
 			pl.Protocol = proxy.HTTPS
-			if p != nil && p.tls != nil && reflect.DeepEqual(p.spec.Certs, l.Certs) && reflect.DeepEqual(p.spec.ClientValidations, l.ClientValidations) {
-				state.tls, state.certErrs = p.tls, p.certErrs
-			} else {
-				state.tls, state.certErrs = tlsstore.Build(certificates(l.Certs), clientValidations(l.ClientValidations)...)
-			}
+			state.buildTLS(p)
 			pl.TLS = state.tls
 		}
 		state.Protocol = pl.Protocol.String()
@@ -143,18 +139,39 @@ func compileSnapshot(snap *watch.Snapshot, number uint64, prev *generation, log 
 // (a route per hostname) and built again whenever its routes change.
 func (gen *generation) addL4(address string, l watch.Listener, prev *listenerState) {
 	state := listenerState{Address: address, Protocol: string(l.Protocol), spec: l}
-	if prev != nil && prev.l4 != nil && slices.Equal(prev.spec.ListenerHostnames, l.ListenerHostnames) && sameRoutes(prev.spec.Routes, l.Routes) {
+	if prev != nil && prev.l4 != nil && sameL4Listeners(prev.spec, l) && sameRoutes(prev.spec.Routes, l.Routes) {
 		state.l4, state.routeErrs = prev.l4, prev.routeErrs
 	} else {
-		state.l4, state.routeErrs = router.CompileL4(l.Routes, l.ListenerHostnames...)
+		state.l4, state.routeErrs = router.CompileL4Socket(l.Routes, l.L4Listeners())
 	}
 	protocol := proxy.TCP
 	if l.Protocol == watch.ProtocolTLS {
 		protocol = proxy.TLSPassthrough
 	}
+	if len(l.Terminate) > 0 {
+		state.buildTLS(prev)
+	}
 	gen.LeftOut = append(gen.LeftOut, describeErrors(address, state.routeErrs)...)
-	gen.config.Listeners = append(gen.config.Listeners, proxy.Listener{Address: address, Protocol: protocol, L4: state.l4})
+	gen.LeftOut = append(gen.LeftOut, describeErrors(address, state.certErrs)...)
+	gen.config.Listeners = append(gen.config.Listeners, proxy.Listener{Address: address, Protocol: protocol, L4: state.l4, TLS: state.tls})
 	gen.Listeners = append(gen.Listeners, state)
+}
+
+// buildTLS builds the certificate store of the listener, or takes prev's
+// when its certificates and client validations are the same.
+func (state *listenerState) buildTLS(prev *listenerState) {
+	l := &state.spec
+	if prev != nil && prev.tls != nil && reflect.DeepEqual(prev.spec.Certs, l.Certs) && reflect.DeepEqual(prev.spec.ClientValidations, l.ClientValidations) {
+		state.tls, state.certErrs = prev.tls, prev.certErrs
+		return
+	}
+	state.tls, state.certErrs = tlsstore.Build(certificates(l.Certs), clientValidations(l.ClientValidations)...)
+}
+
+// sameL4Listeners reports whether a and b have the same listeners for
+// an L4Table.
+func sameL4Listeners(a, b watch.Listener) bool {
+	return slices.Equal(a.ListenerHostnames, b.ListenerHostnames) && slices.Equal(a.TLSHostnames, b.TLSHostnames) && slices.Equal(a.Terminate, b.Terminate)
 }
 
 // sameListeners reports whether two snapshots' listeners are equal.
@@ -164,7 +181,7 @@ func (gen *generation) addL4(address string, l watch.Listener, prev *listenerSta
 func sameListeners(a, b []watch.Listener) bool {
 	return slices.EqualFunc(a, b, func(x, y watch.Listener) bool {
 		return x.Name == y.Name && x.Address == y.Address && x.Port == y.Port && x.Protocol == y.Protocol &&
-			slices.Equal(x.Hostnames, y.Hostnames) && slices.Equal(x.ListenerHostnames, y.ListenerHostnames) &&
+			slices.Equal(x.Hostnames, y.Hostnames) && sameL4Listeners(x, y) &&
 			sameRoutes(x.Routes, y.Routes) && reflect.DeepEqual(x.Certs, y.Certs) && reflect.DeepEqual(x.ClientValidations, y.ClientValidations) &&
 			reflect.DeepEqual(x.ListenerFilters, y.ListenerFilters)
 	})

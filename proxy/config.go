@@ -16,7 +16,10 @@ const (
 	// same port over UDP unless Options.DisableHTTP3.
 	HTTPS
 	// TLSPassthrough routes a connection by its ClientHello's server name
-	// and passes its bytes on unchanged (proxy/l4).
+	// and passes its bytes on unchanged, or, where the route's listener
+	// is in mode Terminate (router.L4Target.Terminate), ends its TLS with
+	// the listener's TLS certificates and passes the plaintext on
+	// (proxy/l4).
 	TLSPassthrough
 	// TCP passes a connection's bytes to the listener's route (proxy/l4).
 	TCP
@@ -53,7 +56,7 @@ type Listener struct {
 	// hostnames a listener accepts are already folded into its table.
 	Routes *router.Table
 	// TLS holds the certificates of an HTTPS listener, the listener's
-	// default included.
+	// default included, and those of TLS listeners in mode Terminate.
 	TLS *tlsstore.Store
 	// L4 serves a TLSPassthrough or TCP listener; nil refuses every
 	// connection. On an HTTPS listener it holds the routes of the TLS

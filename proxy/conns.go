@@ -21,6 +21,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/quic-go/quic-go"
+
+	"github.com/hostgate/hostgate/proxy/l4"
 )
 
 // connTracker is a net.Listener that registers the connections it accepts
@@ -120,8 +122,8 @@ func connContext(ctx context.Context, c net.Conn) context.Context {
 // and the HTTP/1.1 engine see connections wrapped by the guard, TLS and,
 // after a hand-over or an h2c upgrade, a bufferedConn; beneath those are
 // the connection caps' trackedConn and a PROXY header's proxiedConn, then
-// the socket (which lingerClose needs). A replayConn sits above
-// trackedConn on an HTTPS socket shared with TLS passthrough.
+// the socket (which lingerClose needs). An l4.ReplayConn sits above
+// trackedConn on an HTTPS socket shared with TLS listeners.
 func beneath[T net.Conn](c net.Conn) (T, bool) {
 	for {
 		if t, ok := c.(T); ok {
@@ -138,7 +140,7 @@ func beneath[T net.Conn](c net.Conn) (T, bool) {
 			c = w.Conn
 		case *proxiedConn:
 			c = w.Conn
-		case *replayConn:
+		case *l4.ReplayConn:
 			c = w.Conn
 		default:
 			var none T
@@ -261,22 +263,4 @@ func (m *metrics) failedHandshake(c net.Conn) {
 		return
 	}
 	m.handshakes[handshakeError].Inc()
-}
-
-// replayConn gives its first reads the bytes read from Conn before the
-// HTTP engines had it: the ClientHello that proxy/l4 read on an HTTPS
-// socket shared with TLS passthrough listeners, to learn that the
-// connection is not theirs. The TLS handshake then reads it as if unread.
-type replayConn struct {
-	net.Conn
-	pending []byte
-}
-
-func (c *replayConn) Read(p []byte) (int, error) {
-	if len(c.pending) == 0 {
-		return c.Conn.Read(p)
-	}
-	n := copy(p, c.pending)
-	c.pending = c.pending[n:]
-	return n, nil
 }

@@ -38,6 +38,7 @@ import (
 	"time"
 
 	"github.com/hostgate/hostgate/proxy/h2"
+	"github.com/hostgate/hostgate/proxy/l4"
 	"github.com/hostgate/hostgate/proxy/upstream"
 	"github.com/hostgate/hostgate/router"
 )
@@ -180,7 +181,7 @@ func (l *listener) serveConn(ln guardListener, c net.Conn) {
 			return
 		}
 		if len(read) > 0 {
-			c = &replayConn{Conn: c, pending: read}
+			c = l4.NewReplayConn(c, read)
 		}
 	}
 	l.serveH1(ln.guard(c))

@@ -26,7 +26,7 @@ func (s *Server) openL4Listener(cfg *Listener, ln net.Listener, port int) *liste
 		tcp:      newConnTracker(ln, s.conns, s.metrics),
 		stats:    s.metrics.listener(cfg.Address),
 	}
-	l.stream = l4.New(s.l4Options(cfg.Address, mode), cfg.L4)
+	l.stream = l4.New(s.l4Options(cfg.Address, mode), cfg.L4, cfg.TLS)
 	l.serving.Go(func() {
 		if err := l.stream.Serve(l.tcp); !errors.Is(err, net.ErrClosed) {
 			s.log.Error("listener stopped", "listener", l.addr, "error", err)

@@ -72,7 +72,10 @@ func TestApplyTLSPassthrough(t *testing.T) {
 // certificate of) and terminates app.example.com, whose ClientHello
 // proxy/l4 read first, over HTTP/1.1 and h2; HTTP/3 on the port's UDP
 // socket still answers; a server name that is neither's is the HTTPS
-// listener's to refuse. Both with hostgate's engines and net/http's.
+// listener's to refuse. A TLS listener in mode Terminate on the socket
+// gets its TLS ended with the socket's certificates and its plaintext
+// passed to its backend as it is. Both with hostgate's engines and
+// net/http's.
 func TestSharedTLSPort(t *testing.T) {
 	for _, engine := range []Engine{EngineNative, EngineStdlib} {
 		t.Run(string(engine), func(t *testing.T) {
@@ -84,18 +87,27 @@ func TestSharedTLSPort(t *testing.T) {
 			s.UpdateEndpoints(map[string][]Endpoint{
 				"ns/secure:443": {{Address: startTLSBackend(t, backendCA, []string{"h2", "http/1.1"}, echo("secure"), "secure.example.com")}},
 				"web":           {{Address: startBackend(t, echo("web"))}},
+				"ns/mq:80":      {{Address: startBackend(t, echo("mq"))}},
 			})
-			passthrough, errs := router.CompileL4Shared([]router.Route{{
+			passthrough, errs := router.CompileL4Socket([]router.Route{{
 				ID:        router.RouteID{Kind: router.KindTLSRoute, Namespace: "ns", Name: "secure"},
 				Listener:  "secure.example.com",
 				Hostnames: []string{"secure.example.com"},
 				Rules:     []router.Rule{{Backends: []router.BackendRef{{Name: "ns/secure:443", Weight: 1}}}},
-			}}, []string{"secure.example.com"}, []string{"app.example.com"})
+			}, {
+				ID:       router.RouteID{Kind: router.KindTLSRoute, Namespace: "ns", Name: "mq"},
+				Listener: "mq.example.com",
+				Rules:    []router.Rule{{Backends: []router.BackendRef{{Name: "ns/mq:80", Weight: 1}}}},
+			}}, router.L4Listeners{
+				Hostnames: []string{"secure.example.com", "mq.example.com"},
+				Terminate: []string{"mq.example.com"},
+				HTTPS:     []string{"app.example.com"},
+			})
 			if len(errs) > 0 {
 				t.Fatal(errs)
 			}
 			addr := apply(t, s, Listener{
-				Address: "127.0.0.1:0", Protocol: HTTPS, TLS: f.store(t, "app.example.com"), L4: passthrough,
+				Address: "127.0.0.1:0", Protocol: HTTPS, TLS: f.store(t, "app.example.com", "mq.example.com"), L4: passthrough,
 				Routes: compile(t, route("web", []string{"app.example.com"}, router.Rule{Backends: backends("web")})),
 			})[0]
 
@@ -127,6 +139,20 @@ func TestSharedTLSPort(t *testing.T) {
 				t.Errorf("other.example.com: %v, want the HTTPS listener's unrecognized_name", err)
 			}
 			wantMetric(t, s, 1, "hostgate_l4_connections_total", "listener", "127.0.0.1:0")
+
+			// The HTTPS listener has no route for mq.example.com: an
+			// answer from mq's backend came through the TLS listener.
+			c, err := tls.Dial("tcp", addr, &tls.Config{ServerName: "mq.example.com", RootCAs: f.ca.Pool})
+			if err != nil {
+				t.Fatalf("mq.example.com: %v", err)
+			}
+			_, _ = io.WriteString(c, "GET /q HTTP/1.1\r\nHost: mq.example.com\r\nConnection: close\r\n\r\n")
+			got, _ := io.ReadAll(c)
+			c.Close()
+			if !strings.HasPrefix(string(got), "HTTP/1.1 200") || !strings.Contains(string(got), "backend=mq") {
+				t.Errorf("terminated TLS listener: answer %q, want 200 from mq's backend", got)
+			}
+			wantMetric(t, s, 2, "hostgate_l4_connections_total", "listener", "127.0.0.1:0")
 		})
 	}
 }

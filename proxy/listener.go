@@ -84,11 +84,13 @@ type listenerState struct {
 
 func (l *listener) publish(cfg *Listener) {
 	if l.stream != nil {
-		l.stream.Publish(cfg.L4)
+		l.stream.Publish(cfg.L4, cfg.TLS)
 		return
 	}
 	if l.passthrough != nil {
-		l.passthrough.Publish(cfg.L4)
+		// The one Store: HTTPS and TLS listeners in mode Terminate
+		// differ by hostname, and so by certificate.
+		l.passthrough.Publish(cfg.L4, cfg.TLS)
 	}
 	l.state.Store(&listenerState{routes: cfg.Routes, tls: cfg.TLS, backendTLS: l.srv.fwd.backendTransports(cfg.Routes), guards: l.srv.guards.resolve(cfg.Routes)})
 	l.stats.prune(cfg.Routes)
@@ -123,7 +125,7 @@ func (s *Server) openListener(cfg *Listener) (*listener, error) {
 	if cfg.Protocol == HTTPS {
 		// Always, since TLS passthrough listeners may join the socket
 		// later; with no routes (cfg.L4 nil) it reads nothing.
-		l.passthrough = l4.New(s.l4Options(cfg.Address, l4.Passthrough), nil)
+		l.passthrough = l4.New(s.l4Options(cfg.Address, l4.Passthrough), nil, nil)
 	}
 	l.publish(cfg)
 	// No ReadTimeout or WriteTimeout: they would cut gRPC streams and

@@ -29,7 +29,12 @@ func (k Kind) IsL4() bool { return k == KindTLSRoute || k == KindTCPRoute }
 
 // L4Target is what a connection to an L4 listener is served by.
 type L4Target struct {
-	Route RouteID
+	// Terminate says that the connection's TLS ends at hostgate, with the
+	// certificates of the listener's socket, and its plaintext goes to
+	// the backend (a TLS listener in mode Terminate); otherwise its bytes
+	// go as they came.
+	Terminate bool
+	Route     RouteID
 	// Host is the hostname that selected the route ("" for any).
 	Host string
 	Rule *Rule
@@ -49,9 +54,11 @@ type L4Table struct {
 type l4Scope struct {
 	listener string
 	// https marks the hostname of an HTTPS listener on the same socket
-	// (CompileL4Shared): server names it is the most specific listener
+	// (L4Listeners.HTTPS): server names it is the most specific listener
 	// for are not this table's.
 	https bool
+	// terminate marks a TLS listener in mode Terminate.
+	terminate bool
 	// exact and wild hold the route hostnames narrowed to the listener's,
 	// wild sorted longest suffix first; any is the route that serves
 	// every name the listener admits (and connections without one).
@@ -60,25 +67,50 @@ type l4Scope struct {
 	any   *L4Target
 }
 
+// L4Listeners are the listeners bound on a socket, by hostname ("" for a
+// listener without one), as an L4Table serves them.
+type L4Listeners struct {
+	// Hostnames are those of the TLS or TCP listeners whose routes the
+	// table holds; Terminate are those of them in mode Terminate.
+	Hostnames, Terminate []string
+	// HTTPS are those of HTTPS listeners that share the socket. Listener
+	// precedence holds across both kinds, as it does among listeners of
+	// one: a server name belongs to the most specific listener that
+	// admits it, and Claims tells whether that is one of the table's.
+	HTTPS []string
+}
+
 // CompileL4 builds the table of routes bound to a socket whose listener
-// hostnames are listeners ("" for a listener without hostname). Routes
-// come in precedence order (oldest first): where two claim one hostname
-// the first keeps it, as the Gateway API asks for TCPRoutes on one
-// listener. A route that is not valid is left out and reported.
+// hostnames are listeners, none of them terminating TLS: CompileL4Socket
+// for the common case.
 func CompileL4(routes []Route, listeners ...string) (*L4Table, []error) {
+	return CompileL4Socket(routes, L4Listeners{Hostnames: listeners})
+}
+
+// CompileL4Socket builds the table of routes bound to a socket whose
+// listeners are listeners. Routes come in precedence order (oldest
+// first): where two claim one hostname the first keeps it, as the Gateway
+// API asks for TCPRoutes on one listener. A route that is not valid is
+// left out and reported.
+func CompileL4Socket(routes []Route, listeners L4Listeners) (*L4Table, []error) {
 	var errs []error
 	t := &L4Table{}
 	scopes := map[string]*l4Scope{}
 	scope := func(h string) *l4Scope {
 		s := scopes[h]
 		if s == nil {
-			s = &l4Scope{listener: h, exact: map[string]*L4Target{}}
+			s = &l4Scope{listener: h, exact: map[string]*L4Target{}, terminate: slices.Contains(listeners.Terminate, h)}
 			scopes[h] = s
 		}
 		return s
 	}
-	for _, h := range listeners {
+	for _, h := range listeners.Hostnames {
 		scope(h)
+	}
+	for _, h := range listeners.HTTPS {
+		if scopes[h] == nil {
+			scopes[h] = &l4Scope{listener: h, https: true}
+		}
 	}
 	for i := range routes {
 		r := &routes[i]
@@ -93,7 +125,7 @@ func CompileL4(routes []Route, listeners ...string) (*L4Table, []error) {
 		}
 		for _, h := range hosts {
 			h = narrow(r.Listener, h)
-			target := &L4Target{Route: r.ID, Host: h, Rule: &r.Rules[0]}
+			target := &L4Target{Terminate: s.terminate, Route: r.ID, Host: h, Rule: &r.Rules[0]}
 			switch {
 			case h == "":
 				if s.any == nil {
@@ -114,23 +146,6 @@ func CompileL4(routes []Route, listeners ...string) (*L4Table, []error) {
 		// Stable, so that of equal suffixes the earlier route stays first.
 		slices.SortStableFunc(s.wild, func(a, b *L4Target) int { return cmp.Compare(len(b.Host), len(a.Host)) })
 		t.scopes = append(t.scopes, *s)
-	}
-	slices.SortFunc(t.scopes, func(a, b l4Scope) int { return compareSpecificity(a.listener, b.listener) })
-	return t, errs
-}
-
-// CompileL4Shared is CompileL4 for the TLS passthrough listeners of
-// hostnames passthrough that share their socket with HTTPS listeners of
-// hostnames https. Listener precedence holds across the two kinds, as it
-// does among listeners of one: a server name belongs to the most specific
-// listener that admits it, and Claims tells whether that is one of this
-// table's.
-func CompileL4Shared(routes []Route, passthrough, https []string) (*L4Table, []error) {
-	t, errs := CompileL4(routes, passthrough...)
-	for _, h := range https {
-		if !slices.ContainsFunc(t.scopes, func(s l4Scope) bool { return s.listener == h }) {
-			t.scopes = append(t.scopes, l4Scope{listener: h, https: true})
-		}
 	}
 	slices.SortFunc(t.scopes, func(a, b l4Scope) int { return compareSpecificity(a.listener, b.listener) })
 	return t, errs
@@ -209,7 +224,7 @@ func (t *L4Table) Lookup(serverName string) *L4Target {
 
 // Claims reports whether a connection for serverName is this table's to
 // serve or refuse: the most specific listener that admits the name is
-// one of its own, not an HTTPS listener beside it (CompileL4Shared).
+// one of its own, not an HTTPS listener beside it (L4Listeners.HTTPS).
 func (t *L4Table) Claims(serverName string) bool {
 	s := t.scopeOf(serverName)
 	return s != nil && !s.https
@@ -246,10 +261,12 @@ func (t *L4Table) Len() int {
 
 // L4Description is one hostname of an L4Table and what serves it.
 type L4Description struct {
-	Listener string   `json:"listener,omitempty"`
-	Host     string   `json:"host"`
-	Route    string   `json:"route"`
-	Backends []string `json:"backends"`
+	Listener string `json:"listener,omitempty"`
+	// Terminate says that TLS ends at hostgate.
+	Terminate bool     `json:"terminate,omitempty"`
+	Host      string   `json:"host"`
+	Route     string   `json:"route"`
+	Backends  []string `json:"backends"`
 }
 
 // Describe lists what the table serves, in lookup order, for
@@ -260,7 +277,7 @@ func (t *L4Table) Describe() []L4Description {
 	}
 	var out []L4Description
 	add := func(s *l4Scope, target *L4Target) {
-		d := L4Description{Listener: s.listener, Host: cmp.Or(target.Host, "*"), Route: target.Route.String()}
+		d := L4Description{Listener: s.listener, Terminate: target.Terminate, Host: cmp.Or(target.Host, "*"), Route: target.Route.String()}
 		for _, b := range target.Rule.Backends {
 			d.Backends = append(d.Backends, describeBackend(b))
 		}
@@ -288,6 +305,9 @@ func (t *L4Table) WriteText(w io.Writer) error {
 		fmt.Fprintf(&b, "sni %s", d.Host)
 		if d.Listener != "" {
 			fmt.Fprintf(&b, " (listener %s)", d.Listener)
+		}
+		if d.Terminate {
+			b.WriteString(" terminate")
 		}
 		fmt.Fprintf(&b, " -> %s\n", d.Route)
 		for _, be := range d.Backends {

@@ -108,12 +108,17 @@ func TestChooseBackendWeights(t *testing.T) {
 // TestL4Shared: on a socket shared with HTTPS listeners, a server name
 // belongs to the most specific listener of either kind; those the HTTPS
 // listeners take are not claimed, and names no listener admits neither.
+// The routes of a listener in mode Terminate say so.
 func TestL4Shared(t *testing.T) {
 	routes := []Route{
 		l4Route(KindTLSRoute, "db", "db.example.com"),
 		l4Route(KindTLSRoute, "wild", "*.example.com"),
 	}
-	table, errs := CompileL4Shared(routes, []string{"db.example.com", "*.example.com"}, []string{"www.example.com", "*.shop.example.com", "*.org"})
+	table, errs := CompileL4Socket(routes, L4Listeners{
+		Hostnames: []string{"db.example.com", "*.example.com"},
+		Terminate: []string{"*.example.com"},
+		HTTPS:     []string{"www.example.com", "*.shop.example.com", "*.org"},
+	})
 	if len(errs) > 0 {
 		t.Fatal(errs)
 	}
@@ -137,6 +142,9 @@ func TestL4Shared(t *testing.T) {
 		}
 		if table.Claims(c.sni) != c.claims || got != c.route {
 			t.Errorf("%q: Claims %t, Lookup %q; want %t, %q", c.sni, table.Claims(c.sni), got, c.claims, c.route)
+		}
+		if target := table.Lookup(c.sni); target != nil && target.Terminate != (c.route == "wild") {
+			t.Errorf("%q: Terminate %t, want it only for the listener *.example.com", c.sni, target.Terminate)
 		}
 	}
 }

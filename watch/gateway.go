@@ -236,7 +236,7 @@ func (t *translator) gatewaysOfOurClasses() {
 // bindListeners binds those of ls that can be served.
 func (t *translator) bindListeners(ls []*listener) {
 	for _, l := range ls {
-		if l.accepted.ok() && l.conflictReason == "" && len(l.kinds) > 0 && (l.spec.Protocol != gatewayv1.HTTPSProtocolType || len(l.certs) > 0) {
+		if l.accepted.ok() && l.conflictReason == "" && len(l.kinds) > 0 && (!terminates(l.spec) || len(l.certs) > 0) {
 			t.bindListener(l)
 		}
 	}
@@ -373,11 +373,9 @@ func (t *translator) listener(g *gateway, set *listenerSet, spec *gatewayv1.List
 		return l
 	}
 	if spec.Protocol == gatewayv1.TLSProtocolType {
-		// The API's default mode is Terminate, which TLSRoutes are not
-		// served with yet: only a listener that says Passthrough is.
-		if mode := derefOr(derefOr(spec.TLS, gatewayv1.ListenerTLSConfig{}).Mode, gatewayv1.TLSModeTerminate); mode != gatewayv1.TLSModePassthrough {
+		if mode := tlsMode(spec); mode != gatewayv1.TLSModePassthrough && mode != gatewayv1.TLSModeTerminate {
 			l.accepted.first(string(gatewayv1.ListenerReasonUnsupportedValue),
-				fmt.Sprintf("tls.mode %q: a TLS listener is served only in mode Passthrough (TLSRouteModeTerminate is not supported)", mode))
+				fmt.Sprintf("tls.mode %q: a TLS listener is served in mode Passthrough or Terminate", mode))
 			return l
 		}
 	}
@@ -394,11 +392,25 @@ func (t *translator) listener(g *gateway, set *listenerSet, spec *gatewayv1.List
 	t.listenerKinds(l)
 	t.listenerNamespaces(l)
 	t.listenerFilters(l)
-	if spec.Protocol == gatewayv1.HTTPSProtocolType {
+	if terminates(spec) {
 		t.listenerCerts(l)
+	}
+	if spec.Protocol == gatewayv1.HTTPSProtocolType {
 		t.listenerClientValidation(l)
 	}
 	return l
+}
+
+// tlsMode is the TLS mode of a listener, Terminate (the API's default)
+// unless it says otherwise.
+func tlsMode(spec *gatewayv1.Listener) gatewayv1.TLSModeType {
+	return derefOr(derefOr(spec.TLS, gatewayv1.ListenerTLSConfig{}).Mode, gatewayv1.TLSModeTerminate)
+}
+
+// terminates reports whether a listener ends TLS at hostgate, with its
+// certificates: HTTPS, and TLS in mode Terminate.
+func terminates(spec *gatewayv1.Listener) bool {
+	return spec.Protocol == gatewayv1.HTTPSProtocolType || (spec.Protocol == gatewayv1.TLSProtocolType && tlsMode(spec) == gatewayv1.TLSModeTerminate)
 }
 
 func (t *translator) listenerKinds(l *listener) {
@@ -474,7 +486,7 @@ func (t *translator) listenerCerts(l *listener) {
 		return
 	}
 	if tls == nil || len(tls.CertificateRefs) == 0 {
-		l.resolvedRefs.first(string(gatewayv1.ListenerReasonInvalidCertificateRef), "tls.certificateRefs: an HTTPS listener needs a certificate")
+		l.resolvedRefs.first(string(gatewayv1.ListenerReasonInvalidCertificateRef), fmt.Sprintf("tls.certificateRefs: a listener that terminates TLS (protocol %s) needs a certificate", l.spec.Protocol))
 		return
 	}
 	for i, ref := range tls.CertificateRefs {
@@ -568,6 +580,9 @@ func (t *translator) bindListener(l *listener) {
 	}
 	for _, s := range l.sockets {
 		s.certs = append(s.certs, l.certs...)
+		if l.spec.Protocol == gatewayv1.TLSProtocolType && terminates(l.spec) && !slices.Contains(s.terminate, l.hostname) {
+			s.terminate = append(s.terminate, l.hostname)
+		}
 	}
 }
 

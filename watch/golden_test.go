@@ -117,14 +117,14 @@ func describeSnapshot(s *Snapshot) string {
 			fmt.Fprintf(&b, "  client validation %s hostname=%q optional=%t authorities=%s\n", v.Name, v.Hostname, v.Optional, subjects(v.CAPEM))
 		}
 		if l.Protocol.L4() {
-			table, errs := router.CompileL4(l.Routes, l.ListenerHostnames...)
+			table, errs := router.CompileL4Socket(l.Routes, l.L4Listeners())
 			writeTable(&b, errs, table.WriteText)
 			continue
 		}
-		routes, passthrough := l.SplitPassthrough()
-		if len(l.Passthrough) > 0 {
-			fmt.Fprintf(&b, "  passthrough hostnames=%q\n", l.Passthrough)
-			table, errs := router.CompileL4Shared(passthrough, l.Passthrough, l.ListenerHostnames)
+		routes, tlsRoutes := l.SplitTLS()
+		if len(l.TLSHostnames) > 0 {
+			fmt.Fprintf(&b, "  TLS listeners hostnames=%q\n", l.TLSHostnames)
+			table, errs := router.CompileL4Socket(tlsRoutes, l.L4Listeners())
 			writeTable(&b, errs, table.WriteText)
 		}
 		table, errs := router.Compile(routes)

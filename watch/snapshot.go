@@ -35,9 +35,9 @@ type Protocol string
 const (
 	ProtocolHTTP  Protocol = "HTTP"
 	ProtocolHTTPS Protocol = "HTTPS"
-	// ProtocolTLS is TLS passed through: the ClientHello's server name
-	// chooses a TLSRoute, whose backend gets the connection's bytes
-	// unchanged.
+	// ProtocolTLS is TLS chosen by the ClientHello's server name: a
+	// TLSRoute's backend gets the connection's bytes unchanged, or, from
+	// a listener in mode Terminate (Listener.Terminate), their plaintext.
 	ProtocolTLS Protocol = "TLS"
 	// ProtocolTCP is a TCPRoute's: bytes both ways to its backend.
 	ProtocolTCP Protocol = "TCP"
@@ -76,27 +76,41 @@ type Listener struct {
 	// ListenerFilters are the filters that Gateway listeners run before
 	// route matching, by listener hostname.
 	ListenerFilters map[string][]router.Filter `json:",omitempty"`
-	// Passthrough are, on an HTTPS listener, the hostnames of TLS
-	// passthrough listeners that share the socket ("" for one without
-	// hostname; ListenerHostnames has those of the HTTPS listeners only).
-	// Their TLSRoutes are among Routes: SplitPassthrough separates them.
-	Passthrough []string `json:",omitempty"`
+	// TLSHostnames are, on an HTTPS listener, the hostnames of the TLS
+	// listeners that share the socket ("" for one without hostname;
+	// ListenerHostnames has those of the HTTPS listeners only). Their
+	// TLSRoutes are among Routes: SplitTLS separates them.
+	TLSHostnames []string `json:",omitempty"`
+	// Terminate are the hostnames of TLS listeners in mode Terminate,
+	// among ListenerHostnames of a TLS listener or TLSHostnames of an
+	// HTTPS one; Certs has their certificates.
+	Terminate []string `json:",omitempty"`
 }
 
-// SplitPassthrough returns the routes of l's HTTP routing table and those
-// of the TLS passthrough listeners that share its socket.
-func (l *Listener) SplitPassthrough() (routes, passthrough []router.Route) {
-	if len(l.Passthrough) == 0 {
+// SplitTLS returns the routes of l's HTTP routing table and those of the
+// TLS listeners that share its socket.
+func (l *Listener) SplitTLS() (routes, tls []router.Route) {
+	if len(l.TLSHostnames) == 0 {
 		return l.Routes, nil
 	}
 	for _, r := range l.Routes {
 		if r.ID.Kind.IsL4() {
-			passthrough = append(passthrough, r)
+			tls = append(tls, r)
 		} else {
 			routes = append(routes, r)
 		}
 	}
-	return routes, passthrough
+	return routes, tls
+}
+
+// L4Listeners are the listeners whose routes an L4Table of l holds: its
+// own for a TLS or TCP listener, those of the TLS listeners sharing an
+// HTTPS one's socket.
+func (l *Listener) L4Listeners() router.L4Listeners {
+	if l.Protocol.L4() {
+		return router.L4Listeners{Hostnames: l.ListenerHostnames, Terminate: l.Terminate}
+	}
+	return router.L4Listeners{Hostnames: l.TLSHostnames, Terminate: l.Terminate, HTTPS: l.ListenerHostnames}
 }
 
 // Cert is a certificate chain and key from a kubernetes.io/tls Secret.

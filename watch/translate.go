@@ -281,9 +281,11 @@ type socket struct {
 	// nil for a hostname bound without (bindFilters).
 	filters map[string][]router.Filter
 	// protocols hold the protocol of the listeners of each hostname
-	// bound: on an HTTPS socket, TLS passthrough listeners may take
-	// hostnames of their own.
+	// bound: on an HTTPS socket, TLS listeners may take hostnames of
+	// their own. terminate are the hostnames of TLS listeners in mode
+	// Terminate.
 	protocols map[string]Protocol
+	terminate []string
 }
 
 func socketName(address string, port int) string {
@@ -425,8 +427,9 @@ func (t *translator) snapshot() *Snapshot {
 		}
 		hostnames, anyHost := s.hostnames, s.anyHost
 		if s.protocol == ProtocolHTTPS {
-			hostnames, anyHost = s.passthrough(&l)
+			hostnames, anyHost = s.tlsListeners(&l)
 		}
+		l.Terminate = slices.Sorted(slices.Values(s.terminate))
 		l.ListenerHostnames = slices.Sorted(slices.Values(hostnames))
 		if !anyHost {
 			l.Hostnames = l.ListenerHostnames
@@ -444,19 +447,19 @@ func (t *translator) snapshot() *Snapshot {
 	return snap
 }
 
-// passthrough sets l.Passthrough to the hostnames of the TLS passthrough
-// listeners of s, an HTTPS socket, and returns those of its HTTPS
-// listeners and whether one of them has no hostname.
-func (s *socket) passthrough(l *Listener) (hostnames []string, anyHost bool) {
+// tlsListeners sets l.TLSHostnames to the hostnames of the TLS listeners
+// of s, an HTTPS socket, and returns those of its HTTPS listeners and
+// whether one of them has no hostname.
+func (s *socket) tlsListeners(l *Listener) (hostnames []string, anyHost bool) {
 	for h, p := range s.protocols {
 		if p == ProtocolTLS {
-			l.Passthrough = append(l.Passthrough, h)
+			l.TLSHostnames = append(l.TLSHostnames, h)
 		}
 	}
-	if len(l.Passthrough) == 0 {
+	if len(l.TLSHostnames) == 0 {
 		return s.hostnames, s.anyHost
 	}
-	slices.Sort(l.Passthrough)
+	slices.Sort(l.TLSHostnames)
 	for _, h := range s.hostnames {
 		if s.protocols[h] == ProtocolHTTPS {
 			hostnames = append(hostnames, h)

@@ -1,19 +1,22 @@
-// Package l4 serves hostgate's Layer 4 listeners: TLS passthrough, where
-// the server name of a connection's ClientHello chooses a TLSRoute and the
+// Package l4 serves hostgate's Layer 4 listeners: TLS, where the server
+// name of a connection's ClientHello chooses a TLSRoute and either the
 // connection's bytes, the ClientHello first, go unchanged to one of its
-// backends, and TCP, where a listener's TCPRoute does. It owns reading the
-// ClientHello (hello.go), the choice of route and endpoint, and the copy
-// of bytes both ways.
+// backends (passthrough) or its TLS ends here and the plaintext goes
+// (terminate); and TCP, where a listener's TCPRoute does. It owns reading
+// the ClientHello (hello.go), the choice of route and endpoint, and the
+// copy of bytes both ways.
 //
-// It never terminates TLS, never parses anything past the ClientHello, and
+// It parses nothing past the ClientHello but through crypto/tls, and
 // never touches Kubernetes types: routes come as a compiled
-// router.L4Table, endpoints as proxy/upstream's sets, both swapped whole
-// behind atomic pointers. A connection reads the current table once, when
-// it is routed, so a route change leaves open connections as they are.
+// router.L4Table, certificates as a tlsstore.Store, endpoints as
+// proxy/upstream's sets, each swapped whole behind atomic pointers. A
+// connection reads the current table and certificates once, when it is
+// routed, so a change leaves open connections as they are.
 package l4
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"io"
 	"log/slog"
@@ -26,6 +29,7 @@ import (
 
 	"github.com/hostgate/hostgate/proxy/upstream"
 	"github.com/hostgate/hostgate/router"
+	"github.com/hostgate/hostgate/tlsstore"
 )
 
 // Mode is what a listener reads before it routes a connection.
@@ -34,7 +38,8 @@ type Mode uint8
 const (
 	// TCP routes every connection by the listener's route alone.
 	TCP Mode = iota
-	// Passthrough reads the ClientHello and routes by its server name.
+	// Passthrough reads the ClientHello and routes by its server name;
+	// the route says whether TLS is passed through or terminated.
 	Passthrough
 )
 
@@ -96,8 +101,8 @@ type Record struct {
 
 // Listener serves the connections of one socket.
 type Listener struct {
-	opts   Options
-	routes atomic.Pointer[router.L4Table]
+	opts  Options
+	state atomic.Pointer[state]
 
 	mu     sync.Mutex
 	conns  map[net.Conn]struct{}
@@ -105,8 +110,19 @@ type Listener struct {
 	active sync.WaitGroup
 }
 
-// New returns a Listener serving routes, which Publish replaces.
-func New(opts Options, routes *router.L4Table) *Listener {
+// state is what Publish swaps: routes and the certificates that terminate
+// the TLS of their listeners in mode Terminate.
+type state struct {
+	routes *router.L4Table
+	certs  *tlsstore.Store
+	// tls asks certs for a certificate by server name, as HTTPS
+	// listeners do; nil without certs.
+	tls *tls.Config
+}
+
+// New returns a Listener serving routes with certs, which Publish
+// replaces.
+func New(opts Options, routes *router.L4Table, certs *tlsstore.Store) *Listener {
 	if opts.ConnectAttempts < 1 {
 		opts.ConnectAttempts = 1
 	}
@@ -114,12 +130,19 @@ func New(opts Options, routes *router.L4Table) *Listener {
 		opts.Log = slog.Default()
 	}
 	l := &Listener{opts: opts, conns: map[net.Conn]struct{}{}}
-	l.routes.Store(routes)
+	l.Publish(routes, certs)
 	return l
 }
 
-// Publish makes routes the table new connections are routed by.
-func (l *Listener) Publish(routes *router.L4Table) { l.routes.Store(routes) }
+// Publish makes routes, and certs for routes that terminate TLS, what new
+// connections are served by.
+func (l *Listener) Publish(routes *router.L4Table, certs *tlsstore.Store) {
+	st := &state{routes: routes, certs: certs}
+	if certs != nil {
+		st.tls = tlsstore.ServerConfig(func() *tlsstore.Store { return certs })
+	}
+	l.state.Store(st)
+}
 
 // Serve accepts connections of ln until it is closed.
 func (l *Listener) Serve(ln net.Listener) error {
@@ -196,6 +219,7 @@ const (
 	refusedNoRoute   = "no_route"
 	refusedNoBackend = "no_backend"
 	refusedDial      = "connect_failed"
+	refusedHandshake = "handshake_failed"
 )
 
 func (l *Listener) serve(c net.Conn) {
@@ -207,7 +231,7 @@ func (l *Listener) serve(c net.Conn) {
 	if l.opts.Mode == Passthrough {
 		hello, rec.ServerName, err = l.readHello(c)
 	}
-	l.route(c, &rec, l.routes.Load(), hello, err)
+	l.route(c, &rec, l.state.Load(), hello, err)
 }
 
 func (l *Listener) record(c net.Conn) Record {
@@ -239,12 +263,12 @@ func (l *Listener) readHello(c net.Conn) (hello []byte, serverName string, err e
 // goes to the HTTPS engine too, which tells it so. The routes are read
 // once, as for any connection.
 func (l *Listener) Divert(c net.Conn) (read []byte, taken bool) {
-	table := l.routes.Load()
-	if table == nil {
+	st := l.state.Load()
+	if st.routes == nil {
 		return nil, false
 	}
 	hello, serverName, err := l.readHello(c)
-	if errors.Is(err, errNotTLS) || (err == nil && !table.Claims(serverName)) {
+	if errors.Is(err, errNotTLS) || (err == nil && !st.routes.Claims(serverName)) {
 		if err != nil {
 			// The HTTPS engine's own header timeout holds from here.
 			_ = c.SetReadDeadline(time.Time{})
@@ -259,13 +283,13 @@ func (l *Listener) Divert(c net.Conn) (read []byte, taken bool) {
 	defer c.Close()
 	rec := l.record(c)
 	rec.ServerName = serverName
-	l.route(c, &rec, table, hello, err)
+	l.route(c, &rec, st, hello, err)
 	return nil, true
 }
 
 // route serves c, whose ClientHello (Passthrough) was read with err, by
-// table, and writes its access log record.
-func (l *Listener) route(c net.Conn, rec *Record, table *router.L4Table, hello []byte, err error) {
+// st, and writes its access log record.
+func (l *Listener) route(c net.Conn, rec *Record, st *state, hello []byte, err error) {
 	defer func() {
 		rec.Duration = time.Since(rec.Start)
 		if l.opts.AccessLog != nil {
@@ -277,7 +301,7 @@ func (l *Listener) route(c net.Conn, rec *Record, table *router.L4Table, hello [
 		l.refuseHello(c, rec, err)
 		return
 	}
-	target := table.Lookup(rec.ServerName)
+	target := st.routes.Lookup(rec.ServerName)
 	if target == nil {
 		// Closed without an alert: the Gateway API asks that a
 		// connection no route takes be rejected at the transport, and
@@ -287,6 +311,21 @@ func (l *Listener) route(c net.Conn, rec *Record, table *router.L4Table, hello [
 		return
 	}
 	rec.Route = target.Route
+	var raw *net.TCPConn
+	if target.Terminate {
+		// The handshake first: a client that fails it costs no
+		// backend connection.
+		if c = l.terminate(c, hello, st); c == nil {
+			l.refuse(rec, refusedHandshake)
+			return
+		}
+		// What the client sent was the handshake, not the backend's.
+		hello, rec.BytesIn = nil, 0
+	} else if l.opts.Socket != nil {
+		raw = l.opts.Socket(c)
+	} else {
+		raw, _ = c.(*net.TCPConn)
+	}
 	backend, host := l.connect(target, rec)
 	if backend == nil {
 		return
@@ -300,16 +339,53 @@ func (l *Listener) route(c net.Conn, rec *Record, table *router.L4Table, hello [
 			return
 		}
 	}
-	var raw *net.TCPConn
-	if l.opts.Socket != nil {
-		raw = l.opts.Socket(c)
-	} else {
-		raw, _ = c.(*net.TCPConn)
-	}
 	in, out := pipe(c, raw, backend)
 	rec.BytesIn += in
 	rec.BytesOut = out
 	l.opts.Metrics.carried(l.opts.Address, rec.BytesIn, rec.BytesOut)
+}
+
+// terminate ends the TLS of c, whose ClientHello was hello, with st's
+// certificates, within HelloTimeout, and returns the connection of its
+// plaintext; nil when the handshake failed.
+func (l *Listener) terminate(c net.Conn, hello []byte, st *state) net.Conn {
+	if st.tls == nil {
+		// No certificate: the listener would not have been served.
+		return nil
+	}
+	tc := tls.Server(NewReplayConn(c, hello), st.tls)
+	ctx := context.Background()
+	if l.opts.HelloTimeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, l.opts.HelloTimeout)
+		defer cancel()
+	}
+	if err := tc.HandshakeContext(ctx); err != nil {
+		return nil
+	}
+	return tc
+}
+
+// ReplayConn gives its first reads the bytes read from Conn before: a
+// ClientHello read to choose a route, for the TLS handshake that follows
+// to read as if unread.
+type ReplayConn struct {
+	net.Conn
+	pending []byte
+}
+
+// NewReplayConn returns c, whose reads give read first.
+func NewReplayConn(c net.Conn, read []byte) *ReplayConn {
+	return &ReplayConn{Conn: c, pending: read}
+}
+
+func (c *ReplayConn) Read(p []byte) (int, error) {
+	if len(c.pending) == 0 {
+		return c.Conn.Read(p)
+	}
+	n := copy(p, c.pending)
+	c.pending = c.pending[n:]
+	return n, nil
 }
 
 // refuseHello closes a connection whose ClientHello could not be read,

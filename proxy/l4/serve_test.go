@@ -15,6 +15,7 @@ import (
 
 	"github.com/hostgate/hostgate/proxy/upstream"
 	"github.com/hostgate/hostgate/router"
+	"github.com/hostgate/hostgate/tlsstore"
 	"github.com/hostgate/hostgate/tlsstore/tlstest"
 )
 
@@ -105,7 +106,7 @@ func serveL4(t *testing.T, mode Mode, table *router.L4Table, backends map[string
 	l := New(Options{
 		Mode: mode, Address: "test", HelloTimeout: time.Second, DialTimeout: time.Second, ConnectAttempts: 2,
 		Sets: func() map[string]*upstream.Set { return sets }, Metrics: m,
-	}, table)
+	}, table, nil)
 	done := make(chan error, 1)
 	go func() { done <- l.Serve(ln) }()
 	t.Cleanup(func() {
@@ -235,7 +236,7 @@ func TestTCPRouteChange(t *testing.T) {
 	if got := roundTrip(t, old, "one"); got != "blue one\n" {
 		t.Fatalf("answer %q, want from blue", got)
 	}
-	l.Publish(compile(t, route(router.KindTCPRoute, "app", []string{"green"})))
+	l.Publish(compile(t, route(router.KindTCPRoute, "app", []string{"green"})), nil)
 	if got := roundTrip(t, old, "two"); got != "blue two\n" {
 		t.Errorf("open connection after the change: answer %q, want from blue", got)
 	}
@@ -299,5 +300,70 @@ func TestInvalidBackendRefused(t *testing.T) {
 	}
 	if got := value(t, m.refusedTotal.WithLabelValues("test", refusedNoBackend)); got != 1 {
 		t.Errorf("refused no_backend = %v, want 1", got)
+	}
+}
+
+// TestMixedTermination: on one socket a listener in mode Terminate and one
+// in mode Passthrough, chosen by server name (TLSRouteModeMixed). For
+// tls.example.com the client verifies hostgate's certificate and the
+// backend, which speaks no TLS, gets the plaintext; for abc.example.com
+// the client verifies the backend's own certificate, of another CA. A
+// client that fails hostgate's handshake reaches no backend.
+func TestMixedTermination(t *testing.T) {
+	gatewayCA, backendCA := tlstest.NewCA(t), tlstest.NewCA(t)
+	plain := startBackend(t, func(c net.Conn) net.Conn { return c }, "plain")
+	secure := startTLSBackend(t, backendCA, "secure", "abc.example.com")
+	certPEM, keyPEM := gatewayCA.Issue(t, "tls.example.com")
+	certs, errs := tlsstore.Build([]tlsstore.Certificate{{Name: "gw", Hosts: []string{"tls.example.com"}, CertPEM: certPEM, KeyPEM: keyPEM}})
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	terminated := route(router.KindTLSRoute, "terminated", []string{"plain"})
+	terminated.Listener = "tls.example.com"
+	passed := route(router.KindTLSRoute, "passed", []string{"secure"})
+	passed.Listener = "abc.example.com"
+	table, errs := router.CompileL4Socket([]router.Route{terminated, passed}, router.L4Listeners{
+		Hostnames: []string{"abc.example.com", "tls.example.com"},
+		Terminate: []string{"tls.example.com"},
+	})
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	l, addr, m := serveL4(t, Passthrough, nil, map[string]*backend{"plain": plain, "secure": secure})
+	l.Publish(table, certs)
+
+	for _, c := range []struct{ sni, want string }{
+		{"tls.example.com", "plain hello\n"},
+		{"abc.example.com", "secure hello\n"},
+	} {
+		pool := gatewayCA.Pool
+		if c.sni == "abc.example.com" {
+			pool = backendCA.Pool
+		}
+		conn, err := tls.Dial("tcp", addr, &tls.Config{ServerName: c.sni, RootCAs: pool})
+		if err != nil {
+			t.Fatalf("%s: handshake through hostgate: %v", c.sni, err)
+		}
+		if got := roundTrip(t, conn, "hello"); got != c.want {
+			t.Errorf("%s: answer %q, want %q", c.sni, got, c.want)
+		}
+		conn.Close()
+	}
+
+	// A client that leaves after its ClientHello fails the handshake.
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = conn.Write(clientHello(t, "tls.example.com"))
+	conn.Close()
+	for deadline := time.Now().Add(5 * time.Second); value(t, m.refusedTotal.WithLabelValues("test", refusedHandshake)) != 1; {
+		if time.Now().After(deadline) {
+			t.Fatal("the failed handshake was not counted")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := plain.accepted.Load(); n != 1 {
+		t.Errorf("the plain backend got %d connections, want the one terminated", n)
 	}
 }
