@@ -2,11 +2,13 @@ package proxy
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"net"
 
 	"github.com/hostgate/hostgate/proxy/l4"
 	"github.com/hostgate/hostgate/proxy/upstream"
+	"github.com/hostgate/hostgate/router"
 )
 
 // openL4Listener serves a TLSPassthrough or TCP listener on ln with
@@ -46,6 +48,7 @@ func (s *Server) l4Options(address string, mode l4.Mode) l4.Options {
 		HelloTimeout:    o.ReadHeaderTimeout,
 		DialTimeout:     o.DialTimeout,
 		ConnectAttempts: o.ConnectAttempts,
+		BackendTLS:      func(b *router.BackendTLS) (*tls.Config, error) { return backendTLSConfig(nil, b) },
 		Sets:            func() map[string]*upstream.Set { return *s.sets.Load() },
 		Socket:          socketOf,
 		Metrics:         s.l4metrics,

@@ -156,3 +156,50 @@ func TestSharedTLSPort(t *testing.T) {
 		})
 	}
 }
+
+// TestTerminatedTLSToBackend: a TLS listener in mode Terminate ends the
+// client's TLS with its certificate and, for a backend whose
+// BackendTLSPolicy says so, makes TLS of its own to it, checking the
+// backend's certificate for the policy's hostname against the policy's
+// CA; a backend whose certificate the CA did not sign is refused.
+func TestTerminatedTLSToBackend(t *testing.T) {
+	f := newTLSFixture(t)
+	backendCA, otherCA := tlstest.NewCA(t), tlstest.NewCA(t)
+	s := startServer(t, testOptions())
+	s.UpdateEndpoints(map[string][]Endpoint{
+		"ns/secure:8443": {{Address: startTLSBackend(t, backendCA, nil, echo("secure"), "abc.example.com")}},
+		"ns/forged:8443": {{Address: startTLSBackend(t, otherCA, nil, echo("forged"), "abc.example.com")}},
+	})
+	identity := &router.BackendTLS{ServerName: "abc.example.com", CAPEM: backendCA.PEM}
+	var routes []router.Route
+	for _, name := range []string{"secure", "forged"} {
+		routes = append(routes, router.Route{
+			ID:       router.RouteID{Kind: router.KindTLSRoute, Namespace: "ns", Name: name},
+			Listener: name + ".example.com",
+			Rules:    []router.Rule{{Backends: []router.BackendRef{{Name: "ns/" + name + ":8443", Weight: 1, TLS: identity}}}},
+		})
+	}
+	listeners := []string{"secure.example.com", "forged.example.com"}
+	table, errs := router.CompileL4Socket(routes, router.L4Listeners{Hostnames: listeners, Terminate: listeners})
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	addr := apply(t, s, Listener{Address: "127.0.0.1:0", Protocol: TLSPassthrough, L4: table, TLS: f.store(t, listeners...)})[0]
+
+	ask := func(serverName string) string {
+		c, err := tls.Dial("tcp", addr, &tls.Config{ServerName: serverName, RootCAs: f.ca.Pool})
+		if err != nil {
+			t.Fatalf("%s: handshake with hostgate: %v", serverName, err)
+		}
+		defer c.Close()
+		_, _ = io.WriteString(c, "GET / HTTP/1.1\r\nHost: "+serverName+"\r\nConnection: close\r\n\r\n")
+		got, _ := io.ReadAll(c)
+		return string(got)
+	}
+	if got := ask("secure.example.com"); !strings.HasPrefix(got, "HTTP/1.1 200") || !strings.Contains(got, "backend=secure") {
+		t.Errorf("secure: answer %q, want 200 from the backend over TLS", got)
+	}
+	if got := ask("forged.example.com"); got != "" {
+		t.Errorf("forged: answer %q, want the connection closed", got)
+	}
+}

@@ -59,9 +59,14 @@ type l4Scope struct {
 	https bool
 	// terminate marks a TLS listener in mode Terminate.
 	terminate bool
-	// exact and wild hold the route hostnames narrowed to the listener's,
-	// wild sorted longest suffix first; any is the route that serves
-	// every name the listener admits (and connections without one).
+	// exact and wild hold the route hostnames as the routes wrote them,
+	// not narrowed to the listener's: only names the listener admits are
+	// looked up here, and among those a route's own hostname decides
+	// precedence (an exact one over the wildcard of an older route that
+	// the listener would have narrowed to the same name:
+	// TLSRouteMultipleRoutesAttachmentSameHostnameIntersection). wild is
+	// sorted longest suffix first; any is the route that serves every
+	// name the listener admits (and connections without one).
 	exact map[string]*L4Target
 	wild  []*L4Target
 	any   *L4Target
@@ -124,7 +129,6 @@ func CompileL4Socket(routes []Route, listeners L4Listeners) (*L4Table, []error) 
 			hosts = []string{""}
 		}
 		for _, h := range hosts {
-			h = narrow(r.Listener, h)
 			target := &L4Target{Terminate: s.terminate, Route: r.ID, Host: h, Rule: &r.Rules[0]}
 			switch {
 			case h == "":
@@ -149,23 +153,6 @@ func CompileL4Socket(routes []Route, listeners L4Listeners) (*L4Table, []error) 
 	}
 	slices.SortFunc(t.scopes, func(a, b l4Scope) int { return compareSpecificity(a.listener, b.listener) })
 	return t, errs
-}
-
-// narrow is the part of a route hostname that a listener hostname admits:
-// the more specific of the two. Translation attached the route only where
-// they intersect.
-func narrow(listener, host string) string {
-	switch {
-	case listener == "":
-		return host
-	case host == "":
-		return listener
-	case wildcardCovers(listener, host):
-		return host
-	case wildcardCovers(host, listener):
-		return listener
-	}
-	return host
 }
 
 // wildcardCovers reports whether a Gateway API wildcard ("*.example.com",
@@ -358,7 +345,16 @@ func ValidateL4(r *Route) error {
 		if len(b.Filters) > 0 {
 			return fmt.Errorf("rules[0].backendRefs[%d].filters: a Layer 4 backend has none", bi)
 		}
-		if err := validateBackend(b); err != nil {
+		// A Layer 4 backend has no protocol: its TLS, when it has an
+		// identity (a terminated TLSRoute's BackendTLSPolicy), is made
+		// over the stream, so only the identity itself is checked.
+		plain := *b
+		plain.TLS = nil
+		err := validateBackend(&plain)
+		if err == nil && b.TLS != nil {
+			err = validateBackendTLS(b.TLS)
+		}
+		if err != nil {
 			return fmt.Errorf("rules[0].backendRefs[%d].%w", bi, err)
 		}
 	}

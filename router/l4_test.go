@@ -148,3 +148,24 @@ func TestL4Shared(t *testing.T) {
 		}
 	}
 }
+
+// TestL4RouteHostnamePrecedence: within a listener, a route's own
+// hostname decides, not its intersection with the listener's: an exact
+// hostname over an older route's wildcard the listener narrows to the
+// same name, a longer wildcard over an older shorter one.
+func TestL4RouteHostnamePrecedence(t *testing.T) {
+	table, errs := CompileL4([]Route{
+		l4Route(KindTLSRoute, "wild-older", "abc.example.com", "*.example.com"),
+		l4Route(KindTLSRoute, "exact-newer", "abc.example.com", "abc.example.com"),
+		l4Route(KindTLSRoute, "short-older", "*.example.org", "*.org"),
+		l4Route(KindTLSRoute, "long-newer", "*.example.org", "*.example.org"),
+	}, "abc.example.com", "*.example.org")
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	for sni, want := range map[string]string{"abc.example.com": "exact-newer", "abc.example.org": "long-newer"} {
+		if got := table.Lookup(sni); got == nil || got.Route.Name != want {
+			t.Errorf("Lookup(%q) = %v, want %s", sni, got, want)
+		}
+	}
+}

@@ -506,18 +506,26 @@ func validateBackend(b *BackendRef) error {
 		}
 	}
 	if t := b.TLS; t != nil {
-		switch {
-		case b.Protocol != "https" && b.Protocol != "h2":
+		if b.Protocol != "https" && b.Protocol != "h2" {
 			return fmt.Errorf("tls: protocol %q does not use TLS", b.Protocol)
-		case t.ServerName == "" && !t.SkipVerify:
-			return errors.New("tls.serverName: must not be empty: it is what the certificate is checked for")
-		case t.ClientCertificate != nil && (len(t.ClientCertificate.CertPEM) == 0 || len(t.ClientCertificate.KeyPEM) == 0):
-			return fmt.Errorf("tls.clientCertificate %s: needs a certificate and a key", t.ClientCertificate.Name)
 		}
-		for i, san := range t.SubjectAltNames {
-			if (san.Hostname == "") == (san.URI == "") {
-				return fmt.Errorf("tls.subjectAltNames[%d]: exactly one of hostname and uri must be set", i)
-			}
+		return validateBackendTLS(t)
+	}
+	return nil
+}
+
+// validateBackendTLS checks a backend's TLS identity, whatever speaks over
+// it.
+func validateBackendTLS(t *BackendTLS) error {
+	switch {
+	case t.ServerName == "" && !t.SkipVerify:
+		return errors.New("tls.serverName: must not be empty: it is what the certificate is checked for")
+	case t.ClientCertificate != nil && (len(t.ClientCertificate.CertPEM) == 0 || len(t.ClientCertificate.KeyPEM) == 0):
+		return fmt.Errorf("tls.clientCertificate %s: needs a certificate and a key", t.ClientCertificate.Name)
+	}
+	for i, san := range t.SubjectAltNames {
+		if (san.Hostname == "") == (san.URI == "") {
+			return fmt.Errorf("tls.subjectAltNames[%d]: exactly one of hostname and uri must be set", i)
 		}
 	}
 	return nil

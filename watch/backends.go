@@ -73,6 +73,10 @@ const (
 	// BackendTLSPolicy, which only a proxy that makes the connection's
 	// TLS itself could apply.
 	forStream
+	// forTLSStream is a TLSRoute's: forStream, and the BackendTLSPolicy
+	// of the port for the listeners in mode Terminate, where hostgate
+	// makes the connection's TLS to the backend (passthrough ignores it).
+	forTLSStream
 )
 
 func useFor(grpc bool) backendUse {
@@ -125,9 +129,17 @@ func (t *translator) servicePort(svc *corev1.Service, port *corev1.ServicePort, 
 		return router.BackendRef{}, refErr(gatewayv1.RouteReasonBackendNotFound, "Service %s/%s: ExternalName Services are not supported", svc.Namespace, svc.Name)
 	}
 	name := svc.Namespace + "/" + svc.Name + ":" + strconv.Itoa(int(port.Port))
-	if use == forStream {
+	if use == forStream || use == forTLSStream {
+		ref := router.BackendRef{Name: name, Weight: 1}
+		if use == forTLSStream {
+			if policy := t.servicePolicy(svc, port); policy != nil {
+				// Not served in plain text when the policy is not
+				// valid: its status says why.
+				ref.TLS, ref.Invalid = policy.tls, policy.tls == nil
+			}
+		}
 		t.registerEndpoints(name, svc, port)
-		return router.BackendRef{Name: name, Weight: 1}, nil
+		return ref, nil
 	}
 	protocol, ok := backendProtocol(port.AppProtocol, use == forGRPC)
 	policy := t.servicePolicy(svc, port)

@@ -14,7 +14,7 @@ import (
 
 func (t *translator) tlsRoute(obj *gatewayv1.TLSRoute) *route {
 	r := t.newRoute(router.KindTLSRoute, &obj.ObjectMeta, &obj.Spec.CommonRouteSpec, obj.Spec.Hostnames, obj.Status.Parents)
-	l4Rules(t, r, obj.Spec.Rules, func(rule *gatewayv1.TLSRouteRule) (*gatewayv1.SectionName, []gatewayv1.BackendRef) {
+	l4Rules(t, r, forTLSStream, obj.Spec.Rules, func(rule *gatewayv1.TLSRouteRule) (*gatewayv1.SectionName, []gatewayv1.BackendRef) {
 		return rule.Name, rule.BackendRefs
 	})
 	return r
@@ -22,7 +22,7 @@ func (t *translator) tlsRoute(obj *gatewayv1.TLSRoute) *route {
 
 func (t *translator) tcpRoute(obj *gatewayv1.TCPRoute) *route {
 	r := t.newRoute(router.KindTCPRoute, &obj.ObjectMeta, &obj.Spec.CommonRouteSpec, nil, obj.Status.Parents)
-	l4Rules(t, r, obj.Spec.Rules, func(rule *gatewayv1.TCPRouteRule) (*gatewayv1.SectionName, []gatewayv1.BackendRef) {
+	l4Rules(t, r, forStream, obj.Spec.Rules, func(rule *gatewayv1.TCPRouteRule) (*gatewayv1.SectionName, []gatewayv1.BackendRef) {
 		return rule.Name, rule.BackendRefs
 	})
 	return r
@@ -33,12 +33,12 @@ func (t *translator) tcpRoute(obj *gatewayv1.TCPRoute) *route {
 // invalid ones, so that their share of connections is refused as the spec
 // asks; router.ValidateL4 (in finish) refuses what cannot be served at
 // all, a rule without backends or more than one rule.
-func l4Rules[R any](t *translator, r *route, rules []R, parts func(*R) (*gatewayv1.SectionName, []gatewayv1.BackendRef)) {
+func l4Rules[R any](t *translator, r *route, use backendUse, rules []R, parts func(*R) (*gatewayv1.SectionName, []gatewayv1.BackendRef)) {
 	for i := range rules {
 		name, refs := parts(&rules[i])
 		rr := router.Rule{Name: string(derefOr(name, ""))}
 		for j, ref := range refs {
-			rr.Backends = append(rr.Backends, t.backendFor(r, fmt.Sprintf("spec.rules[%d].backendRefs[%d]", i, j), ref, forStream))
+			rr.Backends = append(rr.Backends, t.backendFor(r, fmt.Sprintf("spec.rules[%d].backendRefs[%d]", i, j), ref, use))
 		}
 		r.rules = append(r.rules, rr)
 	}

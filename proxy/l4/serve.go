@@ -70,6 +70,10 @@ type Options struct {
 	// nil. Copies between two sockets splice; the wrappers' Read and
 	// Write would not. Nil: only a bare *net.TCPConn is its own socket.
 	Socket func(net.Conn) *net.TCPConn
+	// BackendTLS is the client configuration that checks a backend as
+	// its BackendTLSPolicy says, for the plaintext of a connection whose
+	// TLS ended here; nil connects to such backends in plain text.
+	BackendTLS func(*router.BackendTLS) (*tls.Config, error)
 	// Metrics count what the listener refuses and carries; nil counts
 	// nothing.
 	Metrics *Metrics
@@ -118,6 +122,11 @@ type state struct {
 	// tls asks certs for a certificate by server name, as HTTPS
 	// listeners do; nil without certs.
 	tls *tls.Config
+	// backendTLS caches the client configuration of each backend TLS
+	// identity of routes (a *router.BackendTLS), made on first use: it
+	// parses certificates. It goes with the routes whose identities they
+	// are.
+	backendTLS sync.Map
 }
 
 // New returns a Listener serving routes with certs, which Publish
@@ -326,7 +335,7 @@ func (l *Listener) route(c net.Conn, rec *Record, st *state, hello []byte, err e
 	} else {
 		raw, _ = c.(*net.TCPConn)
 	}
-	backend, host := l.connect(target, rec)
+	backend, host := l.connect(target, st, rec)
 	if backend == nil {
 		return
 	}
@@ -417,7 +426,7 @@ func (l *Listener) refuse(rec *Record, reason string) {
 
 // connect picks the target's backend and one of its endpoints, trying
 // others of the set on a failed connect, with passive health.
-func (l *Listener) connect(target *router.L4Target, rec *Record) (*net.TCPConn, *upstream.Host) {
+func (l *Listener) connect(target *router.L4Target, st *state, rec *Record) (halfCloser, *upstream.Host) {
 	b := router.ChooseBackend(target.Rule.Backends)
 	if b == nil || b.Invalid {
 		// The spec asks for the share of an invalid backend to be
@@ -426,6 +435,16 @@ func (l *Listener) connect(target *router.L4Target, rec *Record) (*net.TCPConn, 
 		return nil, nil
 	}
 	rec.Backend = b.Name
+	var tlsConfig *tls.Config
+	if target.Terminate && b.TLS != nil && l.opts.BackendTLS != nil {
+		var err error
+		if tlsConfig, err = st.backendConfig(b.TLS, l.opts.BackendTLS); err != nil {
+			// Not in plain text what the policy says to encrypt.
+			l.opts.Log.Warn("backend TLS", "listener", l.opts.Address, "backend", b.Name, "error", err)
+			l.refuse(rec, refusedNoBackend)
+			return nil, nil
+		}
+	}
 	set := l.opts.Sets()[b.Name]
 	if set == nil {
 		l.refuse(rec, refusedNoBackend)
@@ -440,10 +459,10 @@ func (l *Listener) connect(target *router.L4Target, rec *Record) (*net.TCPConn, 
 		tried = append(tried, h)
 		rec.Endpoint = h.Address()
 		h.Begin()
-		conn, err := net.DialTimeout("tcp", h.Address(), l.opts.DialTimeout)
+		conn, err := dial(h.Address(), l.opts.DialTimeout, tlsConfig)
 		if err == nil {
 			h.Succeeded()
-			return conn.(*net.TCPConn), h
+			return conn, h
 		}
 		h.End()
 		if h.Failed() {
@@ -458,13 +477,52 @@ func (l *Listener) connect(target *router.L4Target, rec *Record) (*net.TCPConn, 
 	return nil, nil
 }
 
+// halfCloser is a backend connection: TCP, or TLS over it.
+type halfCloser interface {
+	net.Conn
+	CloseWrite() error
+}
+
+// dial connects to address within timeout, with TLS as cfg says when it
+// is not nil (the handshake within the same timeout).
+func dial(address string, timeout time.Duration, cfg *tls.Config) (halfCloser, error) {
+	d := &net.Dialer{Timeout: timeout}
+	if cfg == nil {
+		conn, err := d.Dial("tcp", address)
+		if err != nil {
+			return nil, err
+		}
+		return conn.(*net.TCPConn), nil
+	}
+	conn, err := (&tls.Dialer{NetDialer: d, Config: cfg}).Dial("tcp", address)
+	if err != nil {
+		return nil, err
+	}
+	return conn.(*tls.Conn), nil
+}
+
+// backendConfig is the client configuration of identity b, made by build
+// once per state.
+func (st *state) backendConfig(b *router.BackendTLS, build func(*router.BackendTLS) (*tls.Config, error)) (*tls.Config, error) {
+	type made struct {
+		cfg *tls.Config
+		err error
+	}
+	if m, ok := st.backendTLS.Load(b); ok {
+		return m.(made).cfg, m.(made).err
+	}
+	cfg, err := build(b)
+	st.backendTLS.Store(b, made{cfg, err})
+	return cfg, err
+}
+
 // pipe copies bytes both ways until both directions ended, passing on a
 // half-close, and returns the bytes copied from client to backend and
 // back. io.Copy between two *net.TCPConn splices on Linux, so long
 // transfers stay in the kernel: raw is the client's socket for that, nil
 // when it must be read through client. Either way client is what is
 // closed, so that the proxy's accounting of it sees the close.
-func pipe(client net.Conn, raw *net.TCPConn, backend *net.TCPConn) (in, out int64) {
+func pipe(client net.Conn, raw *net.TCPConn, backend halfCloser) (in, out int64) {
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		var err error
