@@ -69,6 +69,10 @@ var supportedFeatures = []gatewayv1.FeatureName{
 	"HTTPRouteSchemeRedirect",
 	"ListenerSet",
 	"ReferenceGrant",
+	"TCPRoute",
+	"TLSRoute",
+	"TLSRouteModeMixed",
+	"TLSRouteModeTerminate",
 }
 
 // supportedBundle is the Gateway API release whose CRDs hostgate reads.
