@@ -170,13 +170,12 @@ func (l *listener) acceptH1(ln guardListener) {
 }
 
 // serveConn serves c, accepted from ln's socket, on its own goroutine: a
-// ClientHello that a TLS passthrough listener on the socket claims goes to
-// proxy/l4 (Divert reads it here, not in the accept loop, so that a slow
+// ClientHello that a TLS listener on the socket claims goes to proxy/l4 (Divert reads it here, not in the accept loop, so that a slow
 // client holds up no other); any other connection goes to the HTTP
 // engines, which read the bytes Divert read as if unread.
 func (l *listener) serveConn(ln guardListener, c net.Conn) {
-	if l.passthrough != nil {
-		read, taken := l.passthrough.Divert(c)
+	if l.sharedTLS != nil {
+		read, taken := l.sharedTLS.Divert(c)
 		if taken {
 			return
 		}

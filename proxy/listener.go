@@ -64,9 +64,10 @@ type listener struct {
 	// stream serves a Layer 4 listener, which has none of the above but
 	// tcp and stats.
 	stream *l4.Listener
-	// passthrough serves, on an HTTPS listener, the connections of TLS
-	// passthrough listeners that share its socket (serveConn).
-	passthrough *l4.Listener
+	// sharedTLS serves, on an HTTPS listener, the connections of the TLS
+	// listeners (passthrough or terminate) that share its socket
+	// (serveConn).
+	sharedTLS *l4.Listener
 }
 
 // listenerState is what Apply swaps on a listener that stays.
@@ -87,10 +88,10 @@ func (l *listener) publish(cfg *Listener) {
 		l.stream.Publish(cfg.L4, cfg.TLS)
 		return
 	}
-	if l.passthrough != nil {
+	if l.sharedTLS != nil {
 		// The one Store: HTTPS and TLS listeners in mode Terminate
 		// differ by hostname, and so by certificate.
-		l.passthrough.Publish(cfg.L4, cfg.TLS)
+		l.sharedTLS.Publish(cfg.L4, cfg.TLS)
 	}
 	l.state.Store(&listenerState{routes: cfg.Routes, tls: cfg.TLS, backendTLS: l.srv.fwd.backendTransports(cfg.Routes), guards: l.srv.guards.resolve(cfg.Routes)})
 	l.stats.prune(cfg.Routes)
@@ -123,9 +124,9 @@ func (s *Server) openListener(cfg *Listener) (*listener, error) {
 		stats:    s.metrics.listener(cfg.Address),
 	}
 	if cfg.Protocol == HTTPS {
-		// Always, since TLS passthrough listeners may join the socket
+		// Always, since TLS listeners may join the socket
 		// later; with no routes (cfg.L4 nil) it reads nothing.
-		l.passthrough = l4.New(s.l4Options(cfg.Address, l4.Passthrough), nil, nil)
+		l.sharedTLS = l4.New(s.l4Options(cfg.Address, l4.Passthrough), nil, nil)
 	}
 	l.publish(cfg)
 	// No ReadTimeout or WriteTimeout: they would cut gRPC streams and
@@ -193,8 +194,8 @@ func (s *Server) openListener(cfg *Listener) (*listener, error) {
 	}
 	serve := func() error { return l.http.Serve(guarded) }
 	// HTTPS sockets too, whatever the engines: serveConn chooses between
-	// TLS passthrough and the HTTP engines.
-	if o.HTTP1Engine == EngineNative || l.h2 != nil || l.passthrough != nil {
+	// TLS listeners and the HTTP engines.
+	if o.HTTP1Engine == EngineNative || l.h2 != nil || l.sharedTLS != nil {
 		l.handoff = newHandoffListener(l.tcp.Addr())
 		l.h1conns = map[*h1conn]struct{}{}
 		serve = func() error { return l.http.Serve(l.handoff) }
@@ -334,9 +335,9 @@ func (l *listener) drain(ctx context.Context) bool {
 		return l.drainL4(ctx)
 	}
 	var wg sync.WaitGroup
-	passedClean := true
-	if l.passthrough != nil {
-		wg.Go(func() { passedClean = l.passthrough.Drain(ctx) })
+	sharedClean := true
+	if l.sharedTLS != nil {
+		wg.Go(func() { sharedClean = l.sharedTLS.Drain(ctx) })
 	}
 	if l.handoff != nil {
 		l.closeIdleH1()
@@ -379,8 +380,8 @@ func (l *listener) drain(ctx context.Context) bool {
 		// goroutines kept for later streams go now.
 		l.h2.EndIdleHandlers()
 	}
-	if l.passthrough != nil {
-		clean = clean && passedClean
+	if l.sharedTLS != nil {
+		clean = clean && sharedClean
 		l.srv.l4metrics.Forget(l.addr)
 	}
 	l.srv.log.Info("listener closed", "listener", l.addr, "clean", clean)

@@ -264,9 +264,10 @@ func (l *Listener) readHello(c net.Conn) (hello []byte, serverName string, err e
 }
 
 // Divert serves c, a connection to a socket whose HTTPS listeners this
-// passthrough Listener shares, when its ClientHello is this Listener's:
-// the server name is one its table claims (router.CompileL4Shared), or
-// the hello is unusable (refused as a passthrough listener refuses it).
+// Listener's TLS listeners share, when its ClientHello is this
+// Listener's: the server name is one its table claims
+// (router.L4Listeners.HTTPS), or the hello is unusable (refused as on a
+// TLS socket of its own).
 // Otherwise it returns the bytes it read and taken false: the HTTPS
 // engine must see them as if unread. A client that sends no TLS at all
 // goes to the HTTPS engine too, which tells it so. The routes are read
