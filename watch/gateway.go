@@ -169,8 +169,10 @@ type listener struct {
 	resolvedRefs   problem
 	conflictReason gatewayv1.ListenerConditionReason
 	// conflictWith says what the listener conflicts with, when that is
-	// more than the port.
+	// more than the port; outranked says that a listener of an object of
+	// higher precedence took the port.
 	conflictWith   string
+	outranked      bool
 	sockets        []*socket
 	attachedRoutes int32
 }
@@ -521,9 +523,13 @@ func markConflicts(ls []*listener) {
 				continue
 			}
 			sameObject := earlier.set == l.set
-			if !sameObject && earlier.conflictReason != "" {
+			if earlier.outranked || (!sameObject && earlier.conflictReason != "") {
 				// Refused itself, it does not take the port from a
-				// listener of lower precedence.
+				// listener of lower precedence, nor, having lost it to
+				// one of higher precedence, from the listeners of its
+				// own object (ListenerSetProtocolConflict: a TCP
+				// listener refused for the Gateway's HTTP one leaves
+				// its ListenerSet's HTTP listeners served).
 				continue
 			}
 			reason := conflictBetween(earlier, l)
@@ -531,12 +537,11 @@ func markConflicts(ls []*listener) {
 				continue
 			}
 			l.conflict(reason, earlier)
-			if sameObject && earlier.conflictReason == "" {
-				earlier.conflict(reason, l)
-			}
 			if !sameObject {
+				l.outranked = true
 				break
 			}
+			earlier.conflict(reason, l)
 		}
 	}
 }
