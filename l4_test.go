@@ -23,35 +23,10 @@ import (
 // carries bytes both ways to its backend, and /debug/routes and the access
 // log show it.
 func TestFileModeTCPRoute(t *testing.T) {
-	backend, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer backend.Close()
-	go func() {
-		for {
-			c, err := backend.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				line, _ := bufio.NewReader(c).ReadString('\n')
-				_, _ = io.WriteString(c, "echo "+line)
-			}()
-		}
-	}()
+	backend := lineEcho(t, "echo", nil)
 	port := freePort(t)
-	config := gatewayHead + fmt.Sprintf(`  - {name: db, port: %d, protocol: TCP}
----
-apiVersion: gateway.networking.k8s.io/v1
-kind: TCPRoute
-metadata: {name: db, namespace: default}
-spec:
-  parentRefs: [{name: web, sectionName: db}]
-  rules:
-  - backendRefs: [{name: db, port: 5432}]
-`, port) + loopbackService("default", "db", 5432, backend.Addr().(*net.TCPAddr).Port)
+	config := gatewayHead + fmt.Sprintf("  - {name: db, port: %d, protocol: TCP}\n", port) +
+		routeYAML("TCPRoute", "db", "db", 5432) + loopbackService("default", "db", 5432, backend)
 	dir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(dir, "l4.yaml"), []byte(config), 0o644); err != nil {
 		t.Fatal(err)
@@ -59,16 +34,8 @@ spec:
 	h := startHostgate(t, "--config", dir, "--access-log")
 	eventually(t, "debug routes", expect(h.admin+"/debug/routes", "", 200, "sni * -> TCPRoute default/db"))
 	eventually(t, "echo through the TCP listener", func() string {
-		c, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", port), time.Second)
-		if err != nil {
-			return err.Error()
-		}
-		defer c.Close()
-		_ = c.SetDeadline(time.Now().Add(2 * time.Second))
-		_, _ = io.WriteString(c, "ping\n")
-		got, err := bufio.NewReader(c).ReadString('\n')
-		if got != "echo ping\n" {
-			return fmt.Sprintf("answer %q (%v), want %q", got, err, "echo ping\n")
+		if got := ping(net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", port), time.Second)); got != "echo ping\n" {
+			return fmt.Sprintf("answer %q, want %q", got, "echo ping\n")
 		}
 		return ""
 	})
@@ -90,23 +57,49 @@ func lineEcho(t *testing.T, name string, cfg *tls.Config) int {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { ln.Close() })
+	answer := func(c net.Conn) {
+		defer c.Close()
+		if cfg != nil {
+			c = tls.Server(c, cfg)
+		}
+		line, _ := bufio.NewReader(c).ReadString('\n')
+		_, _ = io.WriteString(c, name+" "+line)
+	}
 	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			if cfg != nil {
-				c = tls.Server(c, cfg)
-			}
-			go func() {
-				defer c.Close()
-				line, _ := bufio.NewReader(c).ReadString('\n')
-				_, _ = io.WriteString(c, name+" "+line)
-			}()
+		for c, err := ln.Accept(); err == nil; c, err = ln.Accept() {
+			go answer(c)
 		}
 	}()
 	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// ping sends a line on c, dialled with err, and returns the line that
+// comes back, or why none did.
+func ping(c net.Conn, err error) string {
+	if err != nil {
+		return err.Error()
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(2 * time.Second))
+	_, _ = io.WriteString(c, "ping\n")
+	got, err := bufio.NewReader(c).ReadString('\n')
+	if got == "" && err != nil {
+		return err.Error()
+	}
+	return got
+}
+
+// routeYAML is a route of kind called default/name, of the listener of
+// Gateway default/web called section, to port of Service default/name.
+func routeYAML(kind, name, section string, port int) string {
+	return fmt.Sprintf(`---
+apiVersion: gateway.networking.k8s.io/v1
+kind: %s
+metadata: {name: %s, namespace: default}
+spec:
+  parentRefs: [{name: web, sectionName: %s}]
+  rules: [{backendRefs: [{name: %[2]s, port: %[4]d}]}]
+`, kind, name, section, port)
 }
 
 // TestFileModeSharedTLSPort: on one port, read from files, an HTTPS
@@ -130,31 +123,7 @@ func TestFileModeSharedTLSPort(t *testing.T) {
 	config := gatewayHead + fmt.Sprintf(`  - {name: www, port: %[1]d, protocol: HTTPS, hostname: www.example.com, tls: {certificateRefs: [{name: www}]}}
   - {name: vault, port: %[1]d, protocol: TLS, hostname: vault.example.com, tls: {mode: Passthrough}}
   - {name: mq, port: %[1]d, protocol: TLS, hostname: mq.example.com, tls: {mode: Terminate, certificateRefs: [{name: mq}]}}
----
-apiVersion: gateway.networking.k8s.io/v1
-kind: HTTPRoute
-metadata: {name: web, namespace: default}
-spec:
-  parentRefs: [{name: web, sectionName: www}]
-  rules:
-  - backendRefs: [{name: web, port: 80}]
----
-apiVersion: gateway.networking.k8s.io/v1
-kind: TLSRoute
-metadata: {name: vault, namespace: default}
-spec:
-  parentRefs: [{name: web, sectionName: vault}]
-  rules:
-  - backendRefs: [{name: vault, port: 8200}]
----
-apiVersion: gateway.networking.k8s.io/v1
-kind: TLSRoute
-metadata: {name: mq, namespace: default}
-spec:
-  parentRefs: [{name: web, sectionName: mq}]
-  rules:
-  - backendRefs: [{name: mq, port: 5672}]
-`, port) + tlsSecret(t, ca, "default", "www", "www.example.com") + tlsSecret(t, ca, "default", "mq", "mq.example.com") +
+`, port) + routeYAML("HTTPRoute", "web", "www", 80) + routeYAML("TLSRoute", "vault", "vault", 8200) + routeYAML("TLSRoute", "mq", "mq", 5672) + tlsSecret(t, ca, "default", "www", "www.example.com") + tlsSecret(t, ca, "default", "mq", "mq.example.com") +
 		loopbackService("default", "web", 80, web.Listener.Addr().(*net.TCPAddr).Port) +
 		loopbackService("default", "vault", 8200, vault) + loopbackService("default", "mq", 5672, mq)
 	dir := t.TempDir()
@@ -165,15 +134,7 @@ spec:
 	eventually(t, "debug routes", expect(h.admin+"/debug/routes", "", 200, "sni * (listener mq.example.com) terminate -> TLSRoute default/mq"))
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
 	line := func(serverName string, roots *x509.CertPool) string {
-		c, err := tls.DialWithDialer(&net.Dialer{Timeout: time.Second}, "tcp", addr, &tls.Config{ServerName: serverName, RootCAs: roots})
-		if err != nil {
-			return err.Error()
-		}
-		defer c.Close()
-		_ = c.SetDeadline(time.Now().Add(2 * time.Second))
-		_, _ = io.WriteString(c, "ping\n")
-		got, _ := bufio.NewReader(c).ReadString('\n')
-		return got
+		return ping(tls.DialWithDialer(&net.Dialer{Timeout: time.Second}, "tcp", addr, &tls.Config{ServerName: serverName, RootCAs: roots}))
 	}
 	eventually(t, "passthrough", func() string {
 		if got := line("vault.example.com", backendCA.Pool); got != "vault ping\n" {
