@@ -40,9 +40,9 @@ type listenerState struct {
 	// describing 10,000 routes takes longer than compiling them.
 	Hosts []router.HostDescription `json:"hosts"`
 	table *router.Table
-	// l4 is the table of a TLS passthrough or TCP listener, or of the
-	// passthrough listeners sharing an HTTPS one's socket, whose
-	// L4Routes are filled in as Hosts are; l4Errs what it left out.
+	// l4 is the table of a TLS or TCP listener, or of the TLS listeners
+	// sharing an HTTPS one's socket, whose L4Routes are filled in as
+	// Hosts are; l4Errs what it left out.
 	l4       *router.L4Table
 	l4Errs   []error
 	L4Routes []router.L4Description `json:"l4Routes,omitempty"`

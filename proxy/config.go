@@ -60,9 +60,9 @@ type Listener struct {
 	TLS *tlsstore.Store
 	// L4 serves a TLSPassthrough or TCP listener; nil refuses every
 	// connection. On an HTTPS listener it holds the routes of the TLS
-	// passthrough listeners that share the socket
-	// (router.CompileL4Shared): connections whose server name it claims
-	// are passed through, the others terminated; nil passes none.
+	// listeners that share the socket (router.L4Listeners.HTTPS):
+	// connections whose server name it claims go to them, the others to
+	// the HTTP engines; nil diverts none.
 	L4 *router.L4Table
 }
 

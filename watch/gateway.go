@@ -547,7 +547,7 @@ func markConflicts(ls []*listener) {
 }
 
 // conflictBetween is why listeners a and b, on one port, cannot both be
-// served, or "" when they can. HTTPS and TLS passthrough listeners share
+// served, or "" when they can. HTTPS and TLS listeners (either mode) share
 // a port, chosen by server name, as listeners of one protocol do.
 func conflictBetween(a, b *listener) gatewayv1.ListenerConditionReason {
 	switch {

@@ -312,9 +312,9 @@ func (t *translator) bind(address string, port int, protocol Protocol, hostname 
 		if !sharesTLSSocket(s.protocol, protocol) {
 			return nil, name + " is already served with another protocol"
 		}
-		// HTTPS and TLS passthrough listeners share the socket, the
-		// ClientHello's server name choosing between them (proxy's
-		// serveConn): it is an HTTPS socket with passthrough hostnames.
+		// HTTPS and TLS listeners share the socket, the ClientHello's
+		// server name choosing between them (proxy's serveConn): it is
+		// an HTTPS socket with TLS listeners' hostnames.
 		s.protocol = ProtocolHTTPS
 	}
 	if other, ok := s.protocols[hostname]; ok && other != protocol {
@@ -337,7 +337,7 @@ func (t *translator) bind(address string, port int, protocol Protocol, hostname 
 }
 
 // sharesTLSSocket reports whether listeners of protocols a and b can
-// share a socket: HTTPS and TLS passthrough can, chosen by server name.
+// share a socket: HTTPS and TLS (either mode) can, chosen by server name.
 func sharesTLSSocket(a, b Protocol) bool {
 	return (a == ProtocolHTTPS && b == ProtocolTLS) || (a == ProtocolTLS && b == ProtocolHTTPS)
 }
