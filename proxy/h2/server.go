@@ -1,6 +1,10 @@
-// Package h2 is hostgate's HTTP/2 server engine: the connection, stream
-// and flow-control logic of RFC 9113 over x/net/http2's Framer and hpack,
-// serving an http.Handler.
+// Package h2 is hostgate's HTTP/2 engine: the connection, stream and
+// flow-control logic of RFC 9113 over x/net/http2's Framer and hpack, on
+// both sides of the proxy. Server serves an http.Handler to clients;
+// Transport (client.go) is the http.RoundTripper to HTTP/2 backends. Both
+// build on wire.go (the write queue and its writer, flow control, HPACK
+// encoding) and fields.go (header sections decoded). It knows nothing of
+// routes or Kubernetes.
 //
 // net/http's HTTP/2 server spent most of a core in its own machinery on
 // bench/run.sh's h2-tls: a serve loop that every frame and every handler
