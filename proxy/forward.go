@@ -530,7 +530,10 @@ func (f *forwarder) attempt(req *http.Request, ex *exchange) (*http.Response, er
 		if h.Failed() {
 			f.s.metrics.ejections.Inc()
 		}
-		if ex.body.read.Load() || !tryAnother(err, repeatable(req.Method, req.Header.Get("Idempotency-Key"))) || n+1 >= f.s.opts.ConnectAttempts || n+1 >= ex.plan.set.Len() {
+		// The HTTP/2 client may have begun to read the body before
+		// guardedBody saw a read.
+		bodyTaken := ex.body.read.Load() || errors.Is(err, h2.ErrBodyTaken)
+		if bodyTaken || !tryAnother(err, repeatable(req.Method, req.Header.Get("Idempotency-Key"))) || n+1 >= f.s.opts.ConnectAttempts || n+1 >= ex.plan.set.Len() {
 			return nil, err
 		}
 		f.s.metrics.connectRetries.Inc()

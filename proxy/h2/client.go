@@ -57,7 +57,13 @@ type pool struct {
 	maxStreams atomic.Uint32
 	// dialing is closed when the dial under way ends: those who found
 	// no connection with room wait for it rather than dial too.
-	dialing chan struct{}
+	dialing *dialCall
+}
+
+// dialCall is a dial under way; err is its outcome once done is closed.
+type dialCall struct {
+	done chan struct{}
+	err  error
 }
 
 // maxRetries bounds the times a request the backend did not act on is
@@ -81,11 +87,16 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	for tries := 0; ; tries++ {
 		cc, err := t.conn(req.Context(), addr)
 		if err != nil {
+			closeBody(req)
 			return nil, err
 		}
 		resp, err := cc.roundTrip(req)
 		ue, unprocessed := errors.AsType[*unprocessedError](err)
 		if !unprocessed || tries >= maxRetries || req.Context().Err() != nil {
+			if err != nil && !errors.Is(err, ErrBodyTaken) {
+				// A body sendBody took, it closes.
+				closeBody(req)
+			}
 			return resp, err
 		}
 		if ue.body != nil {
@@ -93,6 +104,14 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			again.Body = io.NopCloser(bytes.NewReader(ue.body))
 			req = &again
 		}
+	}
+}
+
+// closeBody closes the body of a request that failed, as a RoundTripper
+// must.
+func closeBody(req *http.Request) {
+	if req.Body != nil {
+		req.Body.Close()
 	}
 }
 
@@ -119,25 +138,38 @@ func (t *Transport) conn(ctx context.Context, addr string) (*clientConn, error) 
 		if wait := p.dialing; wait != nil {
 			t.mu.Unlock()
 			select {
-			case <-wait:
+			case <-wait.done:
+				// The dial's failure is every waiter's, unless it was
+				// only its caller's context that ended.
+				if wait.err != nil && !errors.Is(wait.err, context.Canceled) && !errors.Is(wait.err, context.DeadlineExceeded) {
+					return nil, wait.err
+				}
 				continue
 			case <-ctx.Done():
 				return nil, ctx.Err()
 			}
 		}
-		done := make(chan struct{})
-		p.dialing = done
+		call := &dialCall{done: make(chan struct{})}
+		p.dialing = call
 		t.mu.Unlock()
 		cc, err := t.dial(ctx, addr, p)
 		t.mu.Lock()
 		p.dialing = nil
-		close(done)
+		call.err = err
+		close(call.done)
 		if err != nil {
+			if len(p.conns) == 0 && t.pools[addr] == p {
+				// Endpoints come and go: an address that could not be
+				// reached keeps no entry.
+				delete(t.pools, addr)
+			}
 			t.mu.Unlock()
 			return nil, err
 		}
-		p.conns = append(p.conns, cc)
-		ok := cc.reserve()
+		if !cc.forgotten {
+			p.conns = append(p.conns, cc)
+		}
+		ok := !cc.forgotten && cc.reserve()
 		t.mu.Unlock()
 		if !ok {
 			// Lost already, or the backend takes no stream at all: a
@@ -152,6 +184,7 @@ func (t *Transport) conn(ctx context.Context, addr string) (*clientConn, error) 
 func (t *Transport) forget(cc *clientConn) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	cc.forgotten = true
 	p := t.pools[cc.addr]
 	if p != cc.pool {
 		return

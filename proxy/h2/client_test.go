@@ -445,3 +445,232 @@ func TestClientBackendTakesNoStreams(t *testing.T) {
 		t.Errorf("%d connections for 3 requests", n)
 	}
 }
+
+// TestClientUnreadBodyStallsNoOther leaves one response body unread, as a
+// client reading slowly through the proxy does: another response on the
+// same backend connection still comes whole.
+func TestClientUnreadBodyStallsNoOther(t *testing.T) {
+	base := stdlibH2C(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/big" {
+			w.Write(bytes.Repeat([]byte("x"), 2<<20))
+			return
+		}
+		io.WriteString(w, "small")
+	}), nil)
+	client := clientOf(t, &Transport{})
+	big, err := client.Get(base + "/big")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer big.Body.Close()
+	time.Sleep(200 * time.Millisecond) // the backend fills the windows
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "GET", base+"/small", nil)
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil || string(b) != "small" {
+		t.Errorf("a response behind an unread one on the same connection: %q, %v", b, err)
+	}
+}
+
+// TestClientNoTrailerAfterReset has the backend answer and reset a
+// request whose body, with a trailer, is still on its way: the trailer
+// must not follow on the closed stream, which net/http's server answers by
+// ending the whole connection.
+func TestClientNoTrailerAfterReset(t *testing.T) {
+	got := make(chan string, 1)
+	base, _ := rawServer(t, func(fr *http2.Framer, nc net.Conn) {
+		id, err := readHeadersOf(fr)
+		if err != nil {
+			return
+		}
+		var block bytes.Buffer
+		hpack.NewEncoder(&block).WriteField(hpack.HeaderField{Name: ":status", Value: "200"})
+		fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: block.Bytes(), EndHeaders: true, EndStream: true})
+		fr.WriteRSTStream(id, http2.ErrCodeNo)
+		nc.SetReadDeadline(time.Now().Add(2 * time.Second))
+		for {
+			f, err := fr.ReadFrame()
+			if err != nil {
+				got <- "nothing"
+				return
+			}
+			if f.Header().StreamID == id {
+				got <- f.Header().String()
+				return
+			}
+		}
+	}, nil)
+	pr, pw := io.Pipe()
+	req, _ := http.NewRequest("POST", base, pr)
+	req.Trailer = http.Header{"X-Checksum": {"abc"}}
+	resp, err := clientOf(t, &Transport{}).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	time.Sleep(100 * time.Millisecond)
+	pw.Close()
+	if s := <-got; s != "nothing" {
+		t.Errorf("after RST_STREAM(NO_ERROR) the client sent %s", s)
+	}
+}
+
+// TestClientInformationalRefused has the caller's Got1xxResponse fail: its
+// request fails, and the other requests on the connection go on.
+func TestClientInformationalRefused(t *testing.T) {
+	slowDone := make(chan struct{})
+	base := stdlibH2C(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/slow" {
+			<-slowDone
+			io.WriteString(w, "slow")
+			return
+		}
+		w.WriteHeader(http.StatusEarlyHints)
+		io.WriteString(w, "final")
+	}), nil)
+	client := clientOf(t, &Transport{})
+	slowErr := make(chan error, 1)
+	go func() {
+		resp, err := client.Get(base + "/slow")
+		if err == nil {
+			_, err = io.ReadAll(resp.Body)
+			resp.Body.Close()
+		}
+		slowErr <- err
+	}()
+	time.Sleep(100 * time.Millisecond)
+	trace := &httptrace.ClientTrace{Got1xxResponse: func(int, textproto.MIMEHeader) error { return errors.New("no thanks") }}
+	req, _ := http.NewRequestWithContext(httptrace.WithClientTrace(context.Background(), trace), "GET", base+"/hints", nil)
+	if resp, err := client.Do(req); err == nil {
+		resp.Body.Close()
+		t.Error("a request whose Got1xxResponse failed was answered")
+	}
+	close(slowDone)
+	if err := <-slowErr; err != nil {
+		t.Errorf("an unrelated request on the connection failed: %v", err)
+	}
+}
+
+// TestClientDialFailureShared sends a burst of requests to a backend that
+// cannot be reached: those waiting for the one dial share its failure
+// rather than dial again one after another.
+func TestClientDialFailureShared(t *testing.T) {
+	var dials atomic.Int32
+	tr := &Transport{DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+		dials.Add(1)
+		time.Sleep(200 * time.Millisecond) // a connect timeout
+		return nil, &net.OpError{Op: "dial", Net: "tcp", Err: errors.New("i/o timeout")}
+	}}
+	var wg sync.WaitGroup
+	for range 10 {
+		wg.Go(func() {
+			req, _ := http.NewRequest("GET", "http://backend:80/", nil)
+			if _, err := tr.RoundTrip(req); err == nil {
+				t.Error("a request to an unreachable backend succeeded")
+			}
+		})
+	}
+	wg.Wait()
+	if n := dials.Load(); n > 2 {
+		t.Errorf("10 requests waiting together dialled %d times", n)
+	}
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	if len(tr.pools) != 0 {
+		t.Errorf("the unreachable address keeps a pool entry")
+	}
+}
+
+// deadConn is a backend connection its backend closed at once.
+type deadConn struct{ net.Conn }
+
+func (deadConn) Read([]byte) (int, error)         { return 0, io.EOF }
+func (deadConn) Write(p []byte) (int, error)      { return len(p), nil }
+func (deadConn) Close() error                     { return nil }
+func (deadConn) RemoteAddr() net.Addr             { return &net.TCPAddr{} }
+func (deadConn) SetDeadline(time.Time) error      { return nil }
+func (deadConn) SetReadDeadline(time.Time) error  { return nil }
+func (deadConn) SetWriteDeadline(time.Time) error { return nil }
+
+// TestClientLostConnNotPooled dials connections that end at once, some
+// before they could be pooled: none stays in the pool.
+func TestClientLostConnNotPooled(t *testing.T) {
+	tr := &Transport{DialContext: func(context.Context, string, string) (net.Conn, error) { return deadConn{}, nil }}
+	for range 2000 {
+		req, _ := http.NewRequest("GET", "http://backend:80/", nil)
+		if resp, err := tr.RoundTrip(req); err == nil {
+			resp.Body.Close()
+		}
+	}
+	time.Sleep(100 * time.Millisecond)
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	if p := tr.pools["backend:80"]; p != nil && len(p.conns) > 0 {
+		t.Errorf("%d lost connections left in the pool", len(p.conns))
+	}
+}
+
+// TestClientBodyTaken: when a request fails with its body unread by the
+// caller's count, either nothing reads it later, or the error says the
+// Transport took it (ErrBodyTaken), so that the caller does not send it
+// elsewhere while a goroutine of the Transport still reads it.
+func TestClientBodyTaken(t *testing.T) {
+	for range 2000 {
+		wrote := make(chan struct{})
+		var once sync.Once
+		tr := &Transport{DialContext: func(context.Context, string, string) (net.Conn, error) {
+			return endsAfterWrite{wrote: wrote, once: &once}, nil
+		}}
+		body := &watchedBody{}
+		req, _ := http.NewRequest("PUT", "http://backend:80/", body)
+		req.ContentLength = 5
+		_, err := tr.RoundTrip(req)
+		if err == nil || errors.Is(err, ErrBodyTaken) || body.reads.Load() > 0 {
+			continue
+		}
+		body.decided.Store(true)
+		time.Sleep(time.Millisecond)
+		if body.late.Load() {
+			t.Fatalf("the body was read after RoundTrip failed with %v, saying nothing of it", err)
+		}
+	}
+}
+
+// endsAfterWrite is a backend connection that ends once the client wrote.
+type endsAfterWrite struct {
+	deadConn
+	wrote chan struct{}
+	once  *sync.Once
+}
+
+func (c endsAfterWrite) Read([]byte) (int, error) {
+	<-c.wrote
+	return 0, io.EOF
+}
+
+func (c endsAfterWrite) Write(p []byte) (int, error) {
+	c.once.Do(func() { close(c.wrote) })
+	return len(p), nil
+}
+
+// watchedBody counts its reads, and notes one after decided is set.
+type watchedBody struct {
+	reads         atomic.Int32
+	decided, late atomic.Bool
+}
+
+func (b *watchedBody) Read(p []byte) (int, error) {
+	if b.decided.Load() {
+		b.late.Store(true)
+	}
+	b.reads.Add(1)
+	return copy(p, "hello"), io.EOF
+}
+
+func (b *watchedBody) Close() error { return nil }

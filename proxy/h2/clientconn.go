@@ -26,6 +26,9 @@ type clientConn struct {
 	t    *Transport
 	addr string
 	pool *pool
+	// forgotten says forget ran: the connection is not pooled again.
+	// Guarded by t.mu.
+	forgotten bool
 
 	// Guarded by mu.
 	streams map[uint32]*clientStream
@@ -68,7 +71,15 @@ func newClientConn(t *Transport, nc net.Conn, addr string, p *pool) *clientConn 
 	cc.henc.SetMaxDynamicTableSizeLimit(0)
 	cc.out = append(cc.out, clientPreface...)
 	_ = cc.wfr.WriteSettings(clientSettings(t.maxHeaderList())...)
-	_ = cc.wfr.WriteWindowUpdate(0, recvWindow-65535)
+	// Each stream's window bounds what it buffers; the connection's
+	// holds all of them, so that one unread body stalls no other.
+	cc.recvWindow = defaultMaxStreams * recvWindow
+	_ = cc.wfr.WriteWindowUpdate(0, uint32(cc.recvWindow)-65535)
+	if t.IdleTimeout > 0 {
+		// A connection whose first request fails before its stream
+		// opens has no stream end to start the timer.
+		cc.idleTimer = time.AfterFunc(t.IdleTimeout, cc.idle)
+	}
 	go cc.writeLoop()
 	go cc.readLoop()
 	return cc
@@ -172,12 +183,15 @@ func (cc *clientConn) processHeaders(f *headerBlock) error {
 	}
 	header := cc.header(f.RegularFields())
 	if status < 200 {
-		if f.StreamEnded() {
-			return cc.resetStream(cs.id, http2.ErrCodeProtocol, errors.New("http2: informational response ends the stream"))
+		if f.StreamEnded() || status == http.StatusSwitchingProtocols {
+			// 101 has no place in HTTP/2 (RFC 9113 section 8.6).
+			return cc.resetStream(cs.id, http2.ErrCodeProtocol, errors.New("http2: informational response ends the stream, or is 101"))
 		}
 		// 100 Continue needs nothing: the body goes without waiting.
 		if trace := httptrace.ContextClientTrace(cs.req.Context()); status != http.StatusContinue && trace != nil && trace.Got1xxResponse != nil {
-			return trace.Got1xxResponse(status, textproto.MIMEHeader(header))
+			if err := trace.Got1xxResponse(status, textproto.MIMEHeader(header)); err != nil {
+				return cc.resetStream(cs.id, http2.ErrCodeCancel, err)
+			}
 		}
 		return nil
 	}
@@ -223,6 +237,12 @@ func (cc *clientConn) processHeaders(f *headerBlock) error {
 
 // processTrailer takes the trailer that ends a response body.
 func (cc *clientConn) processTrailer(cs *clientStream, f *headerBlock) error {
+	cc.mu.Lock()
+	ended := cs.remoteClosed
+	cc.mu.Unlock()
+	if ended {
+		return cc.resetStream(cs.id, http2.ErrCodeStreamClosed, errors.New("http2: HEADERS after the response ended"))
+	}
 	if !f.StreamEnded() || len(f.PseudoFields()) > 0 {
 		return cc.resetStream(cs.id, http2.ErrCodeProtocol, errors.New("http2: malformed response trailer"))
 	}
@@ -264,10 +284,13 @@ func (cc *clientConn) processData(f *http2.DataFrame) error {
 		// A stream reset or ended: its bytes count against the
 		// connection's window all the same.
 		cc.consumed(flow)
-		if cs != nil {
-			return cc.resetStreamLocked(cs.id, http2.ErrCodeProtocol, errors.New("http2: DATA out of place in the response"))
+		switch {
+		case cs == nil:
+			return nil
+		case cs.remoteClosed:
+			return cc.resetStreamLocked(cs.id, http2.ErrCodeStreamClosed, errors.New("http2: DATA after the response ended"))
 		}
-		return nil
+		return cc.resetStreamLocked(cs.id, http2.ErrCodeProtocol, errors.New("http2: DATA before the response header"))
 	}
 	if flow > cs.recvWindow {
 		cc.consumed(flow)
@@ -541,6 +564,10 @@ func (cc *clientConn) roundTrip(req *http.Request) (*http.Response, error) {
 			ue.body = bytes.Clone(replay)
 		}
 		putBodyBuffer(replay)
+		if cs.bodyStarted {
+			// sendBody may still read the body, or be about to.
+			return nil, bodyTakenError{cs.aborted}
+		}
 		return nil, cs.aborted
 	}
 	putBodyBuffer(replay)
@@ -625,6 +652,9 @@ func (cs *clientStream) sendBody() {
 		var werr error
 		if n > 0 || end {
 			werr = cc.queueData(cs.id, &cs.sendWindow, chunk, end, cs.writeErr)
+		} else if last {
+			// The trailer goes only on a stream still open.
+			werr = cs.writeErr()
 		}
 		switch {
 		case werr != nil:
@@ -640,7 +670,7 @@ func (cs *clientStream) sendBody() {
 				cc.writeFields(cs.req.Trailer, noKey)
 				cc.writeBlock(cs.id, true)
 			}
-			if keep && cs.resp == nil && cs.aborted == nil {
+			if keep && sent == declared && cs.resp == nil && cs.aborted == nil {
 				cs.replay, buf = buf[:declared], nil
 			}
 			cs.localClosed = true
@@ -648,7 +678,9 @@ func (cs *clientStream) sendBody() {
 		case err != nil:
 			// The request is cut short: the backend must not take
 			// what came for all of it.
-			_ = cc.resetStreamLocked(cs.id, http2.ErrCodeCancel, err)
+			if cc.streams[cs.id] == cs {
+				_ = cc.resetStreamLocked(cs.id, http2.ErrCodeCancel, err)
+			}
 		}
 		cc.mu.Unlock()
 		if werr != nil || last || err != nil {
@@ -668,6 +700,17 @@ func putBodyBuffer(b []byte) {
 		bodyBuffers.Put(&b)
 	}
 }
+
+// ErrBodyTaken is in the error of a request whose body the Transport began
+// to send, and may still read: the request must not be sent again with
+// that body, even where the caller saw nothing read of it yet.
+var ErrBodyTaken = errors.New("http2: request body taken")
+
+type bodyTakenError struct{ err error }
+
+func (e bodyTakenError) Error() string { return e.err.Error() }
+
+func (e bodyTakenError) Unwrap() []error { return []error{e.err, ErrBodyTaken} }
 
 // unprocessedError fails a request the backend did not act on: refused,
 // or past the last stream of its GOAWAY. body is the request body to send
@@ -744,12 +787,8 @@ func (cs *clientStream) done() {
 	}
 	if cc.goingAway {
 		cc.closeIfDone()
-	} else if t := cc.t.IdleTimeout; t > 0 {
-		if cc.idleTimer == nil {
-			cc.idleTimer = time.AfterFunc(t, cc.idle)
-		} else {
-			cc.idleTimer.Reset(t)
-		}
+	} else if cc.idleTimer != nil {
+		cc.idleTimer.Reset(cc.t.IdleTimeout)
 	}
 }
 
