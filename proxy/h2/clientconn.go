@@ -215,6 +215,11 @@ func (cc *clientConn) processHeaders(f *headerBlock) error {
 	}
 	cc.mu.Lock()
 	defer cc.mu.Unlock()
+	if cs.aborted != nil {
+		// Reset meanwhile (its context ended, say): the caller gets
+		// the reset, not a response whose body fails.
+		return nil
+	}
 	cs.resp = resp
 	if f.StreamEnded() {
 		resp.Body = http.NoBody
