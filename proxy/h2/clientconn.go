@@ -145,10 +145,7 @@ func (cc *clientConn) frameError(err error) error {
 	if se, ok := errors.AsType[http2.StreamError](err); ok {
 		return cc.resetStream(se.StreamID, se.Code, errors.New("http2: malformed response"))
 	}
-	if ce, ok := errors.AsType[http2.ConnectionError](err); ok {
-		return connError{http2.ErrCode(ce), "malformed frame from the backend"}
-	}
-	return err
+	return readError(err)
 }
 
 // stream is the open stream id, nil for one ended or never opened.

@@ -201,14 +201,10 @@ func (c *conn) readFrame() error {
 // frameError sorts an error of the Framer: a stream error resets its
 // stream and the connection goes on; anything else ends it.
 func (c *conn) frameError(err error) error {
-	var ce http2.ConnectionError
-	switch {
-	case errors.As(err, &ce):
-		return connError{http2.ErrCode(ce), "malformed frame"}
-	case errors.Is(err, http2.ErrFrameTooLarge):
-		return connError{http2.ErrCodeFrameSize, "frame too large"}
+	if _, ok := errors.AsType[http2.StreamError](err); ok {
+		return c.streamError(err)
 	}
-	return c.streamError(err)
+	return readError(err)
 }
 
 // streamError resets the stream of a stream error, which leaves the

@@ -16,6 +16,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"golang.org/x/net/http2"
 )
 
 // serve runs a Server with h on a loopback socket and returns an HTTP/2
@@ -288,5 +290,38 @@ func checkRequestURL(t *testing.T, path string) {
 	want, wantErr := url.ParseRequestURI(path)
 	if (gotErr == nil) != (wantErr == nil) || gotErr == nil && *got != *want {
 		t.Errorf("requestURL(%q) = %#v, %v; url.ParseRequestURI: %#v, %v", path, got, gotErr, want, wantErr)
+	}
+}
+
+// TestGoAwayForMalformedFrames sends frames the Framer rejects (DATA or
+// HEADERS on stream 0): the client gets GOAWAY(PROTOCOL_ERROR), not a
+// connection closed without a word.
+func TestGoAwayForMalformedFrames(t *testing.T) {
+	for name, typ := range map[string]http2.FrameType{"DATA": http2.FrameData, "HEADERS": http2.FrameHeaders} {
+		t.Run(name, func(t *testing.T) {
+			addr, _ := serveConns(t, &Server{Handler: http.NotFoundHandler()}, nil)
+			c, err := net.Dial("tcp", addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			io.WriteString(c, http2.ClientPreface)
+			fr := http2.NewFramer(c, c)
+			fr.WriteSettings()
+			fr.WriteRawFrame(typ, http2.FlagDataEndStream, 0, []byte("x"))
+			c.SetReadDeadline(time.Now().Add(5 * time.Second))
+			for {
+				f, err := fr.ReadFrame()
+				if err != nil {
+					t.Fatalf("connection ended without GOAWAY: %v", err)
+				}
+				if ga, ok := f.(*http2.GoAwayFrame); ok {
+					if ga.ErrCode != http2.ErrCodeProtocol {
+						t.Errorf("GOAWAY %v, want PROTOCOL_ERROR", ga.ErrCode)
+					}
+					return
+				}
+			}
+		})
 	}
 }

@@ -3,9 +3,12 @@ package h2
 import (
 	"bufio"
 	"bytes"
+	"crypto/tls"
 	"errors"
+	"io"
 	"net"
 	"net/http"
+	"os"
 	"runtime"
 	"sync"
 
@@ -337,4 +340,26 @@ func (in *inflow) giveBack(w *wire, id uint32, n int32, open bool) {
 		in.recvWindow += in.unacked
 		in.unacked = 0
 	}
+}
+
+// readError sorts an error of reading a frame, other than a stream error:
+// the socket's (the peer left, a deadline), returned as it is, or the
+// peer's, a connection error to answer with GOAWAY: the Framer's
+// ConnectionError and ErrFrameTooLarge, and PROTOCOL_ERROR for anything
+// else it may come to return.
+func readError(err error) error {
+	if ce, ok := errors.AsType[http2.ConnectionError](err); ok {
+		return connError{http2.ErrCode(ce), "malformed frame"}
+	}
+	_, netErr := errors.AsType[net.Error](err)
+	switch {
+	case errors.Is(err, http2.ErrFrameTooLarge):
+		return connError{http2.ErrCodeFrameSize, "frame too large"}
+	case netErr, errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, net.ErrClosed), errors.Is(err, os.ErrDeadlineExceeded):
+		return err
+	}
+	if _, tlsErr := errors.AsType[tls.RecordHeaderError](err); tlsErr {
+		return err
+	}
+	return connError{http2.ErrCodeProtocol, "malformed frame: " + err.Error()}
 }
