@@ -96,6 +96,9 @@ type exchange struct {
 	// retries counts those made.
 	retry   *router.Retry
 	retries int
+	// moveBy is when the policy's budget ends: no other endpoint is
+	// tried from then on (retry.go). Zero: no budget.
+	moveBy time.Time
 	// protocol is how the backend is spoken to: "", "h2c", "https", "h2".
 	protocol string
 	// backendTLS are the transports of the TLS identities of the table
@@ -533,7 +536,7 @@ func (f *forwarder) attempt(req *http.Request, ex *exchange) (*http.Response, er
 		// The HTTP/2 client may have begun to read the body before
 		// guardedBody saw a read.
 		bodyTaken := ex.body.read.Load() || errors.Is(err, h2.ErrBodyTaken)
-		if bodyTaken || !tryAnother(err, repeatable(req.Method, req.Header.Get("Idempotency-Key"))) || n+1 >= f.s.opts.ConnectAttempts || n+1 >= ex.plan.set.Len() {
+		if bodyTaken || !tryAnother(err, repeatable(req.Method, req.Header.Get("Idempotency-Key"))) || n+1 >= f.s.opts.ConnectAttempts || n+1 >= ex.plan.set.Len() || !ex.mayMove(time.Now()) {
 			return nil, err
 		}
 		f.s.metrics.connectRetries.Inc()

@@ -764,7 +764,7 @@ func (s *Server) attemptH1(ex *exchange, replayable bool, clientGone func() bool
 		if h.Failed() {
 			s.metrics.ejections.Inc()
 		}
-		if tryAnother(err, replayable) && n+1 < s.opts.ConnectAttempts && n+1 < ex.plan.set.Len() {
+		if tryAnother(err, replayable) && n+1 < s.opts.ConnectAttempts && n+1 < ex.plan.set.Len() && ex.mayMove(time.Now()) {
 			s.metrics.connectRetries.Inc()
 			tried[n] = h
 			n++

@@ -24,6 +24,12 @@ package proxy
 // request's deadline is not made, and the last answer stands.
 //
 // A retry picks its endpoint anew, which may be the one that failed.
+//
+// The policy's budget (nginx's proxy_next_upstream_timeout) bounds, from
+// the request's start, when a request may still go to another endpoint:
+// a retry, or a move after a failed connect. As in nginx it decides only
+// whether another try starts; the attempt under way keeps its own
+// timeouts.
 
 import (
 	"errors"
@@ -46,8 +52,13 @@ func (ex *exchange) applyPolicies(h router.Headers) {
 	if d := requestTimeout(rule.Timeouts, h); d > 0 {
 		ex.deadline = ex.start.Add(d)
 	}
-	if rule.Retry != nil && rule.Retry.Attempts > 0 {
-		ex.retry = rule.Retry
+	if r := rule.Retry; r != nil {
+		if r.Attempts > 0 {
+			ex.retry = r
+		}
+		if r.Budget > 0 {
+			ex.moveBy = ex.start.Add(r.Budget)
+		}
 	}
 	ex.startAttempt(ex.start)
 }
@@ -103,12 +114,19 @@ func (ex *exchange) retryAfter(status int, err error, bodiless, replayable bool)
 		return 0, false
 	}
 	wait := backoff(p.Backoff, ex.retries)
-	if !ex.deadline.IsZero() && !time.Now().Add(wait).Before(ex.deadline) {
+	then := time.Now().Add(wait)
+	if !ex.deadline.IsZero() && !then.Before(ex.deadline) || !ex.mayMove(then) {
 		return 0, false
 	}
 	ex.retries++
 	ex.stats.retried()
 	return wait, true
+}
+
+// mayMove reports whether a try of another endpoint may start at t,
+// within the policy's budget.
+func (ex *exchange) mayMove(t time.Time) bool {
+	return ex.moveBy.IsZero() || t.Before(ex.moveBy)
 }
 
 // backoff is the wait before retry n (from 0): base doubled n times, at

@@ -191,3 +191,56 @@ func TestBackoff(t *testing.T) {
 		t.Errorf("backoff(0, 3) = %v, want 0", d)
 	}
 }
+
+// TestRetryBudget: a policy's budget (proxy-next-upstream-timeout) stops
+// the retries once it has passed, though attempts are left, and stops the
+// move to another endpoint after a refused connect, which a rule without
+// a budget makes; on every engine.
+func TestRetryBudget(t *testing.T) {
+	backend := &flaky{seen: map[string]int{}}
+	live := startBackend(t, backend)
+	dead := deadAddr(t)
+	rule := func(path, backend string, retry *router.Retry) router.Route {
+		return route(strings.TrimPrefix(path, "/"), nil, router.Rule{Matches: prefix(path), Backends: backends(backend), Retry: retry})
+	}
+	routes := compile(t,
+		rule("/budget", "flaky", &router.Retry{Codes: []int{503}, Attempts: 5, Backoff: time.Millisecond, Budget: 500 * time.Millisecond}),
+		// A budget spent before any connect fails: no move.
+		rule("/spent", "mixed", &router.Retry{Budget: time.Nanosecond}),
+		rule("/free", "mixed", nil),
+	)
+	for _, engine := range []Engine{EngineNative, EngineStdlib} {
+		opts := testOptions()
+		opts.HTTP1Engine = engine
+		opts.FailureThreshold = 1000
+		s := startServer(t, opts)
+		s.UpdateEndpoints(map[string][]Endpoint{"flaky": {{Address: live}}, "mixed": {{Address: dead}, {Address: live}}})
+		addr := apply(t, s, Listener{Address: "127.0.0.1:0", Routes: routes})[0]
+		h2c := &http.Transport{Protocols: new(http.Protocols)}
+		h2c.Protocols.SetUnencryptedHTTP2(true)
+		for proto, client := range map[string]*http.Client{"HTTP/1.1": {Timeout: 10 * time.Second}, "h2c": {Transport: h2c, Timeout: 10 * time.Second}} {
+			t.Run(fmt.Sprintf("%s/%s", engine, proto), func(t *testing.T) {
+				// 300ms to each 503: the second ends past the 500ms
+				// budget, so no third is made.
+				id := url.QueryEscape(t.Name())
+				status, answer := send(t, client, "GET", "http://"+addr+"/budget?fail=9&code=503&stall=300ms&failbody&id="+id, "")
+				if status != 503 || answer != "attempt 2" || backend.attempts(t.Name()) != 2 {
+					t.Errorf("past the budget: %d %q after %d attempts, want 503 %q after 2", status, answer, backend.attempts(t.Name()), "attempt 2")
+				}
+				// Round robin over a refusing and a live endpoint: of two
+				// requests, one starts at the refusing one.
+				failed := map[string]int{}
+				for _, path := range []string{"spent", "free"} {
+					for i := range 4 {
+						if status, _ := send(t, client, "GET", fmt.Sprintf("http://%s/%s?id=%s-%s-%d", addr, path, id, path, i), ""); status != 200 {
+							failed[path]++
+						}
+					}
+				}
+				if failed["spent"] < 1 || failed["free"] != 0 {
+					t.Errorf("requests failed on a refused connect: %v, want some with the budget spent and none without a budget", failed)
+				}
+			})
+		}
+	}
+}

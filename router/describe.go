@@ -219,6 +219,9 @@ func describeEntry(e entry) MatchDescription {
 	}
 	if r := tg.Rule.Retry; r != nil {
 		d.Retry = fmt.Sprintf("codes=%v attempts=%d backoff=%s", r.Codes, r.Attempts, r.Backoff)
+		if r.Budget > 0 {
+			d.Retry += fmt.Sprintf(" budget=%s", r.Budget)
+		}
 	}
 	if c := tg.Rule.Canary; c != nil {
 		d.Canary = c.String()

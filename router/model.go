@@ -138,6 +138,13 @@ type Retry struct {
 	// Backoff is the wait before the first retry; the next ones wait
 	// longer (proxy/ says how).
 	Backoff time.Duration
+	// Budget bounds the time, from the start of the request, within
+	// which the request may go to another endpoint, whether as a retry
+	// or after a failed connect; an attempt under way is not cut short
+	// (nginx's proxy_next_upstream_timeout). 0: no bound. A policy may
+	// have a Budget and no Attempts: it bounds only the moves after
+	// failed connects, which proxy/ makes without a policy.
+	Budget time.Duration `json:",omitempty"`
 }
 
 // Match is one set of conditions that must all hold. An HTTP route uses

@@ -181,6 +181,9 @@ func validateRetry(r *Retry) error {
 	if r.Backoff < 0 || r.Backoff > maxRetryBackoff {
 		return fmt.Errorf("backoff %s: must be 0 to %s", r.Backoff, maxRetryBackoff)
 	}
+	if r.Budget < 0 {
+		return fmt.Errorf("budget %s: must not be negative", r.Budget)
+	}
 	return nil
 }
 

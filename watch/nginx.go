@@ -242,7 +242,7 @@ var nginxRefused = map[string]string{
 // nginxNotYet are ingress-nginx annotations hostgate knows but does not
 // act on yet.
 var nginxNotYet = []string{
-	"ssl-passthrough", "proxy-ssl-protocols", "proxy-ssl-ciphers", "proxy-next-upstream-timeout",
+	"ssl-passthrough", "proxy-ssl-protocols", "proxy-ssl-ciphers",
 	"auth-cache-key", "auth-cache-duration", "auth-keepalive",
 	"auth-proxy-set-headers", "auth-always-set-cookie",
 	"limit-rate", "limit-rate-after",

@@ -44,9 +44,13 @@ type nginxTraffic struct {
 	affinity *router.Affinity
 	// retry is proxy-next-upstream's policy, nil for none.
 	retry *router.Retry
-	// nextUpstreamOff is proxy-next-upstream: off, which tries leaves off.
+	// nextUpstreamOff is proxy-next-upstream: off, which tries and
+	// timeout leave off.
 	nextUpstreamOff bool
-	noAccessLog     bool
+	// nextUpstreamBudget is proxy-next-upstream-timeout, the retry
+	// policy's Budget; 0 for none.
+	nextUpstreamBudget time.Duration
+	noAccessLog        bool
 }
 
 // nginxTrafficAnnotations choose where each request goes.
@@ -130,6 +134,16 @@ var nginxTrafficAnnotations = map[string]nginxParse{
 		s.traffic.retry, err = parseNextUpstream(v)
 		s.traffic.nextUpstreamOff = err == nil && s.traffic.retry == nil
 		return err
+	},
+	"proxy-next-upstream-timeout": func(v string, s *nginxSettings) error {
+		// Whole seconds, as nginx reads a bare number; 0 is nginx's
+		// default, no bound.
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 || time.Duration(n)*time.Second > maxNginxTimeout {
+			return fmt.Errorf("must be a number of seconds from 0 (no limit) to %d", int(maxNginxTimeout/time.Second))
+		}
+		s.traffic.nextUpstreamBudget = time.Duration(n) * time.Second
+		return nil
 	},
 	// Read with proxy-next-upstream: settleNextUpstream.
 	"proxy-next-upstream-tries": func(v string, s *nginxSettings) error {
@@ -312,8 +326,9 @@ func (s *nginxSettings) settleTraffic(outcomes []AnnotationOutcome) {
 			if reason := nextUpstreamReason(o.Value); reason != "" {
 				setOutcome(outcomes, name, Honoured, reason)
 			}
-		case name == "proxy-next-upstream-tries" && t.nextUpstreamOff:
+		case (name == "proxy-next-upstream-tries" || name == "proxy-next-upstream-timeout") && t.nextUpstreamOff:
 			setOutcome(outcomes, name, Ignored, "proxy-next-upstream is off")
+			t.nextUpstreamBudget = 0
 		case name == "proxy-next-upstream-tries":
 			tries, _ := parseCount(o.Value, 1)
 			if t.retry == nil {
@@ -333,7 +348,16 @@ func (s *nginxSettings) settleTraffic(outcomes []AnnotationOutcome) {
 		t.balance.Affinity = t.affinity
 		t.balance.Hash = nil
 	}
-	if t.retry != nil && t.retry.Attempts == 0 {
+	if t.nextUpstreamBudget > 0 {
+		// Without proxy-next-upstream the budget still bounds the moves
+		// to another endpoint after a failed connect, which nginx's
+		// default "error timeout" makes too.
+		if t.retry == nil {
+			t.retry = &router.Retry{}
+		}
+		t.retry.Budget = t.nextUpstreamBudget
+	}
+	if t.retry != nil && t.retry.Attempts == 0 && t.retry.Budget == 0 {
 		t.retry = nil
 	}
 }
