@@ -62,6 +62,12 @@ ports: [{name: http, port: %d}]
 // trafficIngress is an Ingress of class nginx for host and "/" with the
 // given annotations (without their prefix).
 func trafficIngress(name, host, service string, annotations ...string) string {
+	return nginxIngress(name, host, service, []string{"/"}, annotations...)
+}
+
+// nginxIngress is an Ingress of class nginx for host and paths (Prefix)
+// with the given annotations (without their prefix).
+func nginxIngress(name, host, service string, paths []string, annotations ...string) string {
 	s := fmt.Sprintf(`
 ---
 apiVersion: networking.k8s.io/v1
@@ -77,14 +83,17 @@ metadata:
 	if len(annotations) == 0 {
 		s += "    {}\n"
 	}
-	return s + fmt.Sprintf(`spec:
+	s += fmt.Sprintf(`spec:
   ingressClassName: nginx
   rules:
   - host: %s
     http:
       paths:
-      - {path: /, pathType: Prefix, backend: {service: {name: %s, port: {number: 80}}}}
-`, host, service)
+`, host)
+	for _, p := range paths {
+		s += fmt.Sprintf("      - {path: %s, pathType: Prefix, backend: {service: {name: %s, port: {number: 80}}}}\n", p, service)
+	}
+	return s
 }
 
 // writeConfig writes config as the only file of dir, in one rename so

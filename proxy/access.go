@@ -31,17 +31,20 @@ import (
 	"github.com/hostgate/hostgate/router"
 )
 
-// guards are the state of the access filters of one table.
+// guards are the state of the access filters of one table, and of its
+// external authorization's caches (authcache.go).
 type guards struct {
-	limiters map[*router.RateLimit]*limiter
-	creds    map[*router.BasicAuth]*credentialCache
+	limiters   map[*router.RateLimit]*limiter
+	creds      map[*router.BasicAuth]*credentialCache
+	authCaches map[*router.AuthCache]*authCache
 }
 
 // guardRegistry owns the state of access filters across Applies. Only
 // Apply uses it, under the server's lock.
 type guardRegistry struct {
-	limiters map[string]*limiter
-	creds    map[*router.BasicAuth]*credentialCache
+	limiters   map[string]*limiter
+	creds      map[*router.BasicAuth]*credentialCache
+	authCaches map[string]*authCache
 	// applies counts the Applies; an entry whose used is not the current
 	// count was not used by the last one.
 	applies uint64
@@ -49,7 +52,7 @@ type guardRegistry struct {
 }
 
 func newGuardRegistry() *guardRegistry {
-	return &guardRegistry{limiters: map[string]*limiter{}, creds: map[*router.BasicAuth]*credentialCache{}, epoch: time.Now()}
+	return &guardRegistry{limiters: map[string]*limiter{}, creds: map[*router.BasicAuth]*credentialCache{}, authCaches: map[string]*authCache{}, epoch: time.Now()}
 }
 
 // resolve returns the state of every access filter of routes, made or
@@ -59,6 +62,12 @@ func (r *guardRegistry) resolve(routes *router.Table) *guards {
 		return nil
 	}
 	var g *guards
+	some := func() *guards {
+		if g == nil {
+			g = &guards{}
+		}
+		return g
+	}
 	for f := range routes.Filters() {
 		switch {
 		case f.RateLimit != nil:
@@ -69,13 +78,7 @@ func (r *guardRegistry) resolve(routes *router.Table) *guards {
 			}
 			l.configure(f.RateLimit)
 			l.used = r.applies
-			if g == nil {
-				g = &guards{}
-			}
-			if g.limiters == nil {
-				g.limiters = map[*router.RateLimit]*limiter{}
-			}
-			g.limiters[f.RateLimit] = l
+			setIn(&some().limiters, f.RateLimit, l)
 		case f.BasicAuth != nil:
 			c := r.creds[f.BasicAuth]
 			if c == nil {
@@ -83,16 +86,28 @@ func (r *guardRegistry) resolve(routes *router.Table) *guards {
 				r.creds[f.BasicAuth] = c
 			}
 			c.used = r.applies
-			if g == nil {
-				g = &guards{}
+			setIn(&some().creds, f.BasicAuth, c)
+		case f.ExternalAuth != nil && f.ExternalAuth.Cache != nil:
+			ac := f.ExternalAuth.Cache
+			c := r.authCaches[ac.ID]
+			if c == nil {
+				c = newAuthCache()
+				r.authCaches[ac.ID] = c
 			}
-			if g.creds == nil {
-				g.creds = map[*router.BasicAuth]*credentialCache{}
-			}
-			g.creds[f.BasicAuth] = c
+			c.used = r.applies
+			setIn(&some().authCaches, ac, c)
 		}
 	}
 	return g
+}
+
+// setIn sets (*m)[k] to v, making the map first: most tables have no
+// state of most kinds.
+func setIn[K comparable, V any](m *map[K]V, k K, v V) {
+	if *m == nil {
+		*m = map[K]V{}
+	}
+	(*m)[k] = v
 }
 
 // dropUnused forgets the state that no table of the last Apply uses.
@@ -105,6 +120,11 @@ func (r *guardRegistry) dropUnused() {
 	for a, c := range r.creds {
 		if c.used != r.applies {
 			delete(r.creds, a)
+		}
+	}
+	for id, c := range r.authCaches {
+		if c.used != r.applies {
+			delete(r.authCaches, id)
 		}
 	}
 	r.applies++

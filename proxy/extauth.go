@@ -10,11 +10,13 @@ package proxy
 // Only net/http's server runs it: the native HTTP/1.1 engine hands a
 // request that needs it over (engineForwards), as it does mirrored ones.
 // The call is a request of its own, so its cost is accepted; routes
-// without the filter pay one flag test in decide.
+// without the filter pay one flag test in decide. A filter with a cache
+// (authcache.go) asks only when no answer for the request's key is kept.
 
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"io"
 	"net/http"
 	"net/textproto"
@@ -33,20 +35,38 @@ const (
 	maxAuthDenialBody = 64 << 10
 )
 
-// authorize runs the ExternalAuth filters among filters, in order. It
-// reports whether the request may go on; if not, the client has its
-// answer.
-func (s *Server) authorize(w http.ResponseWriter, r *http.Request, ex *exchange, filters []router.Filter) bool {
+// authorize runs the ExternalAuth filters among filters, in order, with
+// the caches of g. It reports whether the request may go on; if not, the
+// client has its answer.
+func (s *Server) authorize(w http.ResponseWriter, r *http.Request, ex *exchange, g *guards, filters []router.Filter) bool {
 	for i := range filters {
-		if a := filters[i].ExternalAuth; a != nil && !s.askAuth(w, r, ex, a) {
+		if a := filters[i].ExternalAuth; a != nil && !s.askAuth(w, r, ex, g, a) {
 			return false
 		}
 	}
 	return true
 }
 
-// askAuth asks a's service about r and acts on its answer.
-func (s *Server) askAuth(w http.ResponseWriter, r *http.Request, ex *exchange, a *router.ExternalAuth) bool {
+// askAuth acts on the answer of a's service about r: one kept in a's
+// cache, or else one it gives now.
+func (s *Server) askAuth(w http.ResponseWriter, r *http.Request, ex *exchange, g *guards, a *router.ExternalAuth) bool {
+	var cache *authCache
+	if a.Cache != nil && g != nil {
+		cache = g.authCaches[a.Cache]
+	}
+	if cache == nil {
+		return s.callAuth(w, r, ex, a, nil, [sha256.Size]byte{})
+	}
+	key := authCacheKey(a.Cache, r, ex)
+	if kept, ok := cache.get(key, time.Now()); ok {
+		return actOnAuth(w, r, ex, a, kept.status, kept.header, nil)
+	}
+	return s.callAuth(w, r, ex, a, cache, key)
+}
+
+// callAuth asks a's service about r, keeps its answer in cache under key
+// (without a cache, none is kept) and acts on it.
+func (s *Server) callAuth(w http.ResponseWriter, r *http.Request, ex *exchange, a *router.ExternalAuth, cache *authCache, key [sha256.Size]byte) bool {
 	set := ex.sets[a.Backend.Name]
 	if a.Backend.Invalid || set == nil || set.Len() == 0 {
 		writeError(w, r, http.StatusInternalServerError)
@@ -72,22 +92,32 @@ func (s *Server) askAuth(w http.ResponseWriter, r *http.Request, ex *exchange, a
 	}
 	defer call.host.End()
 	defer resp.Body.Close()
-	if allowed(a.Style, resp.StatusCode) {
-		copyAuthFields(r.Header, resp.Header, a)
+	if cache != nil {
+		cache.put(key, a.Cache, resp, time.Now())
+	}
+	return actOnAuth(w, r, ex, a, resp.StatusCode, resp.Header, resp)
+}
+
+// actOnAuth acts on an answer of a's service with status and header:
+// resp is the answer itself, whose body a denial in the Gateway style
+// relays (such answers are never kept, so resp is there).
+func actOnAuth(w http.ResponseWriter, r *http.Request, ex *exchange, a *router.ExternalAuth, status int, header http.Header, resp *http.Response) bool {
+	if allowed(a.Style, status) {
+		copyAuthFields(r.Header, header, a)
 		return true
 	}
 	if a.Style == router.AuthGateway {
 		relayDenial(w, resp)
 		return false
 	}
-	switch resp.StatusCode {
+	switch status {
 	case http.StatusUnauthorized:
 		if a.SignIn != "" {
 			w.Header().Set("Location", signInURL(a, r, ex.scheme))
 			w.WriteHeader(http.StatusFound)
 			return false
 		}
-		if v := resp.Header.Values("Www-Authenticate"); len(v) > 0 {
+		if v := header.Values("Www-Authenticate"); len(v) > 0 {
 			w.Header()["Www-Authenticate"] = v
 		}
 		writeError(w, r, http.StatusUnauthorized)

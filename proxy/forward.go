@@ -45,7 +45,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, l *listener, st *
 	if st.routes != nil && st.routes.HasListenerFilters() {
 		// Before route matching, which sees the fields they set.
 		ex.stats = l.routeStats(st, nil)
-		if !s.authorize(rec, r, &ex, st.routes.ListenerFilters(r.Host)) {
+		if !s.authorize(rec, r, &ex, st.guards, st.routes.ListenerFilters(r.Host)) {
 			return
 		}
 	}
@@ -54,7 +54,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, l *listener, st *
 	ex.stats = l.routeStats(st, ex.plan.target)
 	switch ex.plan.action {
 	case actForward:
-		if ex.plan.authorize && !s.authorize(rec, r, &ex, ex.plan.target.Rule.Filters) {
+		if ex.plan.authorize && !s.authorize(rec, r, &ex, st.guards, ex.plan.target.Rule.Filters) {
 			return
 		}
 		s.fwd.forward(rec, r, &ex)

@@ -12,6 +12,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"time"
 )
 
 // ExternalAuth asks an authorization service whether a request may go on.
@@ -57,6 +58,70 @@ type ExternalAuth struct {
 	// filled from the request.
 	SignIn      string `json:",omitempty"`
 	SignInParam string `json:",omitempty"`
+	// Cache, with AuthNginx, keeps the service's answers for a while.
+	Cache *AuthCache `json:",omitempty"`
+}
+
+// AuthCache keeps an authorization service's answers, so that a request
+// with the same key is answered from the cache rather than asked about
+// (ingress-nginx's auth-cache-key and auth-cache-duration: nginx's
+// proxy_cache on the authorization request).
+type AuthCache struct {
+	// ID identifies the cache across configurations: its answers
+	// survive a change of routes as long as ID stays. Two filters with
+	// the same ID share answers, so it names the keyspace too (nginx's
+	// is the server and the location).
+	ID string
+	// Key are the request's values an answer is kept under; the request's
+	// host always joins them, as nginx's key starts with the server name.
+	Key []HashPart
+	// TTLs say how long an answer is kept by its status: the first that
+	// lists the status, or lists none, applies; an answer with a status
+	// none applies to is not kept.
+	TTLs []AuthCacheTTL
+}
+
+// AuthCacheTTL is how long answers with one of Codes (any status when
+// empty) are kept.
+type AuthCacheTTL struct {
+	Codes []int `json:",omitempty"`
+	TTL   time.Duration
+}
+
+// TTLFor is how long an answer with status is kept; 0: not at all.
+func (c *AuthCache) TTLFor(status int) time.Duration {
+	for _, t := range c.TTLs {
+		if len(t.Codes) == 0 || slices.Contains(t.Codes, status) {
+			return t.TTL
+		}
+	}
+	return 0
+}
+
+// maxAuthCacheTTL bounds how long an answer is kept (nginx's "1y").
+const maxAuthCacheTTL = 365 * 24 * time.Hour
+
+func validateAuthCache(c *AuthCache) error {
+	if c.ID == "" || hasControl(c.ID) {
+		return errors.New("cache.id: must be set, without control characters")
+	}
+	if err := validateHashParts("cache.key", c.Key); err != nil {
+		return err
+	}
+	if len(c.TTLs) == 0 {
+		return errors.New("cache.ttls: must say how long some answers are kept")
+	}
+	for i, t := range c.TTLs {
+		if t.TTL <= 0 || t.TTL > maxAuthCacheTTL {
+			return fmt.Errorf("cache.ttls[%d] %s: must be more than 0 and at most %s", i, t.TTL, maxAuthCacheTTL)
+		}
+		for _, code := range t.Codes {
+			if code < 100 || code > 599 {
+				return fmt.Errorf("cache.ttls[%d] code %d: must be 100 to 599", i, code)
+			}
+		}
+	}
+	return nil
 }
 
 // AuthStyle is how an authorization service's answer is acted on.
@@ -156,6 +221,14 @@ func validateExternalAuth(a *ExternalAuth) error {
 	if a.Style > AuthNginx {
 		return fmt.Errorf("style: unknown style %d", a.Style)
 	}
+	if a.Cache != nil {
+		if a.Style != AuthNginx {
+			return errors.New("cache: only with the nginx style")
+		}
+		if err := validateAuthCache(a.Cache); err != nil {
+			return err
+		}
+	}
 	if a.SignIn != "" {
 		if a.Style != AuthNginx {
 			return errors.New("signIn: only with the nginx style")
@@ -199,6 +272,16 @@ func describeExternalAuth(b *strings.Builder, a *ExternalAuth) {
 	}
 	if a.SignIn != "" {
 		fmt.Fprintf(b, " signIn=%s param=%s", a.SignIn, a.SignInParam)
+	}
+	if c := a.Cache; c != nil {
+		fmt.Fprintf(b, " cache=%q key=%v", c.ID, c.Key)
+		for _, t := range c.TTLs {
+			if len(t.Codes) == 0 {
+				fmt.Fprintf(b, " ttl(any)=%s", t.TTL)
+			} else {
+				fmt.Fprintf(b, " ttl%v=%s", t.Codes, t.TTL)
+			}
+		}
 	}
 }
 

@@ -191,19 +191,60 @@ func (p HashPart) String() string {
 // the request lacks hashes as empty, as nginx's variables are. It does not
 // allocate.
 func (b *Balance) HashKey(req *Request, client netip.Addr) uint64 {
-	h := fnvHash(fnvOffset)
-	for _, p := range b.Hash {
+	w := keyWriter{hash: fnvOffset}
+	w.parts(b.Hash, req, client)
+	return uint64(w.hash)
+}
+
+// AppendKey appends the values of parts in req from client to dst, each
+// followed by a zero byte, which no request value holds (HTTP forbids it
+// in fields, and paths and queries are kept escaped): different values
+// never give the same bytes, as a key of a cache must not.
+func AppendKey(dst []byte, parts []HashPart, req *Request, client netip.Addr) []byte {
+	w := keyWriter{buf: dst, appending: true}
+	w.parts(parts, req, client)
+	return w.buf
+}
+
+// keyWriter takes the values of HashParts, into a hash or appended to
+// buf: one reading of the request for both keeps them the same.
+type keyWriter struct {
+	hash      fnvHash
+	buf       []byte
+	appending bool
+}
+
+func (w *keyWriter) add(s string) {
+	if w.appending {
+		w.buf = append(w.buf, s...)
+	} else {
+		w.hash.add(s)
+	}
+}
+
+func (w *keyWriter) addByte(c byte) {
+	if w.appending {
+		w.buf = append(w.buf, c)
+	} else {
+		w.hash.addByte(c)
+	}
+}
+
+// parts writes the value of each part; appending, each ends with a zero
+// byte (the hash has none, so that hashes stay what they were).
+func (w *keyWriter) parts(parts []HashPart, req *Request, client netip.Addr) {
+	for _, p := range parts {
 		switch p.Source {
 		case HashText:
-			h.add(p.Name)
+			w.add(p.Name)
 		case HashRequestURI:
-			h.add(req.Path)
+			w.add(req.Path)
 			if req.RawQuery != "" {
-				h.add("?")
-				h.add(req.RawQuery)
+				w.add("?")
+				w.add(req.RawQuery)
 			}
 		case HashPath:
-			h.add(req.Path)
+			w.add(req.Path)
 		case HashHost:
 			host := req.Host
 			if i := strings.LastIndexByte(host, ':'); i >= 0 && !strings.HasSuffix(host, "]") {
@@ -214,25 +255,27 @@ func (b *Balance) HashKey(req *Request, client netip.Addr) uint64 {
 				if 'A' <= c && c <= 'Z' {
 					c += 'a' - 'A'
 				}
-				h.addByte(c)
+				w.addByte(c)
 			}
 		case HashClient:
 			a := client.As16()
 			for _, c := range a {
-				h.addByte(c)
+				w.addByte(c)
 			}
 		case HashHeader:
 			v, _ := headerValue(req.Header, p.Name)
-			h.add(v)
+			w.add(v)
 		case HashCookie:
 			v, _ := CookieValue(req.Header, p.Name)
-			h.add(v)
+			w.add(v)
 		case HashQuery:
 			v, _ := queryValue(req.RawQuery, p.Name)
-			h.add(v)
+			w.add(v)
+		}
+		if w.appending {
+			w.buf = append(w.buf, 0)
 		}
 	}
-	return uint64(h)
 }
 
 // fnvHash is 64-bit FNV-1a, inline so that hashing a string does not
@@ -354,15 +397,23 @@ func validateCanary(rule *Rule) error {
 	return nil
 }
 
-// validateBalance checks a backend's Balance.
-func validateBalance(b *Balance) error {
-	for i, p := range b.Hash {
+// validateHashParts checks the parts of a key; field names the list.
+func validateHashParts(field string, parts []HashPart) error {
+	for i, p := range parts {
 		if p.Source < HashText || p.Source > HashQuery {
-			return fmt.Errorf("hash[%d]: unknown source", i)
+			return fmt.Errorf("%s[%d]: unknown source", field, i)
 		}
 		if (p.Source == HashHeader || p.Source == HashCookie || p.Source == HashQuery) && p.Name == "" {
-			return fmt.Errorf("hash[%d]: %s needs a name", i, p)
+			return fmt.Errorf("%s[%d]: %s needs a name", field, i, p)
 		}
+	}
+	return nil
+}
+
+// validateBalance checks a backend's Balance.
+func validateBalance(b *Balance) error {
+	if err := validateHashParts("hash", b.Hash); err != nil {
+		return err
 	}
 	a := b.Affinity
 	if a == nil {

@@ -66,6 +66,21 @@ func TestHashKey(t *testing.T) {
 	}
 }
 
+// TestAppendKey: the values a cache key is made of end where they end,
+// so that values split elsewhere make another key.
+func TestAppendKey(t *testing.T) {
+	parts := []HashPart{{Source: HashHeader, Name: "A"}, {Source: HashHeader, Name: "B"}}
+	key := func(a, b string) string {
+		return string(AppendKey(nil, parts, &Request{Header: http.Header{"A": {a}, "B": {b}}}, netip.Addr{}))
+	}
+	if key("ab", "c") == key("a", "bc") {
+		t.Error("values split differently made the same key")
+	}
+	if key("ab", "c") != "ab\x00c\x00" {
+		t.Errorf("key %q", key("ab", "c"))
+	}
+}
+
 func TestValidateTraffic(t *testing.T) {
 	rule := func(c *Canary, canary bool) *Rule {
 		return &Rule{Canary: c, Backends: []BackendRef{{Name: "a", Weight: 1}, {Name: "b", Weight: 1, Canary: canary}}}

@@ -323,7 +323,16 @@ func (s *nginxSettings) pathFilters(path string) []router.Filter {
 		cors = []router.Filter{{Type: router.FilterCORS, CORS: s.cors}}
 	}
 	if s.auth != nil {
-		auth = []router.Filter{{Type: router.FilterExternalAuth, ExternalAuth: s.auth.filter}}
+		a := s.auth.filter
+		if a.Cache != nil {
+			// Each path keeps answers of its own, as nginx's locations
+			// do: the service may answer for one path and not another.
+			c, cache := *a, *a.Cache
+			cache.ID += " " + path
+			c.Cache = &cache
+			a = &c
+		}
+		auth = []router.Filter{{Type: router.FilterExternalAuth, ExternalAuth: a}}
 	}
 	return slices.Concat(cors, s.access.filters, auth, s.mirrorFilters(), s.rewriteFilters(path), s.rewrites.filters(), s.headers.filters())
 }

@@ -243,7 +243,7 @@ var nginxRefused = map[string]string{
 // act on yet.
 var nginxNotYet = []string{
 	"ssl-passthrough", "proxy-ssl-protocols", "proxy-ssl-ciphers",
-	"auth-cache-key", "auth-cache-duration", "auth-keepalive",
+	"auth-keepalive",
 	"auth-proxy-set-headers", "auth-always-set-cookie",
 	"limit-rate", "limit-rate-after",
 	"affinity-canary-behavior",
@@ -293,7 +293,7 @@ func parseNginxAnnotations(ing *networkingv1.Ingress) (nginxSettings, []Annotati
 	s.settleBackendTLS(ing.Annotations, outcomes)
 	s.settleCORS(ing.Annotations, outcomes)
 	s.settleNginxProxy(outcomes)
-	s.settleAuth(ing.Annotations, outcomes)
+	s.settleAuth(ing.Annotations, "Ingress "+ing.Namespace+"/"+ing.Name, outcomes)
 	s.settleTraffic(outcomes)
 	s.settleRewrites(outcomes)
 	s.settleMirror(outcomes)

@@ -16,6 +16,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -63,6 +64,8 @@ var nginxAuthAnnotations = map[string]nginxParse{
 	"auth-signin-redirect-param": func(v string, s *nginxSettings) error { return nil },
 	"auth-response-headers":      func(v string, s *nginxSettings) error { return nil },
 	"auth-request-redirect":      func(v string, s *nginxSettings) error { return nil },
+	"auth-cache-key":             func(v string, s *nginxSettings) error { return nil },
+	"auth-cache-duration":        func(v string, s *nginxSettings) error { return nil },
 	// Settled as ignored, with the reason.
 	"enable-global-auth": func(v string, s *nginxSettings) error {
 		_, err := parseNginxBool(v)
@@ -77,9 +80,9 @@ var (
 
 // settleAuth reads the annotations that shape auth-url's filter, all but
 // its backend.
-func (s *nginxSettings) settleAuth(annotations map[string]string, outcomes []AnnotationOutcome) {
+func (s *nginxSettings) settleAuth(annotations map[string]string, id string, outcomes []AnnotationOutcome) {
 	setOutcome(outcomes, "enable-global-auth", Ignored, "hostgate has no global authentication URL (global-auth-url of ingress-nginx's ConfigMap): only auth-url applies")
-	shaping := []string{"auth-method", "auth-signin", "auth-signin-redirect-param", "auth-response-headers", "auth-request-redirect"}
+	shaping := []string{"auth-method", "auth-signin", "auth-signin-redirect-param", "auth-response-headers", "auth-request-redirect", "auth-cache-key", "auth-cache-duration"}
 	if s.auth == nil {
 		for _, name := range shaping {
 			if _, ok := annotations[NginxAnnotationPrefix+name]; ok {
@@ -102,7 +105,99 @@ func (s *nginxSettings) settleAuth(annotations map[string]string, outcomes []Ann
 			setOutcome(outcomes, name, Invalid, err.Error())
 		}
 	}
+	if a.Cache != nil {
+		a.Cache.ID = id + " auth-cache"
+	} else if key, duration := nginxOutcome(outcomes, "auth-cache-key"), nginxOutcome(outcomes, "auth-cache-duration"); key != nil && key.Outcome == Honoured {
+		// A bad duration keeps nothing rather than keep answers longer
+		// than meant.
+		key.Outcome, key.Reason = Ignored, "auth-cache-duration is invalid: no answer is kept"
+	} else if duration != nil && duration.Outcome == Honoured {
+		duration.Outcome, duration.Reason = Ignored, "without a valid auth-cache-key"
+	}
 	s.auth.filter = a
+}
+
+// nginxDefaultAuthCache is auth-cache-duration's default, ingress-nginx's.
+const nginxDefaultAuthCache = "200 202 401 5m"
+
+// nginxRemoteUser is nginx's $remote_user, the user name of Basic
+// authentication.
+var nginxRemoteUser = regexp.MustCompile(`\$(remote_user\b|\{remote_user\})`)
+
+// parseAuthCacheKey reads auth-cache-key: text and the request's values
+// as upstream-hash-by takes them, in the characters ingress-nginx
+// accepts. $remote_user stands for the whole Authorization field: a key
+// finer than the user name alone, so that an answer about one password
+// is not reused for another.
+func parseAuthCacheKey(v string) ([]router.HashPart, error) {
+	if v == "" || !nginxAuthCacheKey.MatchString(v) {
+		return nil, fmt.Errorf("must be nginx variables and text of letters, digits, '-' and '_'")
+	}
+	parts, err := parseHashBy(nginxRemoteUser.ReplaceAllLiteralString(v, "$http_authorization"))
+	// "$remote_user$http_authorization", the example ingress-nginx
+	// gives, names the field twice: once is enough.
+	return slices.Compact(parts), err
+}
+
+var nginxAuthCacheKey = regexp.MustCompile(`^[A-Za-z0-9\-_${}]+$`)
+
+// nginxTimeUnits are nginx's units of time (its "M" is 30 days, "y" 365).
+var nginxTimeUnits = map[string]time.Duration{
+	"ms": time.Millisecond, "s": time.Second, "m": time.Minute, "h": time.Hour,
+	"d": 24 * time.Hour, "w": 7 * 24 * time.Hour, "M": 30 * 24 * time.Hour, "y": 365 * 24 * time.Hour,
+}
+
+var nginxTimePart = regexp.MustCompile(`^(\d{1,9})(ms|s|m|h|d|w|M|y)$`)
+
+// parseAuthCacheDurations reads auth-cache-duration: entries separated by
+// commas, each status codes (or "any") then a time, as nginx's
+// proxy_cache_valid takes them ("200 202 10m, 401 1m"); a time alone
+// keeps 200, 301 and 302 answers, as in nginx.
+func parseAuthCacheDurations(v string) ([]router.AuthCacheTTL, error) {
+	var ttls []router.AuthCacheTTL
+	for entry := range strings.SplitSeq(v, ",") {
+		fields := strings.Fields(entry)
+		if len(fields) == 0 {
+			continue
+		}
+		var t router.AuthCacheTTL
+		codes, any := 0, false
+		for _, f := range fields {
+			if m := nginxTimePart.FindStringSubmatch(f); m != nil {
+				n, _ := strconv.Atoi(m[1])
+				t.TTL += time.Duration(n) * nginxTimeUnits[m[2]]
+				continue
+			}
+			if t.TTL > 0 {
+				return nil, fmt.Errorf("%q: status codes come before the time", strings.TrimSpace(entry))
+			}
+			if f == "any" {
+				any = true
+				continue
+			}
+			code, err := strconv.Atoi(f)
+			if err != nil || len(f) != 3 || code < 100 || code > 599 {
+				return nil, fmt.Errorf("%q: not a status code, any, or a time such as 30s, 5m or 1h", f)
+			}
+			t.Codes = append(t.Codes, code)
+			codes++
+		}
+		switch {
+		case t.TTL <= 0:
+			return nil, fmt.Errorf("%q: needs a time such as 5m after its status codes", strings.TrimSpace(entry))
+		case t.TTL > 365*24*time.Hour:
+			return nil, fmt.Errorf("%q: at most 1y", strings.TrimSpace(entry))
+		case any:
+			t.Codes = nil
+		case codes == 0:
+			t.Codes = []int{200, 301, 302}
+		}
+		ttls = append(ttls, t)
+	}
+	if len(ttls) == 0 {
+		return nil, fmt.Errorf("must be status codes and a time, such as %q", nginxDefaultAuthCache)
+	}
+	return ttls, nil
 }
 
 // setNginxAuth applies one of the annotations that shape auth-url's
@@ -153,6 +248,23 @@ func setNginxAuth(a *router.ExternalAuth, name, v string, annotations map[string
 			return fmt.Errorf("more than 64 header names")
 		}
 		a.ResponseHeaders = names
+	case "auth-cache-key":
+		key, err := parseAuthCacheKey(v)
+		if err != nil {
+			return err
+		}
+		ttls, err := parseAuthCacheDurations(cmp.Or(annotations[NginxAnnotationPrefix+"auth-cache-duration"], nginxDefaultAuthCache))
+		if err != nil {
+			// Reported on auth-cache-duration; settleAuth says why
+			// nothing is kept.
+			return nil
+		}
+		// The ID gets each path's: pathFilters.
+		a.Cache = &router.AuthCache{Key: key, TTLs: ttls}
+	case "auth-cache-duration":
+		if _, err := parseAuthCacheDurations(v); err != nil {
+			return err
+		}
 	case "auth-request-redirect":
 		if strings.Contains(v, "$") {
 			return fmt.Errorf("nginx variables are not expanded by hostgate")

@@ -1,0 +1,113 @@
+package main
+
+import (
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+	"time"
+)
+
+// authCacheIngress is an Ingress of class nginx for host with paths /a
+// and /b, asking the Service auth.security about every request, with
+// the annotations given (without their prefix).
+func authCacheIngress(name, host string, annotations ...string) string {
+	return nginxIngress(name, host, "web", []string{"/a", "/b"}, append([]string{
+		"auth-url", "http://auth.security.svc/check", "auth-response-headers", "X-Auth-User",
+	}, annotations...)...)
+}
+
+// TestIngressNginxAuthCache serves Ingresses whose authorization service
+// counts what it is asked: with auth-cache-key, an answer the durations
+// keep is reused for the same key on the same path (its fields copied
+// as the service gave them), until it expires, across a configuration
+// change; other keys, other paths, answers that set a cookie or say
+// no-store, and statuses the durations do not list are asked about each
+// time, and so is every request without auth-cache-key.
+func TestIngressNginxAuthCache(t *testing.T) {
+	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, "backend user=%s", r.Header.Get("X-Auth-User"))
+	}))
+	defer backend.Close()
+	var mu sync.Mutex
+	asked := map[string]int{}
+	auth := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		token := r.Header.Get("Authorization")
+		mu.Lock()
+		asked[r.Header.Get("X-Original-Url")+" "+token]++
+		mu.Unlock()
+		switch token {
+		case "alice", "bob":
+			w.Header().Set("X-Auth-User", token)
+		case "cookie":
+			w.Header().Set("X-Auth-User", token)
+			w.Header().Set("Set-Cookie", "session=1")
+		case "nostore":
+			w.Header().Set("X-Auth-User", token)
+			w.Header().Set("Cache-Control", "no-store")
+		case "forbidden":
+			w.WriteHeader(http.StatusForbidden)
+		default:
+			w.Header().Set("Www-Authenticate", `Bearer realm="test"`)
+			w.WriteHeader(http.StatusUnauthorized)
+		}
+	}))
+	defer auth.Close()
+	services := loopbackService("default", "web", 80, addr2port(t, backend.Listener.Addr().String())) +
+		loopbackService("security", "auth", 80, addr2port(t, auth.Listener.Addr().String()))
+	ingresses := authCacheIngress("cached", "cached.example.com", "auth-cache-key", "$http_authorization", "auth-cache-duration", "200 401 3s") +
+		authCacheIngress("plain", "plain.example.com")
+	dir := t.TempDir()
+	writeConfig(t, dir, services+ingresses)
+	httpPort := freePort(t)
+	startHostgate(t, "--config", dir, "--ingress-class", "nginx", "--http-addr", fmt.Sprintf("127.0.0.1:%d", httpPort))
+	base := fmt.Sprintf("http://127.0.0.1:%d", httpPort)
+	eventually(t, "served", expect(base+"/a", "plain.example.com", 401, ""))
+
+	// ask sends a request and says how many times the service was asked
+	// about it, with what the client got.
+	ask := func(host, path, token string) (int, string) {
+		t.Helper()
+		req, _ := http.NewRequest("GET", base+path, nil)
+		req.Host = host
+		req.Header.Set("Authorization", token)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		mu.Lock()
+		defer mu.Unlock()
+		return asked["http://"+host+path+" "+token], fmt.Sprintf("%d %s", resp.StatusCode, resp.Header.Get("Www-Authenticate"))
+	}
+	check := func(what, host, path, token string, wantAsked int, wantAnswer string) {
+		t.Helper()
+		if n, answer := ask(host, path, token); n != wantAsked || answer != wantAnswer {
+			t.Errorf("%s: %s%s with %q: %q, service asked %d times; want %q, %d", what, host, path, token, answer, n, wantAnswer, wantAsked)
+		}
+	}
+	for i := range 3 {
+		check("kept allow", "cached.example.com", "/a", "alice", 1, "200 ")
+		check("kept 401", "cached.example.com", "/a", "eve", 1, `401 Bearer realm="test"`)
+		check("403 not in the durations", "cached.example.com", "/a", "forbidden", i+1, "403 ")
+		check("sets a cookie", "cached.example.com", "/a", "cookie", i+1, "200 ")
+		check("no-store", "cached.example.com", "/a", "nostore", i+1, "200 ")
+		check("without auth-cache-key", "plain.example.com", "/a", "alice", i+1, "200 ")
+	}
+	check("another key", "cached.example.com", "/a", "bob", 1, "200 ")
+	check("another path", "cached.example.com", "/b", "alice", 1, "200 ")
+	// The kept answer's fields reach the backend as the service's did.
+	if body, _ := trafficGet(t, base+"/a", "cached.example.com", "Authorization: alice"); body != "backend user=alice" {
+		t.Errorf("a kept allow gave the backend %q, want its X-Auth-User", body)
+	}
+
+	// A configuration change keeps the answers of the Ingress it keeps.
+	writeConfig(t, dir, services+ingresses+authCacheIngress("new", "new.example.com"))
+	eventually(t, "new Ingress", expect(base+"/a", "new.example.com", 401, ""))
+	check("kept across a configuration change", "cached.example.com", "/a", "alice", 1, "200 ")
+
+	time.Sleep(3100 * time.Millisecond)
+	check("expired", "cached.example.com", "/a", "alice", 2, "200 ")
+	check("kept again", "cached.example.com", "/a", "alice", 2, "200 ")
+}

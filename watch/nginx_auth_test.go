@@ -1,0 +1,109 @@
+package watch
+
+import (
+	"reflect"
+	"testing"
+	"time"
+
+	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/hostgate/hostgate/router"
+)
+
+// TestNginxAuthCacheValues reads auth-cache-duration and auth-cache-key
+// values as ingress-nginx (and nginx's proxy_cache_valid) takes them, and
+// refuses the others.
+func TestNginxAuthCacheValues(t *testing.T) {
+	ttl := func(d time.Duration, codes ...int) router.AuthCacheTTL {
+		return router.AuthCacheTTL{Codes: codes, TTL: d}
+	}
+	checkValues(t, "auth-cache-duration", parseAuthCacheDurations, map[string][]router.AuthCacheTTL{
+		"200 202 401 5m":       {ttl(5*time.Minute, 200, 202, 401)},
+		"5m":                   {ttl(5*time.Minute, 200, 301, 302)},
+		"any 1h":               {ttl(time.Hour)},
+		"200 1h 30m":           {ttl(90*time.Minute, 200)},
+		"200 202 10m, 401 30s": {ttl(10*time.Minute, 200, 202), ttl(30*time.Second, 401)},
+		" 200 1d ,, 404 500ms": {ttl(24*time.Hour, 200), ttl(500*time.Millisecond, 404)},
+		"":                     nil,
+		"200":                  nil,
+		"5m 200":               nil,
+		"abc 5m":               nil,
+		"2000 5m":              nil,
+		"099 5m":               nil,
+		"200 2y":               nil,
+		"200 5x":               nil,
+	})
+	authorization := router.HashPart{Source: router.HashHeader, Name: "Authorization"}
+	checkValues(t, "auth-cache-key", parseAuthCacheKey, map[string][]router.HashPart{
+		"$remote_user$http_authorization": {authorization},
+		"${remote_user}":                  {authorization},
+		"$cookie_session-$host":           {{Source: router.HashCookie, Name: "session"}, {Source: router.HashText, Name: "-"}, {Source: router.HashHost}},
+		"$remote_username":                nil,
+		"$request_body":                   nil,
+		"a b":                             nil,
+		"$http_x;":                        nil,
+		"":                                nil,
+	})
+}
+
+// checkValues reads each value of cases with parse: a nil want is an
+// error, any other the list read.
+func checkValues[T any](t *testing.T, annotation string, parse func(string) ([]T, error), cases map[string][]T) {
+	t.Helper()
+	for v, want := range cases {
+		got, err := parse(v)
+		switch {
+		case want == nil && err == nil:
+			t.Errorf("%s %q: read as %v, want an error", annotation, v, got)
+		case want != nil && (err != nil || !reflect.DeepEqual(got, want)):
+			t.Errorf("%s %q: %v, %v; want %v", annotation, v, got, err, want)
+		}
+	}
+}
+
+// TestNginxAuthCacheOutcomes: the cache needs auth-url and a key, each
+// path gets a cache of its own under the Ingress's identity, and a bad
+// duration keeps nothing.
+func TestNginxAuthCacheOutcomes(t *testing.T) {
+	for _, tc := range []struct {
+		annotations map[string]string
+		name        string
+		want        Outcome
+		cache       bool
+	}{
+		{map[string]string{"auth-url": "http://auth.sec.svc/check", "auth-cache-key": "$http_authorization"}, "auth-cache-key", Honoured, true},
+		{map[string]string{"auth-url": "http://auth.sec.svc/check", "auth-cache-key": "$http_authorization", "auth-cache-duration": "200 1m"}, "auth-cache-duration", Honoured, true},
+		{map[string]string{"auth-url": "http://auth.sec.svc/check", "auth-cache-key": "$http_authorization", "auth-cache-duration": "1m 200"}, "auth-cache-key", Ignored, false},
+		{map[string]string{"auth-url": "http://auth.sec.svc/check", "auth-cache-duration": "200 1m"}, "auth-cache-duration", Ignored, false},
+		{map[string]string{"auth-url": "http://auth.sec.svc/check", "auth-cache-key": "$request_body"}, "auth-cache-key", Invalid, false},
+		{map[string]string{"auth-cache-key": "$http_authorization"}, "auth-cache-key", Ignored, false},
+	} {
+		s, outcomes := parseNginxAnnotations(nginxTestIngress(tc.annotations))
+		o := nginxOutcome(outcomes, tc.name)
+		if o == nil || o.Outcome != tc.want || tc.want != Honoured && o.Reason == "" {
+			t.Errorf("%v: %s is %v, want %s with a reason unless honoured", tc.annotations, tc.name, o, tc.want)
+		}
+		if got := s.auth != nil && s.auth.filter.Cache != nil; got != tc.cache {
+			t.Errorf("%v: cache %t, want %t", tc.annotations, got, tc.cache)
+		}
+		if !tc.cache {
+			continue
+		}
+		a, b := s.pathFilters("/a"), s.pathFilters("/b")
+		ca, cb := a[0].ExternalAuth.Cache, b[0].ExternalAuth.Cache
+		if ca.ID != "Ingress default/web auth-cache /a" || cb.ID != "Ingress default/web auth-cache /b" {
+			t.Errorf("%v: cache IDs %q and %q, want one per path of the Ingress", tc.annotations, ca.ID, cb.ID)
+		}
+	}
+}
+
+// nginxTestIngress is Ingress default/web with the ingress-nginx
+// annotations given without their prefix.
+func nginxTestIngress(annotations map[string]string) *networkingv1.Ingress {
+	ing := &networkingv1.Ingress{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "web", Annotations: map[string]string{}}}
+	for k, v := range annotations {
+		ing.Annotations[NginxAnnotationPrefix+k] = v
+	}
+	return ing
+}
