@@ -102,17 +102,35 @@ func (s *Server) callAuth(w http.ResponseWriter, r *http.Request, ex *exchange, 
 // resp is the answer itself, whose body a denial in the Gateway style
 // relays (such answers are never kept, so resp is there).
 func actOnAuth(w http.ResponseWriter, r *http.Request, ex *exchange, a *router.ExternalAuth, status int, header http.Header, resp *http.Response) bool {
-	if allowed(a.Style, status) {
-		copyAuthFields(r.Header, header, a)
-		return true
-	}
 	if a.Style == router.AuthGateway {
+		if allowed(a.Style, status) {
+			copyAuthFields(r.Header, header, a)
+			return true
+		}
 		relayDenial(w, resp)
 		return false
+	}
+	cookies := header["Set-Cookie"]
+	if a.AlwaysSetCookie {
+		// On whatever the client gets: the backend's answer (whose own
+		// cookies ReverseProxy adds to these), a denial, an error.
+		w.Header()["Set-Cookie"] = append(w.Header()["Set-Cookie"], cookies...)
+	}
+	if allowed(a.Style, status) {
+		copyAuthFields(r.Header, header, a)
+		if !a.AlwaysSetCookie {
+			// The backend's status decides: modifyResponse.
+			ex.authCookies = append(ex.authCookies, cookies...)
+		}
+		return true
 	}
 	switch status {
 	case http.StatusUnauthorized:
 		if a.SignIn != "" {
+			if !a.AlwaysSetCookie {
+				// A 302 is among the statuses add_header adds to.
+				w.Header()["Set-Cookie"] = append(w.Header()["Set-Cookie"], cookies...)
+			}
 			w.Header().Set("Location", signInURL(a, r, ex.scheme))
 			w.WriteHeader(http.StatusFound)
 			return false

@@ -120,6 +120,10 @@ type exchange struct {
 	limited *limitedBody
 	// in is the request on net/http.
 	in *http.Request
+	// authCookies are the Set-Cookie fields of an authorization
+	// service's allowing answer, for the backend's answer if its status
+	// is one nginx's add_header adds to (extauth.go).
+	authCookies []string
 }
 
 type exchangeKey struct{}
@@ -406,6 +410,11 @@ func (f *forwarder) modifyResponse(resp *http.Response) error {
 		}
 	}
 	editResponse(&ex.plan, resp.Header)
+	if ex.authCookies != nil && router.SetCookieStatus(resp.StatusCode) {
+		// After editResponse: proxy-cookie-domain and -path rewrite the
+		// backend's cookies, not these, as in nginx.
+		resp.Header["Set-Cookie"] = append(resp.Header["Set-Cookie"], ex.authCookies...)
+	}
 	return nil
 }
 

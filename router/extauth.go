@@ -60,6 +60,11 @@ type ExternalAuth struct {
 	SignInParam string `json:",omitempty"`
 	// Cache, with AuthNginx, keeps the service's answers for a while.
 	Cache *AuthCache `json:",omitempty"`
+	// AlwaysSetCookie, with AuthNginx, gives the client the Set-Cookie
+	// fields of the service's answer on every answer, denials and errors
+	// included, rather than only on those that nginx's add_header adds
+	// to (ingress-nginx auth-always-set-cookie).
+	AlwaysSetCookie bool `json:",omitempty"`
 }
 
 // AuthCache keeps an authorization service's answers, so that a request
@@ -134,9 +139,22 @@ const (
 	AuthGateway AuthStyle = iota
 	// AuthNginx allows on any 2xx, gives the client 401 or 403 as such
 	// (with the service's WWW-Authenticate), and 500 for anything else
-	// (nginx's auth_request).
+	// (nginx's auth_request). The Set-Cookie fields of the service's
+	// answer go to the client on answers with the statuses of
+	// SetCookieStatus (ingress-nginx's add_header Set-Cookie
+	// $auth_cookie), or on all with AlwaysSetCookie.
 	AuthNginx
 )
+
+// SetCookieStatus reports whether nginx's add_header, without "always",
+// adds a field to an answer with status.
+func SetCookieStatus(status int) bool {
+	switch status {
+	case 200, 201, 204, 206, 301, 302, 303, 304, 307, 308:
+		return true
+	}
+	return false
+}
 
 func (s AuthStyle) String() string {
 	if s == AuthNginx {
@@ -221,6 +239,9 @@ func validateExternalAuth(a *ExternalAuth) error {
 	if a.Style > AuthNginx {
 		return fmt.Errorf("style: unknown style %d", a.Style)
 	}
+	if a.AlwaysSetCookie && a.Style != AuthNginx {
+		return errors.New("alwaysSetCookie: only with the nginx style")
+	}
 	if a.Cache != nil {
 		if a.Style != AuthNginx {
 			return errors.New("cache: only with the nginx style")
@@ -272,6 +293,9 @@ func describeExternalAuth(b *strings.Builder, a *ExternalAuth) {
 	}
 	if a.SignIn != "" {
 		fmt.Fprintf(b, " signIn=%s param=%s", a.SignIn, a.SignInParam)
+	}
+	if a.AlwaysSetCookie {
+		b.WriteString(" alwaysSetCookie")
 	}
 	if c := a.Cache; c != nil {
 		fmt.Fprintf(b, " cache=%q key=%v", c.ID, c.Key)

@@ -244,7 +244,7 @@ var nginxRefused = map[string]string{
 var nginxNotYet = []string{
 	"ssl-passthrough", "proxy-ssl-protocols", "proxy-ssl-ciphers",
 	"auth-keepalive",
-	"auth-proxy-set-headers", "auth-always-set-cookie",
+	"auth-proxy-set-headers",
 	"limit-rate", "limit-rate-after",
 	"affinity-canary-behavior",
 	"ssl-ciphers", "x-forwarded-prefix-header",

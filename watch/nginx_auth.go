@@ -66,6 +66,7 @@ var nginxAuthAnnotations = map[string]nginxParse{
 	"auth-request-redirect":      func(v string, s *nginxSettings) error { return nil },
 	"auth-cache-key":             func(v string, s *nginxSettings) error { return nil },
 	"auth-cache-duration":        func(v string, s *nginxSettings) error { return nil },
+	"auth-always-set-cookie":     func(v string, s *nginxSettings) error { return nil },
 	// Settled as ignored, with the reason.
 	"enable-global-auth": func(v string, s *nginxSettings) error {
 		_, err := parseNginxBool(v)
@@ -82,7 +83,7 @@ var (
 // its backend.
 func (s *nginxSettings) settleAuth(annotations map[string]string, id string, outcomes []AnnotationOutcome) {
 	setOutcome(outcomes, "enable-global-auth", Ignored, "hostgate has no global authentication URL (global-auth-url of ingress-nginx's ConfigMap): only auth-url applies")
-	shaping := []string{"auth-method", "auth-signin", "auth-signin-redirect-param", "auth-response-headers", "auth-request-redirect", "auth-cache-key", "auth-cache-duration"}
+	shaping := []string{"auth-method", "auth-signin", "auth-signin-redirect-param", "auth-response-headers", "auth-request-redirect", "auth-cache-key", "auth-cache-duration", "auth-always-set-cookie"}
 	if s.auth == nil {
 		for _, name := range shaping {
 			if _, ok := annotations[NginxAnnotationPrefix+name]; ok {
@@ -265,6 +266,10 @@ func setNginxAuth(a *router.ExternalAuth, name, v string, annotations map[string
 		if _, err := parseAuthCacheDurations(v); err != nil {
 			return err
 		}
+	case "auth-always-set-cookie":
+		always, err := parseNginxBool(v)
+		a.AlwaysSetCookie = always
+		return err
 	case "auth-request-redirect":
 		if strings.Contains(v, "$") {
 			return fmt.Errorf("nginx variables are not expanded by hostgate")

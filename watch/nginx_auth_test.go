@@ -64,8 +64,8 @@ func checkValues[T any](t *testing.T, annotation string, parse func(string) ([]T
 
 // TestNginxAuthCacheOutcomes: the cache needs auth-url and a key, each
 // path gets a cache of its own under the Ingress's identity, and a bad
-// duration keeps nothing.
-func TestNginxAuthCacheOutcomes(t *testing.T) {
+// duration keeps nothing; auth-always-set-cookie needs auth-url too.
+func TestNginxAuthOutcomes(t *testing.T) {
 	for _, tc := range []struct {
 		annotations map[string]string
 		name        string
@@ -78,6 +78,9 @@ func TestNginxAuthCacheOutcomes(t *testing.T) {
 		{map[string]string{"auth-url": "http://auth.sec.svc/check", "auth-cache-duration": "200 1m"}, "auth-cache-duration", Ignored, false},
 		{map[string]string{"auth-url": "http://auth.sec.svc/check", "auth-cache-key": "$request_body"}, "auth-cache-key", Invalid, false},
 		{map[string]string{"auth-cache-key": "$http_authorization"}, "auth-cache-key", Ignored, false},
+		{map[string]string{"auth-url": "http://auth.sec.svc/check", "auth-always-set-cookie": "true"}, "auth-always-set-cookie", Honoured, false},
+		{map[string]string{"auth-url": "http://auth.sec.svc/check", "auth-always-set-cookie": "yes"}, "auth-always-set-cookie", Invalid, false},
+		{map[string]string{"auth-always-set-cookie": "true"}, "auth-always-set-cookie", Ignored, false},
 	} {
 		s, outcomes := parseNginxAnnotations(nginxTestIngress(tc.annotations))
 		o := nginxOutcome(outcomes, tc.name)
@@ -86,6 +89,9 @@ func TestNginxAuthCacheOutcomes(t *testing.T) {
 		}
 		if got := s.auth != nil && s.auth.filter.Cache != nil; got != tc.cache {
 			t.Errorf("%v: cache %t, want %t", tc.annotations, got, tc.cache)
+		}
+		if always := s.auth != nil && s.auth.filter.AlwaysSetCookie; always != (tc.name == "auth-always-set-cookie" && tc.want == Honoured) {
+			t.Errorf("%v: AlwaysSetCookie %t", tc.annotations, always)
 		}
 		if !tc.cache {
 			continue

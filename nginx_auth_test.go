@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -110,4 +112,74 @@ func TestIngressNginxAuthCache(t *testing.T) {
 	time.Sleep(3100 * time.Millisecond)
 	check("expired", "cached.example.com", "/a", "alice", 2, "200 ")
 	check("kept again", "cached.example.com", "/a", "alice", 2, "200 ")
+}
+
+// TestIngressNginxAuthSetCookie: the Set-Cookie fields of the
+// authorization service's answer reach the client with the backend's own
+// on answers nginx's add_header adds to (2xx but 202, 301-304, 307, 308,
+// the 302 to auth-signin), and, with auth-always-set-cookie, on every
+// answer: a backend's 404 and 503, a 401 from the service.
+func TestIngressNginxAuthSetCookie(t *testing.T) {
+	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.SetCookie(w, &http.Cookie{Name: "app", Value: "1"})
+		switch r.URL.Path {
+		case "/a/missing":
+			w.WriteHeader(http.StatusNotFound)
+		case "/a/fail":
+			w.WriteHeader(http.StatusServiceUnavailable)
+		}
+	}))
+	defer backend.Close()
+	auth := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") == "alice" {
+			http.SetCookie(w, &http.Cookie{Name: "auth", Value: "alice"})
+			return
+		}
+		http.SetCookie(w, &http.Cookie{Name: "auth", Value: "expired"})
+		w.WriteHeader(http.StatusUnauthorized)
+	}))
+	defer auth.Close()
+	dir := t.TempDir()
+	writeConfig(t, dir, loopbackService("default", "web", 80, addr2port(t, backend.Listener.Addr().String()))+
+		loopbackService("security", "auth", 80, addr2port(t, auth.Listener.Addr().String()))+
+		authCacheIngress("plain", "plain.example.com")+
+		authCacheIngress("always", "always.example.com", "auth-always-set-cookie", "true")+
+		authCacheIngress("signin", "signin.example.com", "auth-signin", "https://login.example.com/start"))
+	httpPort := freePort(t)
+	startHostgate(t, "--config", dir, "--ingress-class", "nginx", "--http-addr", fmt.Sprintf("127.0.0.1:%d", httpPort))
+	base := fmt.Sprintf("http://127.0.0.1:%d", httpPort)
+	eventually(t, "served", expect(base+"/a", "always.example.com", 401, ""))
+	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	for _, tc := range []struct {
+		host, path, token string
+		status            int
+		cookies           string
+	}{
+		{"plain.example.com", "/a/ok", "alice", 200, "app=1 auth=alice"},
+		{"plain.example.com", "/a/missing", "alice", 404, "app=1"},
+		{"plain.example.com", "/a/fail", "alice", 503, "app=1"},
+		{"plain.example.com", "/a/ok", "eve", 401, ""},
+		{"always.example.com", "/a/ok", "alice", 200, "app=1 auth=alice"},
+		{"always.example.com", "/a/missing", "alice", 404, "app=1 auth=alice"},
+		{"always.example.com", "/a/fail", "alice", 503, "app=1 auth=alice"},
+		{"always.example.com", "/a/ok", "eve", 401, "auth=expired"},
+		{"signin.example.com", "/a/ok", "eve", 302, "auth=expired"},
+	} {
+		req, _ := http.NewRequest("GET", base+tc.path, nil)
+		req.Host = tc.host
+		req.Header.Set("Authorization", tc.token)
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		var cookies []string
+		for _, c := range resp.Cookies() {
+			cookies = append(cookies, c.Name+"="+c.Value)
+		}
+		slices.Sort(cookies)
+		if got := strings.Join(cookies, " "); resp.StatusCode != tc.status || got != tc.cookies {
+			t.Errorf("%s%s with %s: %d with cookies %q, want %d with %q", tc.host, tc.path, tc.token, resp.StatusCode, got, tc.status, tc.cookies)
+		}
+	}
 }
