@@ -410,6 +410,11 @@ func (f *forwarder) modifyResponse(resp *http.Response) error {
 		}
 	}
 	editResponse(&ex.plan, resp.Header)
+	if rate := ex.plan.target.Rule.ResponseRate; rate != nil && resp.StatusCode != http.StatusSwitchingProtocols {
+		// Not an upgraded connection, whose body ReverseProxy takes for
+		// the connection it is.
+		resp.Body = rateBody(resp.Request.Context(), resp.Body, rate, ex.start)
+	}
 	if ex.authCookies != nil && router.SetCookieStatus(resp.StatusCode) {
 		// After editResponse: proxy-cookie-domain and -path rewrite the
 		// backend's cookies, not these, as in nginx.

@@ -484,9 +484,10 @@ func (c *h1conn) exchange(n int) (keep, handOff bool) {
 
 // engineForwards reports whether the engine forwards what p plans itself:
 // to an HTTP/1.1 backend, without a mirror, an authorization service to
-// ask or a fallback backend, to a path it can send as is.
+// ask, a fallback backend or a pace for the answer, to a path it can send
+// as is.
 func engineForwards(p *plan, req router.Headers) bool {
-	if p.authorize || upstreamProtocol(p, req) != "" || p.path != "" && !validPath(p.path) || p.usesFallback() {
+	if p.authorize || upstreamProtocol(p, req) != "" || p.path != "" && !validPath(p.path) || p.usesFallback() || p.target.Rule.ResponseRate != nil {
 		return false
 	}
 	mirrored := false

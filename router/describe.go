@@ -41,6 +41,8 @@ type MatchDescription struct {
 	Canary         string `json:"canary,omitempty"`
 	// NoAccessLog says the access log leaves the match's requests out.
 	NoAccessLog bool `json:"noAccessLog,omitempty"`
+	// ResponseRate is the bound of the answers' rate.
+	ResponseRate string `json:"responseRate,omitempty"`
 }
 
 // RouteIDs yields the ID of every route t serves, in the order Compile
@@ -227,6 +229,9 @@ func describeEntry(e entry) MatchDescription {
 		d.Canary = c.String()
 	}
 	d.NoAccessLog = tg.Rule.NoAccessLog
+	if r := tg.Rule.ResponseRate; r != nil {
+		d.ResponseRate = fmt.Sprintf("%dB/s after=%dB", r.BytesPerSecond, r.After)
+	}
 	return d
 }
 
@@ -473,6 +478,9 @@ func (t *Table) WriteText(w io.Writer) error {
 			}
 			if m.NoAccessLog {
 				b.WriteString("    no access log\n")
+			}
+			if m.ResponseRate != "" {
+				fmt.Fprintf(&b, "    responseRate %s\n", m.ResponseRate)
 			}
 		}
 	}

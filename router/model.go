@@ -91,6 +91,19 @@ type Rule struct {
 	Canary *Canary `json:",omitempty"`
 	// NoAccessLog leaves the rule's requests out of the access log.
 	NoAccessLog bool `json:",omitempty"`
+	// ResponseRate, when set, bounds how fast each answer's body goes
+	// to the client (ingress-nginx's limit-rate and limit-rate-after).
+	ResponseRate *ResponseRate `json:",omitempty"`
+}
+
+// ResponseRate bounds the rate of an answer's body: after the first After
+// bytes, at most BytesPerSecond, with one second of it allowed at once
+// (nginx's limit_rate, which counts from the request's start, so that a
+// client that read slowly may catch up by that much). Each request has
+// its own budget, as in nginx.
+type ResponseRate struct {
+	BytesPerSecond int64
+	After          int64 `json:",omitempty"`
 }
 
 // Timeouts are a rule's timeouts; zero means none.

@@ -152,6 +152,9 @@ func validateRule(kind Kind, rule *Rule) error {
 	if rule.MaxRequestBody < 0 {
 		return errors.New("maxRequestBody: must not be negative")
 	}
+	if r := rule.ResponseRate; r != nil && (r.BytesPerSecond <= 0 || r.After < 0) {
+		return errors.New("responseRate: bytesPerSecond must be positive and after not negative")
+	}
 	if f := rule.Fallback; f != nil {
 		if err := validateBackend(&f.Backend); err != nil {
 			return fmt.Errorf("fallback.backend.%w", err)

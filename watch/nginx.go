@@ -245,7 +245,6 @@ var nginxNotYet = []string{
 	"ssl-passthrough", "proxy-ssl-protocols", "proxy-ssl-ciphers",
 	"auth-keepalive",
 	"auth-proxy-set-headers",
-	"limit-rate", "limit-rate-after",
 	"affinity-canary-behavior",
 	"ssl-ciphers", "x-forwarded-prefix-header",
 }

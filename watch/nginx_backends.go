@@ -34,6 +34,8 @@ type nginxProxy struct {
 	disableInterceptError bool
 	// fallback is the default backend, resolved (settleNginxProxy).
 	fallback *router.Fallback
+	// rate bounds the answers' rate (limit-rate, limit-rate-after).
+	rate router.ResponseRate
 }
 
 // nginxIgnoredBecause are the reasons the values of annotations hostgate
@@ -108,6 +110,14 @@ var nginxProxyAnnotations = map[string]nginxParse{
 		s.proxy.defaultBackend = v
 		return nil
 	},
+	"limit-rate": func(v string, s *nginxSettings) (err error) {
+		s.proxy.rate.BytesPerSecond, err = parseKilobytes(v)
+		return err
+	},
+	"limit-rate-after": func(v string, s *nginxSettings) (err error) {
+		s.proxy.rate.After, err = parseKilobytes(v)
+		return err
+	},
 	"disable-proxy-intercept-errors": func(v string, s *nginxSettings) (err error) {
 		s.proxy.disableInterceptError, err = parseNginxBool(v)
 		return err
@@ -180,6 +190,16 @@ func parseNginxSeconds(v string) (*time.Duration, error) {
 	return &d, nil
 }
 
+// parseKilobytes reads a whole number of kilobytes (1024 bytes), as
+// ingress-nginx writes limit-rate's after nginx's "k", into bytes.
+func parseKilobytes(v string) (int64, error) {
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n < 0 || n > maxNginxSize>>10 {
+		return 0, fmt.Errorf("must be a whole number of kilobytes from 0 to %d", maxNginxSize>>10)
+	}
+	return n << 10, nil
+}
+
 // parseErrorCodes reads custom-http-errors: statuses from 400 to 599,
 // separated by commas.
 func parseErrorCodes(v string) ([]int, error) {
@@ -217,6 +237,9 @@ func (s *nginxSettings) settleNginxProxy(outcomes []AnnotationOutcome) {
 	if s.proxy.errorCodes != nil && s.proxy.defaultBackend == "" {
 		setOutcome(outcomes, "custom-http-errors", Ignored, "without default-backend: hostgate has no global default backend Service to send errors to")
 		s.proxy.errorCodes = nil
+	}
+	if s.proxy.rate.BytesPerSecond == 0 && s.proxy.rate.After > 0 {
+		setOutcome(outcomes, "limit-rate-after", Ignored, "without limit-rate, answers are not limited")
 	}
 	if s.proxy.disableInterceptError {
 		// Only the Ingress's own codes are intercepted here: none then.
@@ -275,6 +298,10 @@ func (s *nginxSettings) proxyRule(rule router.Rule, b *networkingv1.IngressBacke
 		if t.set != nil {
 			*t.field = *t.set
 		}
+	}
+	if p.rate.BytesPerSecond > 0 {
+		rate := p.rate
+		rule.ResponseRate = &rate
 	}
 	if p.fallback != nil && b.Service != nil {
 		f := *p.fallback

@@ -308,6 +308,12 @@ func TestNginxBackendValues(t *testing.T) {
 		{"proxy-http-version", "1.0", Ignored, nil},
 		{"service-upstream", "false", Honoured, nil},
 		{"service-upstream", "true", Ignored, nil},
+		{"limit-rate", "100", Honoured, func(p nginxProxy) bool { return p.rate == router.ResponseRate{BytesPerSecond: 100 << 10} }},
+		{"limit-rate", "0", Honoured, func(p nginxProxy) bool { return p.rate.BytesPerSecond == 0 }},
+		{"limit-rate", "-1", Invalid, nil},
+		{"limit-rate", "100k", Invalid, nil},
+		{"limit-rate-after", "512", Ignored, nil}, // without limit-rate
+		{"limit-rate-after", "1m", Invalid, nil},
 	} {
 		ing := &networkingv1.Ingress{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{NginxAnnotationPrefix + tc.name: tc.value}}}
 		s, outcomes := parseNginxAnnotations(ing)
