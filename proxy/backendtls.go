@@ -53,6 +53,9 @@ func tlsIdentity(b *router.BackendTLS) string {
 	if b.VerifyDepth > 0 {
 		fmt.Fprintf(&k, "\x00depth %d", b.VerifyDepth)
 	}
+	if b.MinVersion != 0 || b.MaxVersion != 0 || b.CipherSuites != nil {
+		fmt.Fprintf(&k, "\x00versions %#x-%#x suites %x", b.MinVersion, b.MaxVersion, b.CipherSuites)
+	}
 	if c := b.ClientCertificate; c != nil {
 		// A connection made with one client certificate must never carry
 		// the requests of a backend that asks for another, or for none.
@@ -118,6 +121,15 @@ func backendTLSConfig(base *tls.Config, b *router.BackendTLS) (*tls.Config, erro
 		cfg = base.Clone()
 	}
 	cfg.ServerName = b.ServerName
+	if b.MinVersion != 0 {
+		cfg.MinVersion = b.MinVersion
+	}
+	if b.MaxVersion != 0 {
+		cfg.MaxVersion = b.MaxVersion
+	}
+	if b.CipherSuites != nil {
+		cfg.CipherSuites = slices.Clone(b.CipherSuites)
+	}
 	cfg.InsecureSkipVerify = false
 	cfg.VerifyConnection = nil
 	cfg.RootCAs = nil

@@ -3,6 +3,7 @@ package router
 import (
 	"cmp"
 	"crypto/sha256"
+	"crypto/tls"
 	"fmt"
 	"io"
 	"iter"
@@ -508,5 +509,23 @@ func describeBackendTLS(t *BackendTLS) string {
 		sum := sha256.Sum256(c.CertPEM)
 		s += fmt.Sprintf(" client=%s/%x", c.Name, sum[:8])
 	}
+	if t.MinVersion != 0 || t.MaxVersion != 0 {
+		s += fmt.Sprintf(" versions=%s-%s", tlsVersionName(t.MinVersion), tlsVersionName(t.MaxVersion))
+	}
+	if len(t.CipherSuites) > 0 {
+		names := make([]string, len(t.CipherSuites))
+		for i, id := range t.CipherSuites {
+			names[i] = tls.CipherSuiteName(id)
+		}
+		s += " suites=" + strings.Join(names, ",")
+	}
 	return s
+}
+
+// tlsVersionName names a bound of a backend's TLS versions; 0 is none.
+func tlsVersionName(v uint16) string {
+	if v == 0 {
+		return "any"
+	}
+	return tls.VersionName(v)
 }

@@ -468,6 +468,15 @@ type BackendTLS struct {
 	// API Gateway spec.tls.backend.clientCertificateRef): backends of
 	// routes on different Gateways may differ in it alone.
 	ClientCertificate *ClientCertificate `json:",omitempty"`
+	// MinVersion and MaxVersion, when not 0, bound the TLS versions
+	// offered (crypto/tls's VersionTLS12 and VersionTLS13; ingress-nginx's
+	// proxy-ssl-protocols).
+	MinVersion uint16 `json:",omitempty"`
+	MaxVersion uint16 `json:",omitempty"`
+	// CipherSuites, when set, are the TLS 1.2 cipher suites offered, by
+	// crypto/tls ID (ingress-nginx's proxy-ssl-ciphers). TLS 1.3's are
+	// Go's choice: crypto/tls has no setting for them.
+	CipherSuites []uint16 `json:",omitempty"`
 }
 
 // ClientCertificate is a certificate chain and its key that proxy/

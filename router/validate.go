@@ -2,6 +2,7 @@ package router
 
 import (
 	"cmp"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -528,6 +529,13 @@ func validateBackendTLS(t *BackendTLS) error {
 		return errors.New("tls.serverName: must not be empty: it is what the certificate is checked for")
 	case t.ClientCertificate != nil && (len(t.ClientCertificate.CertPEM) == 0 || len(t.ClientCertificate.KeyPEM) == 0):
 		return fmt.Errorf("tls.clientCertificate %s: needs a certificate and a key", t.ClientCertificate.Name)
+	case !knownTLSVersion(t.MinVersion) || !knownTLSVersion(t.MaxVersion) || t.MaxVersion != 0 && t.MinVersion > t.MaxVersion:
+		return fmt.Errorf("tls: versions %#x to %#x: must be TLS 1.2 or 1.3, the lower first", t.MinVersion, t.MaxVersion)
+	}
+	for i, id := range t.CipherSuites {
+		if !slices.ContainsFunc(slices.Concat(tls.CipherSuites(), tls.InsecureCipherSuites()), func(c *tls.CipherSuite) bool { return c.ID == id }) {
+			return fmt.Errorf("tls.cipherSuites[%d] %#x: not a suite crypto/tls implements", i, id)
+		}
 	}
 	for i, san := range t.SubjectAltNames {
 		if (san.Hostname == "") == (san.URI == "") {
@@ -535,6 +543,12 @@ func validateBackendTLS(t *BackendTLS) error {
 		}
 	}
 	return nil
+}
+
+// knownTLSVersion reports whether v bounds a backend's TLS versions: 0
+// (none) or a version offered to backends.
+func knownTLSVersion(v uint16) bool {
+	return v == 0 || v == tls.VersionTLS12 || v == tls.VersionTLS13
 }
 
 func validateCORS(c *CORS) error {

@@ -20,6 +20,7 @@ package watch
 // nginxHosts gathers those facts once per translation.
 
 import (
+	"crypto/tls"
 	"fmt"
 	"net/url"
 	"slices"
@@ -201,6 +202,9 @@ var nginxBackendAnnotations = map[string]nginxParse{
 	"proxy-ssl-verify":      func(v string, s *nginxSettings) error { return checkOnOff(v) },
 	"proxy-ssl-name":        func(v string, s *nginxSettings) error { return checkHostname(v) },
 	"proxy-ssl-server-name": func(v string, s *nginxSettings) error { return checkOnOff(v) },
+	// Applied in settleBackendTLS too.
+	"proxy-ssl-protocols": func(v string, s *nginxSettings) error { _, _, err := parseTLSProtocols(v); return err },
+	"proxy-ssl-ciphers":   func(v string, s *nginxSettings) error { _, err := parseCipherSuites(v); return err },
 	"upstream-vhost": func(v string, s *nginxSettings) error {
 		if err := checkHostname(v); err != nil {
 			return err
@@ -242,11 +246,8 @@ var nginxRefused = map[string]string{
 // nginxNotYet are ingress-nginx annotations hostgate knows but does not
 // act on yet.
 var nginxNotYet = []string{
-	"ssl-passthrough", "proxy-ssl-protocols", "proxy-ssl-ciphers",
-	"auth-keepalive",
-	"auth-proxy-set-headers",
-	"affinity-canary-behavior",
-	"ssl-ciphers", "x-forwarded-prefix-header",
+	"ssl-passthrough", "auth-keepalive", "auth-proxy-set-headers",
+	"affinity-canary-behavior", "ssl-ciphers", "x-forwarded-prefix-header",
 }
 
 // nginxNotApplicable are ingress-nginx annotations that change nothing a
@@ -310,7 +311,7 @@ var nginxBackendProtocols = map[string]string{"HTTP": "", "HTTPS": "https", "GRP
 func (s *nginxSettings) settleBackendTLS(annotations map[string]string, outcomes []AnnotationOutcome) {
 	verify := annotations[NginxAnnotationPrefix+"proxy-ssl-verify"] == "on"
 	if s.backendProtocol != "https" && s.backendProtocol != "h2" {
-		for _, name := range []string{"proxy-ssl-name", "proxy-ssl-server-name", "proxy-ssl-verify", "proxy-ssl-secret", "proxy-ssl-verify-depth"} {
+		for _, name := range []string{"proxy-ssl-name", "proxy-ssl-server-name", "proxy-ssl-verify", "proxy-ssl-secret", "proxy-ssl-verify-depth", "proxy-ssl-protocols", "proxy-ssl-ciphers"} {
 			setOutcome(outcomes, name, Ignored, "without backend-protocol HTTPS or GRPCS")
 		}
 		return
@@ -326,6 +327,31 @@ func (s *nginxSettings) settleBackendTLS(annotations map[string]string, outcomes
 	case verify || annotations[NginxAnnotationPrefix+"proxy-ssl-server-name"] == "on":
 		s.backendTLS.ServerName = name
 	}
+	s.settleTLSOffer(annotations, outcomes)
+}
+
+// settleTLSOffer applies proxy-ssl-protocols and proxy-ssl-ciphers to the
+// backends' TLS. ingress-nginx applies them only with proxy-ssl-secret;
+// hostgate with any HTTPS or GRPCS backend, since they say what to offer
+// whatever the certificates.
+func (s *nginxSettings) settleTLSOffer(annotations map[string]string, outcomes []AnnotationOutcome) {
+	b := s.backendTLS
+	if b == nil {
+		return
+	}
+	if o := nginxOutcome(outcomes, "proxy-ssl-protocols"); o != nil && o.Outcome == Honoured {
+		b.MinVersion, b.MaxVersion, _ = parseTLSProtocols(o.Value)
+	}
+	o := nginxOutcome(outcomes, "proxy-ssl-ciphers")
+	if o == nil || o.Outcome != Honoured {
+		return
+	}
+	suites, _ := parseCipherSuites(o.Value)
+	if b.MinVersion == tls.VersionTLS13 {
+		o.Outcome, o.Reason = Ignored, "proxy-ssl-protocols offers TLS 1.3 only, whose suites Go chooses itself"
+		return
+	}
+	b.CipherSuites, o.Reason = suites.ids, suites.note
 }
 
 // nginxDefaultCORS is enable-cors's filter with ingress-nginx's defaults.
