@@ -246,8 +246,7 @@ var nginxRefused = map[string]string{
 // nginxNotYet are ingress-nginx annotations hostgate knows but does not
 // act on yet.
 var nginxNotYet = []string{
-	"ssl-passthrough", "auth-keepalive", "auth-proxy-set-headers",
-	"affinity-canary-behavior", "ssl-ciphers", "x-forwarded-prefix-header",
+	"ssl-passthrough", "auth-proxy-set-headers", "affinity-canary-behavior", "ssl-ciphers",
 }
 
 // nginxNotApplicable are ingress-nginx annotations that change nothing a
@@ -258,7 +257,14 @@ var nginxNotApplicable = map[string]string{
 	"enable-rewrite-log":        "nginx's log of its rewrite decisions: hostgate's rewrites are in /debug/routes",
 	"connection-proxy-header":   "Connection is a hop-by-hop field: hostgate keeps its backend connections alive itself and never forwards it",
 	"ssl-prefer-server-ciphers": "Go's TLS picks the cipher suite by the server's preference for TLS 1.2 and by a fixed order for TLS 1.3",
+	"auth-keepalive":            authKeepalive,
+	"auth-keepalive-requests":   authKeepalive,
+	"auth-keepalive-timeout":    authKeepalive,
+	"auth-keepalive-share-vars": "hostgate shares no nginx variables with the authorization request; it carries the request's own X-Request-ID whatever this says",
 }
+
+// authKeepalive is why the auth-keepalive annotations change nothing.
+const authKeepalive = "hostgate keeps connections to the authorization service alive in its pool, as to every backend"
 
 // parseNginxAnnotations reads the ingress-nginx annotations of ing, in
 // name order, with defaults for those it does not carry.

@@ -314,6 +314,10 @@ func TestNginxBackendValues(t *testing.T) {
 		{"limit-rate", "100k", Invalid, nil},
 		{"limit-rate-after", "512", Ignored, nil}, // without limit-rate
 		{"limit-rate-after", "1m", Invalid, nil},
+		{"auth-keepalive", "10", Ignored, nil},
+		{"auth-keepalive-share-vars", "true", Ignored, nil},
+		// A heading of ingress-nginx's documentation, not an annotation.
+		{"x-forwarded-prefix-header", "/x", Ignored, nil},
 	} {
 		ing := &networkingv1.Ingress{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{NginxAnnotationPrefix + tc.name: tc.value}}}
 		s, outcomes := parseNginxAnnotations(ing)
