@@ -349,3 +349,66 @@ func TestIngressNginxHashBy(t *testing.T) {
 		t.Errorf("enable-access-log false: the access log has hashed.example.com's requests")
 	}
 }
+
+// TestIngressNginxCanaryAffinity serves a main Ingress with cookie
+// affinity and canaries at half the traffic: with affinity-canary-behavior
+// sticky (the default) a client that landed on either backend stays there,
+// and a client with a session of the main backend stays with it even when
+// the canary header asks for the canary, as ingress-nginx's balancer
+// decides; with legacy, the canary keeps no sessions, so its clients are
+// drawn by weight each time.
+func TestIngressNginxCanaryAffinity(t *testing.T) {
+	ports := trafficBackends(t, "main", "canary")
+	services := trafficService("web", ports["main"]) + trafficService("web-canary", ports["canary"])
+	config := services
+	for _, behavior := range []string{"sticky", "legacy"} {
+		host := behavior + ".example.com"
+		config += trafficIngress(behavior+"-main", host, "web", "affinity", "cookie") +
+			trafficIngress(behavior+"-canary", host, "web-canary",
+				"canary", "true", "canary-weight", "50", "canary-by-header", "X-Canary", "affinity-canary-behavior", behavior)
+	}
+	httpPort := freePort(t)
+	dir := t.TempDir()
+	writeConfig(t, dir, config)
+	startHostgate(t, "--config", dir, "--ingress-class", "nginx", "--http-addr", fmt.Sprintf("127.0.0.1:%d", httpPort))
+	url := fmt.Sprintf("http://127.0.0.1:%d/x", httpPort)
+	eventually(t, "served", expect(url, "sticky.example.com", 200, ""))
+	// start makes a new session on host and returns its backend and
+	// cookie ("" when the answer set none).
+	start := func(host string) (string, string) {
+		body, resp := trafficGet(t, url, host)
+		for _, c := range resp.Cookies() {
+			if c.Name == "INGRESSCOOKIE" {
+				return body, c.Name + "=" + c.Value
+			}
+		}
+		return body, ""
+	}
+	landed := map[string]int{}
+	for range 20 {
+		backend, cookie := start("sticky.example.com")
+		landed[backend]++
+		if cookie == "" {
+			t.Fatalf("sticky: a new client of %s got no session cookie", backend)
+		}
+		for range 10 {
+			if body, _ := trafficGet(t, url, "sticky.example.com", cookie); body != backend {
+				t.Fatalf("sticky: a session that started on %s (%s) went to %s", backend, cookie, body)
+			}
+		}
+		if backend == "main" {
+			if body, _ := trafficGet(t, url, "sticky.example.com", cookie, "X-Canary: always"); body != "main" {
+				t.Errorf("sticky: a main session with X-Canary: always went to %s, want main", body)
+			}
+		}
+	}
+	if landed["main"] == 0 || landed["canary"] == 0 {
+		t.Errorf("sticky: 20 new clients landed %v, want some on each", landed)
+	}
+	// Legacy: a client that landed on the canary has no session there.
+	for range 20 {
+		if backend, cookie := start("legacy.example.com"); backend == "canary" && cookie != "" {
+			t.Fatalf("legacy: the canary set a session cookie %s", cookie)
+		}
+	}
+}

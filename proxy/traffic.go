@@ -40,8 +40,23 @@ type balancing struct {
 	sameSite string
 }
 
-// chooseCanary chooses among the backends of a rule with a canary.
+// chooseCanary chooses among the backends of a rule with a canary. A
+// client with a session cookie of the main backend stays with it, and one
+// with a session of the canary (whose affinity is the main's under
+// ingress-nginx's affinity-canary-behavior sticky) with the canary, before
+// any header, cookie or weight, as ingress-nginx's balancer decides.
 func chooseCanary(rule *router.Rule, h router.Headers) *router.BackendRef {
+	for _, canary := range []bool{false, true} {
+		for i := range rule.Backends {
+			b := &rule.Backends[i]
+			if b.Canary != canary || b.Balance == nil || b.Balance.Affinity == nil {
+				continue
+			}
+			if _, ok := b.Balance.Affinity.Session(h); ok {
+				return b
+			}
+		}
+	}
 	choice := rule.Canary.Choose(h)
 	if choice == router.CanaryByWeight {
 		return router.ChooseBackend(rule.Backends)
@@ -66,9 +81,7 @@ func (p *plan) prepare(v *view, b *router.Balance) {
 		return
 	}
 	bal.secure, bal.sameSite = v.scheme == "https", a.SameSiteFor(v.Header)
-	value, _ := router.CookieValue(v.Header, a.Cookie)
-	key, err := strconv.ParseUint(value, 16, 64)
-	valid := err == nil && len(value) == 16
+	key, valid := a.Session(v.Header)
 	switch {
 	case a.Persistent:
 		if valid {
@@ -119,6 +132,9 @@ func affinityCookie(a *router.Affinity, value uint64, https bool, sameSite strin
 	var b strings.Builder
 	b.WriteString(a.Cookie)
 	b.WriteByte('=')
+	if a.Canary {
+		b.WriteString(router.CanaryCookiePrefix)
+	}
 	fmt.Fprintf(&b, "%016x", value)
 	if a.Path != "" {
 		b.WriteString("; Path=" + a.Path)

@@ -15,6 +15,7 @@ import (
 	"net/netip"
 	"net/textproto"
 	"regexp"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -322,6 +323,32 @@ type Affinity struct {
 	// ConditionalSameSiteNone leaves SameSite=None out for the user agents
 	// that reject such cookies (SameSiteNoneIncompatible).
 	ConditionalSameSiteNone bool `json:",omitempty"`
+	// Canary marks the affinity of a canary backend: its cookie's values
+	// start with CanaryCookiePrefix, so that a session with the canary is
+	// told from one with the main backend under the same cookie name.
+	Canary bool `json:",omitempty"`
+}
+
+// CanaryCookiePrefix starts the values of a canary backend's session
+// cookie; the main backend's are 16 hexadecimal digits.
+const CanaryCookiePrefix = "c"
+
+// Session reports whether the request has a session cookie of a: a
+// request whose cookie another backend's affinity wrote, or that is
+// malformed, has none.
+func (a *Affinity) Session(h Headers) (key uint64, ok bool) {
+	value, _ := CookieValue(h, a.Cookie)
+	if a.Canary {
+		var tagged bool
+		if value, tagged = strings.CutPrefix(value, CanaryCookiePrefix); !tagged {
+			return 0, false
+		}
+	}
+	if len(value) != 16 {
+		return 0, false
+	}
+	key, err := strconv.ParseUint(value, 16, 64)
+	return key, err == nil
 }
 
 func (c *Canary) String() string {
@@ -352,6 +379,9 @@ func (b *Balance) String() string {
 			mode = "persistent"
 		}
 		fmt.Fprintf(&s, " affinity=%s cookie=%s", mode, a.Cookie)
+		if a.Canary {
+			s.WriteString(" (canary sessions)")
+		}
 		describeSet(&s, "path", a.Path)
 		describeSet(&s, "domain", a.Domain)
 		describeSet(&s, "samesite", a.SameSite)

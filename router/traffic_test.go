@@ -81,6 +81,26 @@ func TestAppendKey(t *testing.T) {
 	}
 }
 
+// TestAffinitySession: a canary's session cookies and the main backend's
+// share a name and are told apart by the canary's prefix.
+func TestAffinitySession(t *testing.T) {
+	main, canary := &Affinity{Cookie: "route"}, &Affinity{Cookie: "route", Canary: true}
+	for value, want := range map[string][2]bool{
+		"00000000000000ff":  {true, false},
+		"c00000000000000ff": {false, true},
+		"00ff":              {false, false},
+		"c00ff":             {false, false},
+		"zzzzzzzzzzzzzzzz":  {false, false},
+	} {
+		h := http.Header{"Cookie": {"route=" + value}}
+		_, m := main.Session(h)
+		_, c := canary.Session(h)
+		if [2]bool{m, c} != want {
+			t.Errorf("cookie %q: a session of the main backend %t, of the canary %t; want %v", value, m, c, want)
+		}
+	}
+}
+
 func TestValidateTraffic(t *testing.T) {
 	rule := func(c *Canary, canary bool) *Rule {
 		return &Rule{Canary: c, Backends: []BackendRef{{Name: "a", Weight: 1}, {Name: "b", Weight: 1, Canary: canary}}}

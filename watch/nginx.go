@@ -246,7 +246,7 @@ var nginxRefused = map[string]string{
 // nginxNotYet are ingress-nginx annotations hostgate knows but does not
 // act on yet.
 var nginxNotYet = []string{
-	"ssl-passthrough", "auth-proxy-set-headers", "affinity-canary-behavior", "ssl-ciphers",
+	"ssl-passthrough", "auth-proxy-set-headers", "ssl-ciphers",
 }
 
 // nginxNotApplicable are ingress-nginx annotations that change nothing a

@@ -44,6 +44,9 @@ type nginxTraffic struct {
 	affinity *router.Affinity
 	// retry is proxy-next-upstream's policy, nil for none.
 	retry *router.Retry
+	// canaryLegacy is affinity-canary-behavior: legacy, which keeps a
+	// canary's own affinity rather than take the main Ingress's.
+	canaryLegacy bool
 	// nextUpstreamOff is proxy-next-upstream: off, which tries and
 	// timeout leave off.
 	nextUpstreamOff bool
@@ -116,6 +119,13 @@ var nginxTrafficAnnotations = map[string]nginxParse{
 			return fmt.Errorf("must be cookie")
 		}
 		s.traffic.affinity = &router.Affinity{Cookie: "INGRESSCOOKIE"}
+		return nil
+	},
+	"affinity-canary-behavior": func(v string, s *nginxSettings) error {
+		if v != "sticky" && v != "legacy" {
+			return fmt.Errorf("must be sticky or legacy")
+		}
+		s.traffic.canaryLegacy = v == "legacy"
 		return nil
 	},
 	// The session cookie's annotations shape affinity's: settleAffinity.
@@ -284,8 +294,13 @@ func nextUpstreamReason(v string) string {
 // the annotation name; the main Ingress's others apply (ingress-nginx's
 // canary documentation).
 func nginxCanaryAnnotation(name string) bool {
-	return strings.HasPrefix(name, "canary") || strings.HasPrefix(name, "session-cookie-") ||
-		slices.Contains([]string{"affinity", "affinity-mode", "load-balance", "upstream-hash-by"}, name)
+	return strings.HasPrefix(name, "canary") || isAffinityAnnotation(name) ||
+		slices.Contains([]string{"affinity-canary-behavior", "load-balance", "upstream-hash-by"}, name)
+}
+
+// isAffinityAnnotation reports whether name shapes session affinity.
+func isAffinityAnnotation(name string) bool {
+	return name == "affinity" || name == "affinity-mode" || strings.HasPrefix(name, "session-cookie-")
 }
 
 // settleTraffic says which traffic annotations lose to others or lack the
@@ -298,6 +313,10 @@ func (s *nginxSettings) settleTraffic(outcomes []AnnotationOutcome) {
 			continue
 		}
 		switch {
+		case name == "affinity-canary-behavior" && !t.canary:
+			setOutcome(outcomes, name, Ignored, `only a canary Ingress's counts, without canary: "true" here`)
+		case t.canary && !t.canaryLegacy && isAffinityAnnotation(name):
+			setOutcome(outcomes, name, Ignored, "affinity-canary-behavior sticky (the default): the canary takes the main Ingress's session affinity; legacy keeps the canary's own")
 		case t.canary && !nginxCanaryAnnotation(name):
 			setOutcome(outcomes, name, Ignored, "on a canary Ingress: the main Ingress's annotations apply to its paths")
 		case name != "canary" && strings.HasPrefix(name, "canary") && !t.canary:
@@ -584,12 +603,39 @@ func (t *translator) mergeCanary(rule *router.Rule, c *nginxCanary, main *nginxS
 	}
 	main.applyBackendProtocol(&ref)
 	ct := &c.settings.traffic
-	ref.Canary, ref.Weight, ref.Balance = true, min(ct.canaryWeight, ct.canaryTotal), ct.balanceFor(path)
 	primary := rule.Backends[0]
+	ref.Canary, ref.Weight, ref.Balance = true, min(ct.canaryWeight, ct.canaryTotal), canaryBalance(ct.balanceFor(path), primary.Balance, ct.canaryLegacy)
 	primary.Weight = ct.canaryTotal - ref.Weight
 	rule.Backends = []router.BackendRef{primary, ref}
 	canary := ct.canaryRule
 	rule.Canary = &canary
+}
+
+// canaryBalance is the Balance of a canary's backend: its own balancing,
+// with the main backend's session affinity (ingress-nginx copies it to
+// the canary unless affinity-canary-behavior is legacy, which keeps the
+// canary's own). A canary's affinity marks its cookies, so that a client
+// with a canary session is told from one with a main session and stays.
+func canaryBalance(own, main *router.Balance, legacy bool) *router.Balance {
+	var b router.Balance
+	if own != nil {
+		b = *own
+	}
+	if !legacy {
+		b.Affinity = nil
+		if main != nil {
+			b.Affinity = main.Affinity
+		}
+	}
+	if b.Affinity != nil {
+		a := *b.Affinity
+		a.Canary = true
+		b.Affinity, b.Hash = &a, nil
+	}
+	if b.Policy == router.BalanceDefault && b.Hash == nil && b.Affinity == nil {
+		return nil
+	}
+	return &b
 }
 
 // applyBackendProtocol gives ref the backend protocol of the annotations,

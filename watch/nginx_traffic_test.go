@@ -34,7 +34,12 @@ func TestNginxTrafficValues(t *testing.T) {
 		{map[string]string{"canary-by-cookie": "c"}, "canary-by-cookie", Ignored, nil},
 		{map[string]string{"canary": "true", "canary-by-header-value": "v2"}, "canary-by-header-value", Ignored, nil},
 		{map[string]string{"canary": "true", "use-regex": "true"}, "use-regex", Ignored, nil},
-		{map[string]string{"canary": "true", "affinity": "cookie"}, "affinity", Honoured,
+		{map[string]string{"canary": "true", "affinity": "cookie"}, "affinity", Ignored, nil},
+		{map[string]string{"canary": "true", "affinity-canary-behavior": "sticky"}, "affinity-canary-behavior", Honoured,
+			func(t *nginxTraffic) bool { return !t.canaryLegacy }},
+		{map[string]string{"canary": "true", "affinity-canary-behavior": "Legacy"}, "affinity-canary-behavior", Invalid, nil},
+		{map[string]string{"affinity-canary-behavior": "legacy"}, "affinity-canary-behavior", Ignored, nil},
+		{map[string]string{"canary": "true", "affinity": "cookie", "affinity-canary-behavior": "legacy"}, "affinity", Honoured,
 			func(t *nginxTraffic) bool {
 				return t.balance.Affinity.Cookie == "INGRESSCOOKIE" && !t.balance.Affinity.Persistent
 			}},
