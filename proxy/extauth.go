@@ -118,9 +118,12 @@ func actOnAuth(w http.ResponseWriter, r *http.Request, ex *exchange, a *router.E
 	}
 	if allowed(a.Style, status) {
 		copyAuthFields(r.Header, header, a)
-		if !a.AlwaysSetCookie {
+		if !a.AlwaysSetCookie && len(cookies) > 0 {
 			// The backend's status decides: modifyResponse.
-			ex.authCookies = append(ex.authCookies, cookies...)
+			if ex.authCookies == nil {
+				ex.authCookies = new([]string)
+			}
+			*ex.authCookies = append(*ex.authCookies, cookies...)
 		}
 		return true
 	}

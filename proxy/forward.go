@@ -96,9 +96,11 @@ type exchange struct {
 	// retries counts those made.
 	retry   *router.Retry
 	retries int
-	// moveBy is when the policy's budget ends: no other endpoint is
-	// tried from then on (retry.go). Zero: no budget.
-	moveBy time.Time
+	// moveWithin is the policy's budget: no other endpoint is tried
+	// from start+moveWithin on (retry.go); 0: no budget. A duration rather
+	// than a time, and authCookies a pointer, keep the exchange, on the
+	// heap for net/http's engines, in the size class it had without them.
+	moveWithin time.Duration
 	// protocol is how the backend is spoken to: "", "h2c", "https", "h2".
 	protocol string
 	// backendTLS are the transports of the TLS identities of the table
@@ -123,7 +125,7 @@ type exchange struct {
 	// authCookies are the Set-Cookie fields of an authorization
 	// service's allowing answer, for the backend's answer if its status
 	// is one nginx's add_header adds to (extauth.go).
-	authCookies []string
+	authCookies *[]string
 }
 
 type exchangeKey struct{}
@@ -415,10 +417,10 @@ func (f *forwarder) modifyResponse(resp *http.Response) error {
 		// the connection it is.
 		resp.Body = rateBody(resp.Request.Context(), resp.Body, rate, ex.start)
 	}
-	if ex.authCookies != nil && router.SetCookieStatus(resp.StatusCode) {
+	if c := ex.authCookies; c != nil && router.SetCookieStatus(resp.StatusCode) {
 		// After editResponse: proxy-cookie-domain and -path rewrite the
 		// backend's cookies, not these, as in nginx.
-		resp.Header["Set-Cookie"] = append(resp.Header["Set-Cookie"], ex.authCookies...)
+		resp.Header["Set-Cookie"] = append(resp.Header["Set-Cookie"], *c...)
 	}
 	return nil
 }

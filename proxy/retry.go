@@ -57,7 +57,7 @@ func (ex *exchange) applyPolicies(h router.Headers) {
 			ex.retry = r
 		}
 		if r.Budget > 0 {
-			ex.moveBy = ex.start.Add(r.Budget)
+			ex.moveWithin = r.Budget
 		}
 	}
 	ex.startAttempt(ex.start)
@@ -126,7 +126,7 @@ func (ex *exchange) retryAfter(status int, err error, bodiless, replayable bool)
 // mayMove reports whether a try of another endpoint may start at t,
 // within the policy's budget.
 func (ex *exchange) mayMove(t time.Time) bool {
-	return ex.moveBy.IsZero() || t.Before(ex.moveBy)
+	return ex.moveWithin == 0 || t.Sub(ex.start) < ex.moveWithin
 }
 
 // backoff is the wait before retry n (from 0): base doubled n times, at
