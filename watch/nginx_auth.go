@@ -142,6 +142,9 @@ func parseAuthCacheKey(v string) ([]router.HashPart, error) {
 
 var nginxAuthCacheKey = regexp.MustCompile(`^[A-Za-z0-9\-_${}]+$`)
 
+// maxAuthCacheTime bounds how long an answer is kept: nginx's "1y".
+const maxAuthCacheTime = 365 * 24 * time.Hour
+
 // nginxTimeUnits are nginx's units of time (its "M" is 30 days, "y" 365).
 var nginxTimeUnits = map[string]time.Duration{
 	"ms": time.Millisecond, "s": time.Second, "m": time.Minute, "h": time.Hour,
@@ -162,18 +165,22 @@ func parseAuthCacheDurations(v string) ([]router.AuthCacheTTL, error) {
 			continue
 		}
 		var t router.AuthCacheTTL
-		codes, any := 0, false
+		codes, anyCode := 0, false
 		for _, f := range fields {
 			if m := nginxTimePart.FindStringSubmatch(f); m != nil {
 				n, _ := strconv.Atoi(m[1])
-				t.TTL += time.Duration(n) * nginxTimeUnits[m[2]]
+				unit := nginxTimeUnits[m[2]]
+				if time.Duration(n) > maxAuthCacheTime/unit {
+					return nil, fmt.Errorf("%q: at most 1y", strings.TrimSpace(entry))
+				}
+				t.TTL += time.Duration(n) * unit
 				continue
 			}
 			if t.TTL > 0 {
 				return nil, fmt.Errorf("%q: status codes come before the time", strings.TrimSpace(entry))
 			}
 			if f == "any" {
-				any = true
+				anyCode = true
 				continue
 			}
 			code, err := strconv.Atoi(f)
@@ -186,9 +193,9 @@ func parseAuthCacheDurations(v string) ([]router.AuthCacheTTL, error) {
 		switch {
 		case t.TTL <= 0:
 			return nil, fmt.Errorf("%q: needs a time such as 5m after its status codes", strings.TrimSpace(entry))
-		case t.TTL > 365*24*time.Hour:
+		case t.TTL > maxAuthCacheTime:
 			return nil, fmt.Errorf("%q: at most 1y", strings.TrimSpace(entry))
-		case any:
+		case anyCode:
 			t.Codes = nil
 		case codes == 0:
 			t.Codes = []int{200, 301, 302}

@@ -33,6 +33,8 @@ func TestNginxAuthCacheValues(t *testing.T) {
 		"099 5m":               nil,
 		"200 2y":               nil,
 		"200 5x":               nil,
+		"200 999999999y":       nil,
+		"200 52w 2d":           nil,
 	})
 	authorization := router.HashPart{Source: router.HashHeader, Name: "Authorization"}
 	checkValues(t, "auth-cache-key", parseAuthCacheKey, map[string][]router.HashPart{
