@@ -59,7 +59,7 @@ func newAuthCache() *authCache {
 	return &authCache{answers: map[[sha256.Size]byte]authAnswer{}}
 }
 
-// key is the key of r's answer under c.
+// authCacheKey is the key of r's answer in the cache c describes.
 func authCacheKey(c *router.AuthCache, r *http.Request, ex *exchange) [sha256.Size]byte {
 	req := router.Request{Host: r.Host, Path: r.URL.EscapedPath(), RawQuery: r.URL.RawQuery, Header: r.Header}
 	var buf [512]byte
