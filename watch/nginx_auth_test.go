@@ -115,3 +115,35 @@ func nginxTestIngress(annotations map[string]string) *networkingv1.Ingress {
 	}
 	return ing
 }
+
+// FuzzNginxValueParsers: auth-cache-duration, auth-cache-key,
+// proxy-ssl-ciphers and proxy-ssl-protocols either refuse a value or read
+// it into what the router accepts.
+func FuzzNginxValueParsers(f *testing.F) {
+	for _, seed := range []string{"200 202 401 5m", "any 1h 30m, 404 1s", "$remote_user$http_authorization", "HIGH:!aNULL:!MD5", "TLSv1.2 TLSv1.3", "200 999999999y"} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, v string) {
+		if ttls, err := parseAuthCacheDurations(v); err == nil {
+			c := &router.AuthCache{ID: "fuzz", TTLs: ttls}
+			if err := router.ValidateExternalAuth(&router.ExternalAuth{Backend: router.BackendRef{Name: "a", Weight: 1}, Style: router.AuthNginx, Cache: c}); err != nil {
+				t.Fatalf("auth-cache-duration %q read as %v, which the router refuses: %v", v, ttls, err)
+			}
+		}
+		if key, err := parseAuthCacheKey(v); err == nil && len(key) == 0 {
+			t.Fatalf("auth-cache-key %q read as no key", v)
+		}
+		suites, err := parseCipherSuites(v)
+		lo, hi, perr := parseTLSProtocols(v)
+		tlsConfig := &router.BackendTLS{SkipVerify: true, CipherSuites: suites.ids}
+		if perr == nil {
+			tlsConfig.MinVersion, tlsConfig.MaxVersion = lo, hi
+		}
+		if err == nil || perr == nil {
+			r := router.Route{ID: router.RouteID{Kind: router.KindIngress, Namespace: "default", Name: "fuzz"}, Rules: []router.Rule{{Backends: []router.BackendRef{{Name: "a", Weight: 1, Protocol: "https", TLS: tlsConfig}}}}}
+			if err := router.Validate(&r); err != nil {
+				t.Fatalf("%q read as %+v, which the router refuses: %v", v, tlsConfig, err)
+			}
+		}
+	})
+}

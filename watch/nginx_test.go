@@ -130,6 +130,13 @@ func FuzzNginxAnnotations(f *testing.F) {
 		{"proxy-cookie-path", "/app /", "/"},
 		{"mirror-target", "http://web.default.svc/copies", "/"},
 		{"server-alias", "a.example, *.b.example", "/"},
+		{"proxy-next-upstream-timeout", "3", "/"},
+		{"auth-cache-duration", "200 202 10m, 401 1m 30s", "/"},
+		{"auth-cache-key", "$remote_user$http_authorization", "/"},
+		{"limit-rate", "100", "/"},
+		{"proxy-ssl-ciphers", "HIGH:!aNULL:!MD5", "/"},
+		{"proxy-ssl-protocols", "TLSv1.2 TLSv1.3", "/"},
+		{"affinity-canary-behavior", "legacy", "/"},
 	} {
 		f.Add(seed[0], seed[1], seed[2])
 	}
