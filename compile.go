@@ -135,7 +135,7 @@ func compileSnapshot(snap *watch.Snapshot, number uint64, prev *generation, log 
 	return gen
 }
 
-// addL4 compiles a TLS passthrough or TCP listener. Its table is small
+// addL4 compiles a TLS, TCP or UDP listener. Its table is small
 // (a route per hostname) and built again whenever its routes change.
 func (gen *generation) addL4(address string, l watch.Listener, prev *listenerState) {
 	state := listenerState{Address: address, Protocol: string(l.Protocol), spec: l}
@@ -145,14 +145,20 @@ func (gen *generation) addL4(address string, l watch.Listener, prev *listenerSta
 		state.l4, state.routeErrs = router.CompileL4Socket(l.Routes, l.L4Listeners())
 	}
 	protocol := proxy.TCP
-	if l.Protocol == watch.ProtocolTLS {
+	switch l.Protocol {
+	case watch.ProtocolTLS:
 		protocol = proxy.TLSPassthrough
+	case watch.ProtocolUDP:
+		protocol = proxy.UDP
+		// Named as the proxy names it, apart from a TCP listener of
+		// the same address.
+		state.Address = l.Name
 	}
 	if len(l.Terminate) > 0 {
 		state.buildTLS(prev)
 	}
-	gen.LeftOut = append(gen.LeftOut, describeErrors(address, state.routeErrs)...)
-	gen.LeftOut = append(gen.LeftOut, describeErrors(address, state.certErrs)...)
+	gen.LeftOut = append(gen.LeftOut, describeErrors(state.Address, state.routeErrs)...)
+	gen.LeftOut = append(gen.LeftOut, describeErrors(state.Address, state.certErrs)...)
 	gen.config.Listeners = append(gen.config.Listeners, proxy.Listener{Address: address, Protocol: protocol, L4: state.l4, TLS: state.tls})
 	gen.Listeners = append(gen.Listeners, state)
 }

@@ -179,6 +179,8 @@ func parseFlags(args []string, output io.Writer) (*config, error) {
 	fs.IntVar(&c.proxy.MaxIdleConnsPerEndpoint, "max-idle-per-endpoint", c.proxy.MaxIdleConnsPerEndpoint, "idle keep-alive connections kept to each backend endpoint (for backends that limit connections; fewer than the requests in flight to an endpoint makes the extra ones reconnect)")
 	fs.DurationVar(&c.proxy.ShutdownDelay, "shutdown-delay", c.proxy.ShutdownDelay, "on SIGTERM, how long listeners keep accepting after /readyz fails, with answers that close their connections")
 	fs.DurationVar(&c.proxy.ShutdownGrace, "shutdown-grace", c.proxy.ShutdownGrace, "on SIGTERM, how long requests in flight get to finish")
+	fs.DurationVar(&c.proxy.UDPFlowIdleTimeout, "udp-flow-idle-timeout", c.proxy.UDPFlowIdleTimeout, "how long a UDP flow (client address and port) lives without a datagram either way")
+	fs.IntVar(&c.proxy.MaxUDPFlows, "max-udp-flows", c.proxy.MaxUDPFlows, "flows per UDP listener; datagrams that would start more are dropped (-1: no cap)")
 	fs.StringVar(&c.logFormat, "log-format", "json", "json or text")
 	fs.TextVar(&c.logLevel, "log-level", slog.LevelInfo, "debug, info, warn or error")
 	fs.BoolVar(&c.accessLog, "access-log", true, "log every request")
@@ -487,10 +489,15 @@ func accessLogger(log *slog.Logger) func(*proxy.AccessRecord) {
 func l4AccessLogger(log *slog.Logger) func(*proxy.L4AccessRecord) {
 	access := log.With("log", "access")
 	return func(r *proxy.L4AccessRecord) {
-		access.Info("connection",
+		msg := "connection"
+		if r.Mode.String() == "UDP" {
+			msg = "flow"
+		}
+		access.Info(msg,
 			"listener", r.Listener, "remote_addr", r.Client.String(), "proto", r.Mode.String(),
 			"server_name", r.ServerName, "route", r.Route.String(), "refused", r.Refused,
 			"backend", r.Backend, "endpoint", r.Endpoint, "bytes_received", r.BytesIn, "bytes_sent", r.BytesOut,
+			"packets_received", r.PacketsIn, "packets_sent", r.PacketsOut,
 			"duration_seconds", r.Duration.Seconds())
 	}
 }

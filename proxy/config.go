@@ -23,6 +23,10 @@ const (
 	TLSPassthrough
 	// TCP passes a connection's bytes to the listener's route (proxy/l4).
 	TCP
+	// UDP passes the datagrams of each client flow to the listener's
+	// route (proxy/l4). Its socket is a UDP one: a UDP listener and a
+	// TCP one of the same Address are two listeners (Listener.key).
+	UDP
 )
 
 func (p Protocol) String() string {
@@ -33,12 +37,24 @@ func (p Protocol) String() string {
 		return "TLS"
 	case TCP:
 		return "TCP"
+	case UDP:
+		return "UDP"
 	}
 	return "HTTP"
 }
 
 // l4 reports whether p is served by proxy/l4.
-func (p Protocol) l4() bool { return p == TLSPassthrough || p == TCP }
+func (p Protocol) l4() bool { return p == TLSPassthrough || p == TCP || p == UDP }
+
+// key identifies l among the listeners: its Address, with "/udp" for a
+// UDP listener, whose socket is apart from the TCP one of the same
+// address and port.
+func (l *Listener) key() string {
+	if l.Protocol == UDP {
+		return l.Address + "/udp"
+	}
+	return l.Address
+}
 
 // Config is the whole listener set. Apply makes it current.
 type Config struct {
@@ -46,7 +62,7 @@ type Config struct {
 }
 
 // Listener is one socket and what it serves. Listeners are identified by
-// Address: a listener whose Address stays keeps its socket and connections
+// Address (and UDP or not: key): a listener whose Address stays keeps its socket and connections
 // across Apply calls, and only its routes and certificates are swapped.
 type Listener struct {
 	// Address is host:port; an empty host listens on every address.

@@ -38,6 +38,47 @@ func (s *Server) openL4Listener(cfg *Listener, ln net.Listener, port int) *liste
 	return l
 }
 
+// openUDPListener serves a UDP listener with proxy/l4's flows. PROXY
+// protocol and the connection caps are TCP's and do not apply; the cap
+// of flows does.
+func (s *Server) openUDPListener(cfg *Listener) (*listener, error) {
+	pc, err := net.ListenPacket("udp", cfg.Address)
+	if err != nil {
+		return nil, err
+	}
+	conn := pc.(*net.UDPConn)
+	key := cfg.key()
+	l := &listener{
+		srv:      s,
+		protocol: cfg.Protocol,
+		addr:     key,
+		port:     conn.LocalAddr().(*net.UDPAddr).Port,
+		udp:      conn,
+		stats:    s.metrics.listener(key),
+	}
+	o := s.l4Options(key, l4.UDP)
+	o.FlowIdleTimeout = s.opts.UDPFlowIdleTimeout
+	o.MaxFlows = max(s.opts.MaxUDPFlows, 0)
+	l.flows = l4.NewUDP(o, cfg.L4, conn)
+	l.serving.Go(func() {
+		if err := l.flows.Serve(); !errors.Is(err, net.ErrClosed) {
+			s.log.Error("listener stopped", "listener", l.addr, "error", err)
+		}
+	})
+	s.log.Info("listener opened", "listener", l.addr, "protocol", cfg.Protocol.String(), "port", l.port)
+	return l, nil
+}
+
+// drainUDP ends the flows of a UDP listener whose socket is closed: their
+// answers could no longer reach their clients.
+func (l *listener) drainUDP() bool {
+	l.serving.Wait()
+	l.flows.Close()
+	l.srv.l4metrics.Forget(l.addr)
+	l.srv.log.Info("listener closed", "listener", l.addr, "clean", true)
+	return true
+}
+
 // l4Options are what proxy/l4 serves a listener at address with.
 func (s *Server) l4Options(address string, mode l4.Mode) l4.Options {
 	o := &s.opts

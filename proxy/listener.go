@@ -64,6 +64,8 @@ type listener struct {
 	// stream serves a Layer 4 listener, which has none of the above but
 	// tcp and stats.
 	stream *l4.Listener
+	// flows serve a UDP listener, whose socket is udp.
+	flows *l4.UDPListener
 	// sharedTLS serves, on an HTTPS listener, the connections of the TLS
 	// listeners (passthrough or terminate) that share its socket
 	// (serveConn).
@@ -84,6 +86,10 @@ type listenerState struct {
 }
 
 func (l *listener) publish(cfg *Listener) {
+	if l.flows != nil {
+		l.flows.Publish(cfg.L4)
+		return
+	}
 	if l.stream != nil {
 		l.stream.Publish(cfg.L4, cfg.TLS)
 		return
@@ -100,6 +106,9 @@ func (l *listener) publish(cfg *Listener) {
 func (l *listener) tlsStore() *tlsstore.Store { return l.state.Load().tls }
 
 func (s *Server) openListener(cfg *Listener) (*listener, error) {
+	if cfg.Protocol == UDP {
+		return s.openUDPListener(cfg)
+	}
 	ln, err := net.Listen("tcp", cfg.Address)
 	if err != nil {
 		return nil, err
@@ -325,12 +334,19 @@ func padByte(b []byte) byte { return b[len(b)-1] }
 
 // stopAccepting closes the sockets; connections already open stay.
 func (l *listener) stopAccepting() {
+	if l.flows != nil {
+		l.udp.Close()
+		return
+	}
 	l.tcp.Close()
 }
 
 // drain waits for the listener's connections to finish their work, closing
 // them all once ctx is done. It reports whether they finished in time.
 func (l *listener) drain(ctx context.Context) bool {
+	if l.flows != nil {
+		return l.drainUDP()
+	}
 	if l.stream != nil {
 		return l.drainL4(ctx)
 	}

@@ -141,6 +141,14 @@ type Options struct {
 	// Default 30s.
 	ShutdownGrace time.Duration
 
+	// UDPFlowIdleTimeout ends a UDP flow (a client address and port)
+	// after so long without a datagram either way. Default 30s.
+	UDPFlowIdleTimeout time.Duration
+	// MaxUDPFlows caps the flows of each UDP listener; a datagram that
+	// would start another is dropped and counted. Each flow holds a
+	// socket and a receive buffer. Default 4096; NoCap lifts it.
+	MaxUDPFlows int
+
 	// Logger receives events (never one per request). Default
 	// slog.Default().
 	Logger *slog.Logger
@@ -185,6 +193,8 @@ func DefaultOptions() Options {
 		MaxEjectionTime:          5 * time.Minute,
 		ShutdownDelay:            5 * time.Second,
 		ShutdownGrace:            30 * time.Second,
+		UDPFlowIdleTimeout:       30 * time.Second,
+		MaxUDPFlows:              4096,
 		Logger:                   slog.Default(),
 	}
 }
@@ -216,6 +226,8 @@ func (o Options) complete() (Options, error) {
 	setDefault(&o.MaxEjectionTime, d.MaxEjectionTime)
 	setDefault(&o.ShutdownDelay, d.ShutdownDelay)
 	setDefault(&o.ShutdownGrace, d.ShutdownGrace)
+	setDefault(&o.UDPFlowIdleTimeout, d.UDPFlowIdleTimeout)
+	setDefault(&o.MaxUDPFlows, d.MaxUDPFlows)
 	if o.Logger == nil {
 		o.Logger = d.Logger
 	}

@@ -110,11 +110,11 @@ func (s *Server) Apply(cfg Config) error {
 	wanted := make(map[string]*Listener, len(cfg.Listeners))
 	for i := range cfg.Listeners {
 		l := &cfg.Listeners[i]
-		if _, dup := wanted[l.Address]; dup {
-			errs = append(errs, fmt.Errorf("apply listener %s: address listed twice", l.Address))
+		if _, dup := wanted[l.key()]; dup {
+			errs = append(errs, fmt.Errorf("apply listener %s: address listed twice", l.key()))
 			continue
 		}
-		wanted[l.Address] = l
+		wanted[l.key()] = l
 	}
 	for addr, cur := range s.listeners {
 		if w, ok := wanted[addr]; ok && w.Protocol == cur.protocol {

@@ -1,7 +1,7 @@
 package router
 
-// Layer 4 routes: TLSRoute (chosen by the server name of a ClientHello)
-// and TCPRoute (one per listener). They share the model of the HTTP
+// Layer 4 routes: TLSRoute (chosen by the server name of a ClientHello),
+// TCPRoute and UDPRoute (one per listener). They share the model of the HTTP
 // routes, Route and Rule, without matches or filters: a rule is only its
 // weighted backends. What differs is the lookup, a server name or nothing,
 // so an L4Table is its own small immutable structure rather than a mode of
@@ -22,10 +22,11 @@ import (
 const (
 	KindTLSRoute Kind = "TLSRoute"
 	KindTCPRoute Kind = "TCPRoute"
+	KindUDPRoute Kind = "UDPRoute"
 )
 
 // IsL4 reports whether routes of kind k are served by an L4Table.
-func (k Kind) IsL4() bool { return k == KindTLSRoute || k == KindTCPRoute }
+func (k Kind) IsL4() bool { return k == KindTLSRoute || k == KindTCPRoute || k == KindUDPRoute }
 
 // L4Target is what a connection to an L4 listener is served by.
 type L4Target struct {
@@ -40,7 +41,7 @@ type L4Target struct {
 	Rule *Rule
 }
 
-// L4Table is the compiled routes of one TLS passthrough or TCP socket. It
+// L4Table is the compiled routes of one TLS, TCP or UDP socket. It
 // never changes once CompileL4 returns it.
 type L4Table struct {
 	// scopes are one per listener hostname bound on the socket, most
@@ -305,9 +306,9 @@ func (t *L4Table) WriteText(w io.Writer) error {
 	return err
 }
 
-// ValidateL4 checks a TLSRoute or TCPRoute: one rule with backends and
-// nothing an L4 proxy cannot do (matches, filters), valid hostnames, and
-// no hostnames on a TCPRoute.
+// ValidateL4 checks a TLSRoute, TCPRoute or UDPRoute: one rule with
+// backends and nothing an L4 proxy cannot do (matches, filters), valid
+// hostnames, and no hostnames on a TCPRoute or UDPRoute.
 func ValidateL4(r *Route) error {
 	if !r.ID.Kind.IsL4() {
 		return fmt.Errorf("kind %s: not a Layer 4 route kind", quote(r.ID.Kind))
@@ -320,8 +321,8 @@ func ValidateL4(r *Route) error {
 			return fmt.Errorf("listener hostname %s: %w", quote(r.Listener), err)
 		}
 	}
-	if r.ID.Kind == KindTCPRoute && len(r.Hostnames) > 0 {
-		return errors.New("hostnames: a TCPRoute has none")
+	if r.ID.Kind != KindTLSRoute && len(r.Hostnames) > 0 {
+		return fmt.Errorf("hostnames: a %s has none", r.ID.Kind)
 	}
 	for i, h := range r.Hostnames {
 		if err := validateHostname(h); err != nil {

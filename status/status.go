@@ -105,6 +105,7 @@ type Writer struct {
 	grpcRoutes []watch.RouteReport[*gatewayv1.GRPCRoute]
 	tlsRoutes  []watch.RouteReport[*gatewayv1.TLSRoute]
 	tcpRoutes  []watch.RouteReport[*gatewayv1.TCPRoute]
+	udpRoutes  []watch.RouteReport[*gatewayv1.UDPRoute]
 	policies   []watch.PolicyReport
 	ingresses  []watch.IngressReport
 	// annotationEvents is the message of the last annotation Event
@@ -289,6 +290,7 @@ func (w *Writer) write(ctx context.Context, r *watch.Reports) {
 	w.grpcRoutes = append(w.grpcRoutes[:0], r.GRPCRoutes...)
 	w.tlsRoutes = append(w.tlsRoutes[:0], r.TLSRoutes...)
 	w.tcpRoutes = append(w.tcpRoutes[:0], r.TCPRoutes...)
+	w.udpRoutes = append(w.udpRoutes[:0], r.UDPRoutes...)
 	w.policies = append(w.policies[:0], r.BackendTLSPolicies...)
 	if !w.opts.NoIngressStatus {
 		w.ingresses = append(w.ingresses[:0], r.Ingresses...)
@@ -319,6 +321,8 @@ func (w *Writer) write(ctx context.Context, r *watch.Reports) {
 		func(o *gatewayv1.TLSRoute) *gatewayv1.RouteStatus { return &o.Status.RouteStatus }, wantedRoute)
 	drainRoutes(p, w.tcpRoutes, "TCPRoute", func(ns string) statusClient[*gatewayv1.TCPRoute] { return v1.TCPRoutes(ns) },
 		func(o *gatewayv1.TCPRoute) *gatewayv1.RouteStatus { return &o.Status.RouteStatus }, wantedRoute)
+	drainRoutes(p, w.udpRoutes, "UDPRoute", func(ns string) statusClient[*gatewayv1.UDPRoute] { return v1.UDPRoutes(ns) },
+		func(o *gatewayv1.UDPRoute) *gatewayv1.RouteStatus { return &o.Status.RouteStatus }, wantedRoute)
 	drain(w.policies, func(pr *watch.PolicyReport) {
 		writeUnsettled(p, pr.Object, pr.Ancestors, equality.Semantic.DeepEqual, func() (bool, error) {
 			client := w.gw.GatewayV1().BackendTLSPolicies(pr.Object.Namespace)

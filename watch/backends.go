@@ -8,6 +8,7 @@ import (
 	"net"
 	"slices"
 	"strconv"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -77,7 +78,14 @@ const (
 	// of the port for the listeners in mode Terminate, where hostgate
 	// makes the connection's TLS to the backend (passthrough ignores it).
 	forTLSStream
+	// forDatagram is a UDPRoute's: datagrams as they come, to the
+	// Service's UDP port of the number referenced.
+	forDatagram
 )
+
+// layer4 reports whether a backend of use gets bytes or datagrams as they
+// come rather than HTTP.
+func (u backendUse) layer4() bool { return u == forStream || u == forTLSStream || u == forDatagram }
 
 func useFor(grpc bool) backendUse {
 	if grpc {
@@ -115,8 +123,17 @@ func (t *translator) backendRef(from refFrom, ref gatewayv1.BackendObjectReferen
 	if svc == nil {
 		return router.BackendRef{}, refErr(gatewayv1.RouteReasonBackendNotFound, "Service %s/%s: %w", namespace, ref.Name, errServiceNotFound)
 	}
-	i := slices.IndexFunc(svc.Spec.Ports, func(p corev1.ServicePort) bool { return p.Port == *ref.Port })
+	// A Service may have a TCP and a UDP port of one number (DNS): the
+	// one of the transport the route carries is meant.
+	transport := corev1.ProtocolTCP
+	if use == forDatagram {
+		transport = corev1.ProtocolUDP
+	}
+	i := slices.IndexFunc(svc.Spec.Ports, func(p corev1.ServicePort) bool { return p.Port == *ref.Port && portProtocol(&p) == transport })
 	if i < 0 {
+		if j := slices.IndexFunc(svc.Spec.Ports, func(p corev1.ServicePort) bool { return p.Port == *ref.Port }); j >= 0 {
+			return router.BackendRef{}, refErr(gatewayv1.RouteReasonUnsupportedProtocol, "Service %s/%s port %d: protocol %s, where %s is carried", namespace, ref.Name, *ref.Port, portProtocol(&svc.Spec.Ports[j]), transport)
+		}
 		return router.BackendRef{}, refErr(gatewayv1.RouteReasonBackendNotFound, "Service %s/%s: has no port %d", namespace, ref.Name, *ref.Port)
 	}
 	return t.servicePort(svc, &svc.Spec.Ports[i], use)
@@ -129,7 +146,12 @@ func (t *translator) servicePort(svc *corev1.Service, port *corev1.ServicePort, 
 		return router.BackendRef{}, refErr(gatewayv1.RouteReasonBackendNotFound, "Service %s/%s: ExternalName Services are not supported", svc.Namespace, svc.Name)
 	}
 	name := svc.Namespace + "/" + svc.Name + ":" + strconv.Itoa(int(port.Port))
-	if use == forStream || use == forTLSStream {
+	if portProtocol(port) != corev1.ProtocolTCP {
+		// Apart from the TCP port of the same number, whose endpoints
+		// may differ.
+		name += "/" + strings.ToLower(string(portProtocol(port)))
+	}
+	if use.layer4() {
 		ref := router.BackendRef{Name: name, Weight: 1}
 		if use == forTLSStream {
 			if policy := t.servicePolicy(svc, port); policy != nil {
@@ -223,6 +245,14 @@ func (t *translator) endpointSet(list []*discoveryv1.EndpointSlice, port *corev1
 	return set
 }
 
+// portProtocol is a Service port's protocol, TCP when it names none.
+func portProtocol(p *corev1.ServicePort) corev1.Protocol {
+	if p.Protocol == "" {
+		return corev1.ProtocolTCP
+	}
+	return p.Protocol
+}
+
 func slicePort(slice *discoveryv1.EndpointSlice, port *corev1.ServicePort) int32 {
 	if len(slice.Ports) == 0 {
 		if port.TargetPort.IntVal > 0 && port.TargetPort.StrVal == "" {
@@ -239,7 +269,7 @@ func slicePort(slice *discoveryv1.EndpointSlice, port *corev1.ServicePort) int32
 		if p.Protocol != nil {
 			proto = *p.Protocol
 		}
-		if name == port.Name && proto == corev1.ProtocolTCP && p.Port != nil {
+		if name == port.Name && proto == portProtocol(port) && p.Port != nil {
 			return *p.Port
 		}
 	}

@@ -296,6 +296,7 @@ func (c *clusterStore) gatewayKinds() map[string]func() cache.SharedIndexInforme
 		"grpcroutes":         v1.GRPCRoutes().Informer,
 		"tlsroutes":          v1.TLSRoutes().Informer,
 		"tcproutes":          v1.TCPRoutes().Informer,
+		"udproutes":          v1.UDPRoutes().Informer,
 		"referencegrants":    v1.ReferenceGrants().Informer,
 		"backendtlspolicies": v1.BackendTLSPolicies().Informer,
 	}
@@ -547,7 +548,7 @@ func eventHandler(changed, statusChanged func()) cache.ResourceEventHandler {
 // with a status subresource, the generation counts changes of spec.
 func onlyStatusChanged(obj any, o, n metav1.Object) bool {
 	switch obj.(type) {
-	case *gatewayv1.HTTPRoute, *gatewayv1.GRPCRoute, *gatewayv1.TLSRoute, *gatewayv1.TCPRoute, *gatewayv1.Gateway, *gatewayv1.ListenerSet, *gatewayv1.GatewayClass, *gatewayv1.BackendTLSPolicy, *networkingv1.Ingress:
+	case *gatewayv1.HTTPRoute, *gatewayv1.GRPCRoute, *gatewayv1.TLSRoute, *gatewayv1.TCPRoute, *gatewayv1.UDPRoute, *gatewayv1.Gateway, *gatewayv1.ListenerSet, *gatewayv1.GatewayClass, *gatewayv1.BackendTLSPolicy, *networkingv1.Ingress:
 	default:
 		return false
 	}

@@ -357,6 +357,7 @@ var routeKinds = map[gatewayv1.ProtocolType][]router.Kind{
 	gatewayv1.HTTPSProtocolType: {router.KindHTTPRoute, router.KindGRPCRoute},
 	gatewayv1.TLSProtocolType:   {router.KindTLSRoute},
 	gatewayv1.TCPProtocolType:   {router.KindTCPRoute},
+	gatewayv1.UDPProtocolType:   {router.KindUDPRoute},
 }
 
 // listener validates spec, a listener of g or of set, one of g's
@@ -375,7 +376,7 @@ func (t *translator) listener(g *gateway, set *listenerSet, spec *gatewayv1.List
 	}
 	if routeKinds[spec.Protocol] == nil {
 		l.accepted.first(string(gatewayv1.ListenerReasonUnsupportedProtocol),
-			fmt.Sprintf("protocol %q: hostgate serves HTTP, HTTPS, TLS and TCP", spec.Protocol))
+			fmt.Sprintf("protocol %q: hostgate serves HTTP, HTTPS, TLS, TCP and UDP", spec.Protocol))
 		return l
 	}
 	if spec.Protocol == gatewayv1.TLSProtocolType {
@@ -550,7 +551,15 @@ func markConflicts(ls []*listener) {
 // served, or "" when they can. HTTPS and TLS listeners (either mode) share
 // a port, chosen by server name, as listeners of one protocol do.
 func conflictBetween(a, b *listener) gatewayv1.ListenerConditionReason {
+	udpA, udpB := a.spec.Protocol == gatewayv1.UDPProtocolType, b.spec.Protocol == gatewayv1.UDPProtocolType
 	switch {
+	case udpA != udpB:
+		// One port number, two transports: apart, save for HTTPS,
+		// whose HTTP/3 listens on the UDP port (conflict's message).
+		if a.spec.Protocol == gatewayv1.HTTPSProtocolType || b.spec.Protocol == gatewayv1.HTTPSProtocolType {
+			return gatewayv1.ListenerReasonProtocolConflict
+		}
+		return ""
 	case a.spec.Protocol != b.spec.Protocol && !sharesTLSSocket(Protocol(a.spec.Protocol), Protocol(b.spec.Protocol)):
 		return gatewayv1.ListenerReasonProtocolConflict
 	case a.hostname == b.hostname:
@@ -570,6 +579,9 @@ func (l *listener) conflict(reason gatewayv1.ListenerConditionReason, other *lis
 		return
 	}
 	l.conflictWith = fmt.Sprintf("protocol %s conflicts with listener %q of protocol %s on port %d", l.spec.Protocol, other.spec.Name, other.spec.Protocol, l.spec.Port)
+	if (l.spec.Protocol == gatewayv1.UDPProtocolType) != (other.spec.Protocol == gatewayv1.UDPProtocolType) {
+		l.conflictWith += " (HTTPS serves HTTP/3 on the UDP port of its number)"
+	}
 }
 
 // bindListener binds l at every address of its Gateway.

@@ -263,6 +263,9 @@ func describeReports(t testing.TB, r *Reports) string {
 	for _, rr := range r.TCPRoutes {
 		p.Routes = append(p.Routes, printRoute("TCPRoute", &rr.Object.ObjectMeta, rr.Parents))
 	}
+	for _, rr := range r.UDPRoutes {
+		p.Routes = append(p.Routes, printRoute("UDPRoute", &rr.Object.ObjectMeta, rr.Parents))
+	}
 	for _, pr := range r.BackendTLSPolicies {
 		parents := make([]gatewayv1.RouteParentStatus, len(pr.Ancestors))
 		for i, a := range pr.Ancestors {

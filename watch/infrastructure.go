@@ -129,7 +129,8 @@ func infrastructureMeta(gw *gatewayv1.Gateway) metav1.ObjectMeta {
 }
 
 // servicePorts are the ports of gw's listeners, one per port and
-// protocol: TCP for every listener, UDP too for HTTPS (HTTP/3).
+// protocol: TCP for every listener but UDP ones, UDP for those and for
+// HTTPS (HTTP/3).
 func servicePorts(listeners []gatewayv1.Listener) []corev1.ServicePort {
 	var ports []corev1.ServicePort
 	add := func(port int32, protocol corev1.Protocol) {
@@ -140,6 +141,10 @@ func servicePorts(listeners []gatewayv1.Listener) []corev1.ServicePort {
 	}
 	for _, l := range listeners {
 		if l.Port < 1 || l.Port > 65535 {
+			continue
+		}
+		if l.Protocol == gatewayv1.UDPProtocolType {
+			add(int32(l.Port), corev1.ProtocolUDP)
 			continue
 		}
 		add(int32(l.Port), corev1.ProtocolTCP)

@@ -1,8 +1,8 @@
 package watch
 
-// TLSRoutes and TCPRoutes: one rule of weighted backends each, attached
-// like the HTTP routes (parentRefs, allowedRoutes, hostnames intersected
-// for TLSRoutes) to TLS passthrough and TCP listeners.
+// TLSRoutes, TCPRoutes and UDPRoutes: one rule of weighted backends each,
+// attached like the HTTP routes (parentRefs, allowedRoutes, hostnames
+// intersected for TLSRoutes) to TLS, TCP and UDP listeners.
 
 import (
 	"fmt"
@@ -28,7 +28,17 @@ func (t *translator) tcpRoute(obj *gatewayv1.TCPRoute) *route {
 	return r
 }
 
-// l4Rules translates the rules of a TLSRoute or TCPRoute, whose fields
+// udpRoute is tcpRoute for datagrams: the same attachment and conditions,
+// with the Services' UDP ports as backends.
+func (t *translator) udpRoute(obj *gatewayv1.UDPRoute) *route {
+	r := t.newRoute(router.KindUDPRoute, &obj.ObjectMeta, &obj.Spec.CommonRouteSpec, nil, obj.Status.Parents)
+	l4Rules(t, r, forDatagram, obj.Spec.Rules, func(rule *gatewayv1.UDPRouteRule) (*gatewayv1.SectionName, []gatewayv1.BackendRef) {
+		return rule.Name, rule.BackendRefs
+	})
+	return r
+}
+
+// l4Rules translates the rules of a TLSRoute, TCPRoute or UDPRoute, whose fields
 // parts reads, into r. Backends that do not resolve stay in the rule as
 // invalid ones, so that their share of connections is refused as the spec
 // asks; router.ValidateL4 (in finish) refuses what cannot be served at

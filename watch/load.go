@@ -58,6 +58,7 @@ var fileKinds = map[schema.GroupKind]kindInfo{
 	{Group: gatewayv1.GroupName, Kind: "GRPCRoute"}:               {[]string{"v1"}, true, decodeAs[gatewayv1.GRPCRoute]},
 	{Group: gatewayv1.GroupName, Kind: "TLSRoute"}:                {[]string{"v1"}, true, decodeAs[gatewayv1.TLSRoute]},
 	{Group: gatewayv1.GroupName, Kind: "TCPRoute"}:                {[]string{"v1"}, true, decodeAs[gatewayv1.TCPRoute]},
+	{Group: gatewayv1.GroupName, Kind: "UDPRoute"}:                {[]string{"v1"}, true, decodeAs[gatewayv1.UDPRoute]},
 	{Group: gatewayv1.GroupName, Kind: "ReferenceGrant"}:          {gatewayVersions, true, decodeAs[gatewayv1.ReferenceGrant]},
 	{Group: gatewayv1.GroupName, Kind: "BackendTLSPolicy"}:        {[]string{"v1"}, true, decodeAs[gatewayv1.BackendTLSPolicy]},
 }

@@ -15,13 +15,14 @@ type Reports struct {
 	GatewayClasses []GatewayClassReport
 	Gateways       []GatewayReport
 	ListenerSets   []ListenerSetReport
-	// HTTPRoutes, GRPCRoutes, TLSRoutes and TCPRoutes hold every route that references one of
+	// HTTPRoutes, GRPCRoutes, TLSRoutes, TCPRoutes and UDPRoutes hold every route that references one of
 	// our Gateways or still carries a parent status of ours (then with no
 	// Parents, so the writer removes it).
 	HTTPRoutes []RouteReport[*gatewayv1.HTTPRoute]
 	GRPCRoutes []RouteReport[*gatewayv1.GRPCRoute]
 	TLSRoutes  []RouteReport[*gatewayv1.TLSRoute]
 	TCPRoutes  []RouteReport[*gatewayv1.TCPRoute]
+	UDPRoutes  []RouteReport[*gatewayv1.UDPRoute]
 	// BackendTLSPolicies hold every policy that targets a Service our
 	// Gateways' routes use, or that still carries an ancestor status of
 	// ours (then with no Ancestors).

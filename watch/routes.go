@@ -98,7 +98,7 @@ func (t *translator) backendFor(r *route, field string, ref gatewayv1.BackendRef
 	if ref.Weight != nil {
 		weight = *ref.Weight
 	}
-	if use != forStream {
+	if use != forStream && use != forDatagram {
 		t.notePolicyService(r, &ref.BackendObjectReference)
 	}
 	b, err := t.backendRef(r.from, ref.BackendObjectReference, use)
@@ -115,6 +115,7 @@ func (t *translator) routes() {
 	t.reports.GRPCRoutes = translateRoutes(t, t.objs.grpcRoutes, t.grpcRoute)
 	t.reports.TLSRoutes = translateRoutes(t, t.objs.tlsRoutes, t.tlsRoute)
 	t.reports.TCPRoutes = translateRoutes(t, t.objs.tcpRoutes, t.tcpRoute)
+	t.reports.UDPRoutes = translateRoutes(t, t.objs.udpRoutes, t.udpRoute)
 }
 
 // translateRoutes translates and attaches the routes of one kind and

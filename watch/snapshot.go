@@ -41,16 +41,21 @@ const (
 	ProtocolTLS Protocol = "TLS"
 	// ProtocolTCP is a TCPRoute's: bytes both ways to its backend.
 	ProtocolTCP Protocol = "TCP"
+	// ProtocolUDP is a UDPRoute's: datagrams both ways, by client flow.
+	// Its socket is a UDP one, apart from the TCP socket of the same
+	// address and port (Listener.Name).
+	ProtocolUDP Protocol = "UDP"
 )
 
 // L4 reports whether a listener of protocol p serves Layer 4 routes
 // (router.CompileL4) rather than an HTTP routing table.
-func (p Protocol) L4() bool { return p == ProtocolTLS || p == ProtocolTCP }
+func (p Protocol) L4() bool { return p == ProtocolTLS || p == ProtocolTCP || p == ProtocolUDP }
 
 // Listener is one socket and what it serves. Several Gateway listeners (and
 // the Ingress listener) that bind the same address and port share one.
 type Listener struct {
-	// Name is "address:port", the key the data plane can diff on.
+	// Name is "address:port", the key the data plane can diff on;
+	// "address:port/udp" for a UDP listener.
 	Name string
 	// Address is an IP address; empty means every address of the node.
 	Address  string

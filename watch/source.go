@@ -246,6 +246,7 @@ func (r *Reports) findProblems() []string {
 	routeProblems(r.GRPCRoutes, "GRPCRoute", add)
 	routeProblems(r.TLSRoutes, "TLSRoute", add)
 	routeProblems(r.TCPRoutes, "TCPRoute", add)
+	routeProblems(r.UDPRoutes, "UDPRoute", add)
 	for _, pr := range r.BackendTLSPolicies {
 		for _, a := range pr.Ancestors {
 			add("BackendTLSPolicy", pr.Object.Namespace, pr.Object.Name, "", a.Conditions)

@@ -26,6 +26,7 @@ type objects struct {
 	grpcRoutes      []*gatewayv1.GRPCRoute
 	tlsRoutes       []*gatewayv1.TLSRoute
 	tcpRoutes       []*gatewayv1.TCPRoute
+	udpRoutes       []*gatewayv1.UDPRoute
 	referenceGrants []*gatewayv1.ReferenceGrant
 	backendTLS      []*gatewayv1.BackendTLSPolicy
 	services        []*corev1.Service
@@ -70,6 +71,8 @@ func (o *objects) add(obj any, hint int) bool {
 		o.tlsRoutes = appendTo(o.tlsRoutes, v, hint)
 	case *gatewayv1.TCPRoute:
 		o.tcpRoutes = appendTo(o.tcpRoutes, v, hint)
+	case *gatewayv1.UDPRoute:
+		o.udpRoutes = appendTo(o.udpRoutes, v, hint)
 	case *gatewayv1.ReferenceGrant:
 		o.referenceGrants = appendTo(o.referenceGrants, v, hint)
 	case *gatewayv1.BackendTLSPolicy:
@@ -121,6 +124,7 @@ func (o *objects) sort(orders *orders) {
 	// oldest is served.
 	sortObjects(o.tlsRoutes)
 	sortObjects(o.tcpRoutes)
+	sortObjects(o.udpRoutes)
 	sortObjects(o.nodes)
 }
 

@@ -300,6 +300,15 @@ func socketName(address string, port int) string {
 // by one that does not.
 func (t *translator) bind(address string, port int, protocol Protocol, hostname string, validation *ClientValidation) (*socket, string) {
 	name := socketName(address, port)
+	switch tcp := t.sockets[name]; {
+	case protocol == ProtocolUDP && tcp != nil && tcp.protocol == ProtocolHTTPS:
+		return nil, http3Conflict(name)
+	case protocol == ProtocolHTTPS && t.sockets[udpSocketName(name)] != nil:
+		return nil, http3Conflict(name)
+	}
+	if protocol == ProtocolUDP {
+		name = udpSocketName(name)
+	}
 	s := t.sockets[name]
 	if s == nil {
 		s = &socket{address: address, port: port, protocol: protocol, last: t.lastRoutes(name), validations: map[string]*ClientValidation{}, protocols: map[string]Protocol{}}
@@ -334,6 +343,17 @@ func (t *translator) bind(address string, port int, protocol Protocol, hostname 
 		s.hostnames = append(s.hostnames, hostname)
 	}
 	return s, ""
+}
+
+// udpSocketName is the name of the UDP socket of the address and port of
+// the TCP socket name. UDP listeners have sockets of their own: TCP (or
+// HTTP) and UDP listeners of one port number do not meet, save for HTTPS,
+// whose HTTP/3 takes the UDP port of its number.
+func udpSocketName(name string) string { return name + "/udp" }
+
+// http3Conflict says why a UDP and an HTTPS listener cannot share a port.
+func http3Conflict(name string) string {
+	return fmt.Sprintf("%s: UDP and HTTPS listeners conflict, HTTPS serving HTTP/3 on the UDP port of its number", name)
 }
 
 // sharesTLSSocket reports whether listeners of protocols a and b can
@@ -442,7 +462,11 @@ func (t *translator) snapshot() *Snapshot {
 		if c := cmp.Compare(a.Port, b.Port); c != 0 {
 			return c
 		}
-		return cmp.Compare(a.Address, b.Address)
+		if c := cmp.Compare(a.Address, b.Address); c != 0 {
+			return c
+		}
+		// A TCP and a UDP socket of one address and port.
+		return cmp.Compare(a.Name, b.Name)
 	})
 	return snap
 }

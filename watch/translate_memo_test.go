@@ -57,7 +57,7 @@ func checkMemo(t testing.TB, objs *objects, opts Options, fail func(format strin
 // all lists every object of o.
 func (o *objects) all() []any {
 	var out []any
-	for _, list := range []any{o.ingressClasses, o.ingresses, o.gatewayClasses, o.gateways, o.listenerSets, o.httpRoutes, o.grpcRoutes, o.tlsRoutes, o.tcpRoutes,
+	for _, list := range []any{o.ingressClasses, o.ingresses, o.gatewayClasses, o.gateways, o.listenerSets, o.httpRoutes, o.grpcRoutes, o.tlsRoutes, o.tcpRoutes, o.udpRoutes,
 		o.referenceGrants, o.backendTLS, o.services, o.endpointSlices, o.secrets, o.configMaps, o.trustBundles, o.namespaces, o.nodes} {
 		v := reflect.ValueOf(list)
 		for i := range v.Len() {

@@ -8,6 +8,8 @@ type Metrics struct {
 	connsTotal   *prometheus.CounterVec
 	connsOpen    *prometheus.GaugeVec
 	bytesTotal   *prometheus.CounterVec
+	// datagramsTotal counts the datagrams of UDP flows.
+	datagramsTotal *prometheus.CounterVec
 }
 
 // NewMetrics registers the series with reg.
@@ -15,22 +17,26 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	m := &Metrics{
 		refusedTotal: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "hostgate_l4_refused_total",
-			Help: "Layer 4 connections closed before any byte reached a backend, by listener and reason (malformed_hello, hello_too_large, hello_timeout, not_tls, no_route, no_backend, connect_failed).",
+			Help: "Layer 4 connections closed before any byte reached a backend, by listener and reason (malformed_hello, hello_too_large, hello_timeout, not_tls, no_route, no_backend, connect_failed, handshake_failed; for UDP listeners, datagrams that started no flow: no_route, no_backend, connect_failed, flow_limit past the cap of flows).",
 		}, []string{"listener", "reason"}),
 		connsTotal: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "hostgate_l4_connections_total",
-			Help: "Layer 4 connections carried to a backend, by listener.",
+			Help: "Layer 4 connections (UDP flows) carried to a backend, by listener.",
 		}, []string{"listener"}),
 		connsOpen: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "hostgate_l4_connections_open",
-			Help: "Layer 4 connections open to a backend, by listener.",
+			Help: "Layer 4 connections (UDP flows) open to a backend, by listener.",
 		}, []string{"listener"}),
 		bytesTotal: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "hostgate_l4_bytes_total",
-			Help: "Bytes carried by Layer 4 connections once they ended, by listener and direction (in: from clients, out: to clients).",
+			Help: "Bytes carried by Layer 4 connections (UDP flows: payloads) once they ended, by listener and direction (in: from clients, out: to clients).",
+		}, []string{"listener", "direction"}),
+		datagramsTotal: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "hostgate_l4_datagrams_total",
+			Help: "Datagrams carried by UDP flows once they ended, by listener and direction (in: from clients, out: to clients).",
 		}, []string{"listener", "direction"}),
 	}
-	for _, c := range []prometheus.Collector{m.refusedTotal, m.connsTotal, m.connsOpen, m.bytesTotal} {
+	for _, c := range []prometheus.Collector{m.refusedTotal, m.connsTotal, m.connsOpen, m.bytesTotal, m.datagramsTotal} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -64,10 +70,17 @@ func (m *Metrics) carried(listener string, in, out int64) {
 	}
 }
 
+func (m *Metrics) datagrams(listener string, in, out int64) {
+	if m != nil {
+		m.datagramsTotal.WithLabelValues(listener, "in").Add(float64(in))
+		m.datagramsTotal.WithLabelValues(listener, "out").Add(float64(out))
+	}
+}
+
 // Forget drops the series of a listener that is gone.
 func (m *Metrics) Forget(listener string) {
 	if m != nil {
-		for _, v := range []*prometheus.MetricVec{m.refusedTotal.MetricVec, m.connsTotal.MetricVec, m.connsOpen.MetricVec, m.bytesTotal.MetricVec} {
+		for _, v := range []*prometheus.MetricVec{m.refusedTotal.MetricVec, m.connsTotal.MetricVec, m.connsOpen.MetricVec, m.bytesTotal.MetricVec, m.datagramsTotal.MetricVec} {
 			v.DeletePartialMatch(prometheus.Labels{"listener": listener})
 		}
 	}

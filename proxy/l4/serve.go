@@ -41,11 +41,17 @@ const (
 	// Passthrough reads the ClientHello and routes by its server name;
 	// the route says whether TLS is passed through or terminated.
 	Passthrough
+	// UDP routes every client flow by the listener's route alone
+	// (UDPListener).
+	UDP
 )
 
 func (m Mode) String() string {
-	if m == Passthrough {
+	switch m {
+	case Passthrough:
 		return "TLS"
+	case UDP:
+		return "UDP"
 	}
 	return "TCP"
 }
@@ -77,8 +83,13 @@ type Options struct {
 	// Metrics count what the listener refuses and carries; nil counts
 	// nothing.
 	Metrics *Metrics
+	// FlowIdleTimeout ends a UDP flow that carried no datagram either
+	// way for that long, and MaxFlows caps the flows of a UDP listener:
+	// datagrams that would start another are dropped and counted.
+	FlowIdleTimeout time.Duration
+	MaxFlows        int
 	// Log receives events; AccessLog, when set, gets one record per
-	// connection once it ends.
+	// connection (UDP flow) once it ends.
 	Log       *slog.Logger
 	AccessLog func(*Record)
 }
@@ -101,6 +112,9 @@ type Record struct {
 	// BytesIn were sent by the client (the ClientHello included), and
 	// BytesOut sent to it.
 	BytesIn, BytesOut int64
+	// PacketsIn and PacketsOut count the datagrams of a UDP flow each
+	// way.
+	PacketsIn, PacketsOut int64
 }
 
 // Listener serves the connections of one socket.
@@ -136,7 +150,7 @@ func New(opts Options, routes *router.L4Table, certs *tlsstore.Store) *Listener 
 		opts.ConnectAttempts = 1
 	}
 	if opts.Log == nil {
-		opts.Log = slog.Default()
+		opts.Log = defaultLog()
 	}
 	l := &Listener{opts: opts, conns: map[net.Conn]struct{}{}}
 	l.Publish(routes, certs)
@@ -219,6 +233,8 @@ func (l *Listener) Drain(ctx context.Context) bool {
 	return false
 }
 
+func defaultLog() *slog.Logger { return slog.Default() }
+
 // Refusal reasons, the label of hostgate_l4_refused_total.
 const (
 	refusedMalformed = "malformed_hello"
@@ -229,6 +245,9 @@ const (
 	refusedNoBackend = "no_backend"
 	refusedDial      = "connect_failed"
 	refusedHandshake = "handshake_failed"
+	// refusedFlowLimit counts datagrams dropped because they would
+	// start a UDP flow past Options.MaxFlows.
+	refusedFlowLimit = "flow_limit"
 )
 
 func (l *Listener) serve(c net.Conn) {
@@ -420,22 +439,20 @@ func (l *Listener) refuseHello(c net.Conn, rec *Record, err error) {
 	}
 }
 
-func (l *Listener) refuse(rec *Record, reason string) {
+func (l *Listener) refuse(rec *Record, reason string) { l.opts.refuse(rec, reason) }
+
+func (o *Options) refuse(rec *Record, reason string) {
 	rec.Refused = reason
-	l.opts.Metrics.refused(l.opts.Address, reason)
+	o.Metrics.refused(o.Address, reason)
 }
 
 // connect picks the target's backend and one of its endpoints, trying
 // others of the set on a failed connect, with passive health.
 func (l *Listener) connect(target *router.L4Target, st *state, rec *Record) (halfCloser, *upstream.Host) {
-	b := router.ChooseBackend(target.Rule.Backends)
-	if b == nil || b.Invalid {
-		// The spec asks for the share of an invalid backend to be
-		// refused, not given to the others.
-		l.refuse(rec, refusedNoBackend)
+	b := chooseBackend(&l.opts, target, rec)
+	if b == nil {
 		return nil, nil
 	}
-	rec.Backend = b.Name
 	var tlsConfig *tls.Config
 	if target.Terminate && b.TLS != nil && l.opts.BackendTLS != nil {
 		var err error
@@ -446,13 +463,40 @@ func (l *Listener) connect(target *router.L4Target, st *state, rec *Record) (hal
 			return nil, nil
 		}
 	}
-	set := l.opts.Sets()[b.Name]
+	return connectEndpoint(&l.opts, b, rec, func(address string) (halfCloser, error) {
+		return dial(address, l.opts.DialTimeout, tlsConfig)
+	}, true)
+}
+
+// chooseBackend draws the backend of target for a new connection or flow,
+// nil (refused and counted) when none takes it.
+func chooseBackend(o *Options, target *router.L4Target, rec *Record) *router.BackendRef {
+	b := router.ChooseBackend(target.Rule.Backends)
+	if b == nil || b.Invalid {
+		// The spec asks for the share of an invalid backend to be
+		// refused, not given to the others.
+		o.refuse(rec, refusedNoBackend)
+		return nil
+	}
+	rec.Backend = b.Name
+	return b
+}
+
+// connectEndpoint picks an endpoint of b's set and connects to it with
+// dial, trying others of the set on a failure, with passive health: a
+// failed dial counts against its endpoint, and a successful one for it
+// when succeeded says that dialling proves the endpoint (TCP; a UDP socket
+// connects without sending anything). The endpoint returned has begun
+// (upstream.Host.Begin); its End is the caller's.
+func connectEndpoint[C any](o *Options, b *router.BackendRef, rec *Record, dial func(address string) (C, error), succeeded bool) (C, *upstream.Host) {
+	var none C
+	set := o.Sets()[b.Name]
 	if set == nil {
-		l.refuse(rec, refusedNoBackend)
-		return nil, nil
+		o.refuse(rec, refusedNoBackend)
+		return none, nil
 	}
 	var tried []*upstream.Host
-	for range l.opts.ConnectAttempts {
+	for range o.ConnectAttempts {
 		h := set.Pick(tried)
 		if h == nil {
 			break
@@ -460,22 +504,24 @@ func (l *Listener) connect(target *router.L4Target, st *state, rec *Record) (hal
 		tried = append(tried, h)
 		rec.Endpoint = h.Address()
 		h.Begin()
-		conn, err := dial(h.Address(), l.opts.DialTimeout, tlsConfig)
+		conn, err := dial(h.Address())
 		if err == nil {
-			h.Succeeded()
+			if succeeded {
+				h.Succeeded()
+			}
 			return conn, h
 		}
 		h.End()
 		if h.Failed() {
-			l.opts.Log.Warn("endpoint ejected", "listener", l.opts.Address, "backend", b.Name, "endpoint", h.Address(), "error", err)
+			o.Log.Warn("endpoint ejected", "listener", o.Address, "backend", b.Name, "endpoint", h.Address(), "error", err)
 		}
 	}
 	if len(tried) == 0 {
-		l.refuse(rec, refusedNoBackend)
+		o.refuse(rec, refusedNoBackend)
 	} else {
-		l.refuse(rec, refusedDial)
+		o.refuse(rec, refusedDial)
 	}
-	return nil, nil
+	return none, nil
 }
 
 // halfCloser is a backend connection: TCP, or TLS over it.
