@@ -179,6 +179,7 @@ func parseFlags(args []string, output io.Writer) (*config, error) {
 	fs.IntVar(&c.proxy.MaxIdleConnsPerEndpoint, "max-idle-per-endpoint", c.proxy.MaxIdleConnsPerEndpoint, "idle keep-alive connections kept to each backend endpoint (for backends that limit connections; fewer than the requests in flight to an endpoint makes the extra ones reconnect)")
 	fs.DurationVar(&c.proxy.ShutdownDelay, "shutdown-delay", c.proxy.ShutdownDelay, "on SIGTERM, how long listeners keep accepting after /readyz fails, with answers that close their connections")
 	fs.DurationVar(&c.proxy.ShutdownGrace, "shutdown-grace", c.proxy.ShutdownGrace, "on SIGTERM, how long requests in flight get to finish")
+	fs.DurationVar(&c.proxy.L4DrainGrace, "l4-drain-grace", c.proxy.L4DrainGrace, "how long a TCP, TLS or UDP connection goes on once its route is removed or its endpoint leaves the Service, before it is closed (-1ns: never)")
 	fs.DurationVar(&c.proxy.UDPFlowIdleTimeout, "udp-flow-idle-timeout", c.proxy.UDPFlowIdleTimeout, "how long a UDP flow (client address and port) lives without a datagram either way")
 	fs.IntVar(&c.proxy.MaxUDPFlows, "max-udp-flows", c.proxy.MaxUDPFlows, "flows per UDP listener; datagrams that would start more are dropped (-1: no cap)")
 	fs.StringVar(&c.logFormat, "log-format", "json", "json or text")
@@ -497,7 +498,7 @@ func l4AccessLogger(log *slog.Logger) func(*proxy.L4AccessRecord) {
 			"listener", r.Listener, "remote_addr", r.Client.String(), "proto", r.Mode.String(),
 			"server_name", r.ServerName, "route", r.Route.String(), "refused", r.Refused,
 			"backend", r.Backend, "endpoint", r.Endpoint, "bytes_received", r.BytesIn, "bytes_sent", r.BytesOut,
-			"packets_received", r.PacketsIn, "packets_sent", r.PacketsOut,
+			"packets_received", r.PacketsIn, "packets_sent", r.PacketsOut, "drained", r.Drained,
 			"duration_seconds", r.Duration.Seconds())
 	}
 }

@@ -89,6 +89,7 @@ func (s *Server) l4Options(address string, mode l4.Mode) l4.Options {
 		HelloTimeout:    o.ReadHeaderTimeout,
 		DialTimeout:     o.DialTimeout,
 		ConnectAttempts: o.ConnectAttempts,
+		DrainGrace:      o.L4DrainGrace,
 		BackendTLS:      func(b *router.BackendTLS) (*tls.Config, error) { return backendTLSConfig(nil, b) },
 		Sets:            func() map[string]*upstream.Set { return *s.sets.Load() },
 		Socket:          socketOf,

@@ -203,3 +203,92 @@ func TestTerminatedTLSToBackend(t *testing.T) {
 		t.Errorf("forged: answer %q, want the connection closed", got)
 	}
 }
+
+// TestApplyUDPBesideTCP: a UDP listener and a TCP listener of the same
+// address and port are two listeners, each served with its own route;
+// removing the UDP one closes its socket and leaves the TCP one.
+func TestApplyUDPBesideTCP(t *testing.T) {
+	udpBackend, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer udpBackend.Close()
+	go func() {
+		buf := make([]byte, 1500)
+		for {
+			n, from, err := udpBackend.ReadFrom(buf)
+			if err != nil {
+				return
+			}
+			_, _ = udpBackend.WriteTo(append([]byte("udp "), buf[:n]...), from)
+		}
+	}()
+	tcpBackend, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tcpBackend.Close()
+	go func() {
+		for {
+			c, err := tcpBackend.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				buf := make([]byte, 100)
+				n, _ := c.Read(buf)
+				_, _ = c.Write(append([]byte("tcp "), buf[:n]...))
+			}()
+		}
+	}()
+	s := startServer(t, testOptions())
+	s.UpdateEndpoints(map[string][]Endpoint{
+		"ns/dns:53/udp": {{Address: udpBackend.LocalAddr().String()}},
+		"ns/dns:53":     {{Address: tcpBackend.Addr().String()}},
+	})
+	addr := freeAddr(t)
+	udp := Listener{Address: addr, Protocol: UDP, L4: l4Table(t, router.KindUDPRoute, "ns/dns:53/udp")}
+	tcp := Listener{Address: addr, Protocol: TCP, L4: l4Table(t, router.KindTCPRoute, "ns/dns:53")}
+	if err := s.Apply(Config{Listeners: []Listener{udp, tcp}}); err != nil {
+		t.Fatal(err)
+	}
+	ask := func(network string) (string, error) {
+		c, err := net.Dial(network, addr)
+		if err != nil {
+			return "", err
+		}
+		defer c.Close()
+		_ = c.SetDeadline(time.Now().Add(3 * time.Second))
+		if _, err := io.WriteString(c, "q"); err != nil {
+			return "", err
+		}
+		buf := make([]byte, 100)
+		n, err := c.Read(buf)
+		return string(buf[:n]), err
+	}
+	for _, network := range []string{"udp", "tcp"} {
+		if got, err := ask(network); err != nil || got != network+" q" {
+			t.Errorf("%s: answer %q, %v", network, got, err)
+		}
+	}
+	if err := s.Apply(Config{Listeners: []Listener{tcp}}); err != nil {
+		t.Fatal(err)
+	}
+	// The UDP port is free again, and TCP still served.
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		pc, err := net.ListenPacket("udp", addr)
+		if err == nil {
+			pc.Close()
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the removed UDP listener's socket stays open: %v", err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if got, err := ask("tcp"); err != nil || got != "tcp q" {
+		t.Errorf("tcp after the UDP listener went: answer %q, %v", got, err)
+	}
+}

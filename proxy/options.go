@@ -141,6 +141,10 @@ type Options struct {
 	// Default 30s.
 	ShutdownGrace time.Duration
 
+	// L4DrainGrace is how long a Layer 4 connection or UDP flow goes on
+	// once its route is removed or its endpoint leaves the backend's set,
+	// before hostgate closes it. Default 30s; NoCap: never closed.
+	L4DrainGrace time.Duration
 	// UDPFlowIdleTimeout ends a UDP flow (a client address and port)
 	// after so long without a datagram either way. Default 30s.
 	UDPFlowIdleTimeout time.Duration
@@ -194,6 +198,7 @@ func DefaultOptions() Options {
 		ShutdownDelay:            5 * time.Second,
 		ShutdownGrace:            30 * time.Second,
 		UDPFlowIdleTimeout:       30 * time.Second,
+		L4DrainGrace:             30 * time.Second,
 		MaxUDPFlows:              4096,
 		Logger:                   slog.Default(),
 	}
@@ -227,6 +232,7 @@ func (o Options) complete() (Options, error) {
 	setDefault(&o.ShutdownDelay, d.ShutdownDelay)
 	setDefault(&o.ShutdownGrace, d.ShutdownGrace)
 	setDefault(&o.UDPFlowIdleTimeout, d.UDPFlowIdleTimeout)
+	setDefault(&o.L4DrainGrace, d.L4DrainGrace)
 	setDefault(&o.MaxUDPFlows, d.MaxUDPFlows)
 	if o.Logger == nil {
 		o.Logger = d.Logger

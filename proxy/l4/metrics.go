@@ -10,6 +10,9 @@ type Metrics struct {
 	bytesTotal   *prometheus.CounterVec
 	// datagramsTotal counts the datagrams of UDP flows.
 	datagramsTotal *prometheus.CounterVec
+	// drainedTotal counts connections and flows closed DrainGrace after
+	// their route or endpoint went away.
+	drainedTotal *prometheus.CounterVec
 }
 
 // NewMetrics registers the series with reg.
@@ -35,8 +38,12 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Name: "hostgate_l4_datagrams_total",
 			Help: "Datagrams carried by UDP flows once they ended, by listener and direction (in: from clients, out: to clients).",
 		}, []string{"listener", "direction"}),
+		drainedTotal: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "hostgate_l4_drained_total",
+			Help: "Layer 4 connections (UDP flows) closed by hostgate once their route or endpoint had been gone for the drain grace, by listener.",
+		}, []string{"listener"}),
 	}
-	for _, c := range []prometheus.Collector{m.refusedTotal, m.connsTotal, m.connsOpen, m.bytesTotal, m.datagramsTotal} {
+	for _, c := range []prometheus.Collector{m.refusedTotal, m.connsTotal, m.connsOpen, m.bytesTotal, m.datagramsTotal, m.drainedTotal} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -77,10 +84,16 @@ func (m *Metrics) datagrams(listener string, in, out int64) {
 	}
 }
 
+func (m *Metrics) drained(listener string) {
+	if m != nil {
+		m.drainedTotal.WithLabelValues(listener).Inc()
+	}
+}
+
 // Forget drops the series of a listener that is gone.
 func (m *Metrics) Forget(listener string) {
 	if m != nil {
-		for _, v := range []*prometheus.MetricVec{m.refusedTotal.MetricVec, m.connsTotal.MetricVec, m.connsOpen.MetricVec, m.bytesTotal.MetricVec, m.datagramsTotal.MetricVec} {
+		for _, v := range []*prometheus.MetricVec{m.refusedTotal.MetricVec, m.connsTotal.MetricVec, m.connsOpen.MetricVec, m.bytesTotal.MetricVec, m.datagramsTotal.MetricVec, m.drainedTotal.MetricVec} {
 			v.DeletePartialMatch(prometheus.Labels{"listener": listener})
 		}
 	}

@@ -88,6 +88,10 @@ type Options struct {
 	// datagrams that would start another are dropped and counted.
 	FlowIdleTimeout time.Duration
 	MaxFlows        int
+	// DrainGrace is how long a connection or flow goes on once its route
+	// or endpoint is gone (drain.go) before it is closed; not positive:
+	// it goes on until its peers end it.
+	DrainGrace time.Duration
 	// Log receives events; AccessLog, when set, gets one record per
 	// connection (UDP flow) once it ends.
 	Log       *slog.Logger
@@ -115,6 +119,9 @@ type Record struct {
 	// PacketsIn and PacketsOut count the datagrams of a UDP flow each
 	// way.
 	PacketsIn, PacketsOut int64
+	// Drained says the connection was closed DrainGrace after its route
+	// or endpoint went away.
+	Drained bool
 }
 
 // Listener serves the connections of one socket.
@@ -122,10 +129,15 @@ type Listener struct {
 	opts  Options
 	state atomic.Pointer[state]
 
-	mu     sync.Mutex
-	conns  map[net.Conn]struct{}
+	mu sync.Mutex
+	// conns are the open connections, with what they are bound to once
+	// they reached a backend (nil before).
+	conns  map[net.Conn]*binding
 	closed bool
 	active sync.WaitGroup
+	// stop ends the sweeper (drain.go) when the listener drains.
+	stop     chan struct{}
+	stopOnce sync.Once
 }
 
 // state is what Publish swaps: routes and the certificates that terminate
@@ -152,8 +164,9 @@ func New(opts Options, routes *router.L4Table, certs *tlsstore.Store) *Listener 
 	if opts.Log == nil {
 		opts.Log = defaultLog()
 	}
-	l := &Listener{opts: opts, conns: map[net.Conn]struct{}{}}
+	l := &Listener{opts: opts, conns: map[net.Conn]*binding{}, stop: make(chan struct{})}
 	l.Publish(routes, certs)
+	go sweep(opts.DrainGrace, l.stop, l.sweep)
 	return l
 }
 
@@ -198,9 +211,31 @@ func (l *Listener) track(c net.Conn) bool {
 	if l.closed {
 		return false
 	}
-	l.conns[c] = struct{}{}
+	l.conns[c] = nil
 	l.active.Add(1)
 	return true
+}
+
+// bind notes what c, an open connection, was routed to.
+func (l *Listener) bind(c net.Conn, b *binding) {
+	l.mu.Lock()
+	if _, open := l.conns[c]; open {
+		l.conns[c] = b
+	}
+	l.mu.Unlock()
+}
+
+// sweep closes the connections whose route or endpoint has been gone for
+// DrainGrace.
+func (l *Listener) sweep(now time.Time) {
+	routes, sets := l.state.Load().routes, l.opts.Sets()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, b := range l.conns {
+		if b != nil && b.expired(b.served(routes, sets), now, l.opts.DrainGrace) {
+			b.drain(&l.opts)
+		}
+	}
 }
 
 func (l *Listener) untrack(c net.Conn) {
@@ -217,6 +252,7 @@ func (l *Listener) Drain(ctx context.Context) bool {
 	l.mu.Lock()
 	l.closed = true
 	l.mu.Unlock()
+	l.stopOnce.Do(func() { close(l.stop) })
 	done := make(chan struct{})
 	go func() { l.active.Wait(); close(done) }()
 	select {
@@ -319,6 +355,7 @@ func (l *Listener) Divert(c net.Conn) (read []byte, taken bool) {
 // route serves c, whose ClientHello (Passthrough) was read with err, by
 // st, and writes its access log record.
 func (l *Listener) route(c net.Conn, rec *Record, st *state, hello []byte, err error) {
+	tracked := c
 	defer func() {
 		rec.Duration = time.Since(rec.Start)
 		if l.opts.AccessLog != nil {
@@ -361,6 +398,12 @@ func (l *Listener) route(c net.Conn, rec *Record, st *state, hello []byte, err e
 	}
 	defer host.End()
 	defer backend.Close()
+	b := newBinding(rec.ServerName, target, rec.Backend, host, func() {
+		tracked.Close()
+		backend.Close()
+	})
+	l.bind(tracked, b)
+	defer func() { rec.Drained = b.drained.Load() }()
 	l.opts.Metrics.opened(l.opts.Address)
 	defer l.opts.Metrics.closed(l.opts.Address)
 	if len(hello) > 0 {

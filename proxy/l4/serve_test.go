@@ -90,6 +90,11 @@ func compile(t *testing.T, routes ...router.Route) *router.L4Table {
 // serveL4 runs a Listener of mode on loopback with endpoint sets of
 // backends by name.
 func serveL4(t *testing.T, mode Mode, table *router.L4Table, backends map[string]*backend) (*Listener, string, *Metrics) {
+	return serveL4With(t, mode, table, backends, nil)
+}
+
+// serveL4With is serveL4 with options that change sets.
+func serveL4With(t *testing.T, mode Mode, table *router.L4Table, backends map[string]*backend, change func(*Options)) (*Listener, string, *Metrics) {
 	eps := map[string][]upstream.Endpoint{}
 	for name, b := range backends {
 		eps[name] = []upstream.Endpoint{{Address: b.addr}}
@@ -103,10 +108,14 @@ func serveL4(t *testing.T, mode Mode, table *router.L4Table, backends map[string
 	if err != nil {
 		t.Fatal(err)
 	}
-	l := New(Options{
+	o := Options{
 		Mode: mode, Address: "test", HelloTimeout: time.Second, DialTimeout: time.Second, ConnectAttempts: 2,
 		Sets: func() map[string]*upstream.Set { return sets }, Metrics: m,
-	}, table, nil)
+	}
+	if change != nil {
+		change(&o)
+	}
+	l := New(o, table, nil)
 	done := make(chan error, 1)
 	go func() { done <- l.Serve(ln) }()
 	t.Cleanup(func() {

@@ -42,6 +42,7 @@ type UDPListener struct {
 	count  atomic.Int64
 	active sync.WaitGroup
 	closed atomic.Bool
+	stop   chan struct{}
 }
 
 // flow is one client's datagrams and the socket connected to its
@@ -52,6 +53,7 @@ type flow struct {
 	backend *net.UDPConn
 	host    *upstream.Host
 	rec     Record
+	bound   *binding
 	// last is when a datagram last went either way (Unix nanoseconds).
 	last atomic.Int64
 	// packetsIn and bytesIn are written by the listener's reader,
@@ -74,8 +76,9 @@ func NewUDP(opts Options, routes *router.L4Table, conn *net.UDPConn) *UDPListene
 	if opts.Log == nil {
 		opts.Log = defaultLog()
 	}
-	u := &UDPListener{opts: opts, conn: conn}
+	u := &UDPListener{opts: opts, conn: conn, stop: make(chan struct{})}
 	u.routes.Store(routes)
+	go sweep(opts.DrainGrace, u.stop, u.sweep)
 	return u
 }
 
@@ -169,6 +172,7 @@ func (u *UDPListener) start(client netip.AddrPort) *flow {
 		return nil
 	}
 	f := &flow{u: u, client: client, backend: backend, host: host, rec: rec}
+	f.bound = newBinding("", target, rec.Backend, host, f.close)
 	f.last.Store(rec.Start.UnixNano())
 	u.count.Add(1)
 	u.active.Add(1)
@@ -243,6 +247,7 @@ func (f *flow) end() {
 		rec.Duration = time.Since(rec.Start)
 		rec.PacketsIn, rec.BytesIn = f.packetsIn.Load(), f.bytesIn.Load()
 		rec.PacketsOut, rec.BytesOut = f.packetsOut.Load(), f.bytesOut.Load()
+		rec.Drained = f.bound.drained.Load()
 		u.opts.Metrics.closed(u.opts.Address)
 		u.opts.Metrics.carried(u.opts.Address, rec.BytesIn, rec.BytesOut)
 		u.opts.Metrics.datagrams(u.opts.Address, rec.PacketsIn, rec.PacketsOut)
@@ -253,6 +258,18 @@ func (f *flow) end() {
 	})
 }
 
+// sweep ends the flows whose route or endpoint has been gone for
+// DrainGrace.
+func (u *UDPListener) sweep(now time.Time) {
+	routes, sets := u.routes.Load(), u.opts.Sets()
+	u.flows.Range(func(_, v any) bool {
+		if b := v.(*flow).bound; b.expired(b.served(routes, sets), now, u.opts.DrainGrace) {
+			b.drain(&u.opts)
+		}
+		return true
+	})
+}
+
 // Flows is the number of open flows.
 func (u *UDPListener) Flows() int { return int(u.count.Load()) }
 
@@ -260,7 +277,9 @@ func (u *UDPListener) Flows() int { return int(u.count.Load()) }
 // to close (which ends Serve). Answers in flight are lost: with the
 // socket gone they could not reach their clients.
 func (u *UDPListener) Close() {
-	u.closed.Store(true)
+	if !u.closed.Swap(true) {
+		close(u.stop)
+	}
 	u.flows.Range(func(_, f any) bool {
 		f.(*flow).close()
 		return true

@@ -50,6 +50,12 @@ type udpFixture struct {
 
 func serveUDP(t *testing.T, idle time.Duration, maxFlows int, endpoints ...string) *udpFixture {
 	t.Helper()
+	return serveUDPWith(t, idle, maxFlows, nil, endpoints...)
+}
+
+// serveUDPWith is serveUDP with options that change.
+func serveUDPWith(t *testing.T, idle time.Duration, maxFlows int, change func(*Options), endpoints ...string) *udpFixture {
+	t.Helper()
 	f := &udpFixture{
 		registry: upstream.NewRegistry(upstream.RoundRobin, upstream.Health{FailureThreshold: 5, BaseEjection: time.Second, MaxEjection: time.Second}),
 		records:  make(chan *Record, 100),
@@ -64,7 +70,7 @@ func serveUDP(t *testing.T, idle time.Duration, maxFlows int, endpoints ...strin
 		t.Fatal(err)
 	}
 	f.addr = pc.LocalAddr().String()
-	f.u = NewUDP(Options{
+	o := Options{
 		Address: "test", ConnectAttempts: 2, FlowIdleTimeout: idle, MaxFlows: maxFlows,
 		Sets: func() map[string]*upstream.Set {
 			f.mu.Lock()
@@ -76,7 +82,11 @@ func serveUDP(t *testing.T, idle time.Duration, maxFlows int, endpoints ...strin
 			c := *r
 			f.records <- &c
 		},
-	}, compile(t, route(router.KindUDPRoute, "dns", []string{"echo"})), pc.(*net.UDPConn))
+	}
+	if change != nil {
+		change(&o)
+	}
+	f.u = NewUDP(o, compile(t, route(router.KindUDPRoute, "dns", []string{"echo"})), pc.(*net.UDPConn))
 	done := make(chan error, 1)
 	go func() { done <- f.u.Serve() }()
 	t.Cleanup(func() {

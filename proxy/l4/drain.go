@@ -1,0 +1,104 @@
+package l4
+
+// Draining what a change took away. A connection (or UDP flow) keeps the
+// route and endpoint it was given when it began: a new table or endpoint
+// set changes only what new connections get. Left at that, a connection
+// to a route that was deleted, or to a pod that is gone from its Service,
+// would go on as long as its peers keep it open, which for a database or
+// MQTT client is forever. So each listener looks, a few times per grace,
+// at what its open connections are bound to; one whose route no longer
+// serves its server name, whose backend left the route, or whose endpoint
+// left the backend's set, is closed once that has lasted Options.DrainGrace
+// (a route that comes back within the grace keeps it). The look runs
+// beside the connections, never on their path, and reads the same
+// snapshots they do.
+
+import (
+	"slices"
+	"sync/atomic"
+	"time"
+
+	"github.com/hostgate/hostgate/proxy/upstream"
+	"github.com/hostgate/hostgate/router"
+)
+
+// binding is what an open connection or flow was routed to.
+type binding struct {
+	serverName string
+	route      router.RouteID
+	backend    string
+	host       *upstream.Host
+	// orphaned is when the binding was first seen no longer served;
+	// zero while it is. Only the sweeper touches it.
+	orphaned time.Time
+	// close ends the connection or flow; drained says the sweeper did.
+	close   func()
+	drained atomic.Bool
+}
+
+func newBinding(serverName string, target *router.L4Target, backend string, host *upstream.Host, close func()) *binding {
+	return &binding{serverName: serverName, route: target.Route, backend: backend, host: host, close: close}
+}
+
+// drain closes b, once its grace is over, and counts it.
+func (b *binding) drain(o *Options) {
+	if !b.drained.Swap(true) {
+		o.Metrics.drained(o.Address)
+		b.close()
+	}
+}
+
+// served reports whether routes and sets still serve b: its route is
+// still the one for its server name, its backend is among the route's,
+// and its endpoint is in the backend's set (the registry keeps one Host
+// per endpoint across sets, so the pointer says it).
+func (b *binding) served(routes *router.L4Table, sets map[string]*upstream.Set) bool {
+	target := routes.Lookup(b.serverName)
+	if target == nil || target.Route != b.route {
+		return false
+	}
+	if !slices.ContainsFunc(target.Rule.Backends, func(r router.BackendRef) bool { return r.Name == b.backend && !r.Invalid }) {
+		return false
+	}
+	set := sets[b.backend]
+	return set != nil && set.Find(b.host.Token()) == b.host
+}
+
+// expired reports whether b, served or not at now, has not been served
+// for grace.
+func (b *binding) expired(served bool, now time.Time, grace time.Duration) bool {
+	if served {
+		b.orphaned = time.Time{}
+		return false
+	}
+	if b.orphaned.IsZero() {
+		b.orphaned = now
+	}
+	return now.Sub(b.orphaned) >= grace
+}
+
+// sweepEvery is how often a listener looks at its connections: a quarter
+// of the grace, so that a connection is closed at most a quarter late,
+// within bounds that keep the look cheap.
+func sweepEvery(grace time.Duration) time.Duration {
+	return min(max(grace/4, 10*time.Millisecond), time.Second)
+}
+
+// sweep calls look every sweepEvery(grace) until stop is closed. It does
+// nothing when grace is not positive: connections then run until their
+// peers end them.
+func sweep(grace time.Duration, stop <-chan struct{}, look func(now time.Time)) {
+	if grace <= 0 {
+		return
+	}
+	tick := time.NewTicker(sweepEvery(grace))
+	defer tick.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case now := <-tick.C:
+			look(now)
+		}
+	}
+}
