@@ -119,7 +119,7 @@ func TestConformance(t *testing.T) {
 	t.Setenv("KUBECONFIG", env.Kubeconfig)
 	for name, value := range map[string]string{
 		"gateway-class":          gatewayClass,
-		"conformance-profiles":   "GATEWAY-HTTP,GATEWAY-GRPC,GATEWAY-TLS,GATEWAY-TCP",
+		"conformance-profiles":   "GATEWAY-HTTP,GATEWAY-GRPC,GATEWAY-TLS,GATEWAY-TCP,GATEWAY-UDP",
 		"report-output":          *reportPath,
 		"organization":           "hostgate",
 		"project":                "hostgate",

@@ -6,7 +6,7 @@
 # conformance/nodeagent in place of kubelet and container runtime (one
 # network namespace per Pod on a bridge with 10.244.0.1/24), and hostgate
 # giving each Gateway its own address of 127.0.0.10-250. Profiles
-# GATEWAY-HTTP, GATEWAY-GRPC, GATEWAY-TLS and GATEWAY-TCP.
+# GATEWAY-HTTP, GATEWAY-GRPC, GATEWAY-TLS, GATEWAY-TCP and GATEWAY-UDP.
 #
 # Usage:
 #   hack/conformance.sh                   # the whole suite; writes conformance/reports/hostgate-report.yaml

@@ -73,6 +73,7 @@ var supportedFeatures = []gatewayv1.FeatureName{
 	"TLSRoute",
 	"TLSRouteModeMixed",
 	"TLSRouteModeTerminate",
+	"UDPRoute",
 }
 
 // supportedBundle is the Gateway API release whose CRDs hostgate reads.

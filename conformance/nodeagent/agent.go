@@ -11,8 +11,9 @@
 // references, Secret, ConfigMap and emptyDir volumes (their files are
 // written to a per-Pod directory and env values naming a mount path are
 // rewritten to it, instead of a mount namespace per Pod). Containers of any
-// other image (the suite's coredns) run nothing and are reported ready;
-// only the UDP tests, outside the profiles run here, talk to them.
+// other image (coredns in suites before v1.7.0) run nothing and are
+// reported ready; the UDP tests of v1.7.0 talk to echo-basic in its UDP
+// mode instead.
 //
 // The agent touches nothing outside its directory, the bridge and the
 // namespaces named with its prefix, and the processes it started.
