@@ -109,6 +109,7 @@ func parseFlags(args []string, output io.Writer) (*config, error) {
 		}
 		return nil
 	})
+	fs.BoolVar(&c.watch.IngressSSLPassthrough, "enable-ssl-passthrough", false, "honour ingress-nginx's ssl-passthrough annotation: TLS connections to those Ingresses' hosts pass through, by server name, to the backend of their \"/\" path")
 	sslRedirect := fs.Bool("ingress-ssl-redirect", true, "redirect plain HTTP requests for Ingress hosts with TLS to HTTPS with 308, as ingress-nginx does (its ssl-redirect annotation turns it off per Ingress)")
 	defaultCert := fs.String("ingress-default-certificate", "self-signed", "certificate of the Ingress HTTPS listener for server names no Ingress has one for: self-signed (made at start, as ingress-nginx's fake certificate), none (such handshakes fail), or NAMESPACE/NAME of a kubernetes.io/tls Secret (ingress-nginx's --default-ssl-certificate)")
 	fs.StringVar(&c.watch.IngressHSTS, "ingress-hsts", watch.DefaultHSTS, "Strict-Transport-Security header on HTTPS answers for Ingresses; \""+watch.HSTSOff+"\" sends none")

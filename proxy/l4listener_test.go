@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hostgate/hostgate/internal/udptest"
 	"github.com/hostgate/hostgate/router"
 	"github.com/hostgate/hostgate/tlsstore/tlstest"
 )
@@ -208,21 +209,7 @@ func TestTerminatedTLSToBackend(t *testing.T) {
 // address and port are two listeners, each served with its own route;
 // removing the UDP one closes its socket and leaves the TCP one.
 func TestApplyUDPBesideTCP(t *testing.T) {
-	udpBackend, err := net.ListenPacket("udp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer udpBackend.Close()
-	go func() {
-		buf := make([]byte, 1500)
-		for {
-			n, from, err := udpBackend.ReadFrom(buf)
-			if err != nil {
-				return
-			}
-			_, _ = udpBackend.WriteTo(append([]byte("udp "), buf[:n]...), from)
-		}
-	}()
+	udpBackend := udptest.Serve(t, udptest.Prefixed("udp "))
 	tcpBackend, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -244,7 +231,7 @@ func TestApplyUDPBesideTCP(t *testing.T) {
 	}()
 	s := startServer(t, testOptions())
 	s.UpdateEndpoints(map[string][]Endpoint{
-		"ns/dns:53/udp": {{Address: udpBackend.LocalAddr().String()}},
+		"ns/dns:53/udp": {{Address: udpBackend.String()}},
 		"ns/dns:53":     {{Address: tcpBackend.Addr().String()}},
 	})
 	addr := freeAddr(t)

@@ -23,10 +23,16 @@ const (
 	KindTLSRoute Kind = "TLSRoute"
 	KindTCPRoute Kind = "TCPRoute"
 	KindUDPRoute Kind = "UDPRoute"
+	// KindIngressPassthrough is the TLS passthrough of an Ingress host
+	// (ingress-nginx's ssl-passthrough): a TLSRoute in all but its
+	// source, named after its Ingress.
+	KindIngressPassthrough Kind = "Ingress(ssl-passthrough)"
 )
 
 // IsL4 reports whether routes of kind k are served by an L4Table.
-func (k Kind) IsL4() bool { return k == KindTLSRoute || k == KindTCPRoute || k == KindUDPRoute }
+func (k Kind) IsL4() bool {
+	return k == KindTLSRoute || k == KindTCPRoute || k == KindUDPRoute || k == KindIngressPassthrough
+}
 
 // L4Target is what a connection to an L4 listener is served by.
 type L4Target struct {
@@ -321,7 +327,7 @@ func ValidateL4(r *Route) error {
 			return fmt.Errorf("listener hostname %s: %w", quote(r.Listener), err)
 		}
 	}
-	if r.ID.Kind != KindTLSRoute && len(r.Hostnames) > 0 {
+	if r.ID.Kind != KindTLSRoute && r.ID.Kind != KindIngressPassthrough && len(r.Hostnames) > 0 {
 		return fmt.Errorf("hostnames: a %s has none", r.ID.Kind)
 	}
 	for i, h := range r.Hostnames {

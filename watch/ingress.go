@@ -42,6 +42,24 @@ func (t *translator) ingressListeners() {
 	}
 }
 
+// addPassthrough adds routes, TLS passthrough routes of an Ingress, to s,
+// the Ingress HTTPS socket, as the routes of a TLS listener of their host
+// there: the ClientHello's server name chooses them over the HTTPS
+// listener without hostname (proxy/l4's Divert). A host that an HTTPS
+// listener of that hostname (a Gateway's) serves on the socket stays
+// its, and is reported.
+func (s *socket) addPassthrough(routes []router.Route) (problems []string) {
+	for _, r := range routes {
+		if p, ok := s.protocols[r.Listener]; ok && p != ProtocolTLS {
+			problems = append(problems, fmt.Sprintf("ssl-passthrough for host %s: %s serves it with protocol %s", r.Listener, socketName(s.address, s.port), p))
+			continue
+		}
+		s.protocols[r.Listener] = ProtocolTLS
+		s.add(r)
+	}
+	return problems
+}
+
 func (t *translator) ingressSockets() []*socket {
 	var out []*socket
 	for _, addr := range []string{t.opts.IngressHTTPAddr, t.opts.IngressHTTPSAddr} {
@@ -102,6 +120,7 @@ func (t *translator) ingresses() {
 			if s.protocol == ProtocolHTTPS {
 				s.certs = append(s.certs, certs...)
 				routes = translated.secure
+				report.Problems = append(report.Problems, s.addPassthrough(translated.passthrough)...)
 			}
 			for _, r := range routes {
 				s.add(r)
@@ -167,8 +186,11 @@ var yieldingCreated = time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC)
 // ingress-nginx annotation.
 type ingressRoutes struct {
 	plain, secure []router.Route
-	problems      []string
-	annotations   []AnnotationOutcome
+	// passthrough are the TLS passthrough routes of its hosts
+	// (ssl-passthrough), for the HTTPS socket.
+	passthrough []router.Route
+	problems    []string
+	annotations []AnnotationOutcome
 }
 
 // acmeChallengePath is never redirected to HTTPS: certificate authorities
@@ -256,12 +278,18 @@ func (t *translator) ingressRoutes(ing *networkingv1.Ingress, hosts nginxHosts, 
 	nginx.addAliases(routes, hosts, outcomes)
 	hosts.checkClientCerts(routes, ing, &nginx, outcomes)
 	var out ingressRoutes
+	out.passthrough, problems = t.ingressPassthrough(ing, &nginx, outcomes, problems)
 	for _, r := range routes {
 		if err := router.Validate(&r); err != nil {
 			problems = append(problems, err.Error())
 			continue
 		}
 		out.plain = append(out.plain, t.plainIngressRoute(r, &nginx, hosts))
+		if len(r.Hostnames) == 1 && slices.ContainsFunc(out.passthrough, func(p router.Route) bool { return p.Listener == r.Hostnames[0] }) {
+			// Its TLS connections go to the backend whole: no
+			// request of the host is read over HTTPS.
+			continue
+		}
 		out.secure = append(out.secure, t.secureIngressRoute(r))
 	}
 	for _, o := range outcomes {
@@ -271,6 +299,62 @@ func (t *translator) ingressRoutes(ing *networkingv1.Ingress, hosts nginxHosts, 
 	}
 	out.problems, out.annotations = problems, outcomes
 	return out
+}
+
+// ingressPassthrough makes the TLS passthrough routes of ing, an Ingress
+// with ssl-passthrough, as ingress-nginx with --enable-ssl-passthrough
+// does: each host's TLS connections, chosen by server name on the HTTPS
+// address, go unchanged to the backend of the host's "/" path (its other
+// paths, and the Ingress's other annotations, cannot apply to bytes that
+// are never decrypted). A host without a "/" path, and a rule without a
+// host (no server name to choose it by), is reported and served over
+// HTTPS as before.
+func (t *translator) ingressPassthrough(ing *networkingv1.Ingress, nginx *nginxSettings, outcomes []AnnotationOutcome, problems []string) ([]router.Route, []string) {
+	if !nginx.sslPassthrough {
+		return nil, problems
+	}
+	if !t.opts.IngressSSLPassthrough {
+		setOutcome(outcomes, "ssl-passthrough", Ignored, "needs --enable-ssl-passthrough, as in ingress-nginx")
+		return nil, problems
+	}
+	var routes []router.Route
+	for i, rule := range ing.Spec.Rules {
+		if rule.HTTP == nil {
+			continue
+		}
+		field := fmt.Sprintf("spec.rules[%d]", i)
+		host := strings.ToLower(rule.Host)
+		j := slices.IndexFunc(rule.HTTP.Paths, func(p networkingv1.HTTPIngressPath) bool { return p.Path == "/" })
+		switch {
+		case host == "" || strings.HasPrefix(host, "*"):
+			problems = append(problems, fmt.Sprintf("%s: ssl-passthrough needs an exact host to choose connections by server name", field))
+			continue
+		case j < 0:
+			problems = append(problems, fmt.Sprintf("%s: ssl-passthrough for host %s needs a path \"/\", whose backend takes the connections", field, host))
+			continue
+		case slices.ContainsFunc(routes, func(r router.Route) bool { return r.Listener == host }):
+			continue
+		}
+		backend := router.BackendRef{Invalid: true, Weight: 1}
+		if b := rule.HTTP.Paths[j].Backend.Service; b != nil {
+			ref, err := t.ingressServicePort(ing.Namespace, b, forStream)
+			if err != nil {
+				problems = append(problems, fmt.Sprintf("%s.http.paths[%d].backend: %v", field, j, err))
+			} else {
+				backend = ref
+			}
+		} else {
+			problems = append(problems, fmt.Sprintf("%s.http.paths[%d].backend: ssl-passthrough needs a Service", field, j))
+		}
+		routes = append(routes, router.Route{
+			ID:        router.RouteID{Kind: router.KindIngressPassthrough, Namespace: ing.Namespace, Name: ing.Name},
+			Created:   ing.CreationTimestamp.Time,
+			Listener:  host,
+			Hostnames: []string{host},
+			Rules:     []router.Rule{{Name: fmt.Sprintf("rules[%d].paths[%d]", i, j), Backends: []router.BackendRef{backend}}},
+		})
+	}
+	return routes, problems
 }
 
 // nginxHostRoutes adds to routes what ingress-nginx adds per host: the
@@ -447,22 +531,27 @@ func (t *translator) ingressBackend(namespace string, b *networkingv1.IngressBac
 	if b.Service == nil {
 		return router.BackendRef{}, fmt.Errorf("resource: only Service backends are supported")
 	}
-	key := types.NamespacedName{Namespace: namespace, Name: b.Service.Name}
+	return t.ingressServicePort(namespace, b.Service, forHTTP)
+}
+
+// ingressServicePort resolves the Service port b names, for use.
+func (t *translator) ingressServicePort(namespace string, b *networkingv1.IngressServiceBackend, use backendUse) (router.BackendRef, error) {
+	key := types.NamespacedName{Namespace: namespace, Name: b.Name}
 	svc := t.services.last(key)
 	t.dependOnService(key)
 	if svc == nil {
-		return router.BackendRef{}, fmt.Errorf("service %s: %w", b.Service.Name, errServiceNotFound)
+		return router.BackendRef{}, fmt.Errorf("service %s: %w", b.Name, errServiceNotFound)
 	}
 	i := slices.IndexFunc(svc.Spec.Ports, func(p corev1.ServicePort) bool {
-		if b.Service.Port.Name != "" {
-			return p.Name == b.Service.Port.Name
+		if b.Port.Name != "" {
+			return p.Name == b.Port.Name
 		}
-		return p.Port == b.Service.Port.Number
+		return p.Port == b.Port.Number
 	})
 	if i < 0 {
-		return router.BackendRef{}, fmt.Errorf("service %s: no port %s", b.Service.Name, ingressPortString(b.Service.Port))
+		return router.BackendRef{}, fmt.Errorf("service %s: no port %s", b.Name, ingressPortString(b.Port))
 	}
-	ref, err := t.servicePort(svc, &svc.Spec.Ports[i], forHTTP)
+	ref, err := t.servicePort(svc, &svc.Spec.Ports[i], use)
 	if err != nil {
 		return router.BackendRef{}, err
 	}

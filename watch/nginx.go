@@ -84,6 +84,9 @@ type nginxSettings struct {
 	// sslRedirect is false where the Ingress turned the redirect of
 	// hosts with TLS off; forceSSLRedirect redirects without TLS too.
 	sslRedirect, forceSSLRedirect bool
+	// sslPassthrough passes the TLS of the Ingress's hosts through
+	// (Options.IngressSSLPassthrough).
+	sslPassthrough bool
 	// backendProtocol is router.BackendRef.Protocol for the Ingress's
 	// backends ("" keeps the Service's appProtocol); backendTLS, for the
 	// TLS ones, is how their certificates are checked (nil for a check
@@ -177,6 +180,10 @@ var nginxPathAnnotations = map[string]nginxParse{
 		s.forceSSLRedirect, err = parseNginxBool(v)
 		return err
 	},
+	"ssl-passthrough": func(v string, s *nginxSettings) (err error) {
+		s.sslPassthrough, err = parseNginxBool(v)
+		return err
+	},
 }
 
 // nginxAliases are older names of annotations: the newer name wins when
@@ -246,7 +253,7 @@ var nginxRefused = map[string]string{
 // nginxNotYet are ingress-nginx annotations hostgate knows but does not
 // act on yet.
 var nginxNotYet = []string{
-	"ssl-passthrough", "auth-proxy-set-headers", "ssl-ciphers",
+	"auth-proxy-set-headers", "ssl-ciphers",
 }
 
 // nginxNotApplicable are ingress-nginx annotations that change nothing a

@@ -53,6 +53,13 @@ type Options struct {
 	// Ingresses of an IngressClass that names IngressController are served
 	// as well, and those without class when such a class is the default.
 	IngressClasses []string
+	// IngressSSLPassthrough honours ingress-nginx's ssl-passthrough
+	// annotation, as its --enable-ssl-passthrough does: the TLS
+	// connections to such an Ingress's hosts on the Ingress HTTPS
+	// address go, by server name, unchanged to the backend of the host's
+	// "/" path. Without it the annotation is ignored, as ingress-nginx
+	// ignores it without the flag.
+	IngressSSLPassthrough bool
 	// NoIngressSSLRedirect turns off what ingress-nginx does by default:
 	// redirecting plain HTTP requests for hosts with TLS to HTTPS (308).
 	NoIngressSSLRedirect bool

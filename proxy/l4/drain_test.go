@@ -12,6 +12,17 @@ import (
 	"github.com/hostgate/hostgate/router"
 )
 
+// dialTCP connects to addr until the test ends.
+func dialTCP(t *testing.T, addr string) net.Conn {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
 // closedWithin reports whether hostgate closes c within d, reading
 // nothing else from it.
 func closedWithin(t *testing.T, c net.Conn, d time.Duration) bool {
@@ -40,17 +51,9 @@ func TestTCPDrainRemovedRoute(t *testing.T) {
 	green := startBackend(t, plain, "green")
 	app := route(router.KindTCPRoute, "app", []string{"blue"})
 	l, addr, m := serveL4With(t, TCP, compile(t, app), map[string]*backend{"blue": blue, "green": green}, func(o *Options) { o.DrainGrace = grace })
-	dial := func() net.Conn {
-		c, err := net.Dial("tcp", addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { c.Close() })
-		return c
-	}
 
 	// Removed and back within the grace: kept.
-	kept := dial()
+	kept := dialTCP(t, addr)
 	roundTrip(t, kept, "one")
 	l.Publish(compile(t, route(router.KindTCPRoute, "other", []string{"green"})), nil)
 	time.Sleep(grace / 3)
@@ -78,7 +81,7 @@ func TestTCPDrainRemovedRoute(t *testing.T) {
 		t.Errorf("hostgate_l4_drained_total = %v, want 1", got)
 	}
 	// The new route's connections are untouched.
-	fresh := dial()
+	fresh := dialTCP(t, addr)
 	roundTrip(t, fresh, "four")
 	if closedWithin(t, fresh, 2*grace) {
 		t.Error("a connection of the current route was closed")
@@ -108,20 +111,12 @@ func TestTCPDrainRemovedEndpoint(t *testing.T) {
 		o.DrainGrace = grace
 		o.Sets = func() map[string]*upstream.Set { return *sets.Load() }
 	})
-	toA, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer toA.Close()
+	toA := dialTCP(t, addr)
 	if got := roundTrip(t, toA, "x"); got != "a x\n" {
 		t.Fatalf("answer %q", got)
 	}
 	use(b.addr)
-	toB, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer toB.Close()
+	toB := dialTCP(t, addr)
 	if got := roundTrip(t, toB, "y"); got != "b y\n" {
 		t.Fatalf("answer %q", got)
 	}

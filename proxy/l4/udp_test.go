@@ -9,6 +9,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/hostgate/hostgate/internal/udptest"
 	"github.com/hostgate/hostgate/proxy/upstream"
 	"github.com/hostgate/hostgate/router"
 )
@@ -18,22 +19,9 @@ import (
 // of hostgate's sockets the datagram came.
 func startUDPEcho(t *testing.T, name string) string {
 	t.Helper()
-	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { pc.Close() })
-	go func() {
-		buf := make([]byte, 2048)
-		for {
-			n, from, err := pc.ReadFrom(buf)
-			if err != nil {
-				return
-			}
-			_, _ = pc.WriteTo([]byte(name+" "+from.String()+" "+string(buf[:n])), from)
-		}
-	}()
-	return pc.LocalAddr().String()
+	return udptest.Serve(t, func(from net.Addr, p []byte) []byte {
+		return []byte(name + " " + from.String() + " " + string(p))
+	}).String()
 }
 
 // udpFixture is a UDPListener on loopback whose endpoint set "echo" the
