@@ -347,20 +347,30 @@ func validateListener(l *Listener, names map[string]bool) error {
 	if l.Port < 1 || l.Port > 65535 {
 		return fmt.Errorf("port %d: not between 1 and 65535", l.Port)
 	}
-	if l.Name != socketName(l.Address, l.Port) {
-		return fmt.Errorf("name: not the address and port %s", socketName(l.Address, l.Port))
+	name := socketName(l.Address, l.Port)
+	if l.Protocol == ProtocolUDP {
+		name = udpSocketName(name)
+	}
+	if l.Name != name {
+		return fmt.Errorf("name: not the address and port %s", name)
 	}
 	switch l.Protocol {
-	case ProtocolHTTP:
+	case ProtocolHTTP, ProtocolTCP, ProtocolUDP:
 		if len(l.Certs) > 0 || len(l.ClientValidations) > 0 {
-			return errors.New("certs, clientValidations: an HTTP listener has none")
+			return fmt.Errorf("certs, clientValidations: an %s listener has none", l.Protocol)
 		}
-	case ProtocolHTTPS:
+	case ProtocolHTTPS, ProtocolTLS:
 	default:
-		return fmt.Errorf("protocol %q: must be %s or %s", l.Protocol, ProtocolHTTP, ProtocolHTTPS)
+		return fmt.Errorf("protocol %q: must be %s, %s, %s, %s or %s", l.Protocol, ProtocolHTTP, ProtocolHTTPS, ProtocolTLS, ProtocolTCP, ProtocolUDP)
 	}
 	for i := range l.Routes {
-		if err := router.Validate(&l.Routes[i]); err != nil {
+		// Layer 4 routes (of L4 listeners, and of the TLS listeners
+		// sharing an HTTPS socket) have their own rules.
+		validate := router.Validate
+		if l.Routes[i].ID.Kind.IsL4() {
+			validate = router.ValidateL4
+		}
+		if err := validate(&l.Routes[i]); err != nil {
 			return fmt.Errorf("routes[%d] %s: %w", i, l.Routes[i].ID, err)
 		}
 	}

@@ -202,7 +202,7 @@ func TestStateFileRefused(t *testing.T) {
 		}), want: `listeners[1] "192.0.2.7:443": routes[0] HTTPRoute apps/all: hostnames[0] "bad host"`},
 		{name: "bad port", data: edit(func(f map[string]any) { listener(f, 0)["Port"] = 0 }), want: `listeners[0] ":80": port 0`},
 		{name: "name not address", data: edit(func(f map[string]any) { listener(f, 0)["Name"] = ":81" }), want: "name: not the address and port :80"},
-		{name: "bad protocol", data: edit(func(f map[string]any) { listener(f, 0)["Protocol"] = "TCP" }), want: `protocol "TCP"`},
+		{name: "bad protocol", data: edit(func(f map[string]any) { listener(f, 0)["Protocol"] = "SCTP" }), want: `protocol "SCTP"`},
 		{name: "key of another certificate", data: edit(func(f map[string]any) {
 			listener(f, 1)["Certs"].([]any)[0].(map[string]any)["CertPEM"] = string(otherCert)
 		}), want: "certs[0] apps/golden"},
@@ -879,4 +879,36 @@ func BenchmarkStateFile(b *testing.B) {
 			}
 		}
 	})
+}
+
+// TestStateFileLayer4: a snapshot with Layer 4 listeners (TCP, UDP, TLS
+// routes on an HTTPS socket) is read back as it was written; a state
+// file was refused whole once it held one.
+func TestStateFileLayer4(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "state", "snapshot.json")
+	certPEM, keyPEM := selfSigned(t, "golden.example.com")
+	l4 := func(kind router.Kind, listener string, hosts ...string) router.Route {
+		return router.Route{ID: router.RouteID{Kind: kind, Namespace: "apps", Name: "r"}, Listener: listener, Hostnames: hosts,
+			Rules: []router.Rule{{Backends: []router.BackendRef{{Name: "apps/db:5432", Weight: 1}}}}}
+	}
+	want := &Snapshot{
+		Listeners: []Listener{
+			{Name: "10.0.0.5:5353", Address: "10.0.0.5", Port: 5353, Protocol: ProtocolTCP, ListenerHostnames: []string{""}, Routes: []router.Route{l4(router.KindTCPRoute, "")}},
+			{Name: "10.0.0.5:5353/udp", Address: "10.0.0.5", Port: 5353, Protocol: ProtocolUDP, ListenerHostnames: []string{""}, Routes: []router.Route{l4(router.KindUDPRoute, "")}},
+			{Name: "10.0.0.5:443", Address: "10.0.0.5", Port: 443, Protocol: ProtocolHTTPS, ListenerHostnames: []string{""}, TLSHostnames: []string{"vault.example.com"},
+				Routes: []router.Route{l4(router.KindTLSRoute, "vault.example.com", "vault.example.com")},
+				Certs:  []Cert{{Name: "apps/cert", CertPEM: certPEM, KeyPEM: PrivateKey(keyPEM)}}},
+		},
+		Endpoints: map[string][]Endpoint{"apps/db:5432": {{Address: "10.1.0.1:5432", Ready: true, Weight: 1}}},
+	}
+	if err := writeStateFile(path, want, time.Date(2026, 11, 25, 1, 2, 3, 0, time.UTC)); err != nil {
+		t.Fatal(err)
+	}
+	got, _, err := NewStateFile(path, quietLog(), nil).Load()
+	if err != nil {
+		t.Fatalf("Load: %v", err)
+	}
+	if len(got.Listeners) != 3 || got.Listeners[1].Protocol != ProtocolUDP || len(got.Listeners[2].Routes) != 1 {
+		t.Errorf("listeners read back: %+v", got.Listeners)
+	}
 }
