@@ -147,7 +147,12 @@ func TestClientTLS(t *testing.T) {
 // ours with h.
 func rawServer(t *testing.T, first func(fr *http2.Framer, nc net.Conn), h http.Handler) (string, *atomic.Int32) {
 	t.Helper()
+	var mu sync.Mutex
+	var raw []net.Conn
 	addr, accepted := serveConns(t, &Server{Handler: h}, func(nc net.Conn) {
+		mu.Lock()
+		raw = append(raw, nc)
+		mu.Unlock()
 		defer nc.Close()
 		preface := make([]byte, len(clientPreface))
 		if _, err := io.ReadFull(nc, preface); err != nil {
@@ -157,6 +162,15 @@ func rawServer(t *testing.T, first func(fr *http2.Framer, nc net.Conn), h http.H
 		fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
 		fr.WriteSettings()
 		first(fr, nc)
+	})
+	// Before serveConns' cleanup waits for the connection's goroutine:
+	// a client connection still open would leave it reading.
+	t.Cleanup(func() {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, nc := range raw {
+			nc.Close()
+		}
 	})
 	return "http://" + addr, accepted
 }
@@ -500,7 +514,7 @@ func TestClientNoTrailerAfterReset(t *testing.T) {
 				got <- "nothing"
 				return
 			}
-			if f.Header().StreamID == id {
+			if _, ok := f.(*http2.HeadersFrame); ok && f.Header().StreamID == id {
 				got <- f.Header().String()
 				return
 			}
@@ -674,3 +688,58 @@ func (b *watchedBody) Read(p []byte) (int, error) {
 }
 
 func (b *watchedBody) Close() error { return nil }
+
+// TestClientStreamEndsWithResponse has the backend answer whole while the
+// request body is still coming (and no RST_STREAM of its own): the stream
+// ends with the response, RST_STREAM(CANCEL) tells the backend so, and the
+// connection is idle at once rather than once the body's next read
+// returns.
+func TestClientStreamEndsWithResponse(t *testing.T) {
+	frames := make(chan string, 8)
+	base, _ := rawServer(t, func(fr *http2.Framer, nc net.Conn) {
+		id, err := readHeadersOf(fr)
+		if err != nil {
+			return
+		}
+		var block bytes.Buffer
+		hpack.NewEncoder(&block).WriteField(hpack.HeaderField{Name: ":status", Value: "200"})
+		fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: block.Bytes(), EndHeaders: true, EndStream: true})
+		for {
+			f, err := fr.ReadFrame()
+			if err != nil {
+				frames <- "closed"
+				return
+			}
+			if rst, ok := f.(*http2.RSTStreamFrame); ok && rst.StreamID == id {
+				frames <- rst.ErrCode.String()
+			}
+		}
+	}, nil)
+	tr := &Transport{}
+	defer tr.CloseIdleConnections()
+	pr, pw := io.Pipe()
+	defer pw.Close()
+	req, _ := http.NewRequest("POST", base, pr)
+	resp, err := (&http.Client{Transport: tr}).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	select {
+	case got := <-frames:
+		if got != http2.ErrCodeCancel.String() {
+			t.Fatalf("after the response the backend got %s, want RST_STREAM(CANCEL)", got)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the stream stayed open after its response, the request body unread")
+	}
+	tr.CloseIdleConnections()
+	select {
+	case got := <-frames:
+		if got != "closed" {
+			t.Errorf("backend got %s", got)
+		}
+	case <-time.After(5 * time.Second):
+		t.Error("the connection was not idle with the request body still unread")
+	}
+}

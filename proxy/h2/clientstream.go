@@ -300,6 +300,15 @@ func (cs *clientStream) closeRemote() {
 	if cs.bodyErr == nil {
 		cs.bodyErr = io.EOF
 	}
+	if !cs.localClosed && cs.aborted == nil && !cs.cc.closed {
+		// The response is whole: what is left of the request is not
+		// sent (as net/http's Transport does), and the stream ends now
+		// on both sides rather than when sendBody next looks, which a
+		// read of the body can hold up for as long as the client likes.
+		_ = cs.cc.wfr.WriteRSTStream(cs.id, http2.ErrCodeCancel)
+		cs.cc.wake.Signal()
+		cs.localClosed = true
+	}
 	cs.cond.Broadcast()
 	cs.cc.room.Broadcast()
 	cs.done()
