@@ -175,6 +175,14 @@ func rawServer(t *testing.T, first func(fr *http2.Framer, nc net.Conn), h http.H
 	return "http://" + addr, accepted
 }
 
+// writeOK writes a response header of status 200 on stream id, ending it
+// if end.
+func writeOK(fr *http2.Framer, id uint32, end bool) {
+	var block bytes.Buffer
+	hpack.NewEncoder(&block).WriteField(hpack.HeaderField{Name: ":status", Value: "200"})
+	fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: block.Bytes(), EndHeaders: true, EndStream: end})
+}
+
 // readHeadersOf reads frames until a request's HEADERS, reporting its
 // stream.
 func readHeadersOf(fr *http2.Framer) (uint32, error) {
@@ -211,9 +219,7 @@ func TestClientRetriesUnprocessed(t *testing.T) {
 					fr.WriteRSTStream(id, http2.ErrCodeRefusedStream)
 					continue
 				}
-				var block bytes.Buffer
-				hpack.NewEncoder(&block).WriteField(hpack.HeaderField{Name: ":status", Value: "200"})
-				fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: block.Bytes(), EndHeaders: true})
+				writeOK(fr, id, false)
 				fr.WriteData(id, true, []byte("second"))
 			}
 		}, ok)
@@ -503,9 +509,7 @@ func TestClientNoTrailerAfterReset(t *testing.T) {
 		if err != nil {
 			return
 		}
-		var block bytes.Buffer
-		hpack.NewEncoder(&block).WriteField(hpack.HeaderField{Name: ":status", Value: "200"})
-		fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: block.Bytes(), EndHeaders: true, EndStream: true})
+		writeOK(fr, id, true)
 		fr.WriteRSTStream(id, http2.ErrCodeNo)
 		nc.SetReadDeadline(time.Now().Add(2 * time.Second))
 		for {
@@ -701,9 +705,7 @@ func TestClientStreamEndsWithResponse(t *testing.T) {
 		if err != nil {
 			return
 		}
-		var block bytes.Buffer
-		hpack.NewEncoder(&block).WriteField(hpack.HeaderField{Name: ":status", Value: "200"})
-		fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: block.Bytes(), EndHeaders: true, EndStream: true})
+		writeOK(fr, id, true)
 		for {
 			f, err := fr.ReadFrame()
 			if err != nil {
