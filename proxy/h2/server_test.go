@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"reflect"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -271,7 +272,7 @@ func TestNoStreamPastGoAway(t *testing.T) {
 func TestRequestURL(t *testing.T) {
 	for _, path := range []string{
 		"/", "/a/b", "/a?b=c", "/a?", "/a??", "/a?b?c", "/a%20b", "/a b", "/é", "/a!b", "/a(b)", "//x", "/a;b=c,d@e:f$&+",
-		"/a?b c", "/a?\x00", "/\x7f", "*", "", "a", "/a#b", "/a?b#c", "/~user/./../x", "/?",
+		"/a?b c", "/a?\x00", "/\x7f", "*", "", "a", "/a#b", "/a?b#c", "/~user/./../x", "/?", "A://@",
 	} {
 		checkRequestURL(t, path)
 	}
@@ -288,7 +289,8 @@ func checkRequestURL(t *testing.T, path string) {
 	var into url.URL
 	got, gotErr := requestURL(path, &into)
 	want, wantErr := url.ParseRequestURI(path)
-	if (gotErr == nil) != (wantErr == nil) || gotErr == nil && *got != *want {
+	// DeepEqual, as a URL with user information points to it.
+	if (gotErr == nil) != (wantErr == nil) || gotErr == nil && !reflect.DeepEqual(got, want) {
 		t.Errorf("requestURL(%q) = %#v, %v; url.ParseRequestURI: %#v, %v", path, got, gotErr, want, wantErr)
 	}
 }
