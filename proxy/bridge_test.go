@@ -291,11 +291,9 @@ func idleInPool(s *Server, addr string) int {
 	return len(stack.conns)
 }
 
-// TestBridgeHTTP3 sends HTTP/3 requests through the bridge: a GET, which
-// quic-go gives a body of unknown length, is found to have none and
-// bridged; a GET and a POST with bodies of unknown length go through
-// ReverseProxy with the body whole.
-func TestBridgeHTTP3(t *testing.T) {
+// http3BridgeServer serves app.example.com over HTTPS and HTTP/3 with the
+// native engine, from an echoing backend.
+func http3BridgeServer(t *testing.T) (*tlsFixture, *Server, string, string) {
 	f := newTLSFixture(t)
 	opts := testOptions()
 	opts.HTTP1Engine = EngineNative
@@ -306,6 +304,15 @@ func TestBridgeHTTP3(t *testing.T) {
 		Address: "127.0.0.1:0", Protocol: HTTPS, TLS: f.store(t, "app.example.com"),
 		Routes: compile(t, route("web", nil, router.Rule{Backends: backends("web")})),
 	})[0]
+	return f, s, backend, addr
+}
+
+// TestBridgeHTTP3 sends HTTP/3 requests through the bridge: a GET, which
+// quic-go gives a body of unknown length, is found to have none and
+// bridged; a GET and a POST with bodies of unknown length go through
+// ReverseProxy with the body whole.
+func TestBridgeHTTP3(t *testing.T) {
+	f, s, backend, addr := http3BridgeServer(t)
 	h3 := &http3.Transport{
 		TLSClientConfig: &tls.Config{RootCAs: f.ca.Pool, MinVersion: tls.VersionTLS13},
 		Dial: func(ctx context.Context, _ string, tlsCfg *tls.Config, cfg *quic.Config) (*quic.Conn, error) {
@@ -342,16 +349,7 @@ func TestBridgeHTTP3(t *testing.T) {
 // the response (HEADERS without FIN) is answered, bodiless; one whose body
 // follows the HEADERS in DATA frames of their own reaches the backend whole.
 func TestBridgeHTTP3OpenStream(t *testing.T) {
-	f := newTLSFixture(t)
-	opts := testOptions()
-	opts.HTTP1Engine = EngineNative
-	s := startServer(t, opts)
-	backend := startBackend(t, echo("web"))
-	s.UpdateEndpoints(map[string][]Endpoint{"web": {{Address: backend}}})
-	addr := apply(t, s, Listener{
-		Address: "127.0.0.1:0", Protocol: HTTPS, TLS: f.store(t, "app.example.com"),
-		Routes: compile(t, route("web", nil, router.Rule{Backends: backends("web")})),
-	})[0]
+	f, _, _, addr := http3BridgeServer(t)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
