@@ -55,7 +55,9 @@ func newClientConn(t *Transport, nc net.Conn, addr string, p *pool) *clientConn 
 		// some on this one, which its SETTINGS will say.
 		maxStreams: max(p.maxStreams.Load(), 1),
 	}
-	cc.init(nc, t.maxHeaderList(), cc.abortAll)
+	// Each stream's window bounds what it buffers; the connection's
+	// holds all of them, so that one unread body stalls no other.
+	cc.init(nc, t.maxHeaderList(), defaultMaxStreams*recvWindow, cc.abortAll)
 	// Request fields are not added to HPACK's dynamic table, as nginx
 	// and HAProxy do: gRPC clients send a new grpc-timeout on every
 	// call, and adding each evicted another field. With net/http's
@@ -65,9 +67,6 @@ func newClientConn(t *Transport, nc net.Conn, addr string, p *pool) *clientConn 
 	cc.henc.SetMaxDynamicTableSizeLimit(0)
 	cc.out = append(cc.out, clientPreface...)
 	_ = cc.wfr.WriteSettings(clientSettings(t.maxHeaderList())...)
-	// Each stream's window bounds what it buffers; the connection's
-	// holds all of them, so that one unread body stalls no other.
-	cc.recvWindow = defaultMaxStreams * recvWindow
 	_ = cc.wfr.WriteWindowUpdate(0, uint32(cc.recvWindow)-65535)
 	if t.IdleTimeout > 0 {
 		// A connection whose first request fails before its stream

@@ -57,7 +57,7 @@ func newConn(s *Server, nc net.Conn, opts ConnOpts) *conn {
 		settings: opts.Settings,
 		streams:  map[uint32]*stream{},
 	}
-	c.init(nc, s.maxHeaderList(), c.abortAll)
+	c.init(nc, s.maxHeaderList(), connRecvWindow, c.abortAll)
 	return c
 }
 
@@ -91,7 +91,7 @@ func (c *conn) serve(draining bool) {
 		{ID: http2.SettingMaxHeaderListSize, Val: c.srv.maxHeaderList()},
 	}
 	_ = c.wfr.WriteSettings(settings...)
-	_ = c.wfr.WriteWindowUpdate(0, recvWindow-65535)
+	_ = c.wfr.WriteWindowUpdate(0, connRecvWindow-65535)
 	c.wake.Signal()
 	c.mu.Unlock()
 	if c.srv.IdleTimeout > 0 {

@@ -920,8 +920,8 @@ func (c *fuzzClient) checkServer() {
 				c.violation("stream %d: %d bytes of its receive window spent, %d unread and %d read not given back", id, held, unread, st.unacked)
 			}
 		}
-		if buffered > recvWindow {
-			c.violation("%d bytes of request bodies buffered, past the connection's window of %d", buffered, recvWindow)
+		if buffered > connRecvWindow {
+			c.violation("%d bytes of request bodies buffered, past the connection's window of %d", buffered, connRecvWindow)
 		}
 		sc.mu.Unlock()
 	}
@@ -1352,9 +1352,9 @@ func fuzzSeeds() [][]byte {
 		// A PRIORITY depending on itself on an idle stream, which the
 		// server resets, then HEADERS opening that stream.
 		prog(0, sPriority(selNew, true, 0), []byte{opHeaders, 5, hEnd, tGET, aSmall, 0}, sSync),
-		// Two streams, each within its window, past the connection's
+		// Three streams, each within its window, past the connection's
 		// together.
-		prog(0, sHeaders(0, tPOST, aLarge, 0), sHeaders(0, tPOST, aLarge, 0), sData(selOlder(0), dReps(40), size16K), sData(selOlder(1), dReps(40), size16K), sSync),
+		prog(0, sHeaders(0, tPOST, aLarge, 0), sHeaders(0, tPOST, aLarge, 0), sHeaders(0, tPOST, aLarge, 0), sData(selOlder(0), dReps(48), size16K), sData(selOlder(1), dReps(48), size16K), sData(selOlder(2), dReps(48), size16K), sSync),
 		// Resets, for a client that does not read them.
 		prog(0, sHeaders(hEnd, tGET, aSmall, 0), sSync, []byte{opPause}, sPriority(selNewest, true, 0), sRepeat(255, 7), sRepeat(255, 7), sRepeat(255, 7), []byte{opResume}, sSync),
 		// A handler reading, after its answer, the body of a stream the

@@ -130,11 +130,17 @@ type ConnOpts struct {
 
 // Protocol-level sizes of the server.
 const (
-	// recvWindow is the flow-control window each stream and the
-	// connection offer: how much of request bodies the server buffers
-	// for handlers that have not read them yet, per connection, and per
-	// stream.
+	// recvWindow is the flow-control window each stream offers: how
+	// much of its request body the server buffers for a handler that
+	// has not read it yet.
 	recvWindow = 1 << 20
+	// connRecvWindow is the connection's window, what it buffers of all
+	// its streams' bodies together: twice a stream's, so that a handler
+	// that stops reading a body (its backend stalls) leaves the other
+	// streams a stream's window at least. With one window for both, as
+	// net/http's server has, one such stream stalled every upload on its
+	// connection.
+	connRecvWindow = 2 * recvWindow
 	// maxQueued bounds what a connection's writer has queued: a handler
 	// past it waits for the client to read, and a client whose control
 	// frames (PING, SETTINGS acknowledgements) pile up past four times as

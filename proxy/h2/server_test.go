@@ -210,6 +210,75 @@ func TestConcurrentStreams(t *testing.T) {
 	wg.Wait()
 }
 
+// TestStalledUploadStallsNoOther holds one stream's whole request body
+// unread, as a handler whose backend stopped reading does, and sends a
+// larger body on a second stream of the same connection: it gets through.
+// With one window for the connection and each stream, the first body took
+// all of the connection's, and every upload on it waited.
+func TestStalledUploadStallsNoOther(t *testing.T) {
+	release := make(chan struct{})
+	defer close(release)
+	srv := &Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/stalled" {
+			<-release
+			return
+		}
+		n, err := io.Copy(io.Discard, r.Body)
+		if err != nil {
+			t.Error(err)
+		}
+		fmt.Fprint(w, n)
+	})}
+	addr, accepted := serveConns(t, srv, nil)
+	tr := &http.Transport{Protocols: new(http.Protocols)}
+	tr.Protocols.SetUnencryptedHTTP2(true)
+	defer tr.CloseIdleConnections()
+	client := &http.Client{Transport: tr}
+
+	sent := make(chan struct{})
+	go func() {
+		body := &signalEOF{Reader: bytes.NewReader(make([]byte, recvWindow)), eof: sent}
+		resp, err := client.Post("http://"+addr+"/stalled", "application/octet-stream", body)
+		if err == nil {
+			resp.Body.Close()
+		}
+	}()
+	// The whole stalled body is in frames on the connection, ahead of
+	// the next request's.
+	<-sent
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	const size = 3 * recvWindow
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+addr+"/upload", bytes.NewReader(make([]byte, size)))
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatalf("upload beside a stalled one: %v", err)
+	}
+	got, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil || string(got) != fmt.Sprint(size) {
+		t.Fatalf("upload beside a stalled one: the handler read %q bytes (%v), want %d", got, err, size)
+	}
+	if n := accepted.Load(); n != 1 {
+		t.Fatalf("%d connections, want both streams on one", n)
+	}
+}
+
+// signalEOF closes eof when its Reader is read to the end.
+type signalEOF struct {
+	io.Reader
+	eof  chan struct{}
+	once sync.Once
+}
+
+func (s *signalEOF) Read(p []byte) (int, error) {
+	n, err := s.Reader.Read(p)
+	if err == io.EOF {
+		s.once.Do(func() { close(s.eof) })
+	}
+	return n, err
+}
+
 // TestClientReset cancels a request whose handler waits: the handler's
 // context ends.
 func TestClientReset(t *testing.T) {

@@ -66,11 +66,13 @@ type wire struct {
 	lost func()
 }
 
-func (w *wire) init(nc net.Conn, maxHeaderList uint32, lost func()) {
+// init readies the wire of nc; connWindow is the receive window the
+// connection offers, which its first frames announce.
+func (w *wire) init(nc net.Conn, maxHeaderList uint32, connWindow int32, lost func()) {
 	w.nc = nc
 	w.br = bufio.NewReaderSize(nc, 16<<10)
 	w.sendWindow, w.peerWindow, w.peerMaxFrame = 65535, 65535, 16<<10
-	w.recvWindow = recvWindow
+	w.recvWindow = connWindow
 	w.writerDone = make(chan struct{})
 	w.lost = lost
 	w.wake.L, w.room.L = &w.mu, &w.mu
