@@ -178,6 +178,7 @@ func (l *Listener) Publish(routes *router.L4Table, certs *tlsstore.Store) {
 		st.tls = tlsstore.ServerConfig(func() *tlsstore.Store { return certs })
 	}
 	l.state.Store(st)
+	l.opts.Metrics.retire(l.opts.Address, routes)
 }
 
 // Serve accepts connections of ln until it is closed.
@@ -403,9 +404,9 @@ func (l *Listener) route(c net.Conn, rec *Record, st *state, hello []byte, err e
 		backend.Close()
 	})
 	l.bind(tracked, b)
+	l.opts.Metrics.opened(l.opts.Address, rec.Route)
+	defer l.opts.Metrics.ended(rec)
 	defer func() { rec.Drained = b.drained.Load() }()
-	l.opts.Metrics.opened(l.opts.Address)
-	defer l.opts.Metrics.closed(l.opts.Address)
 	if len(hello) > 0 {
 		if _, err := backend.Write(hello); err != nil {
 			return
@@ -414,7 +415,6 @@ func (l *Listener) route(c net.Conn, rec *Record, st *state, hello []byte, err e
 	in, out := pipe(c, raw, backend)
 	rec.BytesIn += in
 	rec.BytesOut = out
-	l.opts.Metrics.carried(l.opts.Address, rec.BytesIn, rec.BytesOut)
 }
 
 // terminate ends the TLS of c, whose ClientHello was hello, with st's

@@ -257,9 +257,79 @@ func TestTCPRouteChange(t *testing.T) {
 	if got := roundTrip(t, fresh, "three"); got != "green three\n" {
 		t.Errorf("new connection: answer %q, want from green", got)
 	}
-	if got := value(t, m.connsOpen.WithLabelValues("test")); got != 2 {
+	if got := value(t, m.connsOpen.WithLabelValues("test", "TCPRoute ns/app")); got != 2 {
 		t.Errorf("hostgate_l4_connections_open = %v, want 2", got)
 	}
+}
+
+// TestRouteSeries counts connections by route, and drops the series of a
+// route taken off the listener at the first change after its last
+// connection ended: not under an open connection, whose gauge would come
+// back at -1, nor before what its last connection carried can be scraped.
+func TestRouteSeries(t *testing.T) {
+	plain := func(c net.Conn) net.Conn { return c }
+	blue := startBackend(t, plain, "blue")
+	green := startBackend(t, plain, "green")
+	app := compile(t, route(router.KindTCPRoute, "app", []string{"blue"}))
+	next := compile(t, route(router.KindTCPRoute, "next", []string{"green"}))
+	l, addr, m := serveL4(t, TCP, app, map[string]*backend{"blue": blue, "green": green})
+	first := dialTCP(t, addr)
+	roundTrip(t, first, "one")
+	second := dialTCP(t, addr)
+	roundTrip(t, second, "two")
+	second.Close()
+	l.Publish(next, nil)
+	third := dialTCP(t, addr)
+	roundTrip(t, third, "three")
+
+	const appSeries, nextSeries = "TCPRoute ns/app", "TCPRoute ns/next"
+	if got := value(t, m.connsTotal.WithLabelValues("test", nextSeries)); got != 1 {
+		t.Errorf("hostgate_l4_connections_total{route=%q} = %v, want 1", nextSeries, got)
+	}
+	if got := value(t, m.connsTotal.WithLabelValues("test", appSeries)); got != 2 {
+		t.Errorf("hostgate_l4_connections_total{route=%q} = %v, want 2", appSeries, got)
+	}
+	// Its answers came, so every connection was counted.
+	if got := value(t, m.connsOpen.WithLabelValues("test", appSeries)); got != 1 {
+		t.Errorf("hostgate_l4_connections_open{route=%q} = %v, want 1 while its connection is open", appSeries, got)
+	}
+	l.Publish(next, nil)
+	if !hasSeries(t, m.connsOpen, appSeries) {
+		t.Fatalf("the series of route %q, removed, were dropped under its open connection", appSeries)
+	}
+	first.Close()
+	// Its bytes are counted once it ended.
+	for deadline := time.Now().Add(5 * time.Second); value(t, m.bytesTotal.WithLabelValues("test", appSeries, "in")) != 8; {
+		if time.Now().After(deadline) {
+			t.Fatalf("hostgate_l4_bytes_total{route=%q,direction=in} = %v, want 8", appSeries, value(t, m.bytesTotal.WithLabelValues("test", appSeries, "in")))
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	l.Publish(next, nil)
+	if hasSeries(t, m.connsTotal, appSeries) || hasSeries(t, m.bytesTotal, appSeries) {
+		t.Errorf("the series of route %q, removed, outlived its connections and the next change", appSeries)
+	}
+	if !hasSeries(t, m.connsTotal, nextSeries) || !hasSeries(t, m.connsOpen, nextSeries) {
+		t.Errorf("the series of route %q, still served, were dropped", nextSeries)
+	}
+}
+
+// hasSeries reports whether c has a series labelled route.
+func hasSeries(t *testing.T, c prometheus.Collector, route string) bool {
+	t.Helper()
+	ch := make(chan prometheus.Metric, 16)
+	go func() { c.Collect(ch); close(ch) }()
+	found := false
+	for metric := range ch {
+		var m dto.Metric
+		if err := metric.Write(&m); err != nil {
+			t.Fatal(err)
+		}
+		for _, l := range m.GetLabel() {
+			found = found || l.GetName() == "route" && l.GetValue() == route
+		}
+	}
+	return found
 }
 
 // TestTCPHalfClose: the client's half-close reaches the backend, whose

@@ -84,7 +84,10 @@ func NewUDP(opts Options, routes *router.L4Table, conn *net.UDPConn) *UDPListene
 
 // Publish makes routes what new flows are served by; open flows keep
 // their endpoint.
-func (u *UDPListener) Publish(routes *router.L4Table) { u.routes.Store(routes) }
+func (u *UDPListener) Publish(routes *router.L4Table) {
+	u.routes.Store(routes)
+	u.opts.Metrics.retire(u.opts.Address, routes)
+}
 
 // Serve reads the listener's socket until it is closed.
 func (u *UDPListener) Serve() error {
@@ -177,7 +180,7 @@ func (u *UDPListener) start(client netip.AddrPort) *flow {
 	u.count.Add(1)
 	u.active.Add(1)
 	u.flows.Store(client, f)
-	u.opts.Metrics.opened(u.opts.Address)
+	u.opts.Metrics.opened(u.opts.Address, rec.Route)
 	go f.answer()
 	return f
 }
@@ -248,9 +251,7 @@ func (f *flow) end() {
 		rec.PacketsIn, rec.BytesIn = f.packetsIn.Load(), f.bytesIn.Load()
 		rec.PacketsOut, rec.BytesOut = f.packetsOut.Load(), f.bytesOut.Load()
 		rec.Drained = f.bound.drained.Load()
-		u.opts.Metrics.closed(u.opts.Address)
-		u.opts.Metrics.carried(u.opts.Address, rec.BytesIn, rec.BytesOut)
-		u.opts.Metrics.datagrams(u.opts.Address, rec.PacketsIn, rec.PacketsOut)
+		u.opts.Metrics.ended(rec)
 		if u.opts.AccessLog != nil {
 			u.opts.AccessLog(rec)
 		}

@@ -159,7 +159,7 @@ func TestUDPFlowEcho(t *testing.T) {
 	if rec == nil || rec.PacketsOut != 2 || rec.BytesIn != 6 || rec.Route.Name != "dns" || rec.Backend != "echo" || rec.Mode != UDP {
 		t.Errorf("record of the first flow = %+v", rec)
 	}
-	if got := value(t, f.m.datagramsTotal.WithLabelValues("test", "in")); got != 3 {
+	if got := value(t, f.m.datagramsTotal.WithLabelValues("test", "UDPRoute ns/dns", "in")); got != 3 {
 		t.Errorf("datagrams in = %v, want 3", got)
 	}
 }
