@@ -10,6 +10,7 @@ import (
 	"golang.org/x/crypto/bcrypt"
 
 	"github.com/hostgate/hostgate/internal/htpasswd"
+	"github.com/hostgate/hostgate/proxy/h1wire"
 	"github.com/hostgate/hostgate/router"
 )
 
@@ -56,8 +57,8 @@ func guardView(t testing.TB, reg *guardRegistry, routes *router.Table, client, a
 	if authorization != "" {
 		head += "Authorization: " + authorization + "\r\n"
 	}
-	var req h1head
-	if !parseRequest(head+"\r\n", &req) {
+	var req h1wire.Head
+	if !h1wire.ParseRequest(head+"\r\n", &req) {
 		t.Fatal("parse")
 	}
 	return view{Request: router.Request{Host: "a", Method: "GET", Path: "/", Header: &req}, client: netip.MustParseAddr(client), guards: reg.resolve(routes)}

@@ -32,6 +32,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/hostgate/hostgate/proxy/guard"
 	"github.com/hostgate/hostgate/router"
 )
 
@@ -105,7 +106,7 @@ const (
 // reset can destroy the answer before the client read it (nginx's
 // lingering_close).
 func lingerClose(c net.Conn) {
-	tcp, ok := beneath[*net.TCPConn](c)
+	tcp, ok := guard.Beneath[*net.TCPConn](c)
 	if !ok {
 		return
 	}

@@ -29,14 +29,15 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hostgate/hostgate/proxy/h1wire"
 	"github.com/hostgate/hostgate/router"
 )
 
 // bridgeState is the bridge's per-request state, pooled so that a request
 // allocates little beyond what the server gave it.
 type bridgeState struct {
-	resp  h1head
-	rbody bodyReader
+	resp  h1wire.Head
+	rbody h1wire.BodyReader
 	// req is the request forwarded, whose stream the client may reset.
 	req *http.Request
 }
@@ -53,10 +54,10 @@ func (f *forwarder) bridges(r *http.Request, ex *exchange) bool {
 	// net/http's HTTP/2 server takes any :method without a line break,
 	// which written as is could make another request line.
 	return r.ProtoMajor >= 2 && f.s.opts.HTTP1Engine == EngineNative &&
-		(r.ContentLength >= 0 || r.ProtoMajor == 3 && usuallyBodiless(r.Method)) && len(r.Header["Expect"]) == 0 && r.Method != http.MethodConnect && isToken(r.Method) &&
+		(r.ContentLength >= 0 || r.ProtoMajor == 3 && usuallyBodiless(r.Method)) && len(r.Header["Expect"]) == 0 && r.Method != http.MethodConnect && h1wire.IsToken(r.Method) &&
 		engineForwards(&ex.plan, r.Header) &&
-		(ex.plan.path != "" || validPath(r.URL.EscapedPath())) && validQuery(r.URL.RawQuery) &&
-		(r.Host == "" || validHost(r.Host))
+		(ex.plan.path != "" || h1wire.ValidPath(r.URL.EscapedPath())) && h1wire.ValidQuery(r.URL.RawQuery) &&
+		(r.Host == "" || h1wire.ValidHost(r.Host))
 }
 
 // usuallyBodiless lists the methods whose body net/http's Transport probes
@@ -142,12 +143,12 @@ func (f *forwarder) bridge(w http.ResponseWriter, r *http.Request, ex *exchange)
 	b := bridgeStates.Get().(*bridgeState)
 	b.req = r
 	defer func() {
-		b.resp.reset("")
-		b.rbody.start(nil, bodyNone, 0)
+		b.resp.Reset("")
+		b.rbody.Start(nil, h1wire.BodyNone, 0)
 		b.req = nil
 		bridgeStates.Put(b)
 	}()
-	informational := func(resp *h1head) error { relayInformational(w, resp); return nil }
+	informational := func(resp *h1wire.Head) error { relayInformational(w, resp); return nil }
 	unsent := false
 	replayable := r.ContentLength == 0 && repeatable(r.Method, h.Get("Idempotency-Key"))
 	send := func(uc *upConn) (bool, error) {
@@ -226,7 +227,7 @@ func writeRequestFields(bw *bufio.Writer, h http.Header) (teTrailers bool) {
 	for name, values := range h {
 		switch name {
 		case "Te":
-			teTrailers = hasToken(values, "trailers")
+			teTrailers = h1wire.HasToken(values, "trailers")
 			continue
 		case "Host", "Content-Length", "Transfer-Encoding", "Connection":
 			// Owned by the framing, or not a field of HTTP/2 and 3.
@@ -241,7 +242,7 @@ func writeRequestFields(bw *bufio.Writer, h http.Header) (teTrailers bool) {
 			// section 8.2.3).
 			values = []string{strings.Join(values, "; ")}
 		}
-		if isHopByHop(name) {
+		if h1wire.IsHopByHop(name) {
 			continue
 		}
 		for _, v := range values {
@@ -256,11 +257,11 @@ func writeRequestFields(bw *bufio.Writer, h http.Header) (teTrailers bool) {
 
 // relayInformational relays a 1xx response (103 Early Hints): its fields
 // go out with it, and the header is as it was after.
-func relayInformational(w http.ResponseWriter, resp *h1head) {
+func relayInformational(w http.ResponseWriter, resp *h1wire.Head) {
 	h := w.Header()
 	before := h.Clone()
-	copyFields(h, resp.fields)
-	w.WriteHeader(resp.status)
+	copyFields(h, resp.Fields)
+	w.WriteHeader(resp.Status)
 	clear(h)
 	maps.Copy(h, before)
 }
@@ -268,19 +269,19 @@ func relayInformational(w http.ResponseWriter, resp *h1head) {
 // copyFields adds the fields that are not hop-by-hop to h. The values of
 // fields new to h share one allocation, each slice's capacity ending with
 // it, so that adding to one copies it.
-func copyFields(h http.Header, fields h1fields) {
+func copyFields(h http.Header, fields h1wire.Fields) {
 	values := make([]string, len(fields))
 	for i := range fields {
 		f := &fields[i]
-		if f.hop {
+		if f.Hop {
 			continue
 		}
-		name := textproto.CanonicalMIMEHeaderKey(f.name)
+		name := textproto.CanonicalMIMEHeaderKey(f.Name)
 		if prior, ok := h[name]; ok {
-			h[name] = append(prior, f.value)
+			h[name] = append(prior, f.Value)
 			continue
 		}
-		values[i] = f.value
+		values[i] = f.Value
 		h[name] = values[i : i+1 : i+1]
 	}
 }
@@ -290,34 +291,34 @@ func copyFields(h http.Header, fields h1fields) {
 // that send set, when it was read whole.
 func (f *forwarder) relayResponse(w http.ResponseWriter, r *http.Request, uc *upConn, ex *exchange, b *bridgeState, requestSent bool) {
 	resp := &b.resp
-	mode := resp.bodyMode(r.Method)
-	reusable := resp.reusable(mode) && requestSent
+	mode := resp.BodyMode(r.Method)
+	reusable := resp.Reusable(mode) && requestSent
 
-	f.s.serverField(&resp.fields)
-	editResponse(&ex.plan, &resp.fields)
+	f.s.serverField(&resp.Fields)
+	editResponse(&ex.plan, &resp.Fields)
 	h := w.Header()
 	// The Server ServeHTTP put there gives way to the response's.
 	delete(h, "Server")
-	copyFields(h, resp.fields)
-	if resp.contentLength >= 0 && mode != bodyChunked {
-		h["Content-Length"] = []string{strconv.FormatInt(resp.contentLength, 10)}
+	copyFields(h, resp.Fields)
+	if resp.ContentLength >= 0 && mode != h1wire.BodyChunked {
+		h["Content-Length"] = []string{strconv.FormatInt(resp.ContentLength, 10)}
 	}
-	w.WriteHeader(resp.status)
+	w.WriteHeader(resp.Status)
 	// Bodies of unknown length are often streams (server-sent events):
 	// the head goes out at once when nothing of the body is here, as the
 	// first piece may be long in coming, and each piece as it comes.
 	var flusher *http.ResponseController
-	if mode == bodyChunked || mode == bodyUntilClose {
+	if mode == h1wire.BodyChunked || mode == h1wire.BodyUntilClose {
 		flusher = http.NewResponseController(w)
 		if uc.br.Buffered() == 0 {
 			_ = flusher.Flush()
 		}
 	}
 
-	b.rbody.start(uc.br, mode, max(resp.contentLength, 0))
-	b.rbody.keepTrailer = true
+	b.rbody.Start(uc.br, mode, max(resp.ContentLength, 0))
+	b.rbody.KeepTrailer = true
 	var readErr, writeErr error
-	if mode != bodyNone {
+	if mode != h1wire.BodyNone {
 		buf := h1Buffers.Get().(*[]byte)
 		readErr, writeErr = copyToClient(w, &b.rbody, *buf, flusher)
 		h1Buffers.Put(buf)
@@ -332,15 +333,15 @@ func (f *forwarder) relayResponse(w http.ResponseWriter, r *http.Request, uc *up
 		// the body cut short is not taken for the whole.
 		panic(http.ErrAbortHandler)
 	}
-	if len(b.rbody.trailer) == 0 {
+	if len(b.rbody.Trailer) == 0 {
 		return
 	}
 	// A trailer field that does not parse is dropped, as net/http's
 	// Transport drops a malformed trailer section.
-	for line := range strings.SplitSeq(string(b.rbody.trailer), "\r\n") {
+	for line := range strings.SplitSeq(string(b.rbody.Trailer), "\r\n") {
 		name, value, ok := strings.Cut(line, ":")
 		value = strings.Trim(value, " \t")
-		if ok && isToken(name) && validValue(value) {
+		if ok && h1wire.IsToken(name) && h1wire.ValidValue(value) {
 			name = http.TrailerPrefix + textproto.CanonicalMIMEHeaderKey(name)
 			h[name] = append(h[name], value)
 		}
@@ -349,7 +350,7 @@ func (f *forwarder) relayResponse(w http.ResponseWriter, r *http.Request, uc *up
 
 // copyToClient copies a response body to w through buf, flushing each
 // piece through flusher, if set.
-func copyToClient(w http.ResponseWriter, src *bodyReader, buf []byte, flusher *http.ResponseController) (readErr, writeErr error) {
+func copyToClient(w http.ResponseWriter, src *h1wire.BodyReader, buf []byte, flusher *http.ResponseController) (readErr, writeErr error) {
 	for {
 		n, err := src.Read(buf)
 		if n > 0 {

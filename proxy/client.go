@@ -6,7 +6,7 @@ package proxy
 // X-Request-ID to backends, and a Server field on every answer.
 //
 // A connection's address is its TCP peer's, or the one its PROXY header
-// gave (proxyproto.go). When that address is one of TrustedProxies, the
+// gave (proxy/guard). When that address is one of TrustedProxies, the
 // request's X-Forwarded-* are kept (X-Forwarded-For appended to) and the
 // client is found in X-Forwarded-For, walking from the right past trusted
 // addresses; otherwise the connection's address is the client's and what
@@ -23,29 +23,10 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/hostgate/hostgate/proxy/guard"
+	"github.com/hostgate/hostgate/proxy/h1wire"
 	"github.com/hostgate/hostgate/router"
 )
-
-// prefixSet is a list of address ranges; a few, so a scan beats a trie.
-type prefixSet []netip.Prefix
-
-func (s prefixSet) contains(a netip.Addr) bool {
-	for _, p := range s {
-		if p.Contains(a) {
-			return true
-		}
-	}
-	return false
-}
-
-// addrOf is the IP address of a TCP address, IPv4 unmapped.
-func addrOf(a net.Addr) netip.Addr {
-	ta, ok := a.(*net.TCPAddr)
-	if !ok {
-		return netip.Addr{}
-	}
-	return ta.AddrPort().Addr().Unmap()
-}
 
 // origin is who a request comes from.
 type origin struct {
@@ -65,8 +46,8 @@ type origin struct {
 // from conn (connText) is.
 func (s *Server) originOf(conn netip.Addr, connText string, h router.Headers) origin {
 	o := origin{connText: connText, client: conn, clientText: connText}
-	if o.trusted = s.trusted.contains(conn); o.trusted {
-		o.client, o.clientText = s.trusted.realClient(conn, connText, h.Values("X-Forwarded-For"))
+	if o.trusted = s.trusted.Contains(conn); o.trusted {
+		o.client, o.clientText = realClient(s.trusted, conn, connText, h.Values("X-Forwarded-For"))
 	}
 	if ids := h.Values("X-Request-Id"); len(ids) > 0 && (o.trusted || s.opts.DisableRequestID) {
 		o.requestID = ids[0]
@@ -89,11 +70,11 @@ func remoteOf(remoteAddr string) (netip.Addr, string) {
 }
 
 // realClient walks X-Forwarded-For, whose field lines are xff, from the
-// right past trusted addresses: the first untrusted one is the client; a
+// right past the trusted addresses: the first untrusted one is the client; a
 // list of trusted ones only has its leftmost as the client. An element
 // that is not an address stops the walk at the last one that was, as
 // nginx's realip module does.
-func (s prefixSet) realClient(conn netip.Addr, connText string, xff []string) (netip.Addr, string) {
+func realClient(trusted guard.PrefixSet, conn netip.Addr, connText string, xff []string) (netip.Addr, string) {
 	client, text := conn, connText
 	for i := len(xff) - 1; i >= 0; i-- {
 		rest := xff[i]
@@ -113,7 +94,7 @@ func (s prefixSet) realClient(conn netip.Addr, connText string, xff []string) (n
 				return client, text
 			}
 			client, text = addr, addrText(addr, elem)
-			if !s.contains(addr) {
+			if !trusted.Contains(addr) {
 				return client, text
 			}
 		}
@@ -191,8 +172,8 @@ const serverName = "hostgate"
 
 // serverField adds the Server field to a backend's response fields that
 // have none, before the response header modifiers, which may remove it.
-func (s *Server) serverField(fields *h1fields) {
-	if s.server != nil && !fields.has("Server") {
-		*fields = append(*fields, h1field{name: "Server", value: serverName})
+func (s *Server) serverField(fields *h1wire.Fields) {
+	if s.server != nil && !fields.Has("Server") {
+		*fields = append(*fields, h1wire.Field{Name: "Server", Value: serverName})
 	}
 }

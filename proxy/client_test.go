@@ -14,6 +14,7 @@ import (
 
 	"golang.org/x/net/http2"
 
+	"github.com/hostgate/hostgate/proxy/guard"
 	"github.com/hostgate/hostgate/router"
 )
 
@@ -26,7 +27,7 @@ func prefixes(s ...string) []netip.Prefix {
 }
 
 func TestRealClient(t *testing.T) {
-	trusted := prefixSet(prefixes("10.0.0.0/8", "2001:db8::/32"))
+	trusted := guard.PrefixSet(prefixes("10.0.0.0/8", "2001:db8::/32"))
 	conn := netip.MustParseAddr("10.0.0.2")
 	for _, tt := range []struct {
 		xff  []string
@@ -47,7 +48,7 @@ func TestRealClient(t *testing.T) {
 		{[]string{"2001:DB9::1"}, "2001:db9::1"},
 		{[]string{"fe80::1%eth0"}, "10.0.0.2"},
 	} {
-		addr, text := trusted.realClient(conn, "10.0.0.2", tt.xff)
+		addr, text := realClient(trusted, conn, "10.0.0.2", tt.xff)
 		if addr.String() != tt.want || text != tt.want {
 			t.Errorf("X-Forwarded-For %q: client %v (%q), want %s", tt.xff, addr, text, tt.want)
 		}
@@ -55,10 +56,10 @@ func TestRealClient(t *testing.T) {
 }
 
 func TestRealClientAllocations(t *testing.T) {
-	trusted := prefixSet(prefixes("10.0.0.0/8"))
+	trusted := guard.PrefixSet(prefixes("10.0.0.0/8"))
 	conn := netip.MustParseAddr("10.0.0.2")
 	xff := []string{"198.51.100.1, 203.0.113.7, 10.0.0.9"}
-	if n := testing.AllocsPerRun(100, func() { trusted.realClient(conn, "10.0.0.2", xff) }); n != 0 {
+	if n := testing.AllocsPerRun(100, func() { realClient(trusted, conn, "10.0.0.2", xff) }); n != 0 {
 		t.Errorf("%v allocations, want 0", n)
 	}
 }
@@ -232,9 +233,13 @@ func TestProxyProtocol(t *testing.T) {
 		Listener{Address: freeAddr(t), Protocol: HTTPS, TLS: f.store(t, "app.test")})
 	plain, secure := addrs[0], addrs[1]
 	v1 := []byte("PROXY TCP4 203.0.113.7 10.0.0.1 56324 80\r\n")
-	v2 := ppV2(1, 0x11, v4Block([4]byte{203, 0, 113, 7}, [4]byte{10, 0, 0, 1}, 56324, 443)...)
-	v2TLV := ppV2(1, 0x11, append(v4Block([4]byte{203, 0, 113, 7}, [4]byte{10, 0, 0, 1}, 56324, 443), make([]byte, 300)...)...)
-	local := ppV2(0, 0x00)
+	// Version 2: the signature, PROXY or LOCAL, TCP over IPv4 or
+	// unspecified, the length; then 203.0.113.7:56324 to 10.0.0.1:443,
+	// and in v2TLV 300 bytes of TLVs after the addresses.
+	const signature, addresses = "\r\n\r\n\x00\r\nQUIT\n", "\xcb\x00\x71\x07\x0a\x00\x00\x01\xdc\x04\x01\xbb"
+	v2 := []byte(signature + "\x21\x11\x00\x0c" + addresses)
+	v2TLV := append([]byte(signature+"\x21\x11\x01\x38"+addresses), make([]byte, 300)...)
+	local := []byte(signature + "\x20\x00\x00\x00")
 	v6 := []byte("PROXY TCP6 2001:db8::7 2001:db8::1 4000 80\r\n")
 	trusted := []byte("PROXY TCP4 198.51.100.4 10.0.0.1 4000 80\r\n")
 	for _, tt := range []struct {
@@ -303,14 +308,14 @@ func TestProxyProtocolRejects(t *testing.T) {
 		from   string
 		send   string
 		close  bool
-		reason ppReason
+		reason string
 	}{
-		{name: "untrusted peer", from: "10.0.0.0/8", send: "PROXY TCP4 203.0.113.7 10.0.0.1 1 80\r\n", reason: ppUntrusted},
-		{name: "no header", from: "127.0.0.0/8", send: "GET / HTTP/1.1\r\nHost: a\r\n\r\n", reason: ppMalformed},
-		{name: "malformed", from: "127.0.0.0/8", send: "PROXY TCP4 203.0.113.7 10.0.0.1 1\r\n", reason: ppMalformed},
-		{name: "too long", from: "127.0.0.0/8", send: "PROXY TCP4 " + strings.Repeat("1", 100), reason: ppMalformed},
-		{name: "cut short", from: "127.0.0.0/8", send: "PROXY TCP4 203.0", close: true, reason: ppIncomplete},
-		{name: "late", from: "127.0.0.0/8", send: "PROXY TCP4 203.0", reason: ppTimeout},
+		{name: "untrusted peer", from: "10.0.0.0/8", send: "PROXY TCP4 203.0.113.7 10.0.0.1 1 80\r\n", reason: "untrusted_peer"},
+		{name: "no header", from: "127.0.0.0/8", send: "GET / HTTP/1.1\r\nHost: a\r\n\r\n", reason: "malformed"},
+		{name: "malformed", from: "127.0.0.0/8", send: "PROXY TCP4 203.0.113.7 10.0.0.1 1\r\n", reason: "malformed"},
+		{name: "too long", from: "127.0.0.0/8", send: "PROXY TCP4 " + strings.Repeat("1", 100), reason: "malformed"},
+		{name: "cut short", from: "127.0.0.0/8", send: "PROXY TCP4 203.0", close: true, reason: "incomplete"},
+		{name: "late", from: "127.0.0.0/8", send: "PROXY TCP4 203.0", reason: "timeout"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			opts := testOptions()
@@ -328,17 +333,16 @@ func TestProxyProtocolRejects(t *testing.T) {
 				t.Errorf("read %d bytes, %v; want the connection closed", n, err)
 			}
 			deadline := time.Now().Add(5 * time.Second)
-			for counterValue(t, s.metrics.ppRejected[tt.reason]) != 1 && time.Now().Before(deadline) {
+			const rejected = "hostgate_proxy_protocol_rejected_total"
+			for v, _ := metric(t, s, rejected, "reason", tt.reason); v != 1 && time.Now().Before(deadline); v, _ = metric(t, s, rejected, "reason", tt.reason) {
 				time.Sleep(5 * time.Millisecond)
 			}
-			for r := range numPPReasons {
+			for _, r := range []string{"untrusted_peer", "malformed", "incomplete", "timeout"} {
 				want := 0.0
 				if r == tt.reason {
 					want = 1
 				}
-				if got := counterValue(t, s.metrics.ppRejected[r]); got != want {
-					t.Errorf("%s rejections %v, want %v", ppReasonNames[r], got, want)
-				}
+				wantMetric(t, s, want, rejected, "reason", r)
 			}
 		})
 	}

@@ -9,33 +9,16 @@ package proxy
 // that AllowInsecureFallback let through unverified is not.
 
 import (
-	"crypto/sha256"
 	"crypto/x509"
-	"encoding/hex"
 	"encoding/pem"
 	"net/http"
 	"strings"
-	"sync/atomic"
 
+	"github.com/hostgate/hostgate/proxy/guard"
 	"github.com/hostgate/hostgate/router"
 )
 
 const clientCertField = "X-Forwarded-Client-Cert"
-
-// clientCertValue is the X-Forwarded-Client-Cert value for a client whose
-// certificate verified with chains: the SHA-256 of the certificate and its
-// subject, "" when nothing verified.
-func clientCertValue(chains [][]*x509.Certificate) string {
-	if len(chains) == 0 || len(chains[0]) == 0 {
-		return ""
-	}
-	leaf := chains[0][0]
-	sum := sha256.Sum256(leaf.Raw)
-	return "Hash=" + hex.EncodeToString(sum[:]) + `;Subject="` + quotedValue.Replace(leaf.Subject.String()) + `"`
-}
-
-// quotedValue escapes what ends a quoted value of the field.
-var quotedValue = strings.NewReplacer(`\`, `\\`, `"`, `\"`)
 
 // clientCertOf is the X-Forwarded-Client-Cert value of r's client: for
 // HTTP/3 made from quic-go's TLS state (a request at a time), for the
@@ -43,10 +26,10 @@ var quotedValue = strings.NewReplacer(`\`, `\\`, `"`, `\"`)
 // terminated TLS on.
 func clientCertOf(r *http.Request) string {
 	if r.TLS != nil {
-		return clientCertValue(r.TLS.VerifiedChains)
+		return guard.ClientCertValue(r.TLS.VerifiedChains)
 	}
-	if c, ok := r.Context().Value(connKey{}).(*trackedConn); ok {
-		return c.clientCert
+	if c, ok := guard.ConnOf(r.Context()); ok {
+		return c.ClientCert
 	}
 	return ""
 }
@@ -70,17 +53,6 @@ func setClientCert(h http.Header, r *http.Request, scheme string) {
 // does, with an HTTP answer. The backend is told the outcome in the fields
 // nginx sends, which replace whatever the client sent under those names.
 
-// clientPeer is the certificate chain a client presented in the handshake
-// of a connection, and the last check made of it.
-type clientPeer struct {
-	// certs are written during the handshake, before any request of the
-	// connection is read, and only read after.
-	certs []*x509.Certificate
-	// checked is kept for the requests that follow on the connection:
-	// the same filter gives the same answer while a configuration lasts.
-	checked atomic.Pointer[certCheck]
-}
-
 // certCheck is the outcome of a ClientCertAuth for one chain.
 type certCheck struct {
 	auth *router.ClientCertAuth
@@ -91,15 +63,15 @@ type certCheck struct {
 }
 
 // checkClientCert checks certs (or peer's, when given) against a.
-func checkClientCert(a *router.ClientCertAuth, certs []*x509.Certificate, peer *clientPeer) *certCheck {
+func checkClientCert(a *router.ClientCertAuth, certs []*x509.Certificate, peer *guard.ClientPeer) *certCheck {
 	if peer == nil {
 		return newCertCheck(a, certs)
 	}
-	if c := peer.checked.Load(); c != nil && c.auth == a {
+	if c, _ := peer.Checked.Load().(*certCheck); c != nil && c.auth == a {
 		return c
 	}
-	c := newCertCheck(a, peer.certs)
-	peer.checked.Store(c)
+	c := newCertCheck(a, peer.Certs)
+	peer.Checked.Store(c)
 	return c
 }
 
@@ -200,12 +172,12 @@ func escapeComponent(b []byte) string {
 
 // clientCerts are the certificates r's client presented, and the
 // connection they are kept on (nil for HTTP/3, checked per request).
-func clientCerts(r *http.Request) ([]*x509.Certificate, *clientPeer) {
+func clientCerts(r *http.Request) ([]*x509.Certificate, *guard.ClientPeer) {
 	if r.TLS != nil {
 		return r.TLS.PeerCertificates, nil
 	}
-	if c, ok := r.Context().Value(connKey{}).(*trackedConn); ok {
-		return nil, &c.peer
+	if c, ok := guard.ConnOf(r.Context()); ok {
+		return nil, &c.Peer
 	}
 	return nil, nil
 }

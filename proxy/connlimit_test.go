@@ -2,7 +2,6 @@ package proxy
 
 import (
 	"bufio"
-	"context"
 	"fmt"
 	"io"
 	"net"
@@ -12,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hostgate/hostgate/proxy/guard"
 	"github.com/hostgate/hostgate/router"
 )
 
@@ -129,7 +129,7 @@ func wantClosed(t *testing.T, c *capConn, what string) {
 
 // settle waits until the connections waiting for a request may be closed
 // to make room.
-func settle() { time.Sleep(idleGrace + 50*time.Millisecond) }
+func settle() { time.Sleep(time.Second + 50*time.Millisecond) }
 
 // TestNodeConnectionCap fills the node's cap: a new connection closes the
 // connection idle the longest (an HTTP/2 one without streams here), then,
@@ -198,32 +198,40 @@ func TestAddressConnectionCap(t *testing.T) {
 	f.wantAnswered(inFlight, fresh)
 }
 
-// TestClosedToMakeRoom covers the race the sockets above do not show on
-// demand: a request that comes as its connection is closed to make room
-// is not served, whoever marks the connection afterwards.
-func TestClosedToMakeRoom(t *testing.T) {
-	var c trackedConn
-	now := time.Now()
-	c.markIdle(now)
-	from := c.idleFrom.Load()
-	c.markIdle(now.Add(time.Second))
-	if c.idleFrom.Load() != from {
-		t.Fatal("marking an idle connection idle again moved its time")
+// TestClosedToMakeRoomAborts has net/http read a request on a connection
+// closed to make room before its claim failed: the handler aborts it
+// before anything else.
+func TestClosedToMakeRoomAborts(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
 	}
-	if !c.claim() || c.idle() {
-		t.Fatal("an idle connection could not be claimed")
+	m, err := guard.NewMetrics(nil)
+	if err != nil {
+		t.Fatal(err)
 	}
-	c.markIdle(now)
-	c.idleFrom.CompareAndSwap(from, connEvicted) // as closeIdlest does
-	c.markIdle(now)
-	if c.claim() || !c.evicted() {
-		t.Fatal("a connection closed to make room was claimed")
+	tracker := guard.NewTracker(ln, guard.NewRegistry(1, NoCap, m), m)
+	defer tracker.Close()
+	accept := func() net.Conn {
+		c, err := net.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		ac, err := tracker.Accept()
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { ac.Close() })
+		return ac
 	}
+	first := accept()
+	// Idle long enough to be closed for the next one.
+	settle()
+	accept()
 
-	// net/http read the request before its claim failed: the handler
-	// aborts it before anything else.
 	f := newCapFixture(t, NoCap, NoCap)
-	r := httptest.NewRequestWithContext(context.WithValue(t.Context(), connKey{}, &c), http.MethodGet, "/", nil)
+	r := httptest.NewRequestWithContext(guard.ConnContext(t.Context(), first), http.MethodGet, "/", nil)
 	w := httptest.NewRecorder()
 	defer func() {
 		if p := recover(); p != http.ErrAbortHandler {

@@ -24,11 +24,30 @@
 // with the native HTTP/1.1 engine requests for HTTP/1.1 backends go over
 // its pool (bridge.go).
 //
-// Every TCP connection is read through a guard (guard.go) before net/http
-// sees it: it refuses ambiguous HTTP/1.1 framing (request smuggling) and
-// closes HTTP/2 connections that reset streams in a flood (rapid reset).
-// For it to read plaintext, TLS is terminated by the guard's listener.
-// Beneath TLS, a PROXY protocol header, where one is expected, is read
-// first (proxyproto.go); who a request comes from, the real client behind
-// trusted proxies, is worked out once per request (client.go).
+// Every TCP connection is read through a guard (package guard) before
+// net/http sees it: it refuses ambiguous HTTP/1.1 framing (request
+// smuggling) and closes HTTP/2 connections that reset streams in a flood
+// (rapid reset). For it to read plaintext, TLS is terminated by the guard's
+// listener. Beneath TLS, a PROXY protocol header, where one is expected, is
+// read first, and the connection caps count every connection (package
+// guard); who a request comes from, the real client behind trusted
+// proxies, is worked out once per request (client.go).
+//
+// The folders:
+//
+//	proxy           Server, Options, Config: listeners, their lifecycle and
+//	                the wiring of the engines; the request path (pipeline.go,
+//	                forward.go, bridge.go and the filters' files) and the
+//	                HTTP/1.1 engine (h1.go), which are still here
+//	proxy/guard     client connections below every engine: caps, PROXY
+//	                protocol, TLS termination and handshake counts, the
+//	                smuggling and flood guard
+//	proxy/h1wire    HTTP/1.1 message syntax (heads, bodies), shared by the
+//	                HTTP/1.1 engine and the HTTP/1.1 backend connections
+//	proxy/h2        the HTTP/2 engine, server and backend client
+//	proxy/upstream  endpoint sets, passive health, balancing
+//	proxy/l4        Layer 4 listeners (TLS passthrough and terminate, TCP, UDP)
+//
+// Imports point down that list and never back to proxy: guard and h1wire
+// import nothing of hostgate but guard (h1wire, for HTTP's token syntax).
 package proxy

@@ -15,6 +15,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/hostgate/hostgate/proxy/guard"
 	"github.com/hostgate/hostgate/proxy/h2"
 	"github.com/hostgate/hostgate/proxy/upstream"
 	"github.com/hostgate/hostgate/router"
@@ -26,7 +27,7 @@ import (
 
 // serve runs the pipeline for one request and executes its plan.
 func (s *Server) serve(w http.ResponseWriter, r *http.Request, l *listener, st *listenerState) {
-	rec := &recorder{ResponseWriter: w, writes: writeBound{stall: s.opts.IdleTimeout}}
+	rec := &recorder{ResponseWriter: w, writes: guard.WriteBound{Stall: s.opts.IdleTimeout}}
 	ex := exchange{start: time.Now(), scheme: l.scheme, sets: *s.sets.Load(), backendTLS: st.backendTLS, answer: w.Header()}
 	defer s.observeHTTP(l, r, rec, &ex)
 	conn, connText := remoteOf(r.RemoteAddr)

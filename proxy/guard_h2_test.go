@@ -14,6 +14,8 @@ import (
 
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
+
+	"github.com/hostgate/hostgate/proxy/guard"
 )
 
 // h2Client is a raw HTTP/2 client connection: h2c with prior knowledge,
@@ -152,31 +154,6 @@ func TestH2MalformedHeaders(t *testing.T) {
 	})
 }
 
-// h2HeaderBlocks is the start of an HTTP/2 connection with two requests,
-// the second with extra fields: one in a padded HEADERS frame with
-// priority, the other cut into CONTINUATION frames. A seed for fuzzing.
-func h2HeaderBlocks(extra ...string) []byte {
-	var out, hbuf bytes.Buffer
-	out.WriteString(http2.ClientPreface)
-	fr := http2.NewFramer(&out, nil)
-	fr.WriteSettings()
-	enc := hpack.NewEncoder(&hbuf)
-	block := func(extra ...string) []byte {
-		hbuf.Reset()
-		fields := append([]string{":method", "GET", ":scheme", "http", ":authority", "a.test", ":path", "/", "te", "trailers"}, extra...)
-		for i := 0; i+1 < len(fields); i += 2 {
-			enc.WriteField(hpack.HeaderField{Name: fields[i], Value: fields[i+1]})
-		}
-		return bytes.Clone(hbuf.Bytes())
-	}
-	fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: block(), EndStream: true, EndHeaders: true, PadLength: 7, Priority: http2.PriorityParam{Weight: 9}})
-	b := block(append([]string{"x-second", "1"}, extra...)...)
-	fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 3, BlockFragment: b[:3], EndStream: true})
-	fr.WriteContinuation(3, false, b[3:6])
-	fr.WriteContinuation(3, true, b[6:])
-	return out.Bytes()
-}
-
 // TestH2HeaderBlocksInStep sends many requests on one connection the way
 // real encoders do, which the guard must decode as the server does to see
 // their fields: HPACK's dynamic table with evictions and size updates,
@@ -265,7 +242,7 @@ func TestH2RapidReset(t *testing.T) {
 		dial, seen := guardedServer(t, p, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			time.Sleep(50 * time.Millisecond)
 		}))
-		yardstick := requestsCPU(t, dial, resetBurst)
+		yardstick := requestsCPU(t, dial, guard.ResetBurst)
 		served := seen.Load()
 		heap := watchHeap()
 		cpu := cpuTime(t)
@@ -302,7 +279,7 @@ func TestH2RapidReset(t *testing.T) {
 		// Streams up to the one that broke the budget may have reached a
 		// handler; the limit is crossed at the (resetBurst+1)th reset (a few
 		// more if the refill adds some while the flood runs).
-		const bound = resetBurst + 10
+		const bound = guard.ResetBurst + 10
 		if last := goAway.LastStreamID; last > 2*bound+1 {
 			t.Errorf("GOAWAY after stream %d, want at most %d", last, 2*bound+1)
 		}
@@ -313,7 +290,7 @@ func TestH2RapidReset(t *testing.T) {
 		// The client's writes mostly fit in the socket buffers (30 bytes a
 		// pair), so how far it got says little; GOAWAY says where the server
 		// stopped reading.
-		t.Logf("client wrote %d of %d pairs; GOAWAY after stream %d (%d streams); backend saw %d requests; CPU %v, %d requests take %v; heap in use rose by at most %d KiB", sent, pairs, goAway.LastStreamID, goAway.LastStreamID/2+1, n, cpu, resetBurst, yardstick, grown>>10)
+		t.Logf("client wrote %d of %d pairs; GOAWAY after stream %d (%d streams); backend saw %d requests; CPU %v, %d requests take %v; heap in use rose by at most %d KiB", sent, pairs, goAway.LastStreamID, goAway.LastStreamID/2+1, n, cpu, guard.ResetBurst, yardstick, grown>>10)
 		if grown > 16<<20 {
 			t.Errorf("heap in use rose by %d MiB during the flood", grown>>20)
 		}
@@ -388,7 +365,7 @@ func TestH2ResetAfterResponse(t *testing.T) {
 		c := dialH2(t, dial)
 		hdr := c.headers()
 		c.conn.SetReadDeadline(time.Now().Add(10 * time.Second))
-		for i := range 3 * resetBurst {
+		for i := range 3 * guard.ResetBurst {
 			id := uint32(2*i + 1)
 			if err := c.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: hdr, EndStream: true, EndHeaders: true}); err != nil {
 				t.Fatal(err)
@@ -400,37 +377,6 @@ func TestH2ResetAfterResponse(t *testing.T) {
 			}
 		}
 	})
-}
-
-func TestResetBudget(t *testing.T) {
-	now := time.Unix(0, 0)
-	g := newGuardConn(nil)
-	g.now = func() time.Time { return now }
-	g.startFrames()
-	for i := range resetBurst {
-		if !g.spendReset() {
-			t.Fatalf("reset %d refused", i)
-		}
-	}
-	if g.spendReset() {
-		t.Fatal("reset past the burst allowed")
-	}
-	now = now.Add(time.Second)
-	for i := range resetRate {
-		if !g.spendReset() {
-			t.Fatalf("reset %d after a second refused", i)
-		}
-	}
-	if g.spendReset() {
-		t.Fatal("reset past the rate allowed")
-	}
-	// A steady trickle at the rate never runs out.
-	for range 10 * resetBurst {
-		now = now.Add(time.Second / resetRate)
-		if !g.spendReset() {
-			t.Fatal("reset at the rate refused")
-		}
-	}
 }
 
 // TestH2RepeatedSettings sends a setting twice in one SETTINGS frame, which
@@ -452,66 +398,4 @@ func TestH2RepeatedSettings(t *testing.T) {
 			t.Errorf("GOAWAY %v, status %q, backend saw %d; want none, 200, 1", goAway, status, seen.Load())
 		}
 	})
-}
-
-func TestDedupeSettings(t *testing.T) {
-	setting := func(id uint16, v uint32) []byte {
-		return []byte{byte(id >> 8), byte(id), byte(v >> 24), byte(v >> 16), byte(v >> 8), byte(v)}
-	}
-	join := func(parts ...[]byte) []byte { return bytes.Join(parts, nil) }
-	tests := []struct {
-		name    string
-		in, out []byte
-	}{
-		{"no repeat", join(setting(4, 1), setting(5, 1<<14)), join(setting(4, 1), setting(5, 1<<14))},
-		{"repeat", join(setting(4, 1), setting(3, 9), setting(4, 2)), join(setting(0xf000, 1), setting(3, 9), setting(4, 2))},
-		{"three times", join(setting(4, 1), setting(4, 2), setting(4, 3)), join(setting(0xf000, 1), setting(0xf001, 2), setting(4, 3))},
-		{"invalid earlier value kept", join(setting(2, 7), setting(2, 0)), join(setting(2, 7), setting(2, 0))},
-		{"not whole settings", append(join(setting(4, 1), setting(4, 2)), 0), append(join(setting(4, 1), setting(4, 2)), 0)},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			dedupeSettings(tt.in)
-			if !bytes.Equal(tt.in, tt.out) {
-				t.Errorf("got %x, want %x", tt.in, tt.out)
-			}
-		})
-	}
-}
-
-// BenchmarkGuardHTTP2 is what the guard adds to an HTTP/2 request: the
-// frame header and an HPACK decoding of a browser's header block, as the
-// first request of a connection sends it (literals, and a new decoder) and
-// as the following ones do (indexed).
-func BenchmarkGuardHTTP2(b *testing.B) {
-	fields := []string{":method", "GET", ":scheme", "https", ":authority", "a.example.com", ":path", "/api/users?page=2",
-		"user-agent", "Mozilla/5.0 (X11; Linux x86_64)", "accept", "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8",
-		"accept-encoding", "gzip, deflate, br", "accept-language", "en-US,en;q=0.5", "cookie", "session=0123456789abcdef0123456789abcdef"}
-	var hbuf bytes.Buffer
-	enc := hpack.NewEncoder(&hbuf)
-	frame := func() []byte {
-		hbuf.Reset()
-		for i := 0; i+1 < len(fields); i += 2 {
-			enc.WriteField(hpack.HeaderField{Name: fields[i], Value: fields[i+1]})
-		}
-		var out bytes.Buffer
-		http2.NewFramer(&out, nil).WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: hbuf.Bytes(), EndStream: true, EndHeaders: true})
-		return out.Bytes()
-	}
-	literal, indexed := frame(), frame()
-	run := func(b *testing.B, frame []byte, each func(g *guardConn)) {
-		g := newGuardConn(nil)
-		g.startFrames()
-		g.frames(literal)
-		b.SetBytes(int64(len(frame)))
-		b.ReportAllocs()
-		for b.Loop() {
-			each(g)
-			if !g.frames(frame) {
-				b.Fatal("refused")
-			}
-		}
-	}
-	b.Run("literal", func(b *testing.B) { run(b, literal, func(g *guardConn) { g.hb.dec = nil }) })
-	b.Run("indexed", func(b *testing.B) { run(b, indexed, func(*guardConn) {}) })
 }

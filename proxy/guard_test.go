@@ -2,7 +2,6 @@ package proxy
 
 import (
 	"bufio"
-	"bytes"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
@@ -300,50 +299,6 @@ func TestHTTP1AfterALPNH2(t *testing.T) {
 	}
 }
 
-// TestGuardPoison checks the premise of the guard on net/http alone: it
-// answers 400 and closes wherever the poison lands in a request head.
-func TestGuardPoison(t *testing.T) {
-	const req = "GET /p HTTP/1.1\r\nHost: a.test\r\nX-A: b\r\n\r\n"
-	var seen atomic.Int64
-	addr := startBackend(t, http.HandlerFunc(func(http.ResponseWriter, *http.Request) { seen.Add(1) }))
-	for i := range len(req) - 1 {
-		c, err := net.Dial("tcp", addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		// The guard ends the stream after the poison.
-		io.WriteString(c, req[:i]+poison)
-		c.(*net.TCPConn).CloseWrite()
-		c.SetReadDeadline(time.Now().Add(2 * time.Second))
-		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
-		if err != nil || resp.StatusCode != http.StatusBadRequest || resp.Close != true {
-			t.Errorf("poison at %d (%q): %v %v", i, req[:i], resp, err)
-		}
-		c.Close()
-	}
-	if n := seen.Load(); n != 0 {
-		t.Errorf("handler saw %d requests", n)
-	}
-}
-
-// BenchmarkGuardHTTP1 is what the guard adds to a keep-alive request: one
-// pass over a typical head, with a small body.
-func BenchmarkGuardHTTP1(b *testing.B) {
-	req := []byte("POST /api/users?page=2 HTTP/1.1\r\nHost: a.example.com\r\nUser-Agent: Mozilla/5.0 (X11; Linux x86_64)\r\n" +
-		"Accept: text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8\r\nAccept-Encoding: gzip, deflate, br\r\n" +
-		"Accept-Language: en-US,en;q=0.5\r\nCookie: session=0123456789abcdef0123456789abcdef\r\nContent-Type: application/json\r\n" +
-		"Content-Length: 13\r\n\r\n{\"name\":\"a\"}\n")
-	g := newGuardConn(nil)
-	g.pre = -1
-	b.SetBytes(int64(len(req)))
-	b.ReportAllocs()
-	for b.Loop() {
-		if _, ok := g.http1(req); !ok {
-			b.Fatal("refused")
-		}
-	}
-}
-
 // TestSilentClientsClosed opens connections that send nothing, or a part
 // of a TLS handshake or request head: each is closed after
 // ReadHeaderTimeout, now that the guard's listener terminates TLS.
@@ -375,91 +330,4 @@ func TestSilentClientsClosed(t *testing.T) {
 			}
 		})
 	}
-}
-
-// FuzzGuardSplit checks that the guard's verdict on a byte stream does not
-// depend on how the stream is cut into reads.
-func FuzzGuardSplit(f *testing.F) {
-	f.Add([]byte("POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n5;x\r\nhello\r\n0\r\nT: 1\r\n\r\nGET / HTTP/1.1\r\n\r\n"), uint16(7), uint16(3))
-	f.Add([]byte("GET / HTTP/1.1\r\nContent-Length: 3\r\nContent-Length: 3\r\n\r\nabc"), uint16(20), uint16(1))
-	f.Add([]byte("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\x00\x00\x00\x04\x00\x00\x00\x00\x00"), uint16(14), uint16(5))
-	f.Add([]byte("GET / HTTP/1.1\r\nX: a\r\n b\r\n\r\n"), uint16(22), uint16(2))
-	for _, fields := range [][]string{nil, {"te", "gzip"}, {"x-a", "b", "connection", "close"}} {
-		f.Add(h2HeaderBlocks(fields...), uint16(30), uint16(3))
-	}
-	f.Fuzz(func(t *testing.T, data []byte, first, step uint16) {
-		verdict := func(pieces [][]byte) (bool, uint8) {
-			// The client end takes the guard's GOAWAY, if any.
-			server, client := net.Pipe()
-			defer server.Close()
-			go io.Copy(io.Discard, client)
-			g := newGuardConn(server)
-			for _, p := range pieces {
-				var ok bool
-				if g.st >= stPreface {
-					ok = g.frames(bytes.Clone(p))
-				} else {
-					_, ok = g.http1(bytes.Clone(p))
-				}
-				if !ok {
-					return false, 0
-				}
-			}
-			return true, g.st
-		}
-		var pieces [][]byte
-		rest, n := data, int(first)
-		for len(rest) > 0 {
-			n = max(1, min(n, len(rest)))
-			pieces = append(pieces, rest[:n])
-			rest = rest[n:]
-			n = int(step)
-		}
-		okWhole, stWhole := verdict([][]byte{data})
-		okSplit, stSplit := verdict(pieces)
-		if okWhole != okSplit || stWhole != stSplit {
-			t.Errorf("whole: ok %v state %d; in pieces of %d then %d: ok %v state %d", okWhole, stWhole, first, step, okSplit, stSplit)
-		}
-	})
-}
-
-// FuzzGuardAgreesWithNetHTTP checks that where the guard and net/http both
-// accept a stream of HTTP/1.1 requests, they agree on where the requests
-// end: the guard is between requests exactly when net/http is.
-func FuzzGuardAgreesWithNetHTTP(f *testing.F) {
-	f.Add([]byte("POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n5;x\r\nhello\r\n0\r\nT: 1\r\n\r\nGET / HTTP/1.1\r\nHost: a\r\n\r\n"))
-	f.Add([]byte("POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 3\r\n\r\nabcGET / HTTP/1.0\r\nHost: a\r\n\r\n"))
-	f.Add([]byte("GET / HTTP/1.1\r\nHost: a\r\nContent-Length: 3\r\n\r\nab"))
-	f.Fuzz(func(t *testing.T, data []byte) {
-		if bytes.HasPrefix(data, []byte("PRI")) {
-			return
-		}
-		g := newGuardConn(nil)
-		if _, ok := g.http1(bytes.Clone(data)); !ok || g.st == stUpgrading {
-			return
-		}
-		between := g.st == stLine && !g.begun
-		br := bufio.NewReader(bytes.NewReader(data))
-		for {
-			if _, err := br.Peek(1); err == io.EOF {
-				if !between {
-					t.Errorf("net/http read every request whole, the guard is inside one (state %d)", g.st)
-				}
-				return
-			}
-			req, err := http.ReadRequest(br)
-			if err == nil {
-				_, err = io.Copy(io.Discard, req.Body)
-			}
-			if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
-				if between {
-					t.Errorf("net/http is inside a request, the guard between requests: %v", err)
-				}
-				return
-			}
-			if err != nil {
-				return // net/http refuses: nothing is forwarded
-			}
-		}
-	})
 }

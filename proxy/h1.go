@@ -7,7 +7,7 @@ package proxy
 // allocations per request).
 //
 // One goroutine serves a client connection, reading through the guard
-// (guard.go), so its smuggling refusals hold: a refused request reaches the
+// (proxy/guard), so its smuggling refusals hold: a refused request reaches the
 // engine as a poisoned head, which it does not parse and hands over. It
 // runs the same pipeline as net/http (decide), then answers itself or
 // forwards to a backend over its own keep-alive pool (h1pool.go),
@@ -37,6 +37,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hostgate/hostgate/proxy/guard"
+	"github.com/hostgate/hostgate/proxy/h1wire"
 	"github.com/hostgate/hostgate/proxy/h2"
 	"github.com/hostgate/hostgate/proxy/l4"
 	"github.com/hostgate/hostgate/proxy/upstream"
@@ -88,10 +90,10 @@ var (
 // h1conn is one client connection served by the engine.
 type h1conn struct {
 	l  *listener
-	gc *guardConn
+	gc *guard.Conn
 	// tc is the connection beneath TLS and the guard, which says when it
 	// waits for a request.
-	tc *trackedConn
+	tc *guard.TrackedConn
 	br *bufio.Reader
 	// bw is the writer of the exchange under way, nil between them.
 	bw *bufio.Writer
@@ -99,10 +101,10 @@ type h1conn struct {
 	// IP parsed (the PROXY header's, with ProxyProtocol).
 	remote, client string
 	peer           netip.Addr
-	req            h1head
-	resp           h1head
+	req            h1wire.Head
+	resp           h1wire.Head
 	// body is the request body, rbody the response body.
-	body, rbody bodyReader
+	body, rbody h1wire.BodyReader
 	scratch     [64]byte
 	// linger says the connection ends with a request body unread.
 	linger bool
@@ -110,49 +112,8 @@ type h1conn struct {
 	http2 bool
 }
 
-// handoffListener is a listener that deliver feeds: the engine hands
-// connections to net/http through one, and the PROXY protocol listener
-// those whose header it read.
-type handoffListener struct {
-	addr  net.Addr
-	conns chan net.Conn
-	done  chan struct{}
-	once  sync.Once
-}
-
-func newHandoffListener(addr net.Addr) *handoffListener {
-	return &handoffListener{addr: addr, conns: make(chan net.Conn), done: make(chan struct{})}
-}
-
-func (h *handoffListener) Accept() (net.Conn, error) {
-	select {
-	case c := <-h.conns:
-		return c, nil
-	case <-h.done:
-		return nil, net.ErrClosed
-	}
-}
-
-func (h *handoffListener) Close() error {
-	h.once.Do(func() { close(h.done) })
-	return nil
-}
-
-func (h *handoffListener) Addr() net.Addr { return h.addr }
-
-// deliver hands c over, reporting false once the server stopped taking
-// connections.
-func (h *handoffListener) deliver(c net.Conn) bool {
-	select {
-	case h.conns <- c:
-		return true
-	case <-h.done:
-		return false
-	}
-}
-
 // acceptH1 accepts the listener's connections for the engine.
-func (l *listener) acceptH1(ln guardListener) {
+func (l *listener) acceptH1(ln guard.Listener) {
 	for {
 		c, err := ln.Listener.Accept()
 		if errors.Is(err, net.ErrClosed) {
@@ -173,7 +134,7 @@ func (l *listener) acceptH1(ln guardListener) {
 // ClientHello that a TLS listener on the socket claims goes to proxy/l4 (Divert reads it here, not in the accept loop, so that a slow
 // client holds up no other); any other connection goes to the HTTP
 // engines, which read the bytes Divert read as if unread.
-func (l *listener) serveConn(ln guardListener, c net.Conn) {
+func (l *listener) serveConn(ln guard.Listener, c net.Conn) {
 	if l.sharedTLS != nil {
 		read, taken := l.sharedTLS.Divert(c)
 		if taken {
@@ -183,12 +144,12 @@ func (l *listener) serveConn(ln guardListener, c net.Conn) {
 			c = l4.NewReplayConn(c, read)
 		}
 	}
-	l.serveH1(ln.guard(c))
+	l.serveH1(ln.Guard(c))
 }
 
-func (l *listener) serveH1(gc *guardConn) {
-	tc, _ := beneath[*trackedConn](gc)
-	c := &h1conn{l: l, gc: gc, tc: tc, remote: gc.RemoteAddr().String(), peer: addrOf(gc.RemoteAddr())}
+func (l *listener) serveH1(gc *guard.Conn) {
+	tc, _ := guard.Beneath[*guard.TrackedConn](gc)
+	c := &h1conn{l: l, gc: gc, tc: tc, remote: gc.RemoteAddr().String(), peer: guard.AddrOf(gc.RemoteAddr())}
 	c.client = c.remote
 	if host, _, err := net.SplitHostPort(c.remote); err == nil {
 		c.client = host
@@ -208,13 +169,13 @@ func (l *listener) serveH1(gc *guardConn) {
 		// Handlers see the context net/http would give them: with
 		// http.ServerContextKey, ReverseProxy resets a stream whose
 		// backend body breaks off instead of ending it as if whole.
-		ctx := connContext(context.WithValue(context.Background(), http.ServerContextKey, l.http), gc)
-		gc.leaveFrames()
+		ctx := guard.ConnContext(context.WithValue(context.Background(), http.ServerContextKey, l.http), gc)
+		gc.LeaveFrames()
 		// The engine reads through a buffer of its own: the HTTP/1.1
 		// reader goes back to its pool with a copy of what it holds,
 		// rather than staying with the connection for its life.
 		ahead, _ := c.br.Peek(c.br.Buffered())
-		conn := &bufferedConn{Conn: gc, r: io.MultiReader(bytes.NewReader(bytes.Clone(ahead)), gc)}
+		conn := &guard.BufferedConn{Conn: gc, Reader: io.MultiReader(bytes.NewReader(bytes.Clone(ahead)), gc)}
 		c.br.Reset(nil)
 		h1Readers.Put(c.br)
 		l.h2.ServeConn(conn, h2.ConnOpts{Context: ctx})
@@ -238,7 +199,7 @@ func (l *listener) closeIdleH1() {
 	l.h1mu.Lock()
 	defer l.h1mu.Unlock()
 	for c := range l.h1conns {
-		if c.tc.idle() {
+		if c.tc.Idle() {
 			_ = c.gc.SetReadDeadline(time.Now())
 		}
 	}
@@ -259,17 +220,17 @@ func (c *h1conn) serve() bool {
 		if c.gc.SetReadDeadline(now.Add(wait)) != nil {
 			return false
 		}
-		c.tc.markIdle(now)
+		c.tc.MarkIdle(now)
 		if c.l.closing.Load() {
 			return false
 		}
 		if _, err := c.br.Peek(1); err != nil {
 			if first {
-				c.l.srv.metrics.failedHandshake(c.gc.Conn)
+				c.l.srv.connMetrics.FailedHandshake(c.gc.Conn)
 			}
 			return false
 		}
-		if !c.tc.claim() {
+		if !c.tc.Claim() {
 			// Closed to make room: what came is dropped unanswered.
 			return false
 		}
@@ -326,7 +287,7 @@ func (c *h1conn) peekHead(armHeaderTimeout bool) (int, error) {
 	from := 0
 	for {
 		buf, _ := c.br.Peek(c.br.Buffered())
-		if n := headEnd(buf, from); n > 0 {
+		if n := h1wire.HeadEnd(buf, from); n > 0 {
 			return n, nil
 		}
 		if len(buf) == c.br.Size() {
@@ -338,7 +299,7 @@ func (c *h1conn) peekHead(armHeaderTimeout bool) (int, error) {
 			}
 			armHeaderTimeout = false
 		}
-		from = headSearchFrom(len(buf))
+		from = h1wire.HeadSearchFrom(len(buf))
 		if _, err := c.br.Peek(len(buf) + 1); err != nil {
 			return 0, err
 		}
@@ -351,11 +312,11 @@ func (c *h1conn) peekHead(armHeaderTimeout bool) (int, error) {
 func (c *h1conn) startsWithPreface() bool {
 	for {
 		buf, _ := c.br.Peek(c.br.Buffered())
-		n := min(len(buf), len(h2Preface))
-		if string(buf[:n]) != h2Preface[:n] {
+		n := min(len(buf), len(guard.H2Preface))
+		if string(buf[:n]) != guard.H2Preface[:n] {
 			return false
 		}
-		if n == len(h2Preface) {
+		if n == len(guard.H2Preface) {
 			return true
 		}
 		if _, err := c.br.Peek(n + 1); err != nil {
@@ -369,7 +330,7 @@ func (c *h1conn) handOff() bool {
 	if c.gc.SetReadDeadline(time.Time{}) != nil {
 		return false
 	}
-	return c.l.handoff.deliver(&bufferedConn{Conn: c.gc, r: c.br})
+	return c.l.handoff.Deliver(&guard.BufferedConn{Conn: c.gc, Reader: c.br})
 }
 
 // exchange serves the request whose head is the reader's first n bytes.
@@ -386,7 +347,7 @@ func (c *h1conn) exchange(n int) (keep, handOff bool) {
 	}()
 	head, _ := c.br.Peek(n)
 	req := &c.req
-	if !parseRequest(string(head), req) || req.upgrade || req.method == "PRI" || isGRPC(req) {
+	if !h1wire.ParseRequest(string(head), req) || req.Upgrade || req.Method == "PRI" || isGRPC(req) {
 		return false, true
 	}
 	l := c.l
@@ -395,7 +356,7 @@ func (c *h1conn) exchange(n int) (keep, handOff bool) {
 	ex := exchange{start: time.Now(), scheme: l.scheme, sets: *s.sets.Load()}
 	ex.from = s.originOf(c.peer, c.client, req)
 	v := view{
-		Request: router.Request{Host: req.host, Method: req.method, Path: req.path, RawQuery: req.query, Header: req},
+		Request: router.Request{Host: req.Host, Method: req.Method, Path: req.Path, RawQuery: req.Query, Header: req},
 		scheme:  l.scheme,
 		port:    l.port,
 		client:  ex.from.client,
@@ -404,7 +365,7 @@ func (c *h1conn) exchange(n int) (keep, handOff bool) {
 	}
 	if l.scheme == "https" && st.routes != nil && st.routes.Shared() {
 		v.tls = st.tls
-		v.serverName = c.tc.serverName
+		v.serverName = c.tc.ServerName
 	}
 	if st.routes != nil && st.routes.HasListenerFilters() {
 		return false, true
@@ -425,12 +386,12 @@ func (c *h1conn) exchange(n int) (keep, handOff bool) {
 	// During the shutdown delay every answer closes its connection, as
 	// on net/http (listener.ServeHTTP): clients leave while answers
 	// still arrive.
-	keep = !req.close && (!req.http10 || req.keepAlive) && !s.draining.Load()
+	keep = !req.Close && (!req.HTTP10 || req.KeepAlive) && !s.draining.Load()
 	switch {
-	case req.chunked:
-		c.body.start(c.br, bodyChunked, 0)
+	case req.Chunked:
+		c.body.Start(c.br, h1wire.BodyChunked, 0)
 	default:
-		c.body.start(c.br, bodyLength, max(req.contentLength, 0))
+		c.body.Start(c.br, h1wire.BodyLength, max(req.ContentLength, 0))
 	}
 
 	var status int
@@ -439,16 +400,16 @@ func (c *h1conn) exchange(n int) (keep, handOff bool) {
 	case actForward:
 		status, sent, keep = c.forward(&ex, keep)
 	case actRedirect, actPreflight:
-		c.resp.reset("")
-		s.serverField(&c.resp.fields)
-		status = answer(&ex.plan, &v, &c.resp.fields)
-		keep = keep && c.body.done
+		c.resp.Reset("")
+		s.serverField(&c.resp.Fields)
+		status = answer(&ex.plan, &v, &c.resp.Fields)
+		keep = keep && c.body.Done
 		c.statusLine(status)
-		c.writeFields(c.resp.fields, false)
+		c.writeFields(c.resp.Fields, false)
 		if status != http.StatusNoContent {
 			c.bw.WriteString("Content-Length: 0\r\n")
 		}
-		c.endHead(keep, c.resp.fields.has("Date"))
+		c.endHead(keep, c.resp.Fields.Has("Date"))
 	case actNotFound:
 		status, sent, keep = c.writeError(http.StatusNotFound, keep)
 	case actMisdirected:
@@ -462,13 +423,13 @@ func (c *h1conn) exchange(n int) (keep, handOff bool) {
 		status, sent, keep = c.writeError(http.StatusServiceUnavailable, keep)
 	}
 	if a := s.observe(l, &ex, status, sent); a != nil {
-		a.RemoteAddr, a.Method, a.Host = c.remote, req.method, req.host
+		a.RemoteAddr, a.Method, a.Host = c.remote, req.Method, req.Host
 		a.Proto = "HTTP/1.1"
-		if req.http10 {
+		if req.HTTP10 {
 			a.Proto = "HTTP/1.0"
 		}
-		a.Path = req.path
-		if p, err := url.PathUnescape(req.path); err == nil {
+		a.Path = req.Path
+		if p, err := url.PathUnescape(req.Path); err == nil {
 			a.Path = p
 		}
 		s.opts.AccessLog(a)
@@ -479,7 +440,7 @@ func (c *h1conn) exchange(n int) (keep, handOff bool) {
 		return false, false
 	}
 	// A body left unread would be taken for the next request.
-	return keep && c.body.done && !l.closing.Load(), false
+	return keep && c.body.Done && !l.closing.Load(), false
 }
 
 // engineForwards reports whether the engine forwards what p plans itself:
@@ -487,7 +448,7 @@ func (c *h1conn) exchange(n int) (keep, handOff bool) {
 // ask, a fallback backend or a pace for the answer, to a path it can send
 // as is.
 func engineForwards(p *plan, req router.Headers) bool {
-	if p.authorize || upstreamProtocol(p, req) != "" || p.path != "" && !validPath(p.path) || p.usesFallback() || p.target.Rule.ResponseRate != nil {
+	if p.authorize || upstreamProtocol(p, req) != "" || p.path != "" && !h1wire.ValidPath(p.path) || p.usesFallback() || p.target.Rule.ResponseRate != nil {
 		return false
 	}
 	mirrored := false
@@ -504,7 +465,7 @@ func (c *h1conn) writeError(status int, keep bool) (int, int64, bool) {
 // writeErrorBody is writeError with a body of its own and, when not
 // empty, a WWW-Authenticate field.
 func (c *h1conn) writeErrorBody(status int, body, challenge string, keep bool) (int, int64, bool) {
-	keep = keep && c.body.done
+	keep = keep && c.body.Done
 	c.statusLine(status)
 	c.bw.WriteString("Content-Type: text/plain; charset=utf-8\r\nContent-Length: ")
 	c.bw.Write(strconv.AppendInt(c.scratch[:0], int64(len(body)), 10))
@@ -517,7 +478,7 @@ func (c *h1conn) writeErrorBody(status int, body, challenge string, keep bool) (
 	}
 	c.endHead(keep, false)
 	var sent int64
-	if c.req.method != http.MethodHead {
+	if c.req.Method != http.MethodHead {
 		c.bw.WriteString(body)
 		sent = int64(len(body))
 	}
@@ -527,7 +488,7 @@ func (c *h1conn) writeErrorBody(status int, body, challenge string, keep bool) (
 // statusLine writes a status line as net/http does, in the client's
 // version.
 func (c *h1conn) statusLine(code int) {
-	if c.req.http10 {
+	if c.req.HTTP10 {
 		c.bw.WriteString("HTTP/1.0 ")
 	} else {
 		c.bw.WriteString("HTTP/1.1 ")
@@ -547,15 +508,15 @@ func (c *h1conn) statusLine(code int) {
 // writeFields writes the fields that are not hop-by-hop; keepTrailer keeps
 // Trailer, which announces the trailers of a chunked response relayed as
 // such.
-func (c *h1conn) writeFields(fields h1fields, keepTrailer bool) {
+func (c *h1conn) writeFields(fields h1wire.Fields, keepTrailer bool) {
 	for i := range fields {
 		f := &fields[i]
-		if f.hop && !(keepTrailer && strings.EqualFold(f.name, "Trailer")) {
+		if f.Hop && !(keepTrailer && strings.EqualFold(f.Name, "Trailer")) {
 			continue
 		}
-		c.bw.WriteString(f.name)
+		c.bw.WriteString(f.Name)
 		c.bw.WriteString(": ")
-		c.bw.WriteString(f.value)
+		c.bw.WriteString(f.Value)
 		c.bw.WriteString("\r\n")
 	}
 }
@@ -577,9 +538,9 @@ func (c *h1conn) endHead(keep, hasDate bool) {
 		c.bw.WriteString("\r\n")
 	}
 	switch {
-	case !keep && !c.req.http10:
+	case !keep && !c.req.HTTP10:
 		c.bw.WriteString("Connection: close\r\n")
-	case keep && c.req.http10:
+	case keep && c.req.HTTP10:
 		c.bw.WriteString("Connection: keep-alive\r\n")
 	}
 	c.bw.WriteString("\r\n")
@@ -596,29 +557,29 @@ func (c *h1conn) forward(ex *exchange, keep bool) (status int, sent int64, keepO
 		return 0, 0, false
 	}
 	o := &ex.from
-	xff, proto, fhost := forwarded(o.connText, req.host, ex.scheme, req, o.trusted)
-	req.fields = append(req.fields,
-		h1field{name: "X-Forwarded-For", value: xff},
-		h1field{name: "X-Forwarded-Proto", value: proto},
-		h1field{name: "X-Forwarded-Host", value: fhost},
-		h1field{name: "X-Real-Ip", value: o.clientText})
+	xff, proto, fhost := forwarded(o.connText, req.Host, ex.scheme, req, o.trusted)
+	req.Fields = append(req.Fields,
+		h1wire.Field{Name: "X-Forwarded-For", Value: xff},
+		h1wire.Field{Name: "X-Forwarded-Proto", Value: proto},
+		h1wire.Field{Name: "X-Forwarded-Host", Value: fhost},
+		h1wire.Field{Name: "X-Real-Ip", Value: o.clientText})
 	if o.requestID != "" {
-		req.fields = append(req.fields, h1field{name: "X-Request-Id", value: o.requestID})
+		req.Fields = append(req.Fields, h1wire.Field{Name: "X-Request-Id", Value: o.requestID})
 	}
 	if cert := c.clientCert(); cert != "" {
-		req.fields = append(req.fields, h1field{name: clientCertField, value: cert})
+		req.Fields = append(req.Fields, h1wire.Field{Name: clientCertField, Value: cert})
 	}
 	if ex.plan.clientCert != nil {
-		ex.plan.clientCert.setFields(&req.fields)
+		ex.plan.clientCert.setFields(&req.Fields)
 	}
-	eachFilter(&ex.plan, router.FilterRequestHeaderModifier, func(f *router.Filter) { modifyHeader(&req.fields, f.RequestHeaders) })
+	eachFilter(&ex.plan, router.FilterRequestHeaderModifier, func(f *router.Filter) { modifyHeader(&req.Fields, f.RequestHeaders) })
 
 	// Only a request without a body that is safe to repeat goes again on
 	// a fresh connection after a reused one turned out closed, as
 	// net/http's Transport does.
-	bodiless := c.body.done
-	length := req.contentLength
-	if req.chunked {
+	bodiless := c.body.Done
+	length := req.ContentLength
+	if req.Chunked {
 		length = -1
 	}
 	tooLarge, limited := bodyTooLarge(ex.plan.target.Rule, length, &c.body)
@@ -628,13 +589,13 @@ func (c *h1conn) forward(ex *exchange, keep bool) (status int, sent int64, keepO
 		return c.writeError(http.StatusRequestEntityTooLarge, false)
 	}
 	ex.limited = limited
-	replayable := bodiless && repeatable(req.method, req.get("Idempotency-Key"))
-	if limits := s.opts.requestBodyLimits(); !bodiless && !req.chunked && limits.enabled() && !c.bodyBuffered() {
+	replayable := bodiless && repeatable(req.Method, req.Get("Idempotency-Key"))
+	if limits := s.opts.requestBodyLimits(); !bodiless && !req.Chunked && limits.enabled() && !c.bodyBuffered() {
 		// Setting a read deadline in the past wakes the read waiting
 		// for the body; the connection closes after the 408.
 		ex.pace = startPacer(limits, &c.body, func() { _ = c.gc.SetReadDeadline(time.Unix(1, 0)) })
 	}
-	uc, status, err := s.sendH1(ex, bodiless, replayable, c.clientGone, &c.resp, req.method, func(uc *upConn) (bool, error) { return c.roundTrip(uc, ex) })
+	uc, status, err := s.sendH1(ex, bodiless, replayable, c.clientGone, &c.resp, req.Method, func(uc *upConn) (bool, error) { return c.roundTrip(uc, ex) })
 	ex.pace.finish()
 	if uc == nil {
 		if status == 0 {
@@ -662,12 +623,12 @@ func (c *h1conn) forward(ex *exchange, keep bool) (status int, sent int64, keepO
 // response head came on, ex.host then holding an in-flight count for the
 // caller to end, or the status to answer with (0 when the client is gone)
 // and the error.
-func (s *Server) sendH1(ex *exchange, bodiless, replayable bool, clientGone func() bool, resp *h1head, method string, send func(uc *upConn) (answered bool, err error)) (*upConn, int, error) {
+func (s *Server) sendH1(ex *exchange, bodiless, replayable bool, clientGone func() bool, resp *h1wire.Head, method string, send func(uc *upConn) (answered bool, err error)) (*upConn, int, error) {
 	for {
 		uc, status, err := s.attemptH1(ex, replayable, clientGone, send)
 		answer := status
 		if uc != nil {
-			answer = resp.status
+			answer = resp.Status
 		} else if status == 0 {
 			return nil, 0, err
 		}
@@ -696,9 +657,9 @@ func (s *Server) sendH1(ex *exchange, bodiless, replayable bool, clientGone func
 // discardH1 drops a response that is retried. Its connection goes back to
 // the pool when no body follows the head, and is closed otherwise rather
 // than read for nothing.
-func (s *Server) discardH1(uc *upConn, resp *h1head, method, addr string) {
-	mode := resp.bodyMode(method)
-	if resp.reusable(mode) && (mode == bodyNone || mode == bodyLength && resp.contentLength == 0) {
+func (s *Server) discardH1(uc *upConn, resp *h1wire.Head, method, addr string) {
+	mode := resp.BodyMode(method)
+	if resp.Reusable(mode) && (mode == h1wire.BodyNone || mode == h1wire.BodyLength && resp.ContentLength == 0) {
 		s.h1.put(addr, uc)
 		return
 	}
@@ -783,7 +744,7 @@ func (s *Server) attemptH1(ex *exchange, replayable bool, clientGone func() bool
 // connection's reader, as a small body sent with its head is: then no
 // client can be slow with it.
 func (c *h1conn) bodyBuffered() bool {
-	return c.body.mode == bodyLength && int64(c.br.Buffered()) >= c.body.left
+	return c.body.Mode == h1wire.BodyLength && int64(c.br.Buffered()) >= c.body.Left
 }
 
 // clientBodyError is a failure to read the request body from the client.
@@ -816,22 +777,22 @@ func (c *h1conn) roundTrip(uc *upConn, ex *exchange) (answered bool, err error) 
 	uc.setStall(&ex.plan.target.Rule.Timeouts, deadline)
 	req := &c.req
 	bw := uc.bw
-	writeRequestLine(bw, ex, req.method, req.path, req.query, req.host)
-	for i := range req.fields {
-		f := &req.fields[i]
+	writeRequestLine(bw, ex, req.Method, req.Path, req.Query, req.Host)
+	for i := range req.Fields {
+		f := &req.Fields[i]
 		// Fields a modifier may have set that the framing owns, as
 		// net/http's Transport ignores them.
-		if f.hop || strings.EqualFold(f.name, "Host") || strings.EqualFold(f.name, "Content-Length") || strings.EqualFold(f.name, "Transfer-Encoding") || strings.EqualFold(f.name, "Trailer") {
+		if f.Hop || strings.EqualFold(f.Name, "Host") || strings.EqualFold(f.Name, "Content-Length") || strings.EqualFold(f.Name, "Transfer-Encoding") || strings.EqualFold(f.Name, "Trailer") {
 			continue
 		}
-		bw.WriteString(f.name)
+		bw.WriteString(f.Name)
 		bw.WriteString(": ")
-		bw.WriteString(f.value)
+		bw.WriteString(f.Value)
 		bw.WriteString("\r\n")
 	}
-	endRequestHead(bw, req.method, req.contentLength, req.chunked, req.teTrailers)
+	endRequestHead(bw, req.Method, req.ContentLength, req.Chunked, req.TETrailers)
 
-	if !c.body.done && req.expect100 && !req.http10 {
+	if !c.body.Done && req.Expect100 && !req.HTTP10 {
 		if err := bw.Flush(); err != nil {
 			return false, err
 		}
@@ -845,7 +806,7 @@ func (c *h1conn) roundTrip(uc *upConn, ex *exchange) (answered bool, err error) 
 			if err := c.readResponse(uc); err != nil {
 				return true, err
 			}
-			if c.resp.status != http.StatusContinue {
+			if c.resp.Status != http.StatusContinue {
 				return true, nil
 			}
 		} else if ne, ok := errors.AsType[net.Error](err); !ok || !ne.Timeout() {
@@ -862,10 +823,10 @@ func (c *h1conn) roundTrip(uc *upConn, ex *exchange) (answered bool, err error) 
 		body = ex.limited
 	case ex.pace != nil:
 		body = ex.pace
-	case !c.body.done:
+	case !c.body.Done:
 		body = &c.body
 	}
-	if early, err := sendBody(uc, body, c.req.chunked); err != nil {
+	if early, err := sendBody(uc, body, c.req.Chunked); err != nil {
 		// The backend may have answered before reading it all.
 		if early && c.readResponse(uc) == nil {
 			return true, nil
@@ -931,7 +892,7 @@ func sendBody(uc *upConn, body io.Reader, chunked bool) (early bool, err error) 
 		return false, uc.bw.Flush()
 	}
 	buf := h1Buffers.Get().(*[]byte)
-	_, readErr, writeErr := relay(uc.bw, body, *buf, chunked, chunked)
+	_, readErr, writeErr := h1wire.Relay(uc.bw, body, *buf, chunked, chunked)
 	h1Buffers.Put(buf)
 	if readErr == nil && writeErr == nil {
 		writeErr = uc.bw.Flush()
@@ -961,7 +922,7 @@ func (c *h1conn) clientGone() bool {
 // clientCert is the X-Forwarded-Client-Cert value of the client
 // certificate the connection's handshake verified, if any.
 func (c *h1conn) clientCert() string {
-	return c.tc.clientCert
+	return c.tc.ClientCert
 }
 
 func earliest(a, b time.Time) time.Time {
@@ -976,15 +937,15 @@ func earliest(a, b time.Time) time.Time {
 // Continue is the engine's to send, and comes before the body.
 func (c *h1conn) readResponse(uc *upConn) error {
 	informational := c.relayInformational
-	if c.req.http10 {
+	if c.req.HTTP10 {
 		informational = nil
 	}
-	return readFinalResponse(uc.br, &c.resp, c.body.done, informational)
+	return readFinalResponse(uc.br, &c.resp, c.body.Done, informational)
 }
 
-func (c *h1conn) relayInformational(resp *h1head) error {
-	c.statusLine(resp.status)
-	c.writeFields(resp.fields, false)
+func (c *h1conn) relayInformational(resp *h1wire.Head) error {
+	c.statusLine(resp.Status)
+	c.writeFields(resp.Fields, false)
 	c.bw.WriteString("\r\n")
 	if err := c.bw.Flush(); err != nil {
 		return clientBodyError{err}
@@ -996,16 +957,16 @@ func (c *h1conn) relayInformational(resp *h1head) error {
 // Continue while the request body is still to be sent (bodySent unset).
 // The informational responses before it (103 Early Hints) go to
 // informational, if set, and are dropped otherwise.
-func readFinalResponse(br *bufio.Reader, resp *h1head, bodySent bool, informational func(*h1head) error) error {
+func readFinalResponse(br *bufio.Reader, resp *h1wire.Head, bodySent bool, informational func(*h1wire.Head) error) error {
 	for {
 		raw, err := readResponseHead(br)
 		if err != nil {
 			return err
 		}
-		if !parseResponse(raw, resp) {
+		if !h1wire.ParseResponse(raw, resp) {
 			return errBadResponse
 		}
-		switch code := resp.status; {
+		switch code := resp.Status; {
 		case code == http.StatusSwitchingProtocols:
 			return errUpgradeAnswer
 		case code == http.StatusContinue:
@@ -1032,7 +993,7 @@ func readResponseHead(br *bufio.Reader) (string, error) {
 	from := 0
 	for {
 		buf, _ := br.Peek(br.Buffered())
-		if n := headEnd(buf, from); n > 0 {
+		if n := h1wire.HeadEnd(buf, from); n > 0 {
 			raw := string(buf[:n])
 			_, err := br.Discard(n)
 			return raw, err
@@ -1040,7 +1001,7 @@ func readResponseHead(br *bufio.Reader) (string, error) {
 		if len(buf) == br.Size() {
 			break
 		}
-		from = headSearchFrom(len(buf))
+		from = h1wire.HeadSearchFrom(len(buf))
 		if _, err := br.Peek(len(buf) + 1); err != nil {
 			if err == io.EOF && len(buf) > 0 {
 				err = io.ErrUnexpectedEOF
@@ -1064,7 +1025,7 @@ func readResponseHead(br *bufio.Reader) (string, error) {
 			}
 			return "", err
 		}
-		if n := headEnd(head, headSearchFrom(len(head)-len(b))); n > 0 {
+		if n := h1wire.HeadEnd(head, h1wire.HeadSearchFrom(len(head)-len(b))); n > 0 {
 			return string(head), nil
 		}
 	}
@@ -1074,30 +1035,30 @@ func readResponseHead(br *bufio.Reader) (string, error) {
 // returns uc to the pool when it was read whole.
 func (c *h1conn) relayResponse(uc *upConn, ex *exchange, keep bool) (status int, sent int64, keepOpen bool) {
 	req, resp := &c.req, &c.resp
-	status = resp.status
-	mode := resp.bodyMode(req.method)
+	status = resp.Status
+	mode := resp.BodyMode(req.Method)
 	// A body of unknown length goes to HTTP/1.1 clients chunked, and ends
 	// the connection of an HTTP/1.0 one.
-	unknown := mode == bodyChunked || mode == bodyUntilClose
-	chunked := unknown && !req.http10
-	keep = keep && !(unknown && req.http10)
+	unknown := mode == h1wire.BodyChunked || mode == h1wire.BodyUntilClose
+	chunked := unknown && !req.HTTP10
+	keep = keep && !(unknown && req.HTTP10)
 	// The request body is unread when the backend answered early.
-	keep = keep && c.body.done
-	reusable := resp.reusable(mode) && c.body.done
+	keep = keep && c.body.Done
+	reusable := resp.Reusable(mode) && c.body.Done
 
-	c.l.srv.serverField(&resp.fields)
-	editResponse(&ex.plan, &resp.fields)
+	c.l.srv.serverField(&resp.Fields)
+	editResponse(&ex.plan, &resp.Fields)
 	c.statusLine(status)
-	c.writeFields(resp.fields, chunked)
-	if resp.contentLength >= 0 && mode != bodyChunked {
+	c.writeFields(resp.Fields, chunked)
+	if resp.ContentLength >= 0 && mode != h1wire.BodyChunked {
 		c.bw.WriteString("Content-Length: ")
-		c.bw.Write(strconv.AppendInt(c.scratch[:0], resp.contentLength, 10))
+		c.bw.Write(strconv.AppendInt(c.scratch[:0], resp.ContentLength, 10))
 		c.bw.WriteString("\r\n")
 	}
 	if chunked {
 		c.bw.WriteString("Transfer-Encoding: chunked\r\n")
 	}
-	c.endHead(keep, resp.fields.has("Date"))
+	c.endHead(keep, resp.Fields.Has("Date"))
 	if unknown && uc.br.Buffered() == 0 {
 		// The head goes out at once when nothing of the body is here: a
 		// stream's first piece may be long in coming.
@@ -1107,10 +1068,10 @@ func (c *h1conn) relayResponse(uc *upConn, ex *exchange, keep bool) (status int,
 		}
 	}
 
-	c.rbody.start(uc.br, mode, max(resp.contentLength, 0))
-	c.rbody.keepTrailer = chunked
+	c.rbody.Start(uc.br, mode, max(resp.ContentLength, 0))
+	c.rbody.KeepTrailer = chunked
 	var readErr, writeErr error
-	if mode != bodyNone {
+	if mode != h1wire.BodyNone {
 		buf := h1Buffers.Get().(*[]byte)
 		// Bodies of unknown length are often streams (server-sent
 		// events): each piece goes out as it comes, and a client that
@@ -1118,7 +1079,7 @@ func (c *h1conn) relayResponse(uc *upConn, ex *exchange, keep bool) (status int,
 		if unknown {
 			uc.watchClient(c, ex.attemptDeadline)
 		}
-		sent, readErr, writeErr = relay(c.bw, &c.rbody, *buf, chunked, unknown)
+		sent, readErr, writeErr = h1wire.Relay(c.bw, &c.rbody, *buf, chunked, unknown)
 		h1Buffers.Put(buf)
 	}
 	if readErr != nil || writeErr != nil || !reusable {

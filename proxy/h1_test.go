@@ -400,61 +400,6 @@ func TestH1HandsOver(t *testing.T) {
 	}
 }
 
-func TestValidPath(t *testing.T) {
-	for p, want := range map[string]bool{
-		"/": true, "/a/b%2Fc": true, "/~x(y)*!$&'+,;=:@": true,
-		"": false, "a": false, "/%": false, "/%zz": false, "/a b": false, "/é": false, "/a\"b": false, "/{x}": false,
-	} {
-		if got := validPath(p); got != want {
-			t.Errorf("validPath(%q) = %v", p, got)
-		}
-	}
-}
-
-// FuzzParseRequest checks the engine's request parser against net/http's:
-// whatever the engine takes, net/http reads the same way.
-func FuzzParseRequest(f *testing.F) {
-	for _, s := range []string{
-		"GET / HTTP/1.1\r\nHost: a\r\n\r\n",
-		"POST /p?q=1 HTTP/1.1\r\nHost: a:80\r\nContent-Length: 3\r\nX-A: b\r\n\r\n",
-		"PUT /x HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\nConnection: close, X-A\r\nX-A: 1\r\n\r\n",
-		"GET / HTTP/1.0\r\n\r\n",
-		"GET / HTTP/1.1\r\nhost: a\r\nexpect: 100-continue\r\n\r\n",
-	} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, raw string) {
-		var h h1head
-		if !parseRequest(raw, &h) {
-			return
-		}
-		r, err := http.ReadRequest(bufio.NewReader(strings.NewReader(raw)))
-		if err != nil {
-			t.Fatalf("engine took %q, net/http refuses it: %v", raw, err)
-		}
-		if r.Method != h.method || r.URL.EscapedPath() != h.path || r.URL.RawQuery != h.query || r.Host != h.host {
-			t.Fatalf("%q: net/http reads %s %s ? %s host %s, engine %s %s ? %s host %s", raw, r.Method, r.URL.EscapedPath(), r.URL.RawQuery, r.Host, h.method, h.path, h.query, h.host)
-		}
-		if (r.ProtoMinor == 0) != h.http10 || r.Close != (h.close || h.http10 && !h.keepAlive) {
-			t.Fatalf("%q: version or close differs", raw)
-		}
-		wantLength := r.ContentLength
-		if h.chunked {
-			wantLength = -1
-		} else if wantLength == 0 && h.contentLength < 0 {
-			wantLength = -1 // net/http reads "no length" as 0 for requests
-		}
-		if h.contentLength != wantLength && !h.chunked || h.chunked != (len(r.TransferEncoding) > 0) {
-			t.Fatalf("%q: framing differs: net/http length %d %v, engine %d %v", raw, r.ContentLength, r.TransferEncoding, h.contentLength, h.chunked)
-		}
-		for name, vals := range r.Header {
-			if got := h.Values(name); len(got) == 0 || got[0] != vals[0] {
-				t.Fatalf("%q: %s is %q to net/http, %q to the engine", raw, name, vals, got)
-			}
-		}
-	})
-}
-
 // TestH1OverTLS pipelines requests on an HTTP/1.1 connection over TLS:
 // the engine serves them with the listener's scheme and Alt-Svc.
 func TestH1OverTLS(t *testing.T) {

@@ -5,13 +5,13 @@ import (
 	"encoding/base64"
 	"errors"
 	"io"
-	"net"
 	"net/http"
-	"strings"
 	"time"
 
 	"golang.org/x/net/http2"
 
+	"github.com/hostgate/hostgate/proxy/guard"
+	"github.com/hostgate/hostgate/proxy/h1wire"
 	"github.com/hostgate/hostgate/proxy/h2"
 )
 
@@ -23,19 +23,7 @@ import (
 
 // isH2CUpgrade reports whether h asks for an upgrade to h2c.
 func isH2CUpgrade(h http.Header) bool {
-	return hasToken(h["Upgrade"], "h2c") && hasToken(h["Connection"], "http2-settings") && len(h["Http2-Settings"]) == 1
-}
-
-// hasToken reports whether a comma-separated header holds token.
-func hasToken(values []string, token string) bool {
-	for _, v := range values {
-		for t := range strings.SplitSeq(v, ",") {
-			if strings.EqualFold(strings.TrimSpace(t), token) {
-				return true
-			}
-		}
-	}
-	return false
+	return h1wire.HasToken(h["Upgrade"], "h2c") && h1wire.HasToken(h["Connection"], "http2-settings") && len(h["Http2-Settings"]) == 1
 }
 
 func (l *listener) serveH2CUpgrade(w http.ResponseWriter, r *http.Request) {
@@ -78,10 +66,10 @@ func (l *listener) serveH2CUpgrade(w http.ResponseWriter, r *http.Request) {
 	if err := rw.Flush(); err != nil {
 		return
 	}
-	upgraded := &bufferedConn{Conn: conn, r: rw.Reader}
+	upgraded := &guard.BufferedConn{Conn: conn, Reader: rw.Reader}
 	if l.h2 != nil {
-		if gc, ok := beneath[*guardConn](conn); ok {
-			gc.leaveFrames()
+		if gc, ok := guard.Beneath[*guard.Conn](conn); ok {
+			gc.LeaveFrames()
 		}
 		l.h2.ServeConn(upgraded, h2.ConnOpts{Context: r.Context(), Upgrade: r, Settings: settings})
 		return
@@ -94,13 +82,3 @@ func (l *listener) serveH2CUpgrade(w http.ResponseWriter, r *http.Request) {
 		Settings:       settings,
 	})
 }
-
-// bufferedConn reads what was read ahead of the connection's hand-over
-// (past an upgrade request, or the client's connection preface) before
-// reading the socket.
-type bufferedConn struct {
-	net.Conn
-	r io.Reader
-}
-
-func (c *bufferedConn) Read(p []byte) (int, error) { return c.r.Read(p) }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net"
 
+	"github.com/hostgate/hostgate/proxy/guard"
 	"github.com/hostgate/hostgate/proxy/l4"
 	"github.com/hostgate/hostgate/proxy/upstream"
 	"github.com/hostgate/hostgate/router"
@@ -25,7 +26,7 @@ func (s *Server) openL4Listener(cfg *Listener, ln net.Listener, port int) *liste
 		protocol: cfg.Protocol,
 		addr:     cfg.Address,
 		port:     port,
-		tcp:      newConnTracker(ln, s.conns, s.metrics),
+		tcp:      guard.NewTracker(ln, s.conns, s.connMetrics),
 		stats:    s.metrics.listener(cfg.Address),
 	}
 	l.stream = l4.New(s.l4Options(cfg.Address, mode), cfg.L4, cfg.TLS)
@@ -92,7 +93,7 @@ func (s *Server) l4Options(address string, mode l4.Mode) l4.Options {
 		DrainGrace:      o.L4DrainGrace,
 		BackendTLS:      func(b *router.BackendTLS) (*tls.Config, error) { return backendTLSConfig(nil, b) },
 		Sets:            func() map[string]*upstream.Set { return *s.sets.Load() },
-		Socket:          socketOf,
+		Socket:          guard.SocketOf,
 		Metrics:         s.l4metrics,
 		Log:             s.log,
 		AccessLog:       o.L4AccessLog,
@@ -107,26 +108,4 @@ func (l *listener) drainL4(ctx context.Context) bool {
 	l.srv.l4metrics.Forget(l.addr)
 	l.srv.log.Info("listener closed", "listener", l.addr, "clean", clean)
 	return clean
-}
-
-// socketOf is the socket beneath an accepted connection, through the
-// connection caps' wrapper and a PROXY header's once the bytes read past
-// the header are consumed; nil when reading the socket directly would lose
-// bytes.
-func socketOf(c net.Conn) *net.TCPConn {
-	for {
-		switch w := c.(type) {
-		case *net.TCPConn:
-			return w
-		case *trackedConn:
-			c = w.Conn
-		case *proxiedConn:
-			if len(w.rest) > 0 {
-				return nil
-			}
-			c = w.Conn
-		default:
-			return nil
-		}
-	}
 }

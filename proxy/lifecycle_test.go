@@ -217,7 +217,7 @@ func TestDrainMeetsArrivingRequest(t *testing.T) {
 		for hc := range l.h1conns {
 			conn = hc
 		}
-		return conn != nil && conn.tc.idle()
+		return conn != nil && conn.tc.Idle()
 	})
 
 	// closeIdleH1 begins, and finds conn idle...
@@ -225,7 +225,7 @@ func TestDrainMeetsArrivingRequest(t *testing.T) {
 	l.h1mu.Lock()
 	// ...as the next request's head comes, and the wait for it ends.
 	io.WriteString(c, "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 3\r\n\r\n")
-	waitFor(t, func() bool { return !conn.tc.idle() })
+	waitFor(t, func() bool { return !conn.tc.Idle() })
 	_ = conn.gc.SetReadDeadline(time.Now())
 	l.h1mu.Unlock()
 	time.Sleep(50 * time.Millisecond)

@@ -16,6 +16,7 @@ import (
 	"github.com/quic-go/quic-go/http3"
 	"golang.org/x/net/http2"
 
+	"github.com/hostgate/hostgate/proxy/guard"
 	"github.com/hostgate/hostgate/proxy/h2"
 	"github.com/hostgate/hostgate/proxy/l4"
 	"github.com/hostgate/hostgate/router"
@@ -40,7 +41,7 @@ type listener struct {
 	// Upgrade) included, which http.Server.Shutdown does not wait for.
 	inflight atomic.Int64
 
-	tcp  *connTracker
+	tcp  *guard.Tracker
 	http *http.Server
 	h2c  *http2.Server // serves connections upgraded from HTTP/1.1 (EngineStdlib)
 	// h2 serves HTTP/2 connections with EngineNative, nil with
@@ -53,7 +54,7 @@ type listener struct {
 
 	// handoff feeds l.http the connections the HTTP/1.1 engine hands
 	// over; nil when net/http serves them all (EngineStdlib).
-	handoff *handoffListener
+	handoff *guard.Handoff
 	// h1conns are the engine's connections, for draining to find the
 	// idle ones; closing says the listener drains.
 	h1mu    sync.Mutex
@@ -118,7 +119,7 @@ func (s *Server) openListener(cfg *Listener) (*listener, error) {
 	if o.ProxyProtocol {
 		// Beneath the caps, which then count clients, not the load
 		// balancer; the header has the time a request head has.
-		ln = newProxyListener(ln, o.ProxyProtocolFrom, o.ReadHeaderTimeout, &s.metrics.ppRejected)
+		ln = guard.NewProxyListener(ln, o.ProxyProtocolFrom, o.ReadHeaderTimeout, s.connMetrics)
 	}
 	if cfg.Protocol.l4() {
 		return s.openL4Listener(cfg, ln, port), nil
@@ -129,7 +130,7 @@ func (s *Server) openListener(cfg *Listener) (*listener, error) {
 		addr:     cfg.Address,
 		port:     port,
 		scheme:   "http",
-		tcp:      newConnTracker(ln, s.conns, s.metrics),
+		tcp:      guard.NewTracker(ln, s.conns, s.connMetrics),
 		stats:    s.metrics.listener(cfg.Address),
 	}
 	if cfg.Protocol == HTTPS {
@@ -157,12 +158,12 @@ func (s *Server) openListener(cfg *Listener) (*listener, error) {
 			WriteByteTimeout: o.IdleTimeout,
 		},
 		Protocols:   new(http.Protocols),
-		ConnContext: connContext,
+		ConnContext: guard.ConnContext,
 		ConnState:   l.connState,
 		ErrorLog:    slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
 	}
 	l.http.Protocols.SetHTTP1(true)
-	// The guard reads what clients send before net/http does (guard.go),
+	// The guard reads what clients send before net/http does (proxy/guard),
 	// so it terminates TLS itself: net/http sees plaintext, HTTP/1.1 or,
 	// after ALPN h2, HTTP/2 with prior knowledge, hence UnencryptedHTTP2
 	// on both kinds of listener. The handshake runs on net/http's first
@@ -170,10 +171,10 @@ func (s *Server) openListener(cfg *Listener) (*listener, error) {
 	l.http.Protocols.SetUnencryptedHTTP2(true)
 	// A client that reads nothing of an answer for IdleTimeout loses its
 	// connection, as HTTP/2's WriteByteTimeout already does.
-	guarded := guardListener{Listener: l.tcp, writeStall: o.IdleTimeout}
+	guarded := guard.Listener{Listener: l.tcp, WriteStall: o.IdleTimeout}
 	if cfg.Protocol == HTTPS {
 		l.scheme = "https"
-		guarded.tls = s.metrics.countHandshakes(tlsstore.ServerConfig(l.tlsStore, "h2", "http/1.1"))
+		guarded.TLS = s.connMetrics.CountHandshakes(tlsstore.ServerConfig(l.tlsStore, "h2", "http/1.1"))
 		if !o.DisableHTTP3 {
 			if err := l.openHTTP3(); err != nil {
 				ln.Close()
@@ -193,8 +194,8 @@ func (s *Server) openListener(cfg *Listener) (*listener, error) {
 			Handler:              l,
 			MaxConcurrentStreams: uint32(o.MaxConcurrentStreams),
 			MaxHeaderListSize:    uint32(o.MaxHeaderBytes),
-			ResetBurst:           resetBurst,
-			ResetRate:            resetRate,
+			ResetBurst:           guard.ResetBurst,
+			ResetRate:            guard.ResetRate,
 			IdleTimeout:          o.IdleTimeout,
 			PrefaceTimeout:       o.ReadHeaderTimeout,
 			ConnState:            l.connState,
@@ -205,7 +206,7 @@ func (s *Server) openListener(cfg *Listener) (*listener, error) {
 	// HTTPS sockets too, whatever the engines: serveConn chooses between
 	// TLS listeners and the HTTP engines.
 	if o.HTTP1Engine == EngineNative || l.h2 != nil || l.sharedTLS != nil {
-		l.handoff = newHandoffListener(l.tcp.Addr())
+		l.handoff = guard.NewHandoff(l.tcp.Addr())
 		l.h1conns = map[*h1conn]struct{}{}
 		serve = func() error { return l.http.Serve(l.handoff) }
 		l.serving.Go(func() { l.acceptH1(guarded) })
@@ -235,8 +236,8 @@ func (l *listener) openHTTP3() error {
 	l.udp = udp
 	l.h3 = &http3.Server{
 		Handler:        l,
-		TLSConfig:      http3.ConfigureTLSConfig(l.srv.metrics.countHandshakes(tlsstore.ServerConfig(l.tlsStore))),
-		ConnContext:    l.srv.metrics.countQUICConn,
+		TLSConfig:      http3.ConfigureTLSConfig(l.srv.connMetrics.CountHandshakes(tlsstore.ServerConfig(l.tlsStore))),
+		ConnContext:    l.srv.connMetrics.CountQUICConn,
 		MaxHeaderBytes: o.MaxHeaderBytes,
 		IdleTimeout:    o.IdleTimeout,
 		QUICConfig: &quic.Config{
@@ -260,10 +261,10 @@ func (l *listener) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	l.inflight.Add(1)
 	defer l.inflight.Add(-1)
 	if r.ProtoMajor < 3 {
-		if c, ok := r.Context().Value(connKey{}).(*trackedConn); ok {
-			if c.evicted() {
+		if c, ok := guard.ConnOf(r.Context()); ok {
+			if c.Evicted() {
 				// Closed to make room before net/http's claim for this
-				// request (connlimit.go): nothing may reach a backend.
+				// request (proxy/guard): nothing may reach a backend.
 				panic(http.ErrAbortHandler)
 			}
 			if r.ProtoMajor == 2 {
@@ -382,7 +383,7 @@ func (l *listener) drain(ctx context.Context) bool {
 		if l.h2 != nil {
 			l.h2.Close()
 		}
-		l.tcp.closeConns()
+		l.tcp.CloseConns()
 		if l.h3 != nil {
 			l.h3.Close()
 		}
@@ -402,4 +403,49 @@ func (l *listener) drain(ctx context.Context) bool {
 	}
 	l.srv.log.Info("listener closed", "listener", l.addr, "clean", clean)
 	return clean
+}
+
+// connState is the http.Server's ConnState hook: it tells the registry
+// when net/http's connections wait for a request, and counts failed
+// handshakes on HTTPS listeners, as net/http closes a connection whose
+// handshake failed without telling anyone else.
+func (l *listener) connState(c net.Conn, state http.ConnState) {
+	switch state {
+	case http.StateActive:
+		// A claim that fails is seen again by ServeHTTP.
+		if t, ok := guard.Beneath[*guard.TrackedConn](c); ok {
+			t.Claim()
+		}
+	case http.StateIdle:
+		if t, ok := guard.Beneath[*guard.TrackedConn](c); ok {
+			t.MarkIdle(time.Now())
+		}
+	case http.StateClosed:
+		if l.scheme == "https" {
+			l.srv.connMetrics.FailedHandshake(c)
+		}
+	}
+}
+
+// noteHTTP2 counts c, the connection of an HTTP/2 request, as h2, or h2c
+// on a cleartext listener.
+func (l *listener) noteHTTP2(c *guard.TrackedConn) {
+	if l.h2c != nil {
+		c.SetProtocol(guard.ProtoH2C)
+	} else {
+		c.SetProtocol(guard.ProtoH2)
+	}
+}
+
+// serverNameOf is the server name (SNI) of the TLS connection r came on:
+// HTTP/3's from quic-go, the others' from the connection the guard
+// terminated TLS on.
+func serverNameOf(r *http.Request) string {
+	if r.TLS != nil {
+		return r.TLS.ServerName
+	}
+	if c, ok := guard.ConnOf(r.Context()); ok {
+		return c.ServerName
+	}
+	return ""
 }

@@ -39,11 +39,6 @@ type metrics struct {
 	slowBodies     *prometheus.CounterVec
 	ejections      prometheus.Counter
 	upstreamErrors [numErrorKinds]prometheus.Counter
-	conns          [numConnProtocols]prometheus.Gauge
-	connsRefused   [numConnCaps]prometheus.Counter
-	connsEvicted   [numConnCaps]prometheus.Counter
-	handshakes     [numHandshakeResults]prometheus.Counter
-	ppRejected     [numPPReasons]prometheus.Counter
 }
 
 // errorKind classifies a failed exchange with a backend.
@@ -61,33 +56,6 @@ const (
 )
 
 var errorKindNames = [numErrorKinds]string{"connect_refused", "connect_timeout", "reset", "timeout", "tls", "no_endpoint", "other"}
-
-// connProtocol is what a client connection speaks. A TCP connection counts
-// as http1 until a request shows it speaks HTTP/2; protoClosed marks one
-// that no gauge counts any more.
-type connProtocol uint32
-
-const (
-	protoHTTP1 connProtocol = iota
-	protoH2
-	protoH2C
-	protoH3
-	numConnProtocols
-	protoClosed = numConnProtocols
-)
-
-var connProtocolNames = [numConnProtocols]string{"http1", "h2", "h2c", "h3"}
-
-type handshakeResult uint8
-
-const (
-	handshakeOK handshakeResult = iota
-	handshakeUnknownSNI
-	handshakeError
-	numHandshakeResults
-)
-
-var handshakeResultNames = [numHandshakeResults]string{"ok", "unknown_sni", "error"}
 
 // latencyBuckets span 0.5ms to about 2 minutes.
 var latencyBuckets = prometheus.ExponentialBuckets(0.0005, 4, 10)
@@ -125,18 +93,15 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help: "Endpoints taken out of rotation by passive health checking.",
 		}),
 	}
-	upstreamErrors := counters("hostgate_upstream_errors_total", "Failed attempts to get a response from a backend, by kind.", "kind", errorKindNames[:], m.upstreamErrors[:])
-	connsRefused := counters("hostgate_connections_refused_total", "Client connections closed as soon as accepted, with no idle connection to close in their place, by the cap reached.", "reason", connCapNames[:], m.connsRefused[:])
-	connsEvicted := counters("hostgate_connections_evicted_total", "Idle client connections closed to make room for a new one, by the cap reached.", "reason", connCapNames[:], m.connsEvicted[:])
-	handshakes := counters("hostgate_tls_handshakes_total", "TLS handshakes with clients, by result.", "result", handshakeResultNames[:], m.handshakes[:])
-	ppRejected := counters("hostgate_proxy_protocol_rejected_total", "Client connections closed for their PROXY protocol header (--proxy-protocol), by reason: a peer not allowed to send one, a malformed or overlong header, a connection that ended before it, or one that did not come within --read-header-timeout.", "reason", ppReasonNames[:], m.ppRejected[:])
-	conns := prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "hostgate_active_connections",
-		Help: "Open client connections, by protocol.",
-	}, []string{"protocol"})
-	resolve(conns.WithLabelValues, connProtocolNames[:], m.conns[:])
+	upstreamErrors := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "hostgate_upstream_errors_total",
+		Help: "Failed attempts to get a response from a backend, by kind.",
+	}, []string{"kind"})
+	for kind, name := range errorKindNames {
+		m.upstreamErrors[kind] = upstreamErrors.WithLabelValues(name)
+	}
 	if reg != nil {
-		for _, c := range []prometheus.Collector{m.requests, m.duration, m.upstreamDuration, m.retries, m.connectRetries, m.slowBodies, m.ejections, upstreamErrors, conns, connsRefused, connsEvicted, handshakes, ppRejected} {
+		for _, c := range []prometheus.Collector{m.requests, m.duration, m.upstreamDuration, m.retries, m.connectRetries, m.slowBodies, m.ejections, upstreamErrors} {
 			if err := reg.Register(c); err != nil {
 				return nil, err
 			}
@@ -146,21 +111,6 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		m.slowBodies.WithLabelValues(reason) // shown at 0 from the start
 	}
 	return m, nil
-}
-
-// counters returns a counter family of one label, with out filled with
-// the counter of each of values.
-func counters(name, help, label string, values []string, out []prometheus.Counter) *prometheus.CounterVec {
-	v := prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, []string{label})
-	resolve(v.WithLabelValues, values, out)
-	return v
-}
-
-// resolve fills out with the child of each label value, in order.
-func resolve[T any](with func(...string) T, values []string, out []T) {
-	for i, v := range values {
-		out[i] = with(v)
-	}
 }
 
 // upstreamError counts a failed attempt to reach a backend.

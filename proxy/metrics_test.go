@@ -239,7 +239,7 @@ func TestActiveConnections(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			get(t, tt.client, tt.url+"/")
 			get(t, tt.client, tt.url+"/")
-			for _, p := range connProtocolNames {
+			for _, p := range []string{"http1", "h2", "h2c", "h3"} {
 				want := 0.0
 				if p == tt.protocol {
 					want = 1

@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"time"
 
+	"github.com/hostgate/hostgate/proxy/guard"
 	"github.com/hostgate/hostgate/router"
 )
 
@@ -44,7 +45,7 @@ type recorder struct {
 	bytes  int64
 	// writes bounds how long a write of a large answer may wait for the
 	// client (Write).
-	writes writeBound
+	writes guard.WriteBound
 }
 
 // streamStallAfter is how much of an answer is written before its writes
@@ -70,7 +71,7 @@ func (r *recorder) Write(p []byte) (int, error) {
 		// which holds the stream, and the backend connection behind it,
 		// for as long as it likes: the deadline is the stream's own (the
 		// connection's on HTTP/1.1).
-		if d, ok := r.writes.next(); ok {
+		if d, ok := r.writes.Next(); ok {
 			_ = http.NewResponseController(r.ResponseWriter).SetWriteDeadline(d)
 		}
 	}

@@ -89,7 +89,7 @@ type Options struct {
 	TrustedProxies []netip.Prefix
 	// ProxyProtocol has every TCP connection start with a PROXY protocol
 	// header (version 1 or 2), whose address becomes the connection's
-	// (proxyproto.go). Default false.
+	// (proxy/guard). Default false.
 	ProxyProtocol bool
 	// ProxyProtocolFrom are the peers that may connect when ProxyProtocol
 	// is set; the others are closed at once. Default TrustedProxies, one

@@ -114,32 +114,6 @@ func (p *pacer) Read(b []byte) (int, error) {
 	return n, err
 }
 
-// writeBound keeps a write deadline at least half of stall ahead of every
-// write, for a peer that stops reading: the deadline moves only once half
-// of it has passed, so a connection or stream that keeps writing changes
-// its timer about once per half stall, not per write.
-type writeBound struct {
-	// stall is how long one write may wait; 0 leaves writes unbounded.
-	stall time.Duration
-	// armed is when the deadline last moved, by whichever goroutine
-	// writes (one at a time).
-	armed time.Time
-}
-
-// next returns the deadline to set before a write, and false when the one
-// set is still far enough ahead.
-func (b *writeBound) next() (time.Time, bool) {
-	if b.stall <= 0 {
-		return time.Time{}, false
-	}
-	now := time.Now()
-	if now.Sub(b.armed) < b.stall/2 {
-		return time.Time{}, false
-	}
-	b.armed = now
-	return now.Add(b.stall), true
-}
-
 // pacedBody is a request body read through its pacer.
 type pacedBody struct {
 	*pacer

@@ -19,6 +19,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/hostgate/hostgate/proxy/guard"
 	"github.com/hostgate/hostgate/proxy/upstream"
 	"github.com/hostgate/hostgate/router"
 	"github.com/hostgate/hostgate/tlsstore"
@@ -44,7 +45,7 @@ type view struct {
 	// conn (the native engine) or req (net/http) lead to the
 	// certificates the client presented in the TLS handshake, read only
 	// by rules that check them.
-	conn *trackedConn
+	conn *guard.TrackedConn
 	req  *http.Request
 }
 
@@ -202,10 +203,10 @@ func (p *plan) rewrite(v *view, rw *router.Rewrite) {
 // subject not allowed.
 func (p *plan) checkClientCert(v *view, a *router.ClientCertAuth) bool {
 	var certs []*x509.Certificate
-	var peer *clientPeer
+	var peer *guard.ClientPeer
 	switch {
 	case v.conn != nil:
-		peer = &v.conn.peer
+		peer = &v.conn.Peer
 	case v.req != nil:
 		certs, peer = clientCerts(v.req)
 	}

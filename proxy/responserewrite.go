@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/hostgate/hostgate/proxy/h1wire"
 	"github.com/hostgate/hostgate/router"
 )
 
@@ -18,10 +19,10 @@ func rewriteResponse(h headerEditor, rw *router.ResponseRewrite) {
 				values[i] = rewriteField(rw, name, values[i])
 			}
 		}
-	case *h1fields:
+	case *h1wire.Fields:
 		for i := range *h {
 			f := &(*h)[i]
-			f.value = rewriteField(rw, f.name, f.value)
+			f.Value = rewriteField(rw, f.Name, f.Value)
 		}
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/hostgate/hostgate/proxy/guard"
 	"github.com/hostgate/hostgate/proxy/l4"
 	"github.com/hostgate/hostgate/proxy/upstream"
 )
@@ -23,15 +24,17 @@ type Server struct {
 	// h1 is the HTTP/1.1 engine's pool of backend connections.
 	h1      *upstreamPool
 	metrics *metrics
+	// connMetrics are the series of client connections.
+	connMetrics *guard.Metrics
 	// l4metrics are the Layer 4 listeners' series; nil without a
 	// Registerer.
 	l4metrics *l4.Metrics
 	// conns are the open client connections of every listener.
-	conns *connRegistry
+	conns *guard.Registry
 
 	// trusted are Options.TrustedProxies; server is the Server field's
 	// value, nil when there is none.
-	trusted prefixSet
+	trusted guard.PrefixSet
 	server  []string
 
 	registry *upstream.Registry
@@ -60,6 +63,10 @@ func New(opts Options) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("register proxy metrics: %w", err)
 	}
+	cm, err := guard.NewMetrics(opts.Registerer)
+	if err != nil {
+		return nil, fmt.Errorf("register proxy metrics: %w", err)
+	}
 	var l4m *l4.Metrics
 	if opts.Registerer != nil {
 		if l4m, err = l4.NewMetrics(opts.Registerer); err != nil {
@@ -71,10 +78,11 @@ func New(opts Options) (*Server, error) {
 		policy = upstream.LeastRequest
 	}
 	s := &Server{
-		opts:      opts,
-		log:       opts.Logger,
-		metrics:   m,
-		l4metrics: l4m,
+		opts:        opts,
+		log:         opts.Logger,
+		metrics:     m,
+		connMetrics: cm,
+		l4metrics:   l4m,
 		registry: upstream.NewRegistry(policy, upstream.Health{
 			FailureThreshold: opts.FailureThreshold,
 			BaseEjection:     opts.EjectionTime,
@@ -87,7 +95,7 @@ func New(opts Options) (*Server, error) {
 	if !opts.DisableServerHeader {
 		s.server = []string{serverName}
 	}
-	s.conns = newConnRegistry(&s.opts, m)
+	s.conns = guard.NewRegistry(opts.MaxConnections, opts.MaxConnectionsPerAddress, cm)
 	s.fwd = newForwarder(s)
 	s.h1 = newUpstreamPool(&s.opts)
 	empty := map[string]*upstream.Set{}

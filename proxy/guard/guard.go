@@ -1,4 +1,4 @@
-package proxy
+package guard
 
 // The connection guard reads what a client sends before net/http or the
 // HTTP/2 server does, to refuse what they accept but should not:
@@ -24,12 +24,12 @@ package proxy
 // The HTTP/2 checks apply to net/http's server (--http2-engine=stdlib):
 // hostgate's own engine (proxy/h2) makes the same ones as it reads, and
 // the guard leaves its connections once it sees their preface
-// (leaveFrames), so that their frames are read once.
+// (LeaveFrames), so that their frames are read once.
 //
 // After an Upgrade request it watches the answer: a 101 for h2c switches
 // both directions to HTTP/2 frames, another 101 (WebSocket) ends the
 // inspection, anything else goes on with HTTP/1.1. Listeners hand it the
-// plaintext of TLS connections (guardListener terminates TLS).
+// plaintext of TLS connections (Listener terminates TLS).
 //
 // It is a streaming state machine over the bytes as they pass, so it
 // buffers nothing and costs a loop over each request head and chunk line;
@@ -72,13 +72,13 @@ import (
 	"golang.org/x/net/http2/hpack"
 )
 
-// Rapid-reset budget: a connection may reset resetBurst streams before
-// their response started, then resetRate per second more. A browser
+// Rapid-reset budget: a connection may reset ResetBurst streams before
+// their response started, then ResetRate per second more. A browser
 // cancelling navigations or a gRPC client hitting deadlines stays far
-// below; a flood is cut after resetBurst streams.
+// below; a flood is cut after ResetBurst streams.
 const (
-	resetBurst = 100
-	resetRate  = 10
+	ResetBurst = 100
+	ResetRate  = 10
 	// respSlots remembers, per connection, which streams' responses
 	// started. A stream maps to slot (id/2) mod respSlots, so two streams
 	// share a slot only if respSlots streams were opened between them
@@ -137,17 +137,17 @@ const (
 	wrClosed                // the guard hung up: nothing more is written
 )
 
-const h2Preface = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+const H2Preface = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 
-// guardConn is a client connection seen through the guard.
-type guardConn struct {
+// Conn is a client connection seen through the guard.
+type Conn struct {
 	net.Conn
 	// now is the clock of the reset budget, time.Now but in tests.
 	now func() time.Time
 
 	// writes bounds how long one write to the client may wait for it to
 	// read (Write).
-	writes writeBound
+	writes WriteBound
 
 	// Reader state, owned by whichever goroutine reads (one at a time).
 	st       uint8
@@ -201,11 +201,11 @@ type guardConn struct {
 
 // newGuardConn guards c, which starts with an HTTP/1.1 request or the
 // HTTP/2 client preface.
-func newGuardConn(c net.Conn) *guardConn {
-	return &guardConn{Conn: c, now: time.Now, st: stLine}
+func newGuardConn(c net.Conn) *Conn {
+	return &Conn{Conn: c, now: time.Now, st: stLine}
 }
 
-func (g *guardConn) Read(p []byte) (int, error) {
+func (g *Conn) Read(p []byte) (int, error) {
 	switch g.st {
 	case stRefused:
 		return g.readPoison(p)
@@ -248,7 +248,7 @@ func (g *guardConn) Read(p []byte) (int, error) {
 
 // answerPlaintext answers an HTTP request sent to a TLS listener, which
 // fails the handshake, as net/http would had it terminated TLS.
-func (g *guardConn) answerPlaintext(err error) {
+func (g *Conn) answerPlaintext(err error) {
 	re, ok := errors.AsType[tls.RecordHeaderError](err)
 	if !ok || re.Conn == nil {
 		return
@@ -263,12 +263,12 @@ func (g *guardConn) answerPlaintext(err error) {
 // client that does not speak HTTP/1.1: what net/http read of its request
 // so far gets a 400 that is not sent. It is only for the first request of
 // a connection, which no response can be owed before.
-func (g *guardConn) hangUp() {
+func (g *Conn) hangUp() {
 	g.poisoned = len(poison)
 	g.wr.Store(wrClosed)
 }
 
-func (g *guardConn) readPoison(p []byte) (int, error) {
+func (g *Conn) readPoison(p []byte) (int, error) {
 	if g.poisoned == len(poison) {
 		return 0, io.EOF
 	}
@@ -279,7 +279,7 @@ func (g *guardConn) readPoison(p []byte) (int, error) {
 
 // http1 runs the HTTP/1.1 reader over b. On a violation it returns false
 // and how many bytes of b net/http may have before the poison.
-func (g *guardConn) http1(b []byte) (int, bool) {
+func (g *Conn) http1(b []byte) (int, bool) {
 	// msgStart is where the current request started in b, and headEnd
 	// where its head ended (at the final LF), or -1 if not in b.
 	msgStart, headEnd := -1, -1
@@ -293,9 +293,9 @@ func (g *guardConn) http1(b []byte) (int, bool) {
 			g.begun = true
 			if g.pre >= 0 {
 				// At the start of the connection: the HTTP/2 preface?
-				if c == h2Preface[g.pre] {
+				if c == H2Preface[g.pre] {
 					g.pre++
-					if g.pre == len(h2Preface) {
+					if g.pre == len(H2Preface) {
 						g.startFrames()
 						if !g.frames(b[i+1:]) {
 							return 0, false
@@ -317,7 +317,7 @@ func (g *guardConn) http1(b []byte) (int, bool) {
 				}
 				// The bytes matched so far were the start of a request
 				// line.
-				for _, pc := range []byte(h2Preface[:g.pre]) {
+				for _, pc := range []byte(H2Preface[:g.pre]) {
 					g.tail = g.tail<<8 | uint64(pc)
 				}
 				g.pre = -1
@@ -366,7 +366,7 @@ func (g *guardConn) http1(b []byte) (int, bool) {
 				// obs-fold (RFC 9112 section 5.2), or white space before
 				// the first field name (section 2.2).
 				return refuse(msgStart, headEnd, i)
-			case !isTokenByte(c):
+			case !IsTokenByte(c):
 				return refuse(msgStart, headEnd, i)
 			default:
 				g.st = stName
@@ -374,7 +374,7 @@ func (g *guardConn) http1(b []byte) (int, bool) {
 				g.nameLen = 1
 			}
 		case stName:
-			for ; i < len(b) && isTokenByte(b[i]); i++ {
+			for ; i < len(b) && IsTokenByte(b[i]); i++ {
 				if g.nameLen < len(g.name) {
 					g.name[g.nameLen] = b[i] | 0x20
 				}
@@ -448,7 +448,7 @@ func (g *guardConn) http1(b []byte) (int, bool) {
 				msgStart, headEnd = i+1, -1
 			}
 		case stChunkSize:
-			if d, ok := hexDigit(c); ok {
+			if d, ok := HexDigit(c); ok {
 				// 15 hex digits bound a size below 2^60, which fits.
 				if g.chunkLen == 15 {
 					return refuse(msgStart, headEnd, i)
@@ -514,7 +514,7 @@ func (g *guardConn) http1(b []byte) (int, bool) {
 			case wrFrames:
 				g.st = stPreface
 				g.pre = 0
-				g.resets, g.refilled = resetBurst, g.now()
+				g.resets, g.refilled = ResetBurst, g.now()
 				if !g.frames(b[i:]) {
 					return 0, false
 				}
@@ -548,13 +548,13 @@ func refuse(msgStart, headEnd, i int) (int, bool) {
 }
 
 // versionHTTP11 and versionHTTP10 are the last 8 bytes of a request line
-// as guardConn.tail holds them.
+// as Conn.tail holds them.
 var (
 	versionHTTP11 = binary.BigEndian.Uint64([]byte("HTTP/1.1"))
 	versionHTTP10 = binary.BigEndian.Uint64([]byte("HTTP/1.0"))
 )
 
-func (g *guardConn) startValue() {
+func (g *Conn) startValue() {
 	g.st = stValue
 	g.field = fieldOther
 	g.valLen, g.digits, g.owsAfter = 0, false, false
@@ -573,7 +573,7 @@ func (g *guardConn) startValue() {
 }
 
 // value takes one byte of a field value and reports whether it is valid.
-func (g *guardConn) value(c byte) bool {
+func (g *Conn) value(c byte) bool {
 	switch g.field {
 	case fieldContentLength:
 		switch {
@@ -610,7 +610,7 @@ func (g *guardConn) value(c byte) bool {
 }
 
 // endField ends a field line and reports whether it is valid.
-func (g *guardConn) endField() bool {
+func (g *Conn) endField() bool {
 	switch g.field {
 	case fieldContentLength:
 		// Repeated, even with the same value: RFC 9110 section 8.6
@@ -632,7 +632,7 @@ func (g *guardConn) endField() bool {
 }
 
 // endMessage readies the reader for the next request.
-func (g *guardConn) endMessage() {
+func (g *Conn) endMessage() {
 	upgrade := g.upgrade
 	g.served = true
 	g.st = stLine
@@ -644,7 +644,7 @@ func (g *guardConn) endMessage() {
 	}
 }
 
-func isTokenByte(c byte) bool {
+func IsTokenByte(c byte) bool {
 	return c < 0x80 && tokenTable[c]
 }
 
@@ -663,7 +663,7 @@ var tokenTable = func() (t [128]bool) {
 	return t
 }()
 
-func hexDigit(c byte) (byte, bool) {
+func HexDigit(c byte) (byte, bool) {
 	switch {
 	case c >= '0' && c <= '9':
 		return c - '0', true
@@ -677,9 +677,9 @@ func hexDigit(c byte) (byte, bool) {
 
 // startFrames switches a connection that sent the HTTP/2 preface to
 // reading frames, in both directions.
-func (g *guardConn) startFrames() {
+func (g *Conn) startFrames() {
 	g.st = stFrames
-	g.resets, g.refilled = resetBurst, g.now()
+	g.resets, g.refilled = ResetBurst, g.now()
 	g.responded = new([respSlots]atomic.Uint32)
 	g.wr.Store(wrFrames)
 }
@@ -687,13 +687,13 @@ func (g *guardConn) startFrames() {
 // frames runs the HTTP/2 reader over b and reports whether the connection
 // goes on: false once it went away (over its reset budget, or a malformed
 // header block).
-func (g *guardConn) frames(b []byte) bool {
+func (g *Conn) frames(b []byte) bool {
 	if g.st == stPreface {
 		// The HTTP/2 server checks the preface; here it is skipped.
-		n := min(len(b), len(h2Preface)-g.pre)
+		n := min(len(b), len(H2Preface)-g.pre)
 		g.pre += n
 		b = b[n:]
-		if g.pre < len(h2Preface) {
+		if g.pre < len(H2Preface) {
 			return true
 		}
 		g.st = stFrames
@@ -785,7 +785,7 @@ type headerBlock struct {
 // startFragment begins the payload of a HEADERS or CONTINUATION frame
 // whose header was just read, and returns an HTTP/2 error code if the
 // frame is malformed.
-func (g *guardConn) startFragment() uint32 {
+func (g *Conn) startFragment() uint32 {
 	h := &g.hb
 	flags := g.in.hdr[4]
 	if h.dec == nil {
@@ -815,7 +815,7 @@ func (g *guardConn) startFragment() uint32 {
 // fragment takes what b holds of the current header block frame's payload
 // and returns the rest of b, and an HTTP/2 error code if the block is
 // malformed, or cannot be decoded (which the server would find too).
-func (g *guardConn) fragment(b []byte) ([]byte, uint32) {
+func (g *Conn) fragment(b []byte) ([]byte, uint32) {
 	h := &g.hb
 	n := min(g.in.remain, int64(len(b)))
 	p := b[:n]
@@ -921,11 +921,11 @@ func validSetting(id uint16, v uint32) bool {
 	return true
 }
 
-// spendReset takes one reset from the budget, refilled at resetRate per
-// second up to resetBurst, and reports whether there was one.
-func (g *guardConn) spendReset() bool {
+// spendReset takes one reset from the budget, refilled at ResetRate per
+// second up to ResetBurst, and reports whether there was one.
+func (g *Conn) spendReset() bool {
 	now := g.now()
-	g.resets = min(resetBurst, g.resets+now.Sub(g.refilled).Seconds()*resetRate)
+	g.resets = min(ResetBurst, g.resets+now.Sub(g.refilled).Seconds()*ResetRate)
 	g.refilled = now
 	if g.resets < 1 {
 		return false
@@ -937,7 +937,7 @@ func (g *guardConn) spendReset() bool {
 // goAway ends the HTTP/2 connection: it has GOAWAY with code written now,
 // or by the Write in progress when it ends, and reads fail with err after
 // it, as do writes. It returns false, for frames to return.
-func (g *guardConn) goAway(code uint32, err error) bool {
+func (g *Conn) goAway(code uint32, err error) bool {
 	g.st, g.h2err = stGoneAway, err
 	g.awayCode.Store(code)
 	g.away.Store(true)
@@ -955,7 +955,7 @@ const goAwayLinger = time.Second
 // until the client closes or goAwayLinger passes, and then fails: closing
 // a socket with unread bytes sends a TCP reset, which can destroy the
 // GOAWAY before the client reads it.
-func (g *guardConn) drain(p []byte) (int, error) {
+func (g *Conn) drain(p []byte) (int, error) {
 	_ = g.Conn.SetReadDeadline(g.now().Add(goAwayLinger))
 	for {
 		if _, err := g.Conn.Read(p); err != nil {
@@ -964,7 +964,7 @@ func (g *guardConn) drain(p []byte) (int, error) {
 	}
 }
 
-func (g *guardConn) writeGoAway() {
+func (g *Conn) writeGoAway() {
 	var f [17]byte
 	f[2] = 8
 	f[3] = frameGoAway
@@ -979,8 +979,8 @@ func (g *guardConn) writeGoAway() {
 // answer (its receive window full) no longer holds the connection, and
 // the backend connection relaying to it, for as long as it likes. HTTP/2
 // has its own bound per write (WriteByteTimeout), which this repeats.
-func (g *guardConn) Write(p []byte) (int, error) {
-	if d, ok := g.writes.next(); ok {
+func (g *Conn) Write(p []byte) (int, error) {
+	if d, ok := g.writes.Next(); ok {
 		_ = g.Conn.SetWriteDeadline(d)
 	}
 	switch g.wr.Load() {
@@ -994,14 +994,14 @@ func (g *guardConn) Write(p []byte) (int, error) {
 	return g.Conn.Write(p)
 }
 
-// leaveFrames stops the guard's HTTP/2 inspection of a connection that
+// LeaveFrames stops the guard's HTTP/2 inspection of a connection that
 // hostgate's own engine (proxy/h2) serves: it enforces the same limits
 // (the reset budget, header blocks past the limit, connection-specific
 // fields) as it reads, so the frames are read, and header blocks decoded,
 // once rather than twice. The reader of the connection calls it, or,
 // after an h2c upgrade, the goroutine that will read it next, before any
 // frame is read. A connection the guard already ended stays ended.
-func (g *guardConn) leaveFrames() {
+func (g *Conn) LeaveFrames() {
 	if g.st == stPreface || g.st == stFrames {
 		g.st = stPassthrough
 	}
@@ -1020,7 +1020,7 @@ func (g *guardConn) leaveFrames() {
 // The answer is taken to be that of the Upgrade request, so an Upgrade
 // pipelined behind another request fails (closed): the earlier response
 // ends the upgrade and the new protocol's bytes are refused as HTTP/1.1.
-func (g *guardConn) answer(p []byte) {
+func (g *Conn) answer(p []byte) {
 	if len(p) < 12 || string(p[:7]) != "HTTP/1." || p[8] != ' ' || p[9] != '1' {
 		g.wr.Store(wrHTTP1)
 		return
@@ -1049,7 +1049,7 @@ func (g *guardConn) answer(p []byte) {
 // first gathers their frames into the next batch, and a system call and a
 // TLS record carry many responses (bench/run.sh h2-tls: 1.3× the
 // requests/s, p99 down by a quarter).
-func (g *guardConn) writeFrames(p []byte) (int, error) {
+func (g *Conn) writeFrames(p []byte) (int, error) {
 	runtime.Gosched()
 	if !g.writing.CompareAndSwap(0, 1) {
 		return len(p), nil
@@ -1102,29 +1102,55 @@ func (s *frameScanner) stream() uint32 {
 	return binary.BigEndian.Uint32(s.hdr[5:]) & 0x7fffffff
 }
 
-// guardListener guards the connections it accepts, after terminating TLS
+// Listener guards the connections it accepts, after terminating TLS
 // if tls is set.
-type guardListener struct {
+type Listener struct {
 	net.Listener
-	tls *tls.Config
-	// writeStall is each connection's write bound (guardConn.Write).
-	writeStall time.Duration
+	TLS *tls.Config
+	// writeStall is each connection's write bound (Conn.Write).
+	WriteStall time.Duration
 }
 
-func (l guardListener) Accept() (net.Conn, error) {
+func (l Listener) Accept() (net.Conn, error) {
 	c, err := l.Listener.Accept()
 	if err != nil {
 		return nil, err
 	}
-	return l.guard(c), nil
+	return l.Guard(c), nil
 }
 
 // guard wraps c, accepted from l.Listener, as Accept does.
-func (l guardListener) guard(c net.Conn) *guardConn {
-	if l.tls != nil {
-		c = tls.Server(c, l.tls)
+func (l Listener) Guard(c net.Conn) *Conn {
+	if l.TLS != nil {
+		c = tls.Server(c, l.TLS)
 	}
 	g := newGuardConn(c)
-	g.writes.stall = l.writeStall
+	g.writes.Stall = l.WriteStall
 	return g
+}
+
+// WriteBound keeps a write deadline at least half of stall ahead of every
+// write, for a peer that stops reading: the deadline moves only once half
+// of it has passed, so a connection or stream that keeps writing changes
+// its timer about once per half stall, not per write.
+type WriteBound struct {
+	// stall is how long one write may wait; 0 leaves writes unbounded.
+	Stall time.Duration
+	// armed is when the deadline last moved, by whichever goroutine
+	// writes (one at a time).
+	armed time.Time
+}
+
+// next returns the deadline to set before a write, and false when the one
+// set is still far enough ahead.
+func (b *WriteBound) Next() (time.Time, bool) {
+	if b.Stall <= 0 {
+		return time.Time{}, false
+	}
+	now := time.Now()
+	if now.Sub(b.armed) < b.Stall/2 {
+		return time.Time{}, false
+	}
+	b.armed = now
+	return now.Add(b.Stall), true
 }

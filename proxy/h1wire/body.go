@@ -1,6 +1,6 @@
-package proxy
+package h1wire
 
-// Message bodies for the HTTP/1.1 engine, streamed in both directions
+// Message bodies, streamed in both directions
 // through one pooled buffer without holding a whole body.
 
 import (
@@ -8,70 +8,72 @@ import (
 	"errors"
 	"io"
 	"strconv"
+
+	"github.com/hostgate/hostgate/proxy/guard"
 )
 
-// bodyMode is how a body's end is known.
-type bodyMode uint8
+// BodyMode is how a body's end is known.
+type BodyMode uint8
 
 const (
-	bodyNone bodyMode = iota
-	bodyLength
-	bodyChunked
+	BodyNone BodyMode = iota
+	BodyLength
+	BodyChunked
 	// bodyUntilClose is a response that ends when the backend closes.
-	bodyUntilClose
+	BodyUntilClose
 )
 
 var errChunk = errors.New("malformed chunked encoding")
 
-// bodyReader reads a body off a connection's reader. It lives in the
+// BodyReader reads a body off a connection's reader. It lives in the
 // engine's connection state, so that reading a body allocates nothing.
-type bodyReader struct {
+type BodyReader struct {
 	br   *bufio.Reader
-	mode bodyMode
+	Mode BodyMode
 	// left is what remains of the body (bodyLength) or of the chunk.
-	left int64
-	done bool
+	Left int64
+	Done bool
 	// trailer holds a chunked body's trailer section as it came, kept
 	// only when keepTrailer is set.
-	trailer     []byte
-	keepTrailer bool
+	Trailer     []byte
+	KeepTrailer bool
 }
 
-func (b *bodyReader) start(br *bufio.Reader, mode bodyMode, length int64) {
-	*b = bodyReader{br: br, mode: mode, left: length, trailer: b.trailer[:0]}
-	if mode == bodyNone || mode == bodyLength && length == 0 {
-		b.done = true
+func (b *BodyReader) Start(br *bufio.Reader, mode BodyMode, length int64) {
+	*b = BodyReader{br: br, Mode: mode, Left: length, Trailer: b.Trailer[:0]}
+	if mode == BodyNone || mode == BodyLength && length == 0 {
+		b.Done = true
 	}
 }
 
-func (b *bodyReader) Read(p []byte) (int, error) {
-	if b.done {
+func (b *BodyReader) Read(p []byte) (int, error) {
+	if b.Done {
 		return 0, io.EOF
 	}
-	switch b.mode {
-	case bodyUntilClose:
+	switch b.Mode {
+	case BodyUntilClose:
 		n, err := b.br.Read(p)
 		if err == io.EOF {
-			b.done = true
+			b.Done = true
 		}
 		return n, err
-	case bodyChunked:
-		if b.left == 0 {
-			if err := b.nextChunk(); err != nil || b.done {
+	case BodyChunked:
+		if b.Left == 0 {
+			if err := b.nextChunk(); err != nil || b.Done {
 				return 0, err
 			}
 		}
 	}
-	n, err := b.br.Read(p[:min(int64(len(p)), b.left)])
-	b.left -= int64(n)
+	n, err := b.br.Read(p[:min(int64(len(p)), b.Left)])
+	b.Left -= int64(n)
 	if err == io.EOF {
 		err = io.ErrUnexpectedEOF
 	}
-	if b.left == 0 && err == nil {
-		switch b.mode {
-		case bodyLength:
-			b.done = true
-		case bodyChunked:
+	if b.Left == 0 && err == nil {
+		switch b.Mode {
+		case BodyLength:
+			b.Done = true
+		case BodyChunked:
 			err = b.chunkEnd()
 		}
 	}
@@ -80,14 +82,14 @@ func (b *bodyReader) Read(p []byte) (int, error) {
 
 // nextChunk reads a chunk line, and after the last chunk the trailer
 // section.
-func (b *bodyReader) nextChunk() error {
+func (b *BodyReader) nextChunk() error {
 	line, err := b.line()
 	if err != nil {
 		return err
 	}
 	size, n := int64(0), 0
 	for ; n < len(line); n++ {
-		d, ok := hexDigit(line[n])
+		d, ok := guard.HexDigit(line[n])
 		if !ok {
 			break
 		}
@@ -100,7 +102,7 @@ func (b *bodyReader) nextChunk() error {
 		return errChunk
 	}
 	if size > 0 {
-		b.left = size
+		b.Left = size
 		return nil
 	}
 	for {
@@ -109,17 +111,17 @@ func (b *bodyReader) nextChunk() error {
 			return err
 		}
 		if len(line) == 0 {
-			b.done = true
+			b.Done = true
 			return nil
 		}
-		if b.keepTrailer {
-			b.trailer = append(append(b.trailer, line...), "\r\n"...)
+		if b.KeepTrailer {
+			b.Trailer = append(append(b.Trailer, line...), "\r\n"...)
 		}
 	}
 }
 
 // chunkEnd reads the line end after chunk data.
-func (b *bodyReader) chunkEnd() error {
+func (b *BodyReader) chunkEnd() error {
 	line, err := b.line()
 	if err == nil && len(line) != 0 {
 		err = errChunk
@@ -129,7 +131,7 @@ func (b *bodyReader) chunkEnd() error {
 
 // line reads a line without its end; chunk lines are short, so a longer
 // one is refused.
-func (b *bodyReader) line() ([]byte, error) {
+func (b *BodyReader) line() ([]byte, error) {
 	line, err := b.br.ReadSlice('\n')
 	switch {
 	case err == bufio.ErrBufferFull:
@@ -146,13 +148,13 @@ func (b *bodyReader) line() ([]byte, error) {
 	return line, nil
 }
 
-// relay copies a body from src to dst through buf, writing it chunked when
+// Relay copies a body from src to dst through buf, writing it chunked when
 // chunked is set (the last chunk included, and the trailer section of a
 // body read off a connection) and flushing after
 // each piece when flush is set, for streams such as server-sent events.
 // The end stays in dst's buffer for the caller to flush. It tells a failed
 // read from a failed write, as they are answered differently.
-func relay(dst *bufio.Writer, src io.Reader, buf []byte, chunked, flush bool) (written int64, readErr, writeErr error) {
+func Relay(dst *bufio.Writer, src io.Reader, buf []byte, chunked, flush bool) (written int64, readErr, writeErr error) {
 	for {
 		n, err := src.Read(buf)
 		if n > 0 {
@@ -181,8 +183,8 @@ func relay(dst *bufio.Writer, src io.Reader, buf []byte, chunked, flush bool) (w
 	}
 	if chunked {
 		dst.WriteString("0\r\n")
-		if b, ok := src.(*bodyReader); ok {
-			dst.Write(b.trailer)
+		if b, ok := src.(*BodyReader); ok {
+			dst.Write(b.Trailer)
 		}
 		dst.WriteString("\r\n")
 	}

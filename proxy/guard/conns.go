@@ -1,4 +1,4 @@
-package proxy
+package guard
 
 // Client connections: tracking them for the grace period and the caps
 // (connlimit.go), counting them by protocol, and counting TLS handshakes by
@@ -12,12 +12,14 @@ package proxy
 
 import (
 	"context"
+	"crypto/sha256"
 	"crypto/tls"
+	"crypto/x509"
+	"encoding/hex"
 	"net"
-	"net/http"
 	"net/netip"
+	"strings"
 	"sync/atomic"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/quic-go/quic-go"
@@ -25,26 +27,26 @@ import (
 	"github.com/hostgate/hostgate/proxy/l4"
 )
 
-// connTracker is a net.Listener that registers the connections it accepts
-// (connRegistry), refusing those past a cap: http.Server forgets hijacked
+// Tracker is a net.Listener that registers the connections it accepts
+// (Registry), refusing those past a cap: http.Server forgets hijacked
 // ones, and those must be closed when the grace period ends.
-type connTracker struct {
+type Tracker struct {
 	net.Listener
-	reg    *connRegistry
+	reg    *Registry
 	gauges *[numConnProtocols]prometheus.Gauge
 }
 
-func newConnTracker(ln net.Listener, reg *connRegistry, m *metrics) *connTracker {
-	return &connTracker{Listener: ln, reg: reg, gauges: &m.conns}
+func NewTracker(ln net.Listener, reg *Registry, m *Metrics) *Tracker {
+	return &Tracker{Listener: ln, reg: reg, gauges: &m.conns}
 }
 
-func (t *connTracker) Accept() (net.Conn, error) {
+func (t *Tracker) Accept() (net.Conn, error) {
 	for {
 		c, err := t.Listener.Accept()
 		if err != nil {
 			return nil, err
 		}
-		tc := &trackedConn{Conn: c, tracker: t, addr: clientAddr(c.RemoteAddr())}
+		tc := &TrackedConn{Conn: c, tracker: t, addr: clientAddr(c.RemoteAddr())}
 		if t.reg.admit(tc) {
 			return tc, nil
 		}
@@ -52,15 +54,15 @@ func (t *connTracker) Accept() (net.Conn, error) {
 	}
 }
 
-func (t *connTracker) closeConns() {
+func (t *Tracker) CloseConns() {
 	for _, c := range t.reg.of(t) {
 		c.Close()
 	}
 }
 
-type trackedConn struct {
+type TrackedConn struct {
 	net.Conn
-	tracker *connTracker
+	tracker *Tracker
 	// addr is what the connection counts against the per-address cap.
 	addr netip.Addr
 	// slot is the connection's index among its address's in the
@@ -78,22 +80,22 @@ type trackedConn struct {
 	// client certificate it verified, if any. Written during the
 	// handshake, before any request of the connection is read, and only
 	// read after.
-	serverName, clientCert string
+	ServerName, ClientCert string
 	// peer is the client's certificate chain, for the rules that check
 	// it themselves.
-	peer clientPeer
+	Peer ClientPeer
 	// unknownSNI says the TLS handshake failed for want of a certificate,
 	// which was counted as such and must not count as an error again.
 	unknownSNI atomic.Bool
 }
 
-func (c *trackedConn) Close() error {
+func (c *TrackedConn) Close() error {
 	c.tracker.reg.release(c)
 	return c.Conn.Close()
 }
 
-// setProtocol moves c to the gauge of p.
-func (c *trackedConn) setProtocol(p connProtocol) {
+// SetProtocol moves c to the gauge of p.
+func (c *TrackedConn) SetProtocol(p ConnProtocol) {
 	for {
 		old := c.proto.Load()
 		if old == uint32(p) || old == uint32(protoClosed) {
@@ -109,34 +111,41 @@ func (c *trackedConn) setProtocol(p connProtocol) {
 
 type connKey struct{}
 
-// connContext is the http.Server's ConnContext: it lets a request find the
+// ConnOf is the connection a request came on, for the servers whose
+// ConnContext is ConnContext.
+func ConnOf(ctx context.Context) (*TrackedConn, bool) {
+	c, ok := ctx.Value(connKey{}).(*TrackedConn)
+	return c, ok
+}
+
+// ConnContext is the http.Server's ConnContext: it lets a request find the
 // connection it came on.
-func connContext(ctx context.Context, c net.Conn) context.Context {
-	if t, ok := beneath[*trackedConn](c); ok {
+func ConnContext(ctx context.Context, c net.Conn) context.Context {
+	if t, ok := Beneath[*TrackedConn](c); ok {
 		return context.WithValue(ctx, connKey{}, t)
 	}
 	return ctx
 }
 
-// beneath finds the connection of type T in c or in what c wraps: net/http
+// Beneath finds the connection of type T in c or in what c wraps: net/http
 // and the HTTP/1.1 engine see connections wrapped by the guard, TLS and,
-// after a hand-over or an h2c upgrade, a bufferedConn; beneath those are
-// the connection caps' trackedConn and a PROXY header's proxiedConn, then
+// after a hand-over or an h2c upgrade, a BufferedConn; beneath those are
+// the connection caps' TrackedConn and a PROXY header's proxiedConn, then
 // the socket (which lingerClose needs). An l4.ReplayConn sits above
-// trackedConn on an HTTPS socket shared with TLS listeners.
-func beneath[T net.Conn](c net.Conn) (T, bool) {
+// TrackedConn on an HTTPS socket shared with TLS listeners.
+func Beneath[T net.Conn](c net.Conn) (T, bool) {
 	for {
 		if t, ok := c.(T); ok {
 			return t, true
 		}
 		switch w := c.(type) {
-		case *bufferedConn:
+		case *BufferedConn:
 			c = w.Conn
-		case *guardConn:
+		case *Conn:
 			c = w.Conn
 		case *tls.Conn:
 			c = w.NetConn()
-		case *trackedConn:
+		case *TrackedConn:
 			c = w.Conn
 		case *proxiedConn:
 			c = w.Conn
@@ -149,61 +158,16 @@ func beneath[T net.Conn](c net.Conn) (T, bool) {
 	}
 }
 
-// connState is the http.Server's ConnState hook: it tells the registry
-// when net/http's connections wait for a request, and counts failed
-// handshakes on HTTPS listeners, as net/http closes a connection whose
-// handshake failed without telling anyone else.
-func (l *listener) connState(c net.Conn, state http.ConnState) {
-	switch state {
-	case http.StateActive:
-		// A claim that fails is seen again by ServeHTTP.
-		if t, ok := beneath[*trackedConn](c); ok {
-			t.claim()
-		}
-	case http.StateIdle:
-		if t, ok := beneath[*trackedConn](c); ok {
-			t.markIdle(time.Now())
-		}
-	case http.StateClosed:
-		if l.scheme == "https" {
-			l.srv.metrics.failedHandshake(c)
-		}
-	}
-}
-
-// noteHTTP2 counts c, the connection of an HTTP/2 request, as h2, or h2c
-// on a cleartext listener.
-func (l *listener) noteHTTP2(c *trackedConn) {
-	if l.h2c != nil {
-		c.setProtocol(protoH2C)
-	} else {
-		c.setProtocol(protoH2)
-	}
-}
-
-// serverNameOf is the server name (SNI) of the TLS connection r came on:
-// HTTP/3's from quic-go, the others' from the connection the guard
-// terminated TLS on.
-func serverNameOf(r *http.Request) string {
-	if r.TLS != nil {
-		return r.TLS.ServerName
-	}
-	if c, ok := r.Context().Value(connKey{}).(*trackedConn); ok {
-		return c.serverName
-	}
-	return ""
-}
-
 // countQUICConn is the http3.Server's ConnContext: it counts a QUIC
 // connection until quic-go cancels the connection's context on close.
-func (m *metrics) countQUICConn(ctx context.Context, c *quic.Conn) context.Context {
+func (m *Metrics) CountQUICConn(ctx context.Context, c *quic.Conn) context.Context {
 	g := m.conns[protoH3]
 	g.Inc()
 	context.AfterFunc(c.Context(), g.Dec)
 	return ctx
 }
 
-// countHandshakes wraps the certificate choice of cfg to count handshakes.
+// CountHandshakes wraps the certificate choice of cfg to count handshakes.
 // A handshake counts as ok once the server has done its part and is about
 // to finish (VerifyConnection runs there, for TCP and QUIC alike), as
 // unknown_sni when no certificate serves the name, and, on TCP, as error
@@ -212,13 +176,13 @@ func (m *metrics) countQUICConn(ctx context.Context, c *quic.Conn) context.Conte
 // A TCP handshake that validates the client's certificate (the Config of
 // cfg's GetConfigForClient) also leaves the identity it verified on the
 // connection.
-func (m *metrics) countHandshakes(cfg *tls.Config) *tls.Config {
+func (m *Metrics) CountHandshakes(cfg *tls.Config) *tls.Config {
 	getCertificate := cfg.GetCertificate
 	cfg.GetCertificate = func(hello *tls.ClientHelloInfo) (*tls.Certificate, error) {
 		cert, err := getCertificate(hello)
-		c, tracked := beneath[*trackedConn](hello.Conn)
+		c, tracked := Beneath[*TrackedConn](hello.Conn)
 		if tracked {
-			c.serverName = hello.ServerName
+			c.ServerName = hello.ServerName
 		}
 		if cert == nil {
 			m.handshakes[handshakeUnknownSNI].Inc()
@@ -235,14 +199,14 @@ func (m *metrics) countHandshakes(cfg *tls.Config) *tls.Config {
 	if getConfig := cfg.GetConfigForClient; getConfig != nil {
 		cfg.GetConfigForClient = func(hello *tls.ClientHelloInfo) (*tls.Config, error) {
 			validating, err := getConfig(hello)
-			c, tracked := beneath[*trackedConn](hello.Conn)
+			c, tracked := Beneath[*TrackedConn](hello.Conn)
 			if validating == nil || !tracked {
 				return validating, err
 			}
 			// validating is this handshake's own copy of cfg.
 			validating.VerifyConnection = func(cs tls.ConnectionState) error {
-				c.clientCert = clientCertValue(cs.VerifiedChains)
-				c.peer.certs = cs.PeerCertificates
+				c.ClientCert = ClientCertValue(cs.VerifiedChains)
+				c.Peer.Certs = cs.PeerCertificates
 				return cfg.VerifyConnection(cs)
 			}
 			return validating, err
@@ -251,16 +215,65 @@ func (m *metrics) countHandshakes(cfg *tls.Config) *tls.Config {
 	return cfg
 }
 
-// failedHandshake counts the handshake of the TLS connection beneath c as
+// FailedHandshake counts the handshake of the TLS connection beneath c as
 // failed if it did not complete, when its connection ends, unless it was
 // counted already or closed to make room.
-func (m *metrics) failedHandshake(c net.Conn) {
-	tc, ok := beneath[*tls.Conn](c)
+func (m *Metrics) FailedHandshake(c net.Conn) {
+	tc, ok := Beneath[*tls.Conn](c)
 	if !ok || tc.ConnectionState().HandshakeComplete {
 		return
 	}
-	if t, ok := beneath[*trackedConn](tc.NetConn()); ok && (t.unknownSNI.Load() || t.evicted()) {
+	if t, ok := Beneath[*TrackedConn](tc.NetConn()); ok && (t.unknownSNI.Load() || t.Evicted()) {
 		return
 	}
 	m.handshakes[handshakeError].Inc()
+}
+
+// ClientCertValue is the X-Forwarded-Client-Cert value for a client whose
+// certificate verified with chains: the SHA-256 of the certificate and its
+// subject, "" when nothing verified.
+func ClientCertValue(chains [][]*x509.Certificate) string {
+	if len(chains) == 0 || len(chains[0]) == 0 {
+		return ""
+	}
+	leaf := chains[0][0]
+	sum := sha256.Sum256(leaf.Raw)
+	return "Hash=" + hex.EncodeToString(sum[:]) + `;Subject="` + quotedValue.Replace(leaf.Subject.String()) + `"`
+}
+
+// quotedValue escapes what ends a quoted value of the field.
+var quotedValue = strings.NewReplacer(`\`, `\\`, `"`, `\"`)
+
+// ClientPeer is the certificate chain a client presented in the handshake
+// of a connection, and the last check made of it.
+type ClientPeer struct {
+	// certs are written during the handshake, before any request of the
+	// connection is read, and only read after.
+	Certs []*x509.Certificate
+	// checked is the request path's last check of certs (a *certCheck),
+	// kept for the requests that follow on the connection: the same
+	// filter gives the same answer while a configuration lasts.
+	Checked atomic.Value
+}
+
+// SocketOf is the socket beneath an accepted connection, through the
+// connection caps' wrapper and a PROXY header's once the bytes read past
+// the header are consumed; nil when reading the socket directly would lose
+// bytes.
+func SocketOf(c net.Conn) *net.TCPConn {
+	for {
+		switch w := c.(type) {
+		case *net.TCPConn:
+			return w
+		case *TrackedConn:
+			c = w.Conn
+		case *proxiedConn:
+			if len(w.rest) > 0 {
+				return nil
+			}
+			c = w.Conn
+		default:
+			return nil
+		}
+	}
 }

@@ -1,4 +1,4 @@
-package proxy
+package guard
 
 // Caps on the client connections of the node and of each client address.
 //
@@ -50,7 +50,7 @@ const (
 
 var connCapNames = [numConnCaps]string{"node_limit", "address_limit"}
 
-// Values of trackedConn.idleFrom besides a time.
+// Values of TrackedConn.idleFrom besides a time.
 const (
 	connBusy    = 0
 	connEvicted = -1
@@ -78,8 +78,8 @@ const (
 	idleGrace = time.Second
 )
 
-// connRegistry holds the node's open client connections.
-type connRegistry struct {
+// Registry holds the node's open client connections.
+type Registry struct {
 	maxConns, maxPerAddr int
 	refused, evicted     [numConnCaps]prometheus.Counter
 
@@ -94,21 +94,23 @@ type connRegistry struct {
 }
 
 type addrConns struct {
-	conns []*trackedConn
+	conns []*TrackedConn
 	quiet int64
 }
 
 type idleConn struct {
 	from int64
-	c    *trackedConn
+	c    *TrackedConn
 }
 
-func newConnRegistry(o *Options, m *metrics) *connRegistry {
-	return &connRegistry{
-		maxConns:   o.MaxConnections,
-		maxPerAddr: o.MaxConnectionsPerAddress,
-		refused:    m.connsRefused,
-		evicted:    m.connsEvicted,
+// newConnRegistry caps the connections of the node at maxConns and of each
+// client address at maxPerAddr, neither when not positive.
+func NewRegistry(maxConns, maxPerAddr int, m *Metrics) *Registry {
+	return &Registry{
+		maxConns:   maxConns,
+		maxPerAddr: maxPerAddr,
+		refused:    m.refused,
+		evicted:    m.evicted,
 		byAddr:     map[netip.Addr]*addrConns{},
 	}
 }
@@ -132,10 +134,10 @@ func clientAddr(a net.Addr) netip.Addr {
 // admit registers c, idle from now, having first closed connections idle
 // the longest if a cap is reached. It reports false, counted, if c is
 // refused: no connection could be closed to make room.
-func (r *connRegistry) admit(c *trackedConn) bool {
+func (r *Registry) admit(c *TrackedConn) bool {
 	now := time.Now()
-	c.markIdle(now)
-	var room [maxEvictions]*trackedConn
+	c.MarkIdle(now)
+	var room [maxEvictions]*TrackedConn
 	closed := room[:0]
 	r.mu.Lock()
 	a := r.byAddr[c.addr]
@@ -173,8 +175,8 @@ func (r *connRegistry) admit(c *trackedConn) bool {
 }
 
 // all is every registered connection.
-func (r *connRegistry) all() iter.Seq[*trackedConn] {
-	return func(yield func(*trackedConn) bool) {
+func (r *Registry) all() iter.Seq[*TrackedConn] {
+	return func(yield func(*TrackedConn) bool) {
 		for a := range maps.Values(r.byAddr) {
 			for _, c := range a.conns {
 				if !yield(c) {
@@ -190,7 +192,7 @@ func (r *connRegistry) all() iter.Seq[*trackedConn] {
 // maxEvictions), and appends them to closed for the caller to close once
 // the lock is released. A search that finds none keeps *quiet from
 // searching again for idleQuiet.
-func (r *connRegistry) closeIdlest(conns iter.Seq[*trackedConn], quiet *int64, at time.Time, closed []*trackedConn) []*trackedConn {
+func (r *Registry) closeIdlest(conns iter.Seq[*TrackedConn], quiet *int64, at time.Time, closed []*TrackedConn) []*TrackedConn {
 	now := at.UnixNano()
 	if now < *quiet {
 		return closed
@@ -217,7 +219,7 @@ func (r *connRegistry) closeIdlest(conns iter.Seq[*trackedConn], quiet *int64, a
 }
 
 // remove takes c out of the registry, if still in, under r.mu.
-func (r *connRegistry) remove(c *trackedConn) {
+func (r *Registry) remove(c *TrackedConn) {
 	if c.slot < 0 {
 		return
 	}
@@ -235,17 +237,17 @@ func (r *connRegistry) remove(c *trackedConn) {
 }
 
 // release takes c out of the registry when it closes.
-func (r *connRegistry) release(c *trackedConn) {
+func (r *Registry) release(c *TrackedConn) {
 	r.mu.Lock()
 	r.remove(c)
 	r.mu.Unlock()
 }
 
 // of returns the open connections accepted by t.
-func (r *connRegistry) of(t *connTracker) []*trackedConn {
+func (r *Registry) of(t *Tracker) []*TrackedConn {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	var conns []*trackedConn
+	var conns []*TrackedConn
 	for c := range r.all() {
 		if c.tracker == t {
 			conns = append(conns, c)
@@ -254,15 +256,15 @@ func (r *connRegistry) of(t *connTracker) []*trackedConn {
 	return conns
 }
 
-// markIdle says c waits for a request since now. A connection already
+// MarkIdle says c waits for a request since now. A connection already
 // idle keeps its earlier time, and one closed stays so.
-func (c *trackedConn) markIdle(now time.Time) {
+func (c *TrackedConn) MarkIdle(now time.Time) {
 	c.idleFrom.CompareAndSwap(connBusy, now.Add(idleGrace).UnixNano())
 }
 
-// claim marks c busy with a request. It reports false if c was closed to
+// Claim marks c busy with a request. It reports false if c was closed to
 // make room: the request must not be served.
-func (c *trackedConn) claim() bool {
+func (c *TrackedConn) Claim() bool {
 	for {
 		v := c.idleFrom.Load()
 		switch {
@@ -274,5 +276,5 @@ func (c *trackedConn) claim() bool {
 	}
 }
 
-func (c *trackedConn) idle() bool    { return c.idleFrom.Load() > 0 }
-func (c *trackedConn) evicted() bool { return c.idleFrom.Load() == connEvicted }
+func (c *TrackedConn) Idle() bool    { return c.idleFrom.Load() > 0 }
+func (c *TrackedConn) Evicted() bool { return c.idleFrom.Load() == connEvicted }

@@ -1,4 +1,4 @@
-package proxy
+package guard
 
 // PROXY protocol (haproxy.org/download/2.9/doc/proxy-protocol.txt),
 // versions 1 and 2, on the TCP listeners: a load balancer that forwards
@@ -214,16 +214,16 @@ func readProxyHeader(c net.Conn) (netip.AddrPort, []byte, error) {
 // balancer connection holds up no other.
 type proxyListener struct {
 	net.Listener
-	from    prefixSet
+	from    PrefixSet
 	timeout time.Duration
 	// rejected counts refusals by reason.
 	rejected *[numPPReasons]prometheus.Counter
 	// ready hands on the connections whose header was read.
-	ready *handoffListener
+	ready *Handoff
 }
 
-func newProxyListener(ln net.Listener, from prefixSet, timeout time.Duration, rejected *[numPPReasons]prometheus.Counter) *proxyListener {
-	l := &proxyListener{Listener: ln, from: from, timeout: timeout, rejected: rejected, ready: newHandoffListener(ln.Addr())}
+func NewProxyListener(ln net.Listener, from PrefixSet, timeout time.Duration, m *Metrics) net.Listener {
+	l := &proxyListener{Listener: ln, from: from, timeout: timeout, rejected: &m.ppRejected, ready: NewHandoff(ln.Addr())}
 	go l.acceptLoop()
 	return l
 }
@@ -241,7 +241,7 @@ func (l *proxyListener) acceptLoop() {
 			l.ready.Close()
 			return
 		}
-		if !l.from.contains(addrOf(c.RemoteAddr())) {
+		if !l.from.Contains(AddrOf(c.RemoteAddr())) {
 			l.rejected[ppUntrusted].Inc()
 			c.Close()
 			continue
@@ -273,7 +273,7 @@ func (l *proxyListener) handshake(c net.Conn) {
 	if src.IsValid() {
 		pc.remote = net.TCPAddrFromAddrPort(src)
 	}
-	if !l.ready.deliver(pc) {
+	if !l.ready.Deliver(pc) {
 		c.Close()
 	}
 }
@@ -312,4 +312,25 @@ func (c *proxiedConn) SyscallConn() (syscall.RawConn, error) {
 		return nil, errors.ErrUnsupported
 	}
 	return sc.SyscallConn()
+}
+
+// PrefixSet is a list of address ranges; a few, so a scan beats a trie.
+type PrefixSet []netip.Prefix
+
+func (s PrefixSet) Contains(a netip.Addr) bool {
+	for _, p := range s {
+		if p.Contains(a) {
+			return true
+		}
+	}
+	return false
+}
+
+// AddrOf is the IP address of a TCP address, IPv4 unmapped.
+func AddrOf(a net.Addr) netip.Addr {
+	ta, ok := a.(*net.TCPAddr)
+	if !ok {
+		return netip.Addr{}
+	}
+	return ta.AddrPort().Addr().Unmap()
 }

@@ -1,6 +1,6 @@
-package proxy
+package h1wire
 
-// Parsing for the HTTP/1.1 engine (h1.go): request and response heads.
+// Request and response heads.
 //
 // The parser takes only what it fully understands: an origin-form target
 // whose path net/http would leave as it is, HTTP/1.0 or 1.1, one Host, one
@@ -17,32 +17,34 @@ import (
 	"net/textproto"
 	"strconv"
 	"strings"
+
+	"github.com/hostgate/hostgate/proxy/guard"
 )
 
-// h1field is one header field. hop marks a hop-by-hop field, which is not
+// Field is one header field. Hop marks a hop-by-hop field, which is not
 // forwarded.
-type h1field struct {
-	name, value string
-	hop         bool
+type Field struct {
+	Name, Value string
+	Hop         bool
 }
 
-// h1fields is an ordered header list that header modifiers can edit as
+// Fields is an ordered header list that header modifiers can edit as
 // they edit an http.Header; names compare case-insensitively.
-type h1fields []h1field
+type Fields []Field
 
-func (h *h1fields) Set(name, value string) {
+func (h *Fields) Set(name, value string) {
 	h.Del(name)
 	h.Add(name, value)
 }
 
-func (h *h1fields) Add(name, value string) {
-	*h = append(*h, h1field{name: textproto.CanonicalMIMEHeaderKey(name), value: value})
+func (h *Fields) Add(name, value string) {
+	*h = append(*h, Field{Name: textproto.CanonicalMIMEHeaderKey(name), Value: value})
 }
 
-func (h *h1fields) Del(name string) {
+func (h *Fields) Del(name string) {
 	out := (*h)[:0]
 	for _, f := range *h {
-		if !strings.EqualFold(f.name, name) {
+		if !strings.EqualFold(f.Name, name) {
 			out = append(out, f)
 		}
 	}
@@ -50,56 +52,56 @@ func (h *h1fields) Del(name string) {
 	*h = out
 }
 
-// has reports whether a forwarded field is named name.
-func (h h1fields) has(name string) bool {
+// Has reports whether a forwarded field is named name.
+func (h Fields) Has(name string) bool {
 	for i := range h {
-		if !h[i].hop && strings.EqualFold(h[i].name, name) {
+		if !h[i].Hop && strings.EqualFold(h[i].Name, name) {
 			return true
 		}
 	}
 	return false
 }
 
-// h1head is a parsed head, request or response.
-type h1head struct {
+// Head is a parsed head, request or response.
+type Head struct {
 	raw    string
-	fields h1fields
+	Fields Fields
 	// vals[i] is fields[i].value as a slice of one, for Values.
 	vals   []string
-	http10 bool
+	HTTP10 bool
 	// contentLength is -1 when the head has none.
-	contentLength int64
-	chunked       bool
+	ContentLength int64
+	Chunked       bool
 	// Connection options.
-	close, keepAlive bool
+	Close, KeepAlive bool
 	// teTrailers says the client accepts trailers (TE: trailers), which is
 	// all of TE that goes on.
-	teTrailers bool
+	TETrailers bool
 
 	// Request only.
-	method, path, query, host string
+	Method, Path, Query, Host string
 	// hosts counts the Host fields.
 	hosts              int
-	upgrade, expect100 bool
+	Upgrade, Expect100 bool
 
 	// Response only.
-	status int
+	Status int
 }
 
 // Values gives the values of a request field, for router.Headers; name is
 // canonical, as the parsed names are.
-func (h *h1head) Values(name string) []string {
+func (h *Head) Values(name string) []string {
 	first := -1
-	for i := range h.fields {
-		if h.fields[i].name != name {
+	for i := range h.Fields {
+		if h.Fields[i].Name != name {
 			continue
 		}
 		if first >= 0 {
 			// Repeated: rare enough to allocate.
 			var all []string
-			for j := first; j < len(h.fields); j++ {
-				if h.fields[j].name == name {
-					all = append(all, h.fields[j].value)
+			for j := first; j < len(h.Fields); j++ {
+				if h.Fields[j].Name == name {
+					all = append(all, h.Fields[j].Value)
 				}
 			}
 			return all
@@ -112,27 +114,27 @@ func (h *h1head) Values(name string) []string {
 	return h.vals[first : first+1 : first+1]
 }
 
-// get is the first value of a field, "" when absent.
-func (h *h1head) get(name string) string {
-	for i := range h.fields {
-		if strings.EqualFold(h.fields[i].name, name) {
-			return h.fields[i].value
+// Get is the first value of a field, "" when absent.
+func (h *Head) Get(name string) string {
+	for i := range h.Fields {
+		if strings.EqualFold(h.Fields[i].Name, name) {
+			return h.Fields[i].Value
 		}
 	}
 	return ""
 }
 
-func (h *h1head) reset(raw string) {
-	clear(h.fields)
+func (h *Head) Reset(raw string) {
+	clear(h.Fields)
 	clear(h.vals)
-	*h = h1head{raw: raw, fields: h.fields[:0], vals: h.vals[:0], contentLength: -1}
+	*h = Head{raw: raw, Fields: h.Fields[:0], vals: h.vals[:0], ContentLength: -1}
 }
 
-// headEnd returns the length of the head at the start of b, through the
+// HeadEnd returns the length of the head at the start of b, through the
 // empty line that ends it, or -1 when b holds no whole head. The search
 // starts at from, where the previous call stopped. A bare LF ends lines as
 // well as CRLF; the parsers tell which they accept.
-func headEnd(b []byte, from int) int {
+func HeadEnd(b []byte, from int) int {
 	for i := from; ; {
 		j := bytes.IndexByte(b[i:], '\n')
 		if j < 0 {
@@ -150,9 +152,9 @@ func headEnd(b []byte, from int) int {
 	}
 }
 
-// headSearchFrom is where headEnd resumes on b after finding no head in
+// HeadSearchFrom is where headEnd resumes on b after finding no head in
 // its first n bytes.
-func headSearchFrom(n int) int { return max(0, n-2) }
+func HeadSearchFrom(n int) int { return max(0, n-2) }
 
 // nextLine splits s at its first line end; strict refuses a bare LF.
 func nextLine(s string, strict bool) (line, rest string, ok bool) {
@@ -169,16 +171,16 @@ func nextLine(s string, strict bool) (line, rest string, ok bool) {
 	return line, rest, true
 }
 
-// parseRequest parses a request head into h, reporting false for anything
+// ParseRequest parses a request head into h, reporting false for anything
 // the engine leaves to net/http.
-func parseRequest(raw string, h *h1head) bool {
-	h.reset(raw)
+func ParseRequest(raw string, h *Head) bool {
+	h.Reset(raw)
 	line, rest, ok := nextLine(raw, true)
 	if !ok {
 		return false
 	}
 	method, line, ok := strings.Cut(line, " ")
-	if !ok || !isToken(method) {
+	if !ok || !IsToken(method) {
 		return false
 	}
 	target, version, ok := strings.Cut(line, " ")
@@ -188,31 +190,31 @@ func parseRequest(raw string, h *h1head) bool {
 	switch version {
 	case "HTTP/1.1":
 	case "HTTP/1.0":
-		h.http10 = true
+		h.HTTP10 = true
 	default:
 		return false
 	}
-	h.method = method
-	h.path, h.query, _ = strings.Cut(target, "?")
-	if !validPath(h.path) || !validQuery(h.query) {
+	h.Method = method
+	h.Path, h.Query, _ = strings.Cut(target, "?")
+	if !ValidPath(h.Path) || !ValidQuery(h.Query) {
 		return false
 	}
 	if !parseFields(rest, h, true, checkRequestField) {
 		return false
 	}
 	switch {
-	case h.hosts > 1 || h.hosts == 0 && !h.http10:
+	case h.hosts > 1 || h.hosts == 0 && !h.HTTP10:
 		return false
-	case h.chunked && (h.contentLength >= 0 || h.http10):
+	case h.Chunked && (h.ContentLength >= 0 || h.HTTP10):
 		return false
 	}
 	return true
 }
 
-// parseResponse parses a response head into h, reporting false for one
+// ParseResponse parses a response head into h, reporting false for one
 // that cannot be relayed.
-func parseResponse(raw string, h *h1head) bool {
-	h.reset(raw)
+func ParseResponse(raw string, h *Head) bool {
+	h.Reset(raw)
 	line, rest, ok := nextLine(raw, false)
 	if !ok || len(line) < len("HTTP/1.1 200") || (len(line) > 12 && line[12] != ' ') {
 		return false
@@ -220,7 +222,7 @@ func parseResponse(raw string, h *h1head) bool {
 	switch line[:9] {
 	case "HTTP/1.1 ":
 	case "HTTP/1.0 ":
-		h.http10 = true
+		h.HTTP10 = true
 	default:
 		return false
 	}
@@ -228,29 +230,29 @@ func parseResponse(raw string, h *h1head) bool {
 	if err != nil || code < 100 {
 		return false
 	}
-	h.status = code
+	h.Status = code
 	return parseFields(rest, h, false, nil)
 }
 
 // checkRequestField notes the request fields the engine acts on, and
 // refuses those it leaves to net/http.
-func checkRequestField(h *h1head, f *h1field) bool {
-	switch f.name {
+func checkRequestField(h *Head, f *Field) bool {
+	switch f.Name {
 	case "Host":
 		h.hosts++
-		h.host = f.value
-		f.hop = true // written first, maybe rewritten
-		return validHost(f.value)
+		h.Host = f.Value
+		f.Hop = true // written first, maybe rewritten
+		return ValidHost(f.Value)
 	case "Upgrade":
-		h.upgrade = true
+		h.Upgrade = true
 	case "Expect":
 		// Other expectations get net/http's 417.
-		h.expect100 = true
-		return strings.EqualFold(f.value, "100-continue")
-	case "X-Forwarded-For", "X-Forwarded-Proto", "X-Forwarded-Host", "X-Real-Ip", "X-Request-Id", clientCertField:
-		f.hop = true // replaced by the proxy's
+		h.Expect100 = true
+		return strings.EqualFold(f.Value, "100-continue")
+	case "X-Forwarded-For", "X-Forwarded-Proto", "X-Forwarded-Host", "X-Real-Ip", "X-Request-Id", "X-Forwarded-Client-Cert":
+		f.Hop = true // replaced by the proxy's
 	case "Forwarded":
-		f.hop = true // dropped, as ReverseProxy drops it
+		f.Hop = true // dropped, as ReverseProxy drops it
 	}
 	return true
 }
@@ -259,7 +261,7 @@ func checkRequestField(h *h1head, f *h1field) bool {
 // connection options in h and marking hop-by-hop fields; each field also
 // goes through check, if set, which may refuse it. Request field names are
 // canonicalized, for the router; response names are relayed as they came.
-func parseFields(s string, h *h1head, request bool, check func(*h1head, *h1field) bool) bool {
+func parseFields(s string, h *Head, request bool, check func(*Head, *Field) bool) bool {
 	var connection []string
 	for {
 		line, rest, ok := nextLine(s, request)
@@ -271,46 +273,46 @@ func parseFields(s string, h *h1head, request bool, check func(*h1head, *h1field
 			break
 		}
 		name, value, ok := strings.Cut(line, ":")
-		if !ok || !isToken(name) {
+		if !ok || !IsToken(name) {
 			return false
 		}
 		value = strings.Trim(value, " \t")
-		if !validValue(value) {
+		if !ValidValue(value) {
 			return false
 		}
 		if request {
 			name = textproto.CanonicalMIMEHeaderKey(name)
 		}
-		h.fields = append(h.fields, h1field{name: name, value: value})
-		f := &h.fields[len(h.fields)-1]
+		h.Fields = append(h.Fields, Field{Name: name, Value: value})
+		f := &h.Fields[len(h.Fields)-1]
 		switch {
 		case strings.EqualFold(name, "Content-Length"):
 			n, ok := parseLength(value)
 			// A repeat with the same value is taken, as net/http does.
-			if !ok || (h.contentLength >= 0 && h.contentLength != n) {
+			if !ok || (h.ContentLength >= 0 && h.ContentLength != n) {
 				return false
 			}
-			h.contentLength = n
-			f.hop = true // written by the engine from its framing
+			h.ContentLength = n
+			f.Hop = true // written by the engine from its framing
 		case strings.EqualFold(name, "Transfer-Encoding"):
-			if h.chunked || !strings.EqualFold(value, "chunked") {
+			if h.Chunked || !strings.EqualFold(value, "chunked") {
 				return false
 			}
-			h.chunked = true
-			f.hop = true
+			h.Chunked = true
+			f.Hop = true
 		case strings.EqualFold(name, "Connection"):
 			connection = append(connection, value)
-			f.hop = true
+			f.Hop = true
 		case strings.EqualFold(name, "Te"):
-			h.teTrailers = h.teTrailers || hasToken([]string{value}, "trailers")
-			f.hop = true
-		case isHopByHop(name):
-			f.hop = true
+			h.TETrailers = h.TETrailers || HasToken([]string{value}, "trailers")
+			f.Hop = true
+		case IsHopByHop(name):
+			f.Hop = true
 		}
 		if check != nil && !check(h, f) {
 			return false
 		}
-		h.vals = append(h.vals, f.value)
+		h.vals = append(h.vals, f.Value)
 	}
 	if s != "" {
 		return false // bytes after the head: not what was read
@@ -320,15 +322,15 @@ func parseFields(s string, h *h1head, request bool, check func(*h1head, *h1field
 			opt = strings.TrimSpace(opt)
 			switch {
 			case strings.EqualFold(opt, "close"):
-				h.close = true
+				h.Close = true
 			case strings.EqualFold(opt, "keep-alive"):
-				h.keepAlive = true
+				h.KeepAlive = true
 			}
 			// The fields a Connection names are hop-by-hop too (RFC
 			// 9110 section 7.6.1).
-			for i := range h.fields {
-				if strings.EqualFold(h.fields[i].name, opt) {
-					h.fields[i].hop = true
+			for i := range h.Fields {
+				if strings.EqualFold(h.Fields[i].Name, opt) {
+					h.Fields[i].Hop = true
 				}
 			}
 		}
@@ -357,29 +359,29 @@ func parseLength(s string) (int64, bool) {
 	return n, true
 }
 
-// bodyMode is how the body of a response to a request of method ends.
-func (h *h1head) bodyMode(method string) bodyMode {
+// BodyMode is how the body of a response to a request of method ends.
+func (h *Head) BodyMode(method string) BodyMode {
 	switch {
-	case method == http.MethodHead || h.status == http.StatusNoContent || h.status == http.StatusNotModified:
-		return bodyNone
-	case h.chunked:
-		return bodyChunked
-	case h.contentLength >= 0:
-		return bodyLength
+	case method == http.MethodHead || h.Status == http.StatusNoContent || h.Status == http.StatusNotModified:
+		return BodyNone
+	case h.Chunked:
+		return BodyChunked
+	case h.ContentLength >= 0:
+		return BodyLength
 	}
-	return bodyUntilClose
+	return BodyUntilClose
 }
 
-// reusable reports whether the connection of a response whose body ends
+// Reusable reports whether the connection of a response whose body ends
 // as mode says can serve another request, once the body is read and the
 // request was sent whole.
-func (h *h1head) reusable(mode bodyMode) bool {
-	return mode != bodyUntilClose && !h.close && (!h.http10 || h.keepAlive)
+func (h *Head) Reusable(mode BodyMode) bool {
+	return mode != BodyUntilClose && !h.Close && (!h.HTTP10 || h.KeepAlive)
 }
 
-// isHopByHop reports the hop-by-hop fields httputil.ReverseProxy removes,
+// IsHopByHop reports the hop-by-hop fields httputil.ReverseProxy removes,
 // besides those parseFields handles itself.
-func isHopByHop(name string) bool {
+func IsHopByHop(name string) bool {
 	for _, h := range [...]string{"Keep-Alive", "Proxy-Connection", "Proxy-Authenticate", "Proxy-Authorization", "Trailer", "Upgrade"} {
 		if strings.EqualFold(name, h) {
 			return true
@@ -388,20 +390,20 @@ func isHopByHop(name string) bool {
 	return false
 }
 
-func isToken(s string) bool {
+func IsToken(s string) bool {
 	if s == "" {
 		return false
 	}
 	for i := 0; i < len(s); i++ {
-		if !isTokenByte(s[i]) {
+		if !guard.IsTokenByte(s[i]) {
 			return false
 		}
 	}
 	return true
 }
 
-// validValue refuses control characters other than HTAB in a field value.
-func validValue(s string) bool {
+// ValidValue refuses control characters other than HTAB in a field value.
+func ValidValue(s string) bool {
 	for i := 0; i < len(s); i++ {
 		if c := s[i]; (c < ' ' && c != '\t') || c == 0x7f {
 			return false
@@ -410,9 +412,9 @@ func validValue(s string) bool {
 	return true
 }
 
-// validHost takes the characters of a host and port, IPv6 literals
+// ValidHost takes the characters of a host and port, IPv6 literals
 // included; net/http judges anything else.
-func validHost(s string) bool {
+func ValidHost(s string) bool {
 	for i := 0; i < len(s); i++ {
 		c := s[i]
 		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("-._:[]", c) >= 0) {
@@ -422,11 +424,11 @@ func validHost(s string) bool {
 	return true
 }
 
-// validPath reports whether p is an absolute path that url.URL.EscapedPath
+// ValidPath reports whether p is an absolute path that url.URL.EscapedPath
 // would give back unchanged: unreserved and sub-delimiter characters, ":",
 // "@", "/" and valid percent-escapes. The router and the backend then see
 // what net/http would have shown them.
-func validPath(p string) bool {
+func ValidPath(p string) bool {
 	if p == "" || p[0] != '/' {
 		return false
 	}
@@ -439,10 +441,10 @@ func validPath(p string) bool {
 			if i+2 >= len(p) {
 				return false
 			}
-			if _, ok := hexDigit(p[i+1]); !ok {
+			if _, ok := guard.HexDigit(p[i+1]); !ok {
 				return false
 			}
-			if _, ok := hexDigit(p[i+2]); !ok {
+			if _, ok := guard.HexDigit(p[i+2]); !ok {
 				return false
 			}
 			i += 2
@@ -453,13 +455,25 @@ func validPath(p string) bool {
 	return true
 }
 
-// validQuery takes visible ASCII but "#", which net/http would read
+// ValidQuery takes visible ASCII but "#", which net/http would read
 // differently.
-func validQuery(q string) bool {
+func ValidQuery(q string) bool {
 	for i := 0; i < len(q); i++ {
 		if c := q[i]; c <= ' ' || c >= 0x7f || c == '#' {
 			return false
 		}
 	}
 	return true
+}
+
+// HasToken reports whether a comma-separated header holds token.
+func HasToken(values []string, token string) bool {
+	for _, v := range values {
+		for t := range strings.SplitSeq(v, ",") {
+			if strings.EqualFold(strings.TrimSpace(t), token) {
+				return true
+			}
+		}
+	}
+	return false
 }
