@@ -115,35 +115,6 @@ func lingerClose(c net.Conn) {
 	_, _ = io.CopyN(io.Discard, tcp, lingerBytes)
 }
 
-// setStall has uc's reads and writes, until the pool takes it back, wait
-// no longer than t's backend read and send timeouts, within deadline.
-func (uc *upConn) setStall(t *router.Timeouts, deadline time.Time) {
-	uc.readStall, uc.sendStall = t.BackendRead, t.BackendSend
-	if uc.readStall > 0 || uc.sendStall > 0 {
-		uc.deadline = deadline
-	}
-}
-
-// stallDeadline is the deadline of a read or write that starts now and may
-// wait stall, within the exchange's.
-func (uc *upConn) stallDeadline(stall time.Duration) time.Time {
-	d := time.Now().Add(stall)
-	if !uc.deadline.IsZero() && uc.deadline.Before(d) {
-		return uc.deadline
-	}
-	return d
-}
-
-// Write is what bw writes to.
-func (uc *upConn) Write(p []byte) (int, error) {
-	if uc.sendStall > 0 {
-		if err := uc.Conn.SetWriteDeadline(uc.stallDeadline(uc.sendStall)); err != nil {
-			return 0, err
-		}
-	}
-	return uc.Conn.Write(p)
-}
-
 // stallWatch cancels an exchange on net/http's Transport that waits
 // longer than the rule's backend read or send timeout for its next step.
 type stallWatch struct {

@@ -30,6 +30,7 @@ import (
 	"time"
 
 	"github.com/hostgate/hostgate/proxy/h1wire"
+	"github.com/hostgate/hostgate/proxy/upstream"
 	"github.com/hostgate/hostgate/router"
 )
 
@@ -42,10 +43,10 @@ type bridgeState struct {
 	req *http.Request
 }
 
-// clientGone is what the backend connection's watch asks
+// ClientGone is what the backend connection's watch asks
 // (upConn.watchClient): net/http's HTTP/2 server and quic-go cancel a
 // request's context when its client resets the stream or leaves.
-func (b *bridgeState) clientGone() bool { return b.req.Context().Err() != nil }
+func (b *bridgeState) ClientGone() bool { return b.req.Context().Err() != nil }
 
 var bridgeStates = sync.Pool{New: func() any { return new(bridgeState) }}
 
@@ -151,7 +152,7 @@ func (f *forwarder) bridge(w http.ResponseWriter, r *http.Request, ex *exchange)
 	informational := func(resp *h1wire.Head) error { relayInformational(w, resp); return nil }
 	unsent := false
 	replayable := r.ContentLength == 0 && repeatable(r.Method, h.Get("Idempotency-Key"))
-	send := func(uc *upConn) (bool, error) {
+	send := func(uc *upstream.Conn) (bool, error) {
 		deadline := ex.attemptDeadline
 		// Pooled and new connections have none, and each deadline set is
 		// a timer changed.
@@ -160,15 +161,15 @@ func (f *forwarder) bridge(w http.ResponseWriter, r *http.Request, ex *exchange)
 				return false, err
 			}
 		}
-		uc.setStall(&ex.plan.target.Rule.Timeouts, deadline)
-		if b.clientGone() {
+		uc.SetStall(&ex.plan.target.Rule.Timeouts, deadline)
+		if b.ClientGone() {
 			// A stream reset before its request went out (a flood of
 			// them is what the guard's budget stops) is not sent.
-			return false, errClientGone
+			return false, upstream.ErrClientGone
 		}
-		writeRequestLine(uc.bw, ex, r.Method, r.URL.EscapedPath(), r.URL.RawQuery, r.Host)
-		teTrailers := writeRequestFields(uc.bw, h)
-		endRequestHead(uc.bw, r.Method, r.ContentLength, false, teTrailers)
+		writeRequestLine(uc.Writer, ex, r.Method, r.URL.EscapedPath(), r.URL.RawQuery, r.Host)
+		teTrailers := writeRequestFields(uc.Writer, h)
+		endRequestHead(uc.Writer, r.Method, r.ContentLength, false, teTrailers)
 		// A body is sent once, after the connect: only a failed connect
 		// goes to another endpoint with it.
 		var body io.Reader
@@ -184,7 +185,7 @@ func (f *forwarder) bridge(w http.ResponseWriter, r *http.Request, ex *exchange)
 		early, err := sendBody(uc, body, false)
 		if !endCut() {
 			// The client left, and the cut spoiled the connection.
-			return false, errClientGone
+			return false, upstream.ErrClientGone
 		}
 		if err != nil && !early {
 			return false, err
@@ -192,22 +193,22 @@ func (f *forwarder) bridge(w http.ResponseWriter, r *http.Request, ex *exchange)
 		// A client that leaves ends the waits for the backend within
 		// clientCheckInterval, as on the engine, until relayResponse
 		// has read the response.
-		uc.watchClient(b, deadline)
+		uc.WatchClient(b, deadline)
 		if err != nil {
 			// The backend answered before it took the whole body.
-			if readFinalResponse(uc.br, &b.resp, true, informational) == nil {
+			if readFinalResponse(uc.Reader, &b.resp, true, informational) == nil {
 				// The rest of the request is not on the connection.
 				unsent = true
 				return true, nil
 			}
 			return false, err
 		}
-		if _, err := uc.br.Peek(1); err != nil {
+		if _, err := uc.Reader.Peek(1); err != nil {
 			return false, err
 		}
-		return true, readFinalResponse(uc.br, &b.resp, true, informational)
+		return true, readFinalResponse(uc.Reader, &b.resp, true, informational)
 	}
-	uc, status, _ := s.sendH1(ex, r.ContentLength == 0, replayable, b.clientGone, &b.resp, r.Method, send)
+	uc, status, _ := s.sendH1(ex, r.ContentLength == 0, replayable, b.ClientGone, &b.resp, r.Method, send)
 	if uc == nil {
 		// A client that left gets no answer (status 0), and the request
 		// counts as aborted.
@@ -289,7 +290,7 @@ func copyFields(h http.Header, fields h1wire.Fields) {
 // relayResponse writes the response whose head is in b, streaming its
 // body, and returns uc to the pool, which ends the watch on the client
 // that send set, when it was read whole.
-func (f *forwarder) relayResponse(w http.ResponseWriter, r *http.Request, uc *upConn, ex *exchange, b *bridgeState, requestSent bool) {
+func (f *forwarder) relayResponse(w http.ResponseWriter, r *http.Request, uc *upstream.Conn, ex *exchange, b *bridgeState, requestSent bool) {
 	resp := &b.resp
 	mode := resp.BodyMode(r.Method)
 	reusable := resp.Reusable(mode) && requestSent
@@ -310,12 +311,12 @@ func (f *forwarder) relayResponse(w http.ResponseWriter, r *http.Request, uc *up
 	var flusher *http.ResponseController
 	if mode == h1wire.BodyChunked || mode == h1wire.BodyUntilClose {
 		flusher = http.NewResponseController(w)
-		if uc.br.Buffered() == 0 {
+		if uc.Reader.Buffered() == 0 {
 			_ = flusher.Flush()
 		}
 	}
 
-	b.rbody.Start(uc.br, mode, max(resp.ContentLength, 0))
+	b.rbody.Start(uc.Reader, mode, max(resp.ContentLength, 0))
 	b.rbody.KeepTrailer = true
 	var readErr, writeErr error
 	if mode != h1wire.BodyNone {
@@ -326,7 +327,7 @@ func (f *forwarder) relayResponse(w http.ResponseWriter, r *http.Request, uc *up
 	if readErr != nil || writeErr != nil || !reusable {
 		uc.Close()
 	} else {
-		f.s.h1.put(ex.host.Address(), uc)
+		f.s.h1.Put(ex.host.Address(), uc)
 	}
 	if readErr != nil && writeErr == nil {
 		// As ReverseProxy does: the client's stream is reset, so that

@@ -281,14 +281,7 @@ func TestBridge(t *testing.T) {
 
 // idleInPool counts the idle connections to addr in the engine's pool.
 func idleInPool(s *Server, addr string) int {
-	st, ok := s.h1.idle.Load(addr)
-	if !ok {
-		return 0
-	}
-	stack := st.(*idleStack)
-	stack.mu.Lock()
-	defer stack.mu.Unlock()
-	return len(stack.conns)
+	return s.h1.IdleConns(addr)
 }
 
 // http3BridgeServer serves app.example.com over HTTPS and HTTP/3 with the

@@ -12,9 +12,9 @@
 // (pipeline.go): lookup, then the filters that decide the outcome
 // (redirect, rewrite), then the choice of a backend. HTTP/1.1 connections
 // go to hostgate's own engine (h1.go), with its own backend connection
-// pool, which hands whatever it does not serve itself (upgrades, gRPC,
-// mirrors, TLS or h2 backends, unusual requests) to net/http for the rest
-// of the connection. HTTP/2 connections, recognized at the first read (ALPN
+// pool (package upstream), which hands whatever it does not serve itself
+// (upgrades, gRPC, mirrors, TLS or h2 backends, unusual requests) to
+// net/http for the rest of the connection. HTTP/2 connections, recognized at the first read (ALPN
 // h2 or the client preface) or after an h2c upgrade, go to hostgate's
 // HTTP/2 engine (package h2), and with Options.HTTP2Engine = EngineStdlib to
 // net/http's. net/http serves what the HTTP/1.1 engine hands over, every
@@ -45,9 +45,11 @@
 //	proxy/h1wire    HTTP/1.1 message syntax (heads, bodies), shared by the
 //	                HTTP/1.1 engine and the HTTP/1.1 backend connections
 //	proxy/h2        the HTTP/2 engine, server and backend client
-//	proxy/upstream  endpoint sets, passive health, balancing
+//	proxy/upstream  endpoint sets, passive health, balancing, and the pool
+//	                of HTTP/1.1 connections to endpoints
 //	proxy/l4        Layer 4 listeners (TLS passthrough and terminate, TCP, UDP)
 //
-// Imports point down that list and never back to proxy: guard and h1wire
-// import nothing of hostgate but guard (h1wire, for HTTP's token syntax).
+// Imports point down that list and never back to proxy: guard, h1wire and
+// upstream import nothing of hostgate but guard (h1wire, for HTTP's token
+// syntax).
 package proxy

@@ -70,9 +70,6 @@ const (
 	// 100-continue" waits for the backend's answer before its body is sent
 	// all the same, as net/http's Transport does.
 	expectContinueTimeout = time.Second
-	// clientCheckInterval is how often a request waiting for its backend
-	// looks whether the client is still there.
-	clientCheckInterval = time.Second
 )
 
 var (
@@ -84,7 +81,6 @@ var (
 	errUpgradeAnswer = errors.New("backend switched protocols unasked")
 	errBadResponse   = errors.New("malformed response head from backend")
 	errHeadTooLarge  = errors.New("response head from backend too large")
-	errClientGone    = errors.New("client closed the connection while waiting for the backend")
 )
 
 // h1conn is one client connection served by the engine.
@@ -595,7 +591,7 @@ func (c *h1conn) forward(ex *exchange, keep bool) (status int, sent int64, keepO
 		// for the body; the connection closes after the 408.
 		ex.pace = startPacer(limits, &c.body, func() { _ = c.gc.SetReadDeadline(time.Unix(1, 0)) })
 	}
-	uc, status, err := s.sendH1(ex, bodiless, replayable, c.clientGone, &c.resp, req.Method, func(uc *upConn) (bool, error) { return c.roundTrip(uc, ex) })
+	uc, status, err := s.sendH1(ex, bodiless, replayable, c.ClientGone, &c.resp, req.Method, func(uc *upstream.Conn) (bool, error) { return c.roundTrip(uc, ex) })
 	ex.pace.finish()
 	if uc == nil {
 		if status == 0 {
@@ -623,7 +619,7 @@ func (c *h1conn) forward(ex *exchange, keep bool) (status int, sent int64, keepO
 // response head came on, ex.host then holding an in-flight count for the
 // caller to end, or the status to answer with (0 when the client is gone)
 // and the error.
-func (s *Server) sendH1(ex *exchange, bodiless, replayable bool, clientGone func() bool, resp *h1wire.Head, method string, send func(uc *upConn) (answered bool, err error)) (*upConn, int, error) {
+func (s *Server) sendH1(ex *exchange, bodiless, replayable bool, clientGone func() bool, resp *h1wire.Head, method string, send func(uc *upstream.Conn) (answered bool, err error)) (*upstream.Conn, int, error) {
 	for {
 		uc, status, err := s.attemptH1(ex, replayable, clientGone, send)
 		answer := status
@@ -648,7 +644,7 @@ func (s *Server) sendH1(ex *exchange, bodiless, replayable bool, clientGone func
 			return nil, http.StatusGatewayTimeout, os.ErrDeadlineExceeded
 		}
 		if clientGone() {
-			return nil, 0, errClientGone
+			return nil, 0, upstream.ErrClientGone
 		}
 		ex.startAttempt(time.Now())
 	}
@@ -657,10 +653,10 @@ func (s *Server) sendH1(ex *exchange, bodiless, replayable bool, clientGone func
 // discardH1 drops a response that is retried. Its connection goes back to
 // the pool when no body follows the head, and is closed otherwise rather
 // than read for nothing.
-func (s *Server) discardH1(uc *upConn, resp *h1wire.Head, method, addr string) {
+func (s *Server) discardH1(uc *upstream.Conn, resp *h1wire.Head, method, addr string) {
 	mode := resp.BodyMode(method)
 	if resp.Reusable(mode) && (mode == h1wire.BodyNone || mode == h1wire.BodyLength && resp.ContentLength == 0) {
-		s.h1.put(addr, uc)
+		s.h1.Put(addr, uc)
 		return
 	}
 	uc.Close()
@@ -669,7 +665,7 @@ func (s *Server) discardH1(uc *upConn, resp *h1wire.Head, method, addr string) {
 // attemptH1 makes one attempt of sendH1: a reused connection found closed
 // is replaced for a request that can be sent again, and a failure moves to
 // another endpoint where tryAnother allows.
-func (s *Server) attemptH1(ex *exchange, replayable bool, clientGone func() bool, send func(uc *upConn) (answered bool, err error)) (*upConn, int, error) {
+func (s *Server) attemptH1(ex *exchange, replayable bool, clientGone func() bool, send func(uc *upstream.Conn) (answered bool, err error)) (*upstream.Conn, int, error) {
 	deadline := ex.attemptDeadline
 	var tried [maxConnectAttempts]*upstream.Host
 	fresh := false
@@ -678,10 +674,10 @@ func (s *Server) attemptH1(ex *exchange, replayable bool, clientGone func() bool
 		ex.host = h
 		h.Begin()
 		connect := ex.plan.target.Rule.Timeouts.Connect
-		uc, reused, err := s.h1.get(h.Address(), deadline, connect, fresh)
-		if err == nil && reused && !replayable && uc.stale() {
+		uc, reused, err := s.h1.Get(h.Address(), deadline, connect, fresh)
+		if err == nil && reused && !replayable && uc.Stale() {
 			uc.Close()
-			uc, reused, err = s.h1.get(h.Address(), deadline, connect, true)
+			uc, reused, err = s.h1.Get(h.Address(), deadline, connect, true)
 		}
 		var answered bool
 		if err == nil {
@@ -702,7 +698,7 @@ func (s *Server) attemptH1(ex *exchange, replayable bool, clientGone func() bool
 			// First: the wake-up of the cut read looks like a client
 			// that left (net/http cancels the request on it).
 			return nil, http.StatusRequestTimeout, ex.pace.err()
-		case errors.Is(err, errClientGone):
+		case errors.Is(err, upstream.ErrClientGone):
 			return nil, 0, err
 		case !deadline.IsZero() && !time.Now().Before(deadline):
 			// A slow upload too: the attempt timed out, which a retry
@@ -712,7 +708,7 @@ func (s *Server) attemptH1(ex *exchange, replayable bool, clientGone func() bool
 		case clientGone():
 			// Asked once the deadline is known not to have passed: the
 			// engine's client socket carries no earlier one.
-			return nil, 0, errClientGone
+			return nil, 0, upstream.ErrClientGone
 		case reused && replayable && !answered && !fresh && !isTimeout(err):
 			fresh = true
 			continue
@@ -765,7 +761,7 @@ func repeatable(method, idempotencyKey string) bool {
 // roundTrip sends the request on uc and reads the response head into
 // c.resp. answered says bytes of a response came, after which the request
 // is not sent again.
-func (c *h1conn) roundTrip(uc *upConn, ex *exchange) (answered bool, err error) {
+func (c *h1conn) roundTrip(uc *upstream.Conn, ex *exchange) (answered bool, err error) {
 	deadline := ex.attemptDeadline
 	// Pooled and new connections have none, and each deadline set is a
 	// timer changed.
@@ -774,9 +770,9 @@ func (c *h1conn) roundTrip(uc *upConn, ex *exchange) (answered bool, err error) 
 			return false, err
 		}
 	}
-	uc.setStall(&ex.plan.target.Rule.Timeouts, deadline)
+	uc.SetStall(&ex.plan.target.Rule.Timeouts, deadline)
 	req := &c.req
-	bw := uc.bw
+	bw := uc.Writer
 	writeRequestLine(bw, ex, req.Method, req.Path, req.Query, req.Host)
 	for i := range req.Fields {
 		f := &req.Fields[i]
@@ -799,8 +795,8 @@ func (c *h1conn) roundTrip(uc *upConn, ex *exchange) (answered bool, err error) 
 		// The backend answers 100 Continue, or at once with a final
 		// status and the body is never sent, or nothing: then it gets the
 		// body after a while anyway.
-		_ = uc.SetReadDeadline(earliest(time.Now().Add(expectContinueTimeout), deadline))
-		_, err := uc.br.Peek(1)
+		_ = uc.SetReadDeadline(upstream.Earliest(time.Now().Add(expectContinueTimeout), deadline))
+		_, err := uc.Reader.Peek(1)
 		_ = uc.SetReadDeadline(deadline)
 		if err == nil {
 			if err := c.readResponse(uc); err != nil {
@@ -887,15 +883,15 @@ func endRequestHead(bw *bufio.Writer, method string, contentLength int64, chunke
 // request. early says the body could not all be written, where the
 // backend may have answered before reading it; a failure to read the body
 // is a clientBodyError.
-func sendBody(uc *upConn, body io.Reader, chunked bool) (early bool, err error) {
+func sendBody(uc *upstream.Conn, body io.Reader, chunked bool) (early bool, err error) {
 	if body == nil {
-		return false, uc.bw.Flush()
+		return false, uc.Writer.Flush()
 	}
 	buf := h1Buffers.Get().(*[]byte)
-	_, readErr, writeErr := h1wire.Relay(uc.bw, body, *buf, chunked, chunked)
+	_, readErr, writeErr := h1wire.Relay(uc.Writer, body, *buf, chunked, chunked)
 	h1Buffers.Put(buf)
 	if readErr == nil && writeErr == nil {
-		writeErr = uc.bw.Flush()
+		writeErr = uc.Writer.Flush()
 	}
 	if readErr != nil {
 		return false, clientBodyError{readErr}
@@ -905,18 +901,18 @@ func sendBody(uc *upConn, body io.Reader, chunked bool) (early bool, err error) 
 
 // awaitResponse waits for the backend's response to begin, and abandons a
 // request whose client hung up meanwhile (upConn.watchClient).
-func (c *h1conn) awaitResponse(uc *upConn, deadline time.Time) error {
-	uc.watchClient(c, deadline)
-	_, err := uc.br.Peek(1)
-	if unwatchErr := uc.unwatchClient(); err == nil {
+func (c *h1conn) awaitResponse(uc *upstream.Conn, deadline time.Time) error {
+	uc.WatchClient(c, deadline)
+	_, err := uc.Reader.Peek(1)
+	if unwatchErr := uc.UnwatchClient(); err == nil {
 		err = unwatchErr
 	}
 	return err
 }
 
-// clientGone reports whether the client hung up.
-func (c *h1conn) clientGone() bool {
-	return socketState(c.tc.Conn) == socketClosed
+// ClientGone reports whether the client hung up.
+func (c *h1conn) ClientGone() bool {
+	return upstream.SocketState(c.tc.Conn) == upstream.SocketClosed
 }
 
 // clientCert is the X-Forwarded-Client-Cert value of the client
@@ -925,22 +921,15 @@ func (c *h1conn) clientCert() string {
 	return c.tc.ClientCert
 }
 
-func earliest(a, b time.Time) time.Time {
-	if !b.IsZero() && b.Before(a) {
-		return b
-	}
-	return a
-}
-
 // readResponse reads a final response head into c.resp, relaying the
 // informational ones before it (103 Early Hints) to the client; a 100
 // Continue is the engine's to send, and comes before the body.
-func (c *h1conn) readResponse(uc *upConn) error {
+func (c *h1conn) readResponse(uc *upstream.Conn) error {
 	informational := c.relayInformational
 	if c.req.HTTP10 {
 		informational = nil
 	}
-	return readFinalResponse(uc.br, &c.resp, c.body.Done, informational)
+	return readFinalResponse(uc.Reader, &c.resp, c.body.Done, informational)
 }
 
 func (c *h1conn) relayInformational(resp *h1wire.Head) error {
@@ -1033,7 +1022,7 @@ func readResponseHead(br *bufio.Reader) (string, error) {
 
 // relayResponse writes the response in c.resp, streaming its body, and
 // returns uc to the pool when it was read whole.
-func (c *h1conn) relayResponse(uc *upConn, ex *exchange, keep bool) (status int, sent int64, keepOpen bool) {
+func (c *h1conn) relayResponse(uc *upstream.Conn, ex *exchange, keep bool) (status int, sent int64, keepOpen bool) {
 	req, resp := &c.req, &c.resp
 	status = resp.Status
 	mode := resp.BodyMode(req.Method)
@@ -1059,7 +1048,7 @@ func (c *h1conn) relayResponse(uc *upConn, ex *exchange, keep bool) (status int,
 		c.bw.WriteString("Transfer-Encoding: chunked\r\n")
 	}
 	c.endHead(keep, resp.Fields.Has("Date"))
-	if unknown && uc.br.Buffered() == 0 {
+	if unknown && uc.Reader.Buffered() == 0 {
 		// The head goes out at once when nothing of the body is here: a
 		// stream's first piece may be long in coming.
 		if c.bw.Flush() != nil {
@@ -1068,7 +1057,7 @@ func (c *h1conn) relayResponse(uc *upConn, ex *exchange, keep bool) (status int,
 		}
 	}
 
-	c.rbody.Start(uc.br, mode, max(resp.ContentLength, 0))
+	c.rbody.Start(uc.Reader, mode, max(resp.ContentLength, 0))
 	c.rbody.KeepTrailer = chunked
 	var readErr, writeErr error
 	if mode != h1wire.BodyNone {
@@ -1077,7 +1066,7 @@ func (c *h1conn) relayResponse(uc *upConn, ex *exchange, keep bool) (status int,
 		// events): each piece goes out as it comes, and a client that
 		// leaves during a long wait for the next ends the stream then.
 		if unknown {
-			uc.watchClient(c, ex.attemptDeadline)
+			uc.WatchClient(c, ex.attemptDeadline)
 		}
 		sent, readErr, writeErr = h1wire.Relay(c.bw, &c.rbody, *buf, chunked, unknown)
 		h1Buffers.Put(buf)
@@ -1085,7 +1074,7 @@ func (c *h1conn) relayResponse(uc *upConn, ex *exchange, keep bool) (status int,
 	if readErr != nil || writeErr != nil || !reusable {
 		uc.Close()
 	} else {
-		c.l.srv.h1.put(ex.host.Address(), uc)
+		c.l.srv.h1.Put(ex.host.Address(), uc)
 	}
 	// Cut short, what came goes out all the same, and closing the
 	// connection tells the client the rest is missing.

@@ -22,7 +22,7 @@ type Server struct {
 	log  *slog.Logger
 	fwd  *forwarder
 	// h1 is the HTTP/1.1 engine's pool of backend connections.
-	h1      *upstreamPool
+	h1      *upstream.Pool
 	metrics *metrics
 	// connMetrics are the series of client connections.
 	connMetrics *guard.Metrics
@@ -97,7 +97,7 @@ func New(opts Options) (*Server, error) {
 	}
 	s.conns = guard.NewRegistry(opts.MaxConnections, opts.MaxConnectionsPerAddress, cm)
 	s.fwd = newForwarder(s)
-	s.h1 = newUpstreamPool(&s.opts)
+	s.h1 = upstream.NewPool(opts.DialTimeout, opts.MaxIdleConnsPerEndpoint, opts.UpstreamIdleTimeout)
 	empty := map[string]*upstream.Set{}
 	s.sets.Store(&empty)
 	return s, nil
@@ -239,7 +239,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	}
 	wg.Wait()
 	s.retiring.Wait()
-	s.h1.close()
+	s.h1.Close()
 	if n := forced.Load(); n > 0 {
 		return fmt.Errorf("drain listeners: grace period ended with work in flight on %d listeners", n)
 	}

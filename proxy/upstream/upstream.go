@@ -6,6 +6,13 @@
 // to rebuild and immutable once built; the state that must survive a
 // rebuild lives in a Host, which the Registry hands to every Set that lists
 // the same address. Picking an endpoint takes no lock.
+//
+// It also keeps the HTTP/1.1 connections to endpoints (pool.go): a Pool of
+// idle keep-alive connections per address, and the Conn a request is
+// written on, whose reads can watch the client meanwhile. It knows no
+// request, route or client connection: those belong to the request path
+// and the engines that use it. HTTP/2 backends have their own client in
+// proxy/h2.
 package upstream
 
 import (

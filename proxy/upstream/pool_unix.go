@@ -1,6 +1,6 @@
 //go:build unix
 
-package proxy
+package upstream
 
 import (
 	"errors"
@@ -8,20 +8,20 @@ import (
 	"syscall"
 )
 
-// socketState peeks at a TCP connection without blocking or taking bytes:
+// SocketState peeks at a TCP connection without blocking or taking bytes:
 // idle (open, nothing to read), data waiting, or closed by the peer (with
-// or without data unread before the close) or broken. It costs a system
+// or without data unread before the Close) or broken. It costs a system
 // call or two, so the engine uses it only where waiting would cost more:
 // before sending a request that cannot be sent twice on a pooled
 // connection, and while a request or a stream waits long for its backend.
-func socketState(c net.Conn) socketStatus {
+func SocketState(c net.Conn) socketStatus {
 	sc, ok := c.(syscall.Conn)
 	if !ok {
 		return socketUnknown
 	}
 	raw, err := sc.SyscallConn()
 	if err != nil {
-		return socketClosed
+		return SocketClosed
 	}
 	var b [1]byte
 	var n int
@@ -30,11 +30,11 @@ func socketState(c net.Conn) socketStatus {
 	if err := raw.Read(func(fd uintptr) bool {
 		n, _, peekErr = syscall.Recvfrom(int(fd), b[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
 		// Bytes the peer sent before it closed, such as a TLS client's
-		// close_notify, hide the close from the peek.
+		// close_notify, hide the Close from the peek.
 		finished = n > 0 && peerFinished(int(fd))
 		return true
 	}); err != nil {
-		return socketClosed
+		return SocketClosed
 	}
 	switch {
 	case errors.Is(peekErr, syscall.EAGAIN):
@@ -42,5 +42,5 @@ func socketState(c net.Conn) socketStatus {
 	case peekErr == nil && n > 0 && !finished:
 		return socketData
 	}
-	return socketClosed
+	return SocketClosed
 }

@@ -1,4 +1,4 @@
-package proxy
+package upstream
 
 import "golang.org/x/sys/unix"
 

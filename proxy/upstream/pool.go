@@ -1,4 +1,4 @@
-package proxy
+package upstream
 
 // Keep-alive connections of the HTTP/1.1 engine to backends.
 //
@@ -13,41 +13,45 @@ package proxy
 
 import (
 	"bufio"
+	"errors"
 	"net"
 	"sync"
 	"time"
+
+	"github.com/hostgate/hostgate/router"
 )
 
-// upConn is a connection to a backend with its buffers.
-type upConn struct {
+// Conn is a connection to a backend with its buffers.
+type Conn struct {
 	net.Conn
-	br *bufio.Reader
-	bw *bufio.Writer
+	Reader *bufio.Reader
+	Writer *bufio.Writer
 	// idleSince is when it went back to the pool.
 	idleSince time.Time
 	// While client is set, a read that waits on the backend asks it every
 	// clientCheckInterval whether the client hung up, and ends with
-	// errClientGone if so: net/http's server learns that at once, with a
+	// ErrClientGone if so: net/http's server learns that at once, with a
 	// goroutine per connection reading the client.
-	client clientWatch
+	client ClientWatch
 	// deadline is the exchange's, which those waits do not pass.
 	deadline time.Time
 	// readStall and sendStall bound each read and write of the exchange
-	// under way (backendpolicy.go); zero: only its deadline does.
+	// under way (a rule's backend read and send timeouts); zero: only its deadline does.
 	readStall, sendStall time.Duration
 }
 
-// clientWatch is what a watched read asks (h1conn).
-type clientWatch interface{ clientGone() bool }
+// ClientWatch is what a watched read asks: the HTTP/1.1 engine's client
+// connection, or a request bridged from HTTP/2 or HTTP/3.
+type ClientWatch interface{ ClientGone() bool }
 
 // Read is what br reads from.
-func (uc *upConn) Read(p []byte) (int, error) {
+func (uc *Conn) Read(p []byte) (int, error) {
 	deadline := uc.deadline
 	if uc.readStall > 0 {
 		deadline = uc.stallDeadline(uc.readStall)
 		arm := deadline
 		if uc.client != nil {
-			arm = earliest(time.Now().Add(clientCheckInterval), deadline)
+			arm = Earliest(time.Now().Add(clientCheckInterval), deadline)
 		}
 		if err := uc.Conn.SetReadDeadline(arm); err != nil {
 			return 0, err
@@ -55,43 +59,87 @@ func (uc *upConn) Read(p []byte) (int, error) {
 	}
 	for {
 		n, err := uc.Conn.Read(p)
-		if uc.client == nil || n > 0 || !isTimeout(err) || !deadline.IsZero() && !time.Now().Before(deadline) {
+		ne, timedOut := errors.AsType[net.Error](err)
+		if uc.client == nil || n > 0 || !timedOut || !ne.Timeout() || !deadline.IsZero() && !time.Now().Before(deadline) {
 			return n, err
 		}
-		if uc.client.clientGone() {
-			return 0, errClientGone
+		if uc.client.ClientGone() {
+			return 0, ErrClientGone
 		}
-		if err := uc.Conn.SetReadDeadline(earliest(time.Now().Add(clientCheckInterval), deadline)); err != nil {
+		if err := uc.Conn.SetReadDeadline(Earliest(time.Now().Add(clientCheckInterval), deadline)); err != nil {
 			return 0, err
 		}
 	}
 }
 
-// watchClient has the reads to come ask client, under the exchange's
-// deadline, until unwatchClient or the pool takes the connection back
-// (upstreamPool.put). Should arming fail, the connection is
+// WatchClient has the reads to come ask client, under the exchange's
+// deadline, until UnwatchClient or the pool takes the connection back
+// (Pool.Put). Should arming fail, the connection is
 // broken, which the next read says.
-func (uc *upConn) watchClient(client clientWatch, deadline time.Time) {
+func (uc *Conn) WatchClient(client ClientWatch, deadline time.Time) {
 	uc.client, uc.deadline = client, deadline
 	_ = uc.armCheck()
 }
 
-// unwatchClient ends watchClient, leaving reads the exchange's deadline.
-func (uc *upConn) unwatchClient() error {
+// UnwatchClient ends WatchClient, leaving reads the exchange's deadline.
+func (uc *Conn) UnwatchClient() error {
 	uc.client = nil
 	return uc.Conn.SetReadDeadline(uc.deadline)
 }
 
 // armCheck has a read time out at the next check, once for all the reads
 // until then: a stream read in many pieces changes no timer per piece.
-func (uc *upConn) armCheck() error {
-	return uc.Conn.SetReadDeadline(earliest(time.Now().Add(clientCheckInterval), uc.deadline))
+func (uc *Conn) armCheck() error {
+	return uc.Conn.SetReadDeadline(Earliest(time.Now().Add(clientCheckInterval), uc.deadline))
 }
 
 const upstreamBufferSize = 4 << 10
 
-// upstreamPool holds idle connections per endpoint address.
-type upstreamPool struct {
+// clientCheckInterval is how often a request waiting for its backend
+// looks whether the client is still there.
+const clientCheckInterval = time.Second
+
+var ErrClientGone = errors.New("client closed the connection while waiting for the backend")
+
+// SetStall has uc's reads and writes, until the pool takes it back, wait
+// no longer than t's backend read and send timeouts, within deadline.
+func (uc *Conn) SetStall(t *router.Timeouts, deadline time.Time) {
+	uc.readStall, uc.sendStall = t.BackendRead, t.BackendSend
+	if uc.readStall > 0 || uc.sendStall > 0 {
+		uc.deadline = deadline
+	}
+}
+
+// stallDeadline is the deadline of a read or write that starts now and may
+// wait stall, within the exchange's.
+func (uc *Conn) stallDeadline(stall time.Duration) time.Time {
+	d := time.Now().Add(stall)
+	if !uc.deadline.IsZero() && uc.deadline.Before(d) {
+		return uc.deadline
+	}
+	return d
+}
+
+// Write is what bw writes to.
+func (uc *Conn) Write(p []byte) (int, error) {
+	if uc.sendStall > 0 {
+		if err := uc.Conn.SetWriteDeadline(uc.stallDeadline(uc.sendStall)); err != nil {
+			return 0, err
+		}
+	}
+	return uc.Conn.Write(p)
+}
+
+// Earliest is a, or b when b is set and comes first.
+func Earliest(a, b time.Time) time.Time {
+	if !b.IsZero() && b.Before(a) {
+		return b
+	}
+	return a
+}
+
+// Pool holds idle connections per endpoint address.
+type Pool struct {
 	dialer  net.Dialer
 	maxIdle int
 	timeout time.Duration
@@ -102,20 +150,22 @@ type upstreamPool struct {
 	stopOnce  sync.Once
 }
 
-func newUpstreamPool(o *Options) *upstreamPool {
-	return &upstreamPool{
-		dialer:  net.Dialer{Timeout: o.DialTimeout, KeepAlive: 30 * time.Second},
-		maxIdle: o.MaxIdleConnsPerEndpoint,
-		timeout: o.UpstreamIdleTimeout,
+// NewPool dials within dialTimeout and keeps up to maxIdle
+// connections per address, each for idleTimeout.
+func NewPool(dialTimeout time.Duration, maxIdle int, idleTimeout time.Duration) *Pool {
+	return &Pool{
+		dialer:  net.Dialer{Timeout: dialTimeout, KeepAlive: 30 * time.Second},
+		maxIdle: maxIdle,
+		timeout: idleTimeout,
 		stop:    make(chan struct{}),
 	}
 }
 
-// get returns an idle connection to addr, or dials one when there is none
+// Get returns an idle connection to addr, or dials one when there is none
 // or fresh is set. reused says the connection served before, and may have
 // been closed by the backend since.
 // A connect timeout, if given, replaces the dialer's.
-func (p *upstreamPool) get(addr string, deadline time.Time, connect time.Duration, fresh bool) (uc *upConn, reused bool, err error) {
+func (p *Pool) Get(addr string, deadline time.Time, connect time.Duration, fresh bool) (uc *Conn, reused bool, err error) {
 	if !fresh {
 		if st, ok := p.idle.Load(addr); ok {
 			if uc := st.(*idleStack).pop(p.timeout); uc != nil {
@@ -134,9 +184,9 @@ func (p *upstreamPool) get(addr string, deadline time.Time, connect time.Duratio
 	if err != nil {
 		return nil, false, err
 	}
-	uc = &upConn{Conn: c}
-	uc.br = bufio.NewReaderSize(uc, upstreamBufferSize)
-	uc.bw = bufio.NewWriterSize(uc, upstreamBufferSize)
+	uc = &Conn{Conn: c}
+	uc.Reader = bufio.NewReaderSize(uc, upstreamBufferSize)
+	uc.Writer = bufio.NewWriterSize(uc, upstreamBufferSize)
 	return uc, false, nil
 }
 
@@ -144,13 +194,13 @@ func (p *upstreamPool) get(addr string, deadline time.Time, connect time.Duratio
 // returned last.
 type idleStack struct {
 	mu    sync.Mutex
-	conns []*upConn
+	conns []*Conn
 }
 
 // pop takes the most recently returned connection; nil when there is none
 // or it has been idle for timeout, and then so have all the older ones
 // below it, which are closed, outside the lock that requests take.
-func (st *idleStack) pop(timeout time.Duration) *upConn {
+func (st *idleStack) pop(timeout time.Duration) *Conn {
 	st.mu.Lock()
 	n := len(st.conns)
 	if n == 0 {
@@ -174,7 +224,7 @@ func (st *idleStack) pop(timeout time.Duration) *upConn {
 
 // push keeps uc unless the stack holds max connections already, and
 // reports whether it did.
-func (st *idleStack) push(uc *upConn, max int) bool {
+func (st *idleStack) push(uc *Conn, max int) bool {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	if len(st.conns) >= max {
@@ -200,9 +250,9 @@ func (st *idleStack) closeIdle(timeout time.Duration) {
 	st.conns = st.conns[:kept]
 }
 
-// put returns a connection whose exchange ended cleanly, its deadlines and
-// any watch on the client over; after close it is closed instead.
-func (p *upstreamPool) put(addr string, uc *upConn) {
+// Put returns a connection whose exchange ended cleanly, its deadlines and
+// any watch on the client over; after Close it is closed instead.
+func (p *Pool) Put(addr string, uc *Conn) {
 	select {
 	case <-p.stop:
 		uc.Close()
@@ -227,8 +277,8 @@ func (p *upstreamPool) put(addr string, uc *upConn) {
 
 // sweep closes connections idle past the timeout. Addresses stay mapped
 // (an empty stack each), since dropping one could strand a connection a
-// concurrent put adds to it.
-func (p *upstreamPool) sweep() {
+// concurrent Put adds to it.
+func (p *Pool) sweep() {
 	tick := time.NewTicker(max(p.timeout/4, 100*time.Millisecond))
 	defer tick.Stop()
 	for {
@@ -244,8 +294,8 @@ func (p *upstreamPool) sweep() {
 	}
 }
 
-// close stops the sweeper and closes the idle connections.
-func (p *upstreamPool) close() {
+// Close stops the sweeper and closes the idle connections.
+func (p *Pool) Close() {
 	p.stopOnce.Do(func() { close(p.stop) })
 	p.idle.Range(func(_, st any) bool {
 		st.(*idleStack).closeIdle(0)
@@ -253,22 +303,34 @@ func (p *upstreamPool) close() {
 	})
 }
 
-// stale reports whether a pooled connection is known to be of no use: the
-// backend closed it, or sent bytes no request asked for.
-func (uc *upConn) stale() bool {
-	if uc.br.Buffered() > 0 {
-		return true
+// IdleConns counts the idle connections to addr.
+func (p *Pool) IdleConns(addr string) int {
+	st, ok := p.idle.Load(addr)
+	if !ok {
+		return 0
 	}
-	st := socketState(uc.Conn)
-	return st == socketData || st == socketClosed
+	stack := st.(*idleStack)
+	stack.mu.Lock()
+	defer stack.mu.Unlock()
+	return len(stack.conns)
 }
 
-// socketStatus is what socketState sees of a connection.
+// Stale reports whether a pooled connection is known to be of no use: the
+// backend closed it, or sent bytes no request asked for.
+func (uc *Conn) Stale() bool {
+	if uc.Reader.Buffered() > 0 {
+		return true
+	}
+	st := SocketState(uc.Conn)
+	return st == socketData || st == SocketClosed
+}
+
+// socketStatus is what SocketState sees of a connection.
 type socketStatus uint8
 
 const (
 	socketUnknown socketStatus = iota
 	socketIdle
 	socketData
-	socketClosed
+	SocketClosed
 )

@@ -1,6 +1,6 @@
 //go:build unix && !linux
 
-package proxy
+package upstream
 
 // peerFinished cannot see a TCP socket's state here: a client that closed
 // after sending bytes still unread (a TLS client's close_notify) is taken
