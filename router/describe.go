@@ -423,6 +423,9 @@ func describeBackend(r BackendRef) string {
 	if r.TLS != nil {
 		s += " " + describeBackendTLS(r.TLS)
 	}
+	if r.ProxyProtocol != 0 {
+		s += fmt.Sprintf(" proxy-protocol=v%d", r.ProxyProtocol)
+	}
 	if len(r.Filters) > 0 {
 		s += " filters=[" + strings.Join(describeFilters(r.Filters), "; ") + "]"
 	}

@@ -442,6 +442,10 @@ type BackendRef struct {
 	// Balance, when set, is how proxy/ picks the backend's endpoint for a
 	// request instead of its default policy (traffic.go).
 	Balance *Balance `json:",omitempty"`
+	// ProxyProtocol, 1 or 2, is the version of the PROXY protocol header
+	// a Layer 4 backend expects at the start of each TCP connection,
+	// naming the client; 0: none.
+	ProxyProtocol uint8 `json:",omitempty"`
 }
 
 // BackendTLS is the TLS identity a backend must prove (Gateway API

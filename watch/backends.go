@@ -153,6 +153,13 @@ func (t *translator) servicePort(svc *corev1.Service, port *corev1.ServicePort, 
 	}
 	if use.layer4() {
 		ref := router.BackendRef{Name: name, Weight: 1}
+		if use != forDatagram {
+			version, err := proxyProtocolVersion(svc)
+			if err != nil {
+				return router.BackendRef{}, refErr(gatewayv1.RouteReasonUnsupportedValue, "Service %s/%s: %w", svc.Namespace, svc.Name, err)
+			}
+			ref.ProxyProtocol = version
+		}
 		if use == forTLSStream {
 			if policy := t.servicePolicy(svc, port); policy != nil {
 				// Not served in plain text when the policy is not
@@ -181,6 +188,28 @@ func (t *translator) servicePort(svc *corev1.Service, port *corev1.ServicePort, 
 		ref.TLS = policy.tls
 	}
 	return ref, nil
+}
+
+// AnnotationProxyProtocol, on a Service, says that its TCP endpoints
+// expect a PROXY protocol header naming the client ("v1" or "v2") at the
+// start of each connection that TCPRoutes and TLSRoutes carry to them:
+// what the :PROXY suffix of ingress-nginx's tcp-services entries asked.
+// On a Service, not a route, since it is the backend that must be spoken
+// to that way, whichever route reaches it.
+const AnnotationProxyProtocol = "hostgate.dev/proxy-protocol"
+
+// proxyProtocolVersion reads svc's AnnotationProxyProtocol: 0 without it.
+func proxyProtocolVersion(svc *corev1.Service) (uint8, error) {
+	v, ok := svc.Annotations[AnnotationProxyProtocol]
+	switch {
+	case !ok:
+		return 0, nil
+	case v == "v1":
+		return 1, nil
+	case v == "v2":
+		return 2, nil
+	}
+	return 0, fmt.Errorf("annotation %s: %q is neither v1 nor v2", AnnotationProxyProtocol, v)
 }
 
 // backendProtocol maps a Service port's appProtocol to how the proxy

@@ -168,6 +168,14 @@ func (in *interner) trimObject(obj any) (any, error) {
 		m.SetManagedFields(nil)
 		switch obj.(type) {
 		case *networkingv1.Ingress, *networkingv1.IngressClass:
+		case *corev1.Service:
+			// Only hostgate's own: a Service commonly carries a
+			// kubectl last-applied copy of itself.
+			if v, ok := m.GetAnnotations()[AnnotationProxyProtocol]; ok {
+				m.SetAnnotations(map[string]string{AnnotationProxyProtocol: v})
+			} else {
+				m.SetAnnotations(nil)
+			}
 		default:
 			m.SetAnnotations(nil)
 		}

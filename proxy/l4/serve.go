@@ -393,7 +393,11 @@ func (l *Listener) route(c net.Conn, rec *Record, st *state, hello []byte, err e
 	} else {
 		raw, _ = c.(*net.TCPConn)
 	}
-	backend, host := l.connect(target, st, rec)
+	var local netip.AddrPort
+	if a, ok := c.LocalAddr().(*net.TCPAddr); ok {
+		local = a.AddrPort()
+	}
+	backend, host := l.connect(target, st, rec, local)
 	if backend == nil {
 		return
 	}
@@ -491,7 +495,9 @@ func (o *Options) refuse(rec *Record, reason string) {
 
 // connect picks the target's backend and one of its endpoints, trying
 // others of the set on a failed connect, with passive health.
-func (l *Listener) connect(target *router.L4Target, st *state, rec *Record) (halfCloser, *upstream.Host) {
+// connect draws a backend of target and connects to one of its endpoints
+// for a connection to local.
+func (l *Listener) connect(target *router.L4Target, st *state, rec *Record, local netip.AddrPort) (halfCloser, *upstream.Host) {
 	b := chooseBackend(&l.opts, target, rec)
 	if b == nil {
 		return nil, nil
@@ -506,8 +512,12 @@ func (l *Listener) connect(target *router.L4Target, st *state, rec *Record) (hal
 			return nil, nil
 		}
 	}
+	var header []byte
+	if b.ProxyProtocol != 0 {
+		header = proxyHeader(b.ProxyProtocol, rec.Client, local)
+	}
 	return connectEndpoint(&l.opts, b, rec, func(address string) (halfCloser, error) {
-		return dial(address, l.opts.DialTimeout, tlsConfig)
+		return dial(address, l.opts.DialTimeout, header, tlsConfig)
 	}, true)
 }
 
@@ -573,22 +583,46 @@ type halfCloser interface {
 	CloseWrite() error
 }
 
-// dial connects to address within timeout, with TLS as cfg says when it
-// is not nil (the handshake within the same timeout).
-func dial(address string, timeout time.Duration, cfg *tls.Config) (halfCloser, error) {
-	d := &net.Dialer{Timeout: timeout}
-	if cfg == nil {
-		conn, err := d.Dial("tcp", address)
-		if err != nil {
-			return nil, err
-		}
-		return conn.(*net.TCPConn), nil
-	}
-	conn, err := (&tls.Dialer{NetDialer: d, Config: cfg}).Dial("tcp", address)
+// dial connects to address within timeout, sends header (a PROXY
+// protocol header) when there is one, then makes TLS as cfg says when it
+// is not nil, all within the same timeout.
+func dial(address string, timeout time.Duration, header []byte, cfg *tls.Config) (halfCloser, error) {
+	deadline := time.Now().Add(timeout)
+	conn, err := (&net.Dialer{Deadline: deadline}).Dial("tcp", address)
 	if err != nil {
 		return nil, err
 	}
-	return conn.(*tls.Conn), nil
+	tc := conn.(*net.TCPConn)
+	if len(header) == 0 && cfg == nil {
+		return tc, nil
+	}
+	if err := tc.SetDeadline(deadline); err != nil {
+		tc.Close()
+		return nil, err
+	}
+	if _, err := tc.Write(header); err != nil {
+		tc.Close()
+		return nil, err
+	}
+	var backend halfCloser = tc
+	if cfg != nil {
+		if cfg.ServerName == "" {
+			// As tls.Dialer does: the name dialled.
+			cfg = cfg.Clone()
+			cfg.ServerName, _, _ = net.SplitHostPort(address)
+		}
+		tlsConn := tls.Client(tc, cfg)
+		if err := tlsConn.Handshake(); err != nil {
+			tc.Close()
+			return nil, err
+		}
+		backend = tlsConn
+	}
+	if err := tc.SetDeadline(time.Time{}); err != nil {
+		tc.Close()
+		return nil, err
+	}
+	return backend, nil
 }
 
 // backendConfig is the client configuration of identity b, made by build
