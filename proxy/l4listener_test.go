@@ -122,7 +122,7 @@ func TestSharedTLSPort(t *testing.T) {
 			if resp.StatusCode != http.StatusOK || !strings.HasPrefix(body, "backend=secure ") {
 				t.Fatalf("passthrough: %d %q, want 200 from the backend", resp.StatusCode, body)
 			}
-			wantMetric(t, s, 1, "hostgate_l4_connections_total", "listener", "127.0.0.1:0")
+			wantMetric(t, s, 1, "hostgate_l4_connections_total", "listener", "127.0.0.1:0", "route", "TLSRoute ns/secure")
 
 			for _, h2 := range []bool{false, true} {
 				resp, body := get(t, f.client(addr, h2), "https://app.example.com/x")
@@ -139,7 +139,7 @@ func TestSharedTLSPort(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), "unrecognized name") {
 				t.Errorf("other.example.com: %v, want the HTTPS listener's unrecognized_name", err)
 			}
-			wantMetric(t, s, 1, "hostgate_l4_connections_total", "listener", "127.0.0.1:0")
+			wantMetric(t, s, 1, "hostgate_l4_connections_total", "listener", "127.0.0.1:0", "route", "TLSRoute ns/secure")
 
 			// The HTTPS listener has no route for mq.example.com: an
 			// answer from mq's backend came through the TLS listener.
@@ -153,7 +153,7 @@ func TestSharedTLSPort(t *testing.T) {
 			if !strings.HasPrefix(string(got), "HTTP/1.1 200") || !strings.Contains(string(got), "backend=mq") {
 				t.Errorf("terminated TLS listener: answer %q, want 200 from mq's backend", got)
 			}
-			wantMetric(t, s, 2, "hostgate_l4_connections_total", "listener", "127.0.0.1:0")
+			wantMetric(t, s, 1, "hostgate_l4_connections_total", "listener", "127.0.0.1:0", "route", "TLSRoute ns/mq")
 		})
 	}
 }
