@@ -146,7 +146,7 @@ func parseFlags(args []string, output io.Writer) (*config, error) {
 		c.watch.StatusAddresses, err = ipList(s)
 		return err
 	})
-	fs.Func("host-ports", "comma-separated ports the pod's hostPorts map (the manifest's); Gateway listeners on other ports cannot be reached and are not accepted (PortUnavailable). Ignored on the host network ($POD_IP equal to $HOST_IP), where every port is reachable (default: every port)", func(s string) error {
+	fs.Func("host-ports", "comma-separated ports the pod's hostPorts map (the manifest's), TCP unless written PORT/udp; Gateway listeners on other ports cannot be reached and are not accepted (PortUnavailable). Ignored on the host network ($POD_IP equal to $HOST_IP), where every port is reachable (default: every port)", func(s string) error {
 		var err error
 		c.watch.ReachablePorts, err = portList(s)
 		return err
@@ -344,20 +344,30 @@ func prefixList(s string) ([]netip.Prefix, error) {
 	return out, nil
 }
 
-// portList parses comma-separated port numbers; none gives nil.
-func portList(s string) ([]int32, error) {
-	var out []int32
+// portList parses comma-separated port numbers, each TCP or, written
+// PORT/udp, UDP (PORT/tcp is TCP too).
+func portList(s string) (*watch.Ports, error) {
+	ports := &watch.Ports{}
 	for _, item := range splitList(s) {
-		port, err := strconv.ParseUint(item, 10, 16)
+		number, transport, _ := strings.Cut(item, "/")
+		list := &ports.TCP
+		switch strings.ToLower(transport) {
+		case "", "tcp":
+		case "udp":
+			list = &ports.UDP
+		default:
+			return nil, fmt.Errorf("%q: the protocol after / is tcp or udp", item)
+		}
+		port, err := strconv.ParseUint(number, 10, 16)
 		if err != nil || port == 0 {
 			return nil, fmt.Errorf("%q is not a port number (1-65535)", item)
 		}
-		if slices.Contains(out, int32(port)) {
-			return nil, fmt.Errorf("%d is listed twice", port)
+		if slices.Contains(*list, int32(port)) {
+			return nil, fmt.Errorf("%q is listed twice", item)
 		}
-		out = append(out, int32(port))
+		*list = append(*list, int32(port))
 	}
-	return out, nil
+	return ports, nil
 }
 
 func newLogger(c *config, w io.Writer) *slog.Logger {

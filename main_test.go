@@ -277,7 +277,7 @@ func TestBadFlagsAreRejected(t *testing.T) {
 			t.Errorf("%s -1: %v, want an error naming the flag", flag, err)
 		}
 	}
-	for _, ports := range []string{"80,http", "0", "70000", "80,80"} {
+	for _, ports := range []string{"80,http", "0", "70000", "80,80", "53/sctp", "53/udp,53/UDP"} {
 		err := run(context.Background(), []string{"--host-ports", ports, "--config", "examples/quickstart"}, io.Discard, nil)
 		if err == nil || !strings.Contains(err.Error(), "-host-ports") {
 			t.Errorf("--host-ports %s: %v, want an error naming the flag", ports, err)

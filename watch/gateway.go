@@ -390,12 +390,12 @@ func (t *translator) listener(g *gateway, set *listenerSet, spec *gatewayv1.List
 	switch {
 	case spec.Port < 1 || spec.Port > 65535:
 		l.accepted.first(string(gatewayv1.ListenerReasonUnsupportedValue), fmt.Sprintf("port %d: out of range", spec.Port))
-	case t.opts.ReachablePorts != nil && !slices.Contains(t.opts.ReachablePorts, int32(spec.Port)):
+	case t.opts.ReachablePorts != nil && !t.opts.ReachablePorts.reach(spec.Protocol, int32(spec.Port)):
 		// Bound inside a pod whose hostPorts do not include it, the
 		// listener would answer no one outside the pod.
 		l.accepted.first(string(gatewayv1.ListenerReasonPortUnavailable), fmt.Sprintf(
-			"port %d: not reachable on this node: hostgate's pod maps only the hostPorts %v (run the hostNetwork variant, or add a hostPort and list it in --host-ports)",
-			spec.Port, t.opts.ReachablePorts))
+			"port %d/%s: not reachable on this node: hostgate's pod maps only the hostPorts %s (run the hostNetwork variant, or add a hostPort and list it in --host-ports)",
+			spec.Port, transportOf(spec.Protocol), t.opts.ReachablePorts))
 	}
 	t.listenerKinds(l)
 	t.listenerNamespaces(l)

@@ -157,21 +157,25 @@ spec:
   listeners:
   - {name: http, port: 80, protocol: HTTP}
   - {name: other, port: 8080, protocol: HTTP}
+  - {name: dns, port: 53, protocol: UDP}
+  - {name: game, port: 443, protocol: UDP}
 `
 	objs := decodeStore(t, input)
-	snap, reports := translate(objs, Options{ReachablePorts: []int32{80, 443}})
+	// 53 is a TCP hostPort only: a UDP listener on it is unreachable.
+	snap, reports := translate(objs, Options{ReachablePorts: &Ports{TCP: []int32{80, 443, 53}, UDP: []int32{443}}})
 	for _, l := range reports.Gateways[0].Status.Listeners {
 		accepted := meta.FindStatusCondition(l.Conditions, "Accepted")
 		programmed := meta.FindStatusCondition(l.Conditions, "Programmed")
 		switch l.Name {
-		case "http":
+		case "http", "game":
 			if accepted.Status != metav1.ConditionTrue || programmed.Status != metav1.ConditionTrue {
-				t.Errorf("listener http: Accepted %+v, Programmed %+v; want both True", accepted, programmed)
+				t.Errorf("listener %s: Accepted %+v, Programmed %+v; want both True", l.Name, accepted, programmed)
 			}
-		case "other":
-			if accepted.Status != metav1.ConditionFalse || accepted.Reason != "PortUnavailable" || !strings.Contains(accepted.Message, "port 8080") ||
+		case "other", "dns":
+			port := map[string]string{"other": "port 8080/tcp", "dns": "port 53/udp"}[string(l.Name)]
+			if accepted.Status != metav1.ConditionFalse || accepted.Reason != "PortUnavailable" || !strings.Contains(accepted.Message, port) ||
 				programmed.Status != metav1.ConditionFalse {
-				t.Errorf("listener other: Accepted %+v, Programmed %+v; want Accepted=False PortUnavailable naming port 8080, not Programmed", accepted, programmed)
+				t.Errorf("listener %s: Accepted %+v, Programmed %+v; want Accepted=False PortUnavailable naming %s, not Programmed", l.Name, accepted, programmed, port)
 			}
 		}
 	}
@@ -179,8 +183,8 @@ spec:
 	for _, l := range snap.Listeners {
 		names = append(names, l.Name)
 	}
-	if !slices.Equal(names, []string{"127.0.0.5:80"}) {
-		t.Errorf("listeners = %v; want only 127.0.0.5:80", names)
+	if !slices.Equal(names, []string{"127.0.0.5:80", "127.0.0.5:443/udp"}) {
+		t.Errorf("listeners = %v; want only 127.0.0.5:80 and 127.0.0.5:443/udp", names)
 	}
 }
 

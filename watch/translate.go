@@ -20,10 +20,12 @@ import (
 	"net/netip"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/hostgate/hostgate/router"
 )
@@ -44,6 +46,37 @@ const (
 	// GatewayClasses.
 	DefaultGatewayController = "hostgate.dev/gateway-controller"
 )
+
+// Ports are TCP and UDP port numbers.
+type Ports struct{ TCP, UDP []int32 }
+
+// reach reports whether a listener of protocol on port is among p.
+func (p *Ports) reach(protocol gatewayv1.ProtocolType, port int32) bool {
+	if transportOf(protocol) == "udp" {
+		return slices.Contains(p.UDP, port)
+	}
+	return slices.Contains(p.TCP, port)
+}
+
+// String lists p as --host-ports takes them: "80,443,53/udp".
+func (p *Ports) String() string {
+	var parts []string
+	for _, port := range p.TCP {
+		parts = append(parts, strconv.Itoa(int(port)))
+	}
+	for _, port := range p.UDP {
+		parts = append(parts, strconv.Itoa(int(port))+"/udp")
+	}
+	return strings.Join(parts, ",")
+}
+
+// transportOf is the transport a listener of protocol is reached over.
+func transportOf(protocol gatewayv1.ProtocolType) string {
+	if protocol == gatewayv1.UDPProtocolType {
+		return "udp"
+	}
+	return "tcp"
+}
 
 // Options are the flags that shape translation.
 type Options struct {
@@ -104,9 +137,11 @@ type Options struct {
 	// Ingresses and of Gateways bound to the node addresses.
 	StatusAddresses []string
 	// ReachablePorts, when not nil, are the only listener ports clients
-	// can reach (the hostPorts of a pod that is not on the host network);
-	// a Gateway listener on another port is not accepted (PortUnavailable).
-	ReachablePorts []int32
+	// can reach (the hostPorts of a pod that is not on the host network):
+	// TCP ports, and UDP ports for UDP listeners (a hostPort maps one
+	// protocol). A Gateway listener on another port is not accepted
+	// (PortUnavailable).
+	ReachablePorts *Ports
 	// AddressUsable, when set, says why a Gateway's spec.addresses value
 	// cannot be bound on this node (nil error: it can). Such a Gateway is
 	// not Programmed (AddressNotUsable) and not served, as with a value
