@@ -32,7 +32,7 @@ var errLossy = errors.New("some Ingresses would not be served as ingress-nginx s
 // report to out.
 func runCheck(ctx context.Context, args []string, out io.Writer) error {
 	if len(args) == 0 || args[0] != "ingress-nginx" {
-		return errors.New("usage: hostgate check ingress-nginx [-f FILE | --kubeconfig FILE] [--ingress-class LIST] [-o text|json]")
+		return errors.New("usage: hostgate check ingress-nginx [-f FILE | --kubeconfig FILE] [--ingress-class LIST] [--enable-ssl-passthrough] [-o text|json]")
 	}
 	fs := flag.NewFlagSet("hostgate check ingress-nginx", flag.ContinueOnError)
 	fs.SetOutput(out)
@@ -40,6 +40,7 @@ func runCheck(ctx context.Context, args []string, out io.Writer) error {
 	kubeconfig := fs.String("kubeconfig", "", "kubeconfig of the cluster to read (default: $KUBECONFIG or ~/.kube/config, as kubectl)")
 	classes := fs.String("ingress-class", "nginx", "comma-separated classes to check; Ingresses without a class are checked too")
 	format := fs.String("o", "text", "output format: text or json")
+	sslPassthrough := fs.Bool("enable-ssl-passthrough", false, "check as hostgate runs with --enable-ssl-passthrough (ingress-nginx's flag of that name): without it, the ssl-passthrough annotation is ignored")
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
 	}
@@ -50,7 +51,7 @@ func runCheck(ctx context.Context, args []string, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	checks := watch.CheckIngresses(ingresses, splitList(*classes))
+	checks := watch.CheckIngresses(ingresses, splitList(*classes), *sslPassthrough)
 	if *format == "json" {
 		enc := json.NewEncoder(out)
 		enc.SetIndent("", "  ")

@@ -333,6 +333,51 @@ items:
     defaultBackend: {service: {name: shop, port: {number: 80}}}
 `
 
+// TestCheckSSLPassthrough: the check reports ssl-passthrough as hostgate
+// would serve it: ignored without --enable-ssl-passthrough (as
+// ingress-nginx ignores it without its flag of that name); with it,
+// honoured, and a rule it cannot pass through (no host to choose the
+// connection by) named as not served.
+func TestCheckSSLPassthrough(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "ingresses.yaml")
+	const passthrough = `
+apiVersion: networking.k8s.io/v1
+kind: Ingress
+metadata:
+  name: vault
+  namespace: infra
+  annotations: {nginx.ingress.kubernetes.io/ssl-passthrough: "true"}
+spec:
+  ingressClassName: nginx
+  rules:
+  - host: vault.example.com
+    http: {paths: [{path: /, pathType: Prefix, backend: {service: {name: vault, port: {number: 8200}}}}]}
+  - http: {paths: [{path: /, pathType: Prefix, backend: {service: {name: vault, port: {number: 8200}}}}]}
+`
+	if err := os.WriteFile(file, []byte(passthrough), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, enabled := range []bool{false, true} {
+		args := []string{"ingress-nginx", "-f", file}
+		want := []string{`ignored ssl-passthrough="true" needs --enable-ssl-passthrough`}
+		if enabled {
+			args = append(args, "--enable-ssl-passthrough")
+			want = []string{`honoured ssl-passthrough="true"`, "not served spec.rules[1]: ssl-passthrough needs an exact host"}
+		}
+		var text strings.Builder
+		if err := runCheck(t.Context(), args, &text); !errors.Is(err, errLossy) {
+			t.Errorf("%v: %v, want errLossy", args, err)
+		}
+		// Columns aside: the tab writer pads them to the widest.
+		words := strings.Join(strings.Fields(text.String()), " ")
+		for _, w := range want {
+			if !strings.Contains(words, w) {
+				t.Errorf("%v: report lacks %q:\n%s", args, w, text.String())
+			}
+		}
+	}
+}
+
 // TestCheckIngressNginx runs `hostgate check ingress-nginx` on a file
 // saved from kubectl and on a cluster: the same report from both, naming
 // the honoured rewrite and the refused snippet, leaving out another

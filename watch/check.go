@@ -41,8 +41,9 @@ func ReadIngresses(name string, r io.Reader) ([]*networkingv1.Ingress, []error) 
 
 // CheckIngresses checks the Ingresses whose class (spec.ingressClassName
 // or the legacy annotation) is one of classes, and those without a class,
-// which ingress-nginx serves when its class is the default.
-func CheckIngresses(ingresses []*networkingv1.Ingress, classes []string) []IngressCheck {
+// which ingress-nginx serves when its class is the default, as hostgate
+// would serve them with --enable-ssl-passthrough or without.
+func CheckIngresses(ingresses []*networkingv1.Ingress, classes []string, sslPassthrough bool) []IngressCheck {
 	checked := func(ing *networkingv1.Ingress) bool {
 		class := ingressClass(ing)
 		return class == "" || slices.Contains(classes, class)
@@ -56,12 +57,21 @@ func CheckIngresses(ingresses []*networkingv1.Ingress, classes []string) []Ingre
 		nginx, outcomes := parseNginxAnnotations(ing)
 		c := IngressCheck{Ingress: ing.Namespace + "/" + ing.Name, Class: ingressClass(ing), Annotations: outcomes}
 		hosts.freeAliases(nginx.redirects.aliases, outcomes)
+		if nginx.sslPassthrough && !sslPassthrough {
+			setOutcome(outcomes, "ssl-passthrough", Ignored, passthroughIgnored)
+		}
 		for i, rule := range ing.Spec.Rules {
 			if nginx.fromToWWW && rule.Host != "" {
 				hosts.wwwTaken(strings.ToLower(rule.Host), outcomes)
 			}
 			if rule.HTTP == nil {
 				continue
+			}
+			if nginx.sslPassthrough && sslPassthrough {
+				// Served over HTTPS as before, not passed through.
+				if _, problem := passthroughPath(i, rule); problem != "" {
+					c.Paths = append(c.Paths, problem)
+				}
 			}
 			for j, p := range rule.HTTP.Paths {
 				if _, err := ingressPath(p, hosts.facts[strings.ToLower(rule.Host)].regex); err != nil {

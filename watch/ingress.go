@@ -314,7 +314,7 @@ func (t *translator) ingressPassthrough(ing *networkingv1.Ingress, nginx *nginxS
 		return nil, problems
 	}
 	if !t.opts.IngressSSLPassthrough {
-		setOutcome(outcomes, "ssl-passthrough", Ignored, "needs --enable-ssl-passthrough, as in ingress-nginx")
+		setOutcome(outcomes, "ssl-passthrough", Ignored, passthroughIgnored)
 		return nil, problems
 	}
 	var routes []router.Route
@@ -324,13 +324,10 @@ func (t *translator) ingressPassthrough(ing *networkingv1.Ingress, nginx *nginxS
 		}
 		field := fmt.Sprintf("spec.rules[%d]", i)
 		host := strings.ToLower(rule.Host)
-		j := slices.IndexFunc(rule.HTTP.Paths, func(p networkingv1.HTTPIngressPath) bool { return p.Path == "/" })
+		j, problem := passthroughPath(i, rule)
 		switch {
-		case host == "" || strings.HasPrefix(host, "*"):
-			problems = append(problems, fmt.Sprintf("%s: ssl-passthrough needs an exact host to choose connections by server name", field))
-			continue
-		case j < 0:
-			problems = append(problems, fmt.Sprintf("%s: ssl-passthrough for host %s needs a path \"/\", whose backend takes the connections", field, host))
+		case problem != "":
+			problems = append(problems, problem)
 			continue
 		case slices.ContainsFunc(routes, func(r router.Route) bool { return r.Listener == host }):
 			continue
@@ -356,6 +353,25 @@ func (t *translator) ingressPassthrough(ing *networkingv1.Ingress, nginx *nginxS
 	}
 	return routes, problems
 }
+
+// passthroughPath is the index of the path of rule, the Ingress's i-th,
+// whose backend takes its host's connections with ssl-passthrough, or why
+// there is none.
+func passthroughPath(i int, rule networkingv1.IngressRule) (int, string) {
+	host := strings.ToLower(rule.Host)
+	j := slices.IndexFunc(rule.HTTP.Paths, func(p networkingv1.HTTPIngressPath) bool { return p.Path == "/" })
+	switch {
+	case host == "" || strings.HasPrefix(host, "*"):
+		return -1, fmt.Sprintf("spec.rules[%d]: ssl-passthrough needs an exact host to choose connections by server name", i)
+	case j < 0:
+		return -1, fmt.Sprintf("spec.rules[%d]: ssl-passthrough for host %s needs a path \"/\", whose backend takes the connections", i, host)
+	}
+	return j, ""
+}
+
+// passthroughIgnored is why ssl-passthrough is ignored without
+// Options.IngressSSLPassthrough.
+const passthroughIgnored = "needs --enable-ssl-passthrough, as in ingress-nginx"
 
 // nginxHostRoutes adds to routes what ingress-nginx adds per host: the
 // app-root redirect of "/" and the from-to-www redirect host.

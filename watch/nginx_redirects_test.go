@@ -23,7 +23,7 @@ func TestCheckNginxMirrorAlias(t *testing.T) {
 		ingress("outside", "a.example", map[string]string{NginxAnnotationPrefix + "mirror-target": "https://test.env.com$request_uri", NginxAnnotationPrefix + "mirror-host": "copies.example"}),
 		ingress("inside", "b.example", map[string]string{NginxAnnotationPrefix + "mirror-target": "http://shadow.tests.svc$request_uri", NginxAnnotationPrefix + "server-alias": "a.example, c.example"}),
 		ingress("taken", "c.example", map[string]string{NginxAnnotationPrefix + "server-alias": "b.example"}),
-	}, nil)
+	}, nil, false)
 	got := map[string]Outcome{}
 	for _, c := range checks {
 		for _, o := range c.Annotations {

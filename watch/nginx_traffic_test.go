@@ -147,7 +147,7 @@ func TestCheckCanary(t *testing.T) {
 	}
 	checks := CheckIngresses([]*networkingv1.Ingress{
 		ingress("main", "/", "web", false), ingress("joins", "/", "web-canary", true), ingress("orphan", "/other", "web-canary", true),
-	}, nil)
+	}, nil, false)
 	paths := map[string][]string{}
 	for _, c := range checks {
 		paths[c.Ingress] = c.Paths
