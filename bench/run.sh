@@ -25,7 +25,7 @@ ROUNDS=${ROUNDS:-3}
 DURATION=${DURATION:-10s}
 WARMUP=${WARMUP:-2s}
 PROXIES=${PROXIES:-nginx haproxy caddy hostgate}
-SCENARIOS=${SCENARIOS:-h1-small h1-16k h2-tls h2-streams h2-fixed h2-1m tls-new grpc h3}
+SCENARIOS=${SCENARIOS:-h1-small h1-16k h2-tls h2-streams h2-fixed h2-1m tls-new grpc h3 tcp tls-pass}
 PROXY_CPU=${PROXY_CPU:-0}
 LOAD_CPU=${LOAD_CPU:-1}
 CADDY_VERSION=${CADDY_VERSION:-v2.11.9}
@@ -47,6 +47,11 @@ missing=()
 for tool in nginx:nginx haproxy:haproxy wrk:wrk h2load:nghttp2-client taskset:util-linux openssl:openssl; do
 	command -v "${tool%%:*}" >/dev/null || missing+=("${tool#*:}")
 done
+# nginx's stream module (Layer 4) is a package of its own in Debian.
+l4=
+[[ " $SCENARIOS " == *" tcp "* || " $SCENARIOS " == *" tls-pass "* ]] && l4=1
+stream_module=/usr/lib/nginx/modules/ngx_stream_module.so
+[[ -n $l4 && " $PROXIES " == *" nginx "* && ! -f $stream_module ]] && missing+=(libnginx-mod-stream)
 if ((${#missing[@]})); then
 	echo "run.sh: installing ${missing[*]}" >&2
 	apt-get update -qq
@@ -111,12 +116,17 @@ openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 
 	-subj /CN=bench.hostgate.test -addext subjectAltName=IP:127.0.0.1,DNS:bench.hostgate.test \
 	-keyout "$work/key.pem" -out "$work/cert.pem" 2>/dev/null
 
-UP_HTTP=18000 UP_GRPC=18001
+UP_HTTP=18000 UP_GRPC=18001 UP_HTTPS=18002
 declare -A HTTP_PORT=([nginx]=18100 [haproxy]=18200 [caddy]=18300 [hostgate]=18400)
 declare -A TLS_PORT=([nginx]=18101 [haproxy]=18201 [caddy]=18301 [hostgate]=18401)
+# Layer 4: a TCP port passing bytes to the HTTP upstream, and a TLS port
+# passing connections through, by ClientHello, to its HTTPS listener.
+# Caddy has none: its Layer 4 proxy is a plugin (caddy-l4).
+declare -A TCP_PORT=([nginx]=18102 [haproxy]=18202 [hostgate]=18402)
+declare -A PASS_PORT=([nginx]=18103 [haproxy]=18203 [hostgate]=18403)
 GRPC_PATH=/grpc.health.v1.Health/
 
-for port in $UP_HTTP $UP_GRPC "${HTTP_PORT[@]}" "${TLS_PORT[@]}" 18409; do
+for port in $UP_HTTP $UP_GRPC $UP_HTTPS "${HTTP_PORT[@]}" "${TLS_PORT[@]}" "${TCP_PORT[@]}" "${PASS_PORT[@]}" 18409; do
 	if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
 		echo "run.sh: 127.0.0.1:$port is taken (another run?); it must be free" >&2
 		exit 1
@@ -141,6 +151,9 @@ http {
     keepalive_timeout 300s;
     server {
         listen 127.0.0.1:$UP_HTTP backlog=4096;
+        listen 127.0.0.1:$UP_HTTPS ssl backlog=4096;
+        ssl_certificate $work/cert.pem;
+        ssl_certificate_key $work/key.pem;
         location = /16k { root $work/upstream; open_file_cache max=16; sendfile on; }
         location = /1m { root $work/upstream; open_file_cache max=16; sendfile on; }
         location / { return 200 "hello, world\n"; }
@@ -161,6 +174,7 @@ start grpc-upstream "$LOAD_CPU" env GOMAXPROCS=1 "$loadgen" grpc-upstream "127.0
 # upstream, TLS 1.2–1.3 with the same ECDSA P-256 certificate, HTTP/2 over
 # TLS by ALPN, gRPC to the h2c upstream by path prefix.
 cat >"$work/nginx/nginx.conf" <<EOF
+${l4:+load_module $stream_module;}
 worker_processes 1;
 daemon off;
 pid $work/nginx/nginx.pid;
@@ -191,6 +205,21 @@ http {
     }
 }
 EOF
+if [[ -n $l4 ]]; then
+	cat >>"$work/nginx/nginx.conf" <<EOF
+stream {
+    server {
+        listen 127.0.0.1:${TCP_PORT[nginx]} backlog=4096;
+        proxy_pass 127.0.0.1:$UP_HTTP;
+    }
+    server {
+        listen 127.0.0.1:${PASS_PORT[nginx]} backlog=4096;
+        ssl_preread on;
+        proxy_pass 127.0.0.1:$UP_HTTPS;
+    }
+}
+EOF
+fi
 cat "$work/cert.pem" "$work/key.pem" >"$work/haproxy.pem"
 cat >"$work/haproxy.cfg" <<EOF
 global
@@ -215,6 +244,22 @@ backend web
     server up 127.0.0.1:$UP_HTTP
 backend grpc
     server up 127.0.0.1:$UP_GRPC proto h2
+frontend tcp
+    mode tcp
+    bind 127.0.0.1:${TCP_PORT[haproxy]}
+    default_backend web-tcp
+frontend pass
+    mode tcp
+    bind 127.0.0.1:${PASS_PORT[haproxy]}
+    tcp-request inspect-delay 5s
+    tcp-request content accept if { req_ssl_hello_type 1 }
+    default_backend web-tls
+backend web-tcp
+    mode tcp
+    server up 127.0.0.1:$UP_HTTP
+backend web-tls
+    mode tcp
+    server up 127.0.0.1:$UP_HTTPS
 EOF
 cat >"$work/Caddyfile" <<EOF
 {
@@ -265,6 +310,36 @@ spec:
   listeners:
   - {name: http, port: ${HTTP_PORT[hostgate]}, protocol: HTTP}
   - {name: https, port: ${TLS_PORT[hostgate]}, protocol: HTTPS, tls: {certificateRefs: [{name: bench-tls}]}}
+  - {name: tcp, port: ${TCP_PORT[hostgate]}, protocol: TCP}
+  - {name: pass, port: ${PASS_PORT[hostgate]}, protocol: TLS, tls: {mode: Passthrough}}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: TCPRoute
+metadata: {name: bench}
+spec:
+  parentRefs: [{name: bench, sectionName: tcp}]
+  rules:
+  - backendRefs: [{name: upstream, port: 80}]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: TLSRoute
+metadata: {name: bench}
+spec:
+  parentRefs: [{name: bench, sectionName: pass}]
+  rules:
+  - backendRefs: [{name: upstream-tls, port: 443}]
+---
+apiVersion: v1
+kind: Service
+metadata: {name: upstream-tls}
+spec: {ports: [{name: https, port: 443, targetPort: $UP_HTTPS}]}
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata: {name: upstream-tls, labels: {kubernetes.io/service-name: upstream-tls}}
+addressType: IPv4
+ports: [{name: https, port: $UP_HTTPS}]
+endpoints: [{addresses: [127.0.0.1]}]
 ---
 apiVersion: gateway.networking.k8s.io/v1
 kind: HTTPRoute
@@ -327,11 +402,19 @@ done
 for p in $PROXIES; do
 	wait_port "${HTTP_PORT[$p]}" "$p"
 	wait_port "${TLS_PORT[$p]}" "$p"
+	if [[ -n $l4 && -v "TCP_PORT[$p]" ]]; then
+		wait_port "${TCP_PORT[$p]}" "$p"
+		wait_port "${PASS_PORT[$p]}" "$p"
+	fi
 done
 
 # --- scenarios ----------------------------------------------------------------
 # why_na SCENARIO PROXY: prints why the proxy cannot take part, if so.
 why_na() {
+	if [[ $1 == tcp || $1 == tls-pass ]]; then
+		if [[ $2 == caddy ]]; then echo "standard Caddy has no Layer 4 proxy (caddy-l4 is a plugin)"; fi
+		return 0
+	fi
 	[[ $1 == h3 ]] || return 0
 	case $2 in
 	nginx) nginx -V 2>&1 | grep -q http_v3_module &&
@@ -359,6 +442,8 @@ load() {
 	tls-new) cmd=(wrk -t1 -c16 -d"$d" --latency -H "Connection: close" "https://$tls/") ;;
 	grpc) cmd=(env GOMAXPROCS=1 "$loadgen" grpc -c 4 -m 16 -d "$d" "$tls") ;;
 	h3) cmd=(env GOMAXPROCS=1 "$loadgen" h3 -c 16 -m 8 -d "$d" "https://$tls/") ;;
+	tcp) cmd=(wrk -t1 -c64 -d"$d" --latency "http://127.0.0.1:${TCP_PORT[$p]}/") ;;
+	tls-pass) cmd=(wrk -t1 -c64 -d"$d" --latency "https://127.0.0.1:${PASS_PORT[$p]}/") ;;
 	*) echo "run.sh: unknown scenario $s" >&2; exit 2 ;;
 	esac
 	printf '%q ' "${cmd[@]}" | sed "s|$work|\$WORK|g; s/ $//" >"$out.cmd"
@@ -397,7 +482,7 @@ measure() {
 	t1=$(date +%s%N) c1=$(cpu_ticks "$pid")
 	case $s in
 	h2-*) line=$("$loadgen" parse h2load "$out" "$out.log") ;;
-	h1-* | tls-new) line=$("$loadgen" parse wrk "$out") ;;
+	h1-* | tls-new | tcp | tls-pass) line=$("$loadgen" parse wrk "$out") ;;
 	*) line=$(grep '^requests=' "$out") ;;
 	esac
 	rm -f "$out.log"
@@ -590,6 +675,8 @@ EOF
 		tls-new) what="a new TLS connection for every request (a full handshake: wrk resumes no sessions), HTTP/1.1 with \`Connection: close\`, 16 connections at a time, so req/s is handshakes/s; wrk's latency starts after the handshake" ;;
 		grpc) what="gRPC unary over TLS, 4 connections × 16 concurrent calls of grpc-go's generated health client; each call's grpc-status is checked" ;;
 		h3) what="HTTP/3, 16 QUIC connections × 8 concurrent requests with quic-go's client (Debian's h2load is built without QUIC)" ;;
+		tcp) what="Layer 4: HTTP/1.1 keep-alive (wrk, 64 connections, small response) through a TCP listener passing bytes to the HTTP upstream (a Gateway TCPRoute; nginx \`stream\`, HAProxy \`mode tcp\`): the proxy's cost per segment each way" ;;
+		tls-pass) what="Layer 4: HTTPS (wrk, 64 keep-alive connections) through a TLS listener that reads each ClientHello and passes the connection through to the upstream's own TLS (a TLSRoute in mode Passthrough; nginx \`ssl_preread\`, HAProxy \`req_ssl_hello_type\`)" ;;
 		esac
 		# shellcheck disable=SC2016 # the backticks are Markdown's
 		printf '  - **%s**: %s.\n    `%s`\n' "$s" "$what" "$shown"
