@@ -25,7 +25,7 @@ ROUNDS=${ROUNDS:-3}
 DURATION=${DURATION:-10s}
 WARMUP=${WARMUP:-2s}
 PROXIES=${PROXIES:-nginx haproxy caddy hostgate}
-SCENARIOS=${SCENARIOS:-h1-small h1-16k h2-tls h2-streams h2-fixed h2-1m tls-new grpc h3 tcp tls-pass}
+SCENARIOS=${SCENARIOS:-h1-small h1-16k h2-tls h2-streams h2-fixed h2-1m tls-new grpc h3 tcp-new tcp-1m pass-new}
 PROXY_CPU=${PROXY_CPU:-0}
 LOAD_CPU=${LOAD_CPU:-1}
 CADDY_VERSION=${CADDY_VERSION:-v2.11.9}
@@ -49,7 +49,7 @@ for tool in nginx:nginx haproxy:haproxy wrk:wrk h2load:nghttp2-client taskset:ut
 done
 # nginx's stream module (Layer 4) is a package of its own in Debian.
 l4=
-[[ " $SCENARIOS " == *" tcp "* || " $SCENARIOS " == *" tls-pass "* ]] && l4=1
+[[ " $SCENARIOS " =~ \ (tcp-new|tcp-1m|pass-new)\  ]] && l4=1
 stream_module=/usr/lib/nginx/modules/ngx_stream_module.so
 [[ -n $l4 && " $PROXIES " == *" nginx "* && ! -f $stream_module ]] && missing+=(libnginx-mod-stream)
 if ((${#missing[@]})); then
@@ -411,7 +411,7 @@ done
 # --- scenarios ----------------------------------------------------------------
 # why_na SCENARIO PROXY: prints why the proxy cannot take part, if so.
 why_na() {
-	if [[ $1 == tcp || $1 == tls-pass ]]; then
+	if [[ $1 == tcp-* || $1 == pass-* ]]; then
 		if [[ $2 == caddy ]]; then echo "standard Caddy has no Layer 4 proxy (caddy-l4 is a plugin)"; fi
 		return 0
 	fi
@@ -442,8 +442,9 @@ load() {
 	tls-new) cmd=(wrk -t1 -c16 -d"$d" --latency -H "Connection: close" "https://$tls/") ;;
 	grpc) cmd=(env GOMAXPROCS=1 "$loadgen" grpc -c 4 -m 16 -d "$d" "$tls") ;;
 	h3) cmd=(env GOMAXPROCS=1 "$loadgen" h3 -c 16 -m 8 -d "$d" "https://$tls/") ;;
-	tcp) cmd=(wrk -t1 -c64 -d"$d" --latency "http://127.0.0.1:${TCP_PORT[$p]}/") ;;
-	tls-pass) cmd=(wrk -t1 -c64 -d"$d" --latency "https://127.0.0.1:${PASS_PORT[$p]}/") ;;
+	tcp-new) cmd=(wrk -t1 -c16 -d"$d" --latency -H "Connection: close" "http://127.0.0.1:${TCP_PORT[$p]}/") ;;
+	tcp-1m) cmd=(wrk -t1 -c1 -d"$d" --latency "http://127.0.0.1:${TCP_PORT[$p]}/1m") ;;
+	pass-new) cmd=(wrk -t1 -c16 -d"$d" --latency -H "Connection: close" "https://127.0.0.1:${PASS_PORT[$p]}/") ;;
 	*) echo "run.sh: unknown scenario $s" >&2; exit 2 ;;
 	esac
 	printf '%q ' "${cmd[@]}" | sed "s|$work|\$WORK|g; s/ $//" >"$out.cmd"
@@ -482,7 +483,7 @@ measure() {
 	t1=$(date +%s%N) c1=$(cpu_ticks "$pid")
 	case $s in
 	h2-*) line=$("$loadgen" parse h2load "$out" "$out.log") ;;
-	h1-* | tls-new | tcp | tls-pass) line=$("$loadgen" parse wrk "$out") ;;
+	h1-* | tls-new | tcp-* | pass-*) line=$("$loadgen" parse wrk "$out") ;;
 	*) line=$(grep '^requests=' "$out") ;;
 	esac
 	rm -f "$out.log"
@@ -675,8 +676,9 @@ EOF
 		tls-new) what="a new TLS connection for every request (a full handshake: wrk resumes no sessions), HTTP/1.1 with \`Connection: close\`, 16 connections at a time, so req/s is handshakes/s; wrk's latency starts after the handshake" ;;
 		grpc) what="gRPC unary over TLS, 4 connections × 16 concurrent calls of grpc-go's generated health client; each call's grpc-status is checked" ;;
 		h3) what="HTTP/3, 16 QUIC connections × 8 concurrent requests with quic-go's client (Debian's h2load is built without QUIC)" ;;
-		tcp) what="Layer 4: HTTP/1.1 keep-alive (wrk, 64 connections, small response) through a TCP listener passing bytes to the HTTP upstream (a Gateway TCPRoute; nginx \`stream\`, HAProxy \`mode tcp\`): the proxy's cost per segment each way" ;;
-		tls-pass) what="Layer 4: HTTPS (wrk, 64 keep-alive connections) through a TLS listener that reads each ClientHello and passes the connection through to the upstream's own TLS (a TLSRoute in mode Passthrough; nginx \`ssl_preread\`, HAProxy \`req_ssl_hello_type\`)" ;;
+		tcp-new) what="Layer 4, short TCP connections: HTTP/1.1 with \`Connection: close\` (wrk, 16 at a time, small response) through a TCP listener passing bytes to the HTTP upstream (a Gateway TCPRoute; nginx \`stream\`, HAProxy \`mode tcp\`), so req/s is connections/s, each a connect to the upstream" ;;
+		tcp-1m) what="Layer 4, one long TCP connection: 1 MiB responses one after another over one keep-alive connection through the TCP listener, so req/s × 8.4 Mbit is its throughput" ;;
+		pass-new) what="Layer 4, new TLS passthrough connections: HTTPS with \`Connection: close\` (wrk, 16 at a time) through a TLS listener that reads each ClientHello and passes the connection, handshake included, to the upstream's own TLS (a TLSRoute in mode Passthrough; nginx \`ssl_preread\`, HAProxy \`req_ssl_hello_type\`), so req/s is handshakes/s, made by the upstream" ;;
 		esac
 		# shellcheck disable=SC2016 # the backticks are Markdown's
 		printf '  - **%s**: %s.\n    `%s`\n' "$s" "$what" "$shown"
