@@ -20,8 +20,8 @@ import (
 // CA of its own, as BackendTLSPolicy asks: the server name is sent in SNI
 // and checked, or the subject alternative names are checked instead; a
 // wrong CA, server name or SAN list, or the system roots, fail the
-// request with 502. Identities of equal content share transports across
-// Applies, and those no table uses any more are dropped.
+// request with 502. (TestBackendTransportsByIdentity in proxy/pipeline
+// checks that transports are kept by identity.)
 func TestBackendTLS(t *testing.T) {
 	ca, other := tlstest.NewCA(t), tlstest.NewCA(t)
 	const uri = "spiffe://cluster.local/ns/apps/sa/backend"
@@ -55,31 +55,16 @@ func TestBackendTLS(t *testing.T) {
 		{"/san-wrong-ca", "https", &router.BackendTLS{ServerName: "backend.example.com", CAPEM: other.PEM,
 			SubjectAltNames: []router.SubjectAltName{{Hostname: "backend.example.com"}}}, 502, ""},
 	}
-	table := func() *router.Table {
-		var routes []router.Route
-		for _, c := range cases {
-			// A copy of each identity, as a new translation makes.
-			id := *c.tls
-			routes = append(routes, route(c.path, nil, router.Rule{Matches: prefix(c.path), Backends: []router.BackendRef{{Name: "tls", Weight: 1, Protocol: c.protocol, TLS: &id}}}))
-		}
-		return compile(t, routes...)
+	var routes []router.Route
+	for _, c := range cases {
+		routes = append(routes, route(c.path, nil, router.Rule{Matches: prefix(c.path), Backends: []router.BackendRef{{Name: "tls", Weight: 1, Protocol: c.protocol, TLS: c.tls}}}))
 	}
-	addr := apply(t, s, Listener{Address: "127.0.0.1:0", Routes: table()})[0]
+	addr := apply(t, s, Listener{Address: "127.0.0.1:0", Routes: compile(t, routes...)})[0]
 	for _, c := range cases {
 		resp, body := get(t, http.DefaultClient, "http://"+addr+c.path)
 		if resp.StatusCode != c.status || c.body != "" && body != c.body {
 			t.Errorf("%s: %d %q, want %d %q", c.path, resp.StatusCode, body, c.status, c.body)
 		}
-	}
-
-	transports := s.fwd.byIdentity[tlsIdentity(right)]
-	apply(t, s, Listener{Address: "127.0.0.1:0", Routes: table()})
-	if len(s.fwd.byIdentity) != len(cases)-1 || s.fwd.byIdentity[tlsIdentity(right)] != transports {
-		t.Errorf("after an Apply of equal identities: %d of them, right's transports kept: %t", len(s.fwd.byIdentity), s.fwd.byIdentity[tlsIdentity(right)] == transports)
-	}
-	apply(t, s, Listener{Address: "127.0.0.1:0", Routes: compile(t, route("plain", nil, router.Rule{Backends: backends("tls")}))})
-	if len(s.fwd.byIdentity) != 0 {
-		t.Errorf("%d identities kept though no table uses them", len(s.fwd.byIdentity))
 	}
 }
 
@@ -184,9 +169,6 @@ func TestBackendTLSClientCertificate(t *testing.T) {
 				t.Errorf("round %d %s: %d %q, want %d %q", round, c.path, resp.StatusCode, body, c.status, c.body)
 			}
 		}
-	}
-	if n := len(s.fwd.byIdentity); n != 4 {
-		t.Errorf("%d identities, want 4: none, right, untrusted, bad key", n)
 	}
 	if text := fmt.Sprintf("%v %+v %#v", *right, *identity(right), right.KeyPEM); strings.Contains(text, "PRIVATE KEY") {
 		t.Errorf("a printed client certificate shows its key: %s", text)

@@ -31,25 +31,6 @@ func benchRoutes(b *testing.B) *router.Table {
 	return compile(b, routes...)
 }
 
-// BenchmarkDecide is the engine-independent pipeline alone: lookup,
-// filters and the choice of backend and endpoint set.
-func BenchmarkDecide(b *testing.B) {
-	tbl := benchRoutes(b)
-	s, err := New(testOptions())
-	if err != nil {
-		b.Fatal(err)
-	}
-	s.UpdateEndpoints(map[string][]Endpoint{"web": {{Address: "127.0.0.1:1"}}})
-	sets := *s.sets.Load()
-	v := view{Request: router.Request{Host: "b.example.com", Method: "GET", Path: "/api/users", Header: http.Header{}}, scheme: "http", port: 80}
-	b.ReportAllocs()
-	for b.Loop() {
-		if p := decide(tbl, sets, &v); p.action != actForward {
-			b.Fatal(p.action)
-		}
-	}
-}
-
 // BenchmarkProxyHTTP1 is a proxied keep-alive HTTP/1.1 request end to end
 // on loopback, for each engine and a small and a 16 KiB response: client,
 // proxy and backend all run in this process, so BenchmarkDirectHTTP1 (the
@@ -280,51 +261,4 @@ func cpuTime(b testing.TB) time.Duration {
 		b.Fatal(err)
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
-// BenchmarkRequestMetrics is what metrics add to a request: finding the
-// route's series, then counting and timing into them, from every core at
-// once as a busy listener would.
-func BenchmarkRequestMetrics(b *testing.B) {
-	m, err := newMetrics(nil)
-	if err != nil {
-		b.Fatal(err)
-	}
-	l := &listener{stats: m.listener("bench")}
-	st := &listenerState{routes: benchRoutes(b)}
-	target := st.routes.Lookup(router.Request{Host: "a.example.com", Method: "GET", Path: "/api/users", Header: http.Header{}})
-	b.ReportAllocs()
-	b.RunParallel(func(pb *testing.PB) {
-		for pb.Next() {
-			rm := l.routeStats(st, target)
-			rm.requests(http.StatusOK).Inc()
-			rm.duration.Observe(0.001)
-		}
-	})
-}
-
-// BenchmarkPruneMetrics is what a configuration change costs the route
-// metrics of a listener with 10,000 routes, 100 of which served requests.
-func BenchmarkPruneMetrics(b *testing.B) {
-	m, err := newMetrics(nil)
-	if err != nil {
-		b.Fatal(err)
-	}
-	lm := m.listener("bench")
-	routes := make([]router.Route, 10000)
-	for i := range routes {
-		host := fmt.Sprintf("r%d.example.com", i)
-		routes[i] = route(fmt.Sprintf("r%d", i), []string{host}, router.Rule{Matches: prefix("/"), Backends: backends("web")})
-		if i%100 == 0 {
-			lm.route(routes[i].ID)
-		}
-	}
-	tbl := compile(b, routes...)
-	b.ReportAllocs()
-	for b.Loop() {
-		lm.prune(tbl)
-	}
-	if len(lm.routes) != 100 {
-		b.Fatalf("%d routes with series after pruning, want 100", len(lm.routes))
-	}
 }

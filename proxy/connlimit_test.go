@@ -238,5 +238,5 @@ func TestClosedToMakeRoomAborts(t *testing.T) {
 			t.Errorf("handler: %v (answered %d %q), want an abort", p, w.Code, w.Body)
 		}
 	}()
-	f.s.listeners["127.0.0.1:0"].ServeHTTP(w, r)
+	f.s.listeners["127.0.0.1:0"].path.ServeHTTP(w, r)
 }

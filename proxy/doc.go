@@ -8,21 +8,22 @@
 // once); the serving path reads both
 // through atomic pointers and takes no lock. Nothing here knows Kubernetes.
 //
-// A request goes through a pipeline that does not depend on the HTTP engine
-// (pipeline.go): lookup, then the filters that decide the outcome
-// (redirect, rewrite), then the choice of a backend. HTTP/1.1 connections
-// go to hostgate's own engine (h1.go), with its own backend connection
-// pool (package upstream), which hands whatever it does not serve itself
-// (upgrades, gRPC, mirrors, TLS or h2 backends, unusual requests) to
-// net/http for the rest of the connection. HTTP/2 connections, recognized at the first read (ALPN
-// h2 or the client preface) or after an h2c upgrade, go to hostgate's
-// HTTP/2 engine (package h2), and with Options.HTTP2Engine = EngineStdlib to
-// net/http's. net/http serves what the HTTP/1.1 engine hands over, every
-// HTTP/1.1 connection with Options.HTTP1Engine = EngineStdlib, and HTTP/3
-// (quic-go's server). The HTTP/2 and HTTP/3 servers call the same handler,
-// which forwards through httputil.ReverseProxy (forward.go), except that
-// with the native HTTP/1.1 engine requests for HTTP/1.1 backends go over
-// its pool (bridge.go).
+// A request goes through the request path of package pipeline, which does
+// not depend on the HTTP engine: lookup, then the filters that decide the
+// outcome (redirect, rewrite), then the choice of a backend. HTTP/1.1
+// connections go to hostgate's own engine (h1.go), with its own backend
+// connection pool (package upstream), which hands whatever it does not
+// serve itself (upgrades, gRPC, mirrors, TLS or h2 backends, unusual
+// requests) to net/http for the rest of the connection. HTTP/2
+// connections, recognized at the first read (ALPN h2 or the client
+// preface) or after an h2c upgrade, go to hostgate's HTTP/2 engine
+// (package h2), and with Options.HTTP2Engine = EngineStdlib to net/http's.
+// net/http serves what the HTTP/1.1 engine hands over, every HTTP/1.1
+// connection with Options.HTTP1Engine = EngineStdlib, and HTTP/3
+// (quic-go's server). The HTTP/2 and HTTP/3 servers call the same handler
+// (pipeline.Listener), which forwards through httputil.ReverseProxy,
+// except that with the native HTTP/1.1 engine requests for HTTP/1.1
+// backends go over its pool (the bridge).
 //
 // Every TCP connection is read through a guard (package guard) before
 // net/http sees it: it refuses ambiguous HTTP/1.1 framing (request
@@ -31,14 +32,17 @@
 // listener. Beneath TLS, a PROXY protocol header, where one is expected, is
 // read first, and the connection caps count every connection (package
 // guard); who a request comes from, the real client behind trusted
-// proxies, is worked out once per request (client.go).
+// proxies, is worked out once per request (package pipeline).
 //
 // The folders:
 //
 //	proxy           Server, Options, Config: listeners, their lifecycle and
-//	                the wiring of the engines; the request path (pipeline.go,
-//	                forward.go, bridge.go and the filters' files) and the
-//	                HTTP/1.1 engine (h1.go), which are still here
+//	                the wiring of the engines (the h2c Upgrade among them),
+//	                and the HTTP/1.1 engine (h1.go), which is still here
+//	proxy/pipeline  the request path of every HTTP engine: lookup,
+//	                filters, backend choice, retries and timeouts,
+//	                forwarding, the proxy's own answers, request metrics
+//	                and access log
 //	proxy/guard     client connections below every engine: caps, PROXY
 //	                protocol, TLS termination and handshake counts, the
 //	                smuggling and flood guard
@@ -49,7 +53,8 @@
 //	                of HTTP/1.1 connections to endpoints
 //	proxy/l4        Layer 4 listeners (TLS passthrough and terminate, TCP, UDP)
 //
-// Imports point down that list and never back to proxy: guard, h1wire and
+// Imports point down that list and never back to proxy: pipeline imports
+// guard, h1wire, h2 (its backend client) and upstream; guard, h1wire and
 // upstream import nothing of hostgate but guard (h1wire, for HTTP's token
 // syntax).
 package proxy

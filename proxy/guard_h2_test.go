@@ -3,11 +3,13 @@ package proxy
 import (
 	"bufio"
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -88,7 +90,7 @@ func (c *h2Client) readUntilClosed(d time.Duration) (goAway *http2.GoAwayFrame, 
 	for {
 		f, err := c.rd.ReadFrame()
 		if err != nil {
-			return goAway, resets, status, !isTimeout(err)
+			return goAway, resets, status, !errors.Is(err, os.ErrDeadlineExceeded)
 		}
 		switch f := f.(type) {
 		case *http2.GoAwayFrame:

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -271,7 +272,7 @@ func exchangeSlow(t *testing.T, c net.Conn, raws ...string) (statuses []int, clo
 		statuses = append(statuses, resp.StatusCode)
 	}
 	_, err := br.ReadByte()
-	return statuses, err != nil && !isTimeout(err)
+	return statuses, err != nil && !errors.Is(err, os.ErrDeadlineExceeded)
 }
 
 // TestPlaintextToTLS sends HTTP to a TLS listener, which says so.
@@ -322,7 +323,7 @@ func TestSilentClientsClosed(t *testing.T) {
 			start := time.Now()
 			c.SetReadDeadline(start.Add(3 * time.Second))
 			_, err = io.Copy(io.Discard, c)
-			if isTimeout(err) {
+			if errors.Is(err, os.ErrDeadlineExceeded) {
 				t.Fatal("connection still open after 3s")
 			}
 			if d := time.Since(start); d < 150*time.Millisecond {

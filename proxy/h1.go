@@ -9,9 +9,9 @@ package proxy
 // One goroutine serves a client connection, reading through the guard
 // (proxy/guard), so its smuggling refusals hold: a refused request reaches the
 // engine as a poisoned head, which it does not parse and hands over. It
-// runs the same pipeline as net/http (decide), then answers itself or
-// forwards to a backend over its own keep-alive pool (h1pool.go),
-// streaming bodies both ways.
+// runs the same request path as net/http (pipeline.Listener.Decide), then
+// answers itself or forwards to a backend over the pool of HTTP/1.1
+// connections to endpoints (upstream.Pool), streaming bodies both ways.
 //
 // What it does not handle it hands to the listener's net/http server for
 // the rest of the connection, with the bytes already read: an Upgrade
@@ -31,7 +31,6 @@ import (
 	"net/http"
 	"net/netip"
 	"net/url"
-	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -41,6 +40,7 @@ import (
 	"github.com/hostgate/hostgate/proxy/h1wire"
 	"github.com/hostgate/hostgate/proxy/h2"
 	"github.com/hostgate/hostgate/proxy/l4"
+	"github.com/hostgate/hostgate/proxy/pipeline"
 	"github.com/hostgate/hostgate/proxy/upstream"
 	"github.com/hostgate/hostgate/router"
 )
@@ -66,6 +66,9 @@ const (
 	// instead of 1.0×. A connection holds its writer only while it
 	// answers, so idle connections do not pay for its size.
 	h1WriteBufferSize = 32 << 10
+	// relayBufferSize is the size of the buffers bodies are relayed
+	// through, as ReverseProxy's.
+	relayBufferSize = 32 << 10
 	// expectContinueTimeout is how long a request with "Expect:
 	// 100-continue" waits for the backend's answer before its body is sent
 	// all the same, as net/http's Transport does.
@@ -75,12 +78,9 @@ const (
 var (
 	h1Readers = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, h1ReadBufferSize) }}
 	h1Writers = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, h1WriteBufferSize) }}
-	// h1Buffers hold *[]byte of copyBufferSize, to relay bodies through.
-	h1Buffers = sync.Pool{New: func() any { b := make([]byte, copyBufferSize); return &b }}
-
-	errUpgradeAnswer = errors.New("backend switched protocols unasked")
-	errBadResponse   = errors.New("malformed response head from backend")
-	errHeadTooLarge  = errors.New("response head from backend too large")
+	// relayBuffers hold *[]byte of relayBufferSize, to relay bodies
+	// through.
+	relayBuffers = sync.Pool{New: func() any { b := make([]byte, relayBufferSize); return &b }}
 )
 
 // h1conn is one client connection served by the engine.
@@ -343,46 +343,22 @@ func (c *h1conn) exchange(n int) (keep, handOff bool) {
 	}()
 	head, _ := c.br.Peek(n)
 	req := &c.req
-	if !h1wire.ParseRequest(string(head), req) || req.Upgrade || req.Method == "PRI" || isGRPC(req) {
+	if !h1wire.ParseRequest(string(head), req) || req.Upgrade || req.Method == "PRI" {
 		return false, true
 	}
 	l := c.l
-	s := l.srv
-	st := l.state.Load()
-	ex := exchange{start: time.Now(), scheme: l.scheme, sets: *s.sets.Load()}
-	ex.from = s.originOf(c.peer, c.client, req)
-	v := view{
-		Request: router.Request{Host: req.Host, Method: req.Method, Path: req.Path, RawQuery: req.Query, Header: req},
-		scheme:  l.scheme,
-		port:    l.port,
-		client:  ex.from.client,
-		guards:  st.guards,
-		conn:    c.tc,
-	}
-	if l.scheme == "https" && st.routes != nil && st.routes.Shared() {
-		v.tls = st.tls
-		v.serverName = c.tc.ServerName
-	}
-	if st.routes != nil && st.routes.HasListenerFilters() {
+	var ex pipeline.Exchange
+	if !l.path.Decide(&ex, router.Request{Host: req.Host, Method: req.Method, Path: req.Path, RawQuery: req.Query, Header: req}, c.peer, c.client, c.tc) {
 		return false, true
 	}
-	ex.plan = decide(st.routes, ex.sets, &v)
-	if ex.plan.action == actForward && !engineForwards(&ex.plan, req) {
-		// net/http decides again, and counts the request again.
-		ex.plan.release(&v, true)
-		return false, true
-	}
-	defer ex.plan.release(&v, false)
+	defer ex.End()
 	if _, err := c.br.Discard(n); err != nil {
 		return false, false
 	}
-	l.inflight.Add(1)
-	defer l.inflight.Add(-1)
-	ex.stats = l.routeStats(st, ex.plan.target)
 	// During the shutdown delay every answer closes its connection, as
-	// on net/http (listener.ServeHTTP): clients leave while answers
-	// still arrive.
-	keep = !req.Close && (!req.HTTP10 || req.KeepAlive) && !s.draining.Load()
+	// on net/http (pipeline.Listener.ServeHTTP): clients leave while
+	// answers still arrive.
+	keep = !req.Close && (!req.HTTP10 || req.KeepAlive) && !l.path.Draining()
 	switch {
 	case req.Chunked:
 		c.body.Start(c.br, h1wire.BodyChunked, 0)
@@ -392,33 +368,26 @@ func (c *h1conn) exchange(n int) (keep, handOff bool) {
 
 	var status int
 	var sent int64
-	switch ex.plan.action {
-	case actForward:
+	if ex.Forwards() {
 		status, sent, keep = c.forward(&ex, keep)
-	case actRedirect, actPreflight:
+	} else {
 		c.resp.Reset("")
-		s.serverField(&c.resp.Fields)
-		status = answer(&ex.plan, &v, &c.resp.Fields)
-		keep = keep && c.body.Done
-		c.statusLine(status)
-		c.writeFields(c.resp.Fields, false)
-		if status != http.StatusNoContent {
-			c.bw.WriteString("Content-Length: 0\r\n")
+		var body, challenge string
+		switch status, body, challenge = ex.Answer(&c.resp.Fields); {
+		case body != "":
+			status, sent, keep = c.writeErrorBody(status, body, challenge, keep)
+		default:
+			// A redirect or a CORS preflight.
+			keep = keep && c.body.Done
+			c.statusLine(status)
+			c.writeFields(c.resp.Fields, false)
+			if status != http.StatusNoContent {
+				c.bw.WriteString("Content-Length: 0\r\n")
+			}
+			c.endHead(keep, c.resp.Fields.Has("Date"))
 		}
-		c.endHead(keep, c.resp.Fields.Has("Date"))
-	case actNotFound:
-		status, sent, keep = c.writeError(http.StatusNotFound, keep)
-	case actMisdirected:
-		status, sent, keep = c.writeError(http.StatusMisdirectedRequest, keep)
-	case actDenied:
-		status, sent, keep = c.writeErrorBody(ex.plan.status, ex.plan.body, ex.plan.challenge, keep)
-	case actInvalidBackend:
-		status, sent, keep = c.writeError(http.StatusInternalServerError, keep)
-	case actNoEndpoints:
-		s.metrics.upstreamErrors[errNoEndpoint].Inc()
-		status, sent, keep = c.writeError(http.StatusServiceUnavailable, keep)
 	}
-	if a := s.observe(l, &ex, status, sent); a != nil {
+	if a := ex.Observe(status, sent); a != nil {
 		a.RemoteAddr, a.Method, a.Host = c.remote, req.Method, req.Host
 		a.Proto = "HTTP/1.1"
 		if req.HTTP10 {
@@ -428,7 +397,7 @@ func (c *h1conn) exchange(n int) (keep, handOff bool) {
 		if p, err := url.PathUnescape(req.Path); err == nil {
 			a.Path = p
 		}
-		s.opts.AccessLog(a)
+		ex.Log(a)
 	}
 	// The end of the answer goes out after it was counted, so that
 	// whoever sees the end also sees the count, as with net/http.
@@ -439,23 +408,10 @@ func (c *h1conn) exchange(n int) (keep, handOff bool) {
 	return keep && c.body.Done && !l.closing.Load(), false
 }
 
-// engineForwards reports whether the engine forwards what p plans itself:
-// to an HTTP/1.1 backend, without a mirror, an authorization service to
-// ask, a fallback backend or a pace for the answer, to a path it can send
-// as is.
-func engineForwards(p *plan, req router.Headers) bool {
-	if p.authorize || upstreamProtocol(p, req) != "" || p.path != "" && !h1wire.ValidPath(p.path) || p.usesFallback() || p.target.Rule.ResponseRate != nil {
-		return false
-	}
-	mirrored := false
-	eachFilter(p, router.FilterRequestMirror, func(*router.Filter) { mirrored = true })
-	return !mirrored
-}
-
 // writeError answers status as writeError does for net/http, leaving the
 // answer in the buffer.
 func (c *h1conn) writeError(status int, keep bool) (int, int64, bool) {
-	return c.writeErrorBody(status, errorBodies[status], "", keep)
+	return c.writeErrorBody(status, pipeline.ErrorBody(status), "", keep)
 }
 
 // writeErrorBody is writeError with a body of its own and, when not
@@ -469,8 +425,8 @@ func (c *h1conn) writeErrorBody(status int, body, challenge string, keep bool) (
 	if challenge != "" {
 		c.bw.WriteString("WWW-Authenticate: " + challenge + "\r\n")
 	}
-	if c.l.srv.server != nil {
-		c.bw.WriteString("Server: " + serverName + "\r\n")
+	if !c.l.srv.opts.DisableServerHeader {
+		c.bw.WriteString("Server: " + pipeline.ServerName + "\r\n")
 	}
 	c.endHead(keep, false)
 	var sent int64
@@ -544,31 +500,14 @@ func (c *h1conn) endHead(keep, hasDate bool) {
 
 // forward relays the request to an endpoint of the plan's set (sendH1) and
 // its response back; failures are answered 502, or 504 past the deadline.
-func (c *h1conn) forward(ex *exchange, keep bool) (status int, sent int64, keepOpen bool) {
-	s := c.l.srv
+func (c *h1conn) forward(ex *pipeline.Exchange, keep bool) (status int, sent int64, keepOpen bool) {
 	req := &c.req
-	ex.applyPolicies(req)
-	deadline := ex.clientDeadline()
+	ex.ApplyPolicies(req)
+	deadline := ex.ClientDeadline()
 	if c.gc.SetReadDeadline(deadline) != nil {
 		return 0, 0, false
 	}
-	o := &ex.from
-	xff, proto, fhost := forwarded(o.connText, req.Host, ex.scheme, req, o.trusted)
-	req.Fields = append(req.Fields,
-		h1wire.Field{Name: "X-Forwarded-For", Value: xff},
-		h1wire.Field{Name: "X-Forwarded-Proto", Value: proto},
-		h1wire.Field{Name: "X-Forwarded-Host", Value: fhost},
-		h1wire.Field{Name: "X-Real-Ip", Value: o.clientText})
-	if o.requestID != "" {
-		req.Fields = append(req.Fields, h1wire.Field{Name: "X-Request-Id", Value: o.requestID})
-	}
-	if cert := c.clientCert(); cert != "" {
-		req.Fields = append(req.Fields, h1wire.Field{Name: clientCertField, Value: cert})
-	}
-	if ex.plan.clientCert != nil {
-		ex.plan.clientCert.setFields(&req.Fields)
-	}
-	eachFilter(&ex.plan, router.FilterRequestHeaderModifier, func(f *router.Filter) { modifyHeader(&req.Fields, f.RequestHeaders) })
+	ex.AddForwarded(req, c.clientCert())
 
 	// Only a request without a body that is safe to repeat goes again on
 	// a fresh connection after a reused one turned out closed, as
@@ -578,21 +517,18 @@ func (c *h1conn) forward(ex *exchange, keep bool) (status int, sent int64, keepO
 	if req.Chunked {
 		length = -1
 	}
-	tooLarge, limited := bodyTooLarge(ex.plan.target.Rule, length, &c.body)
-	if tooLarge && !bodiless {
+	if ex.LimitBody(length, &c.body) && !bodiless {
 		// Unread, the body would reset the connection under the answer.
 		c.linger = true
 		return c.writeError(http.StatusRequestEntityTooLarge, false)
 	}
-	ex.limited = limited
-	replayable := bodiless && repeatable(req.Method, req.Get("Idempotency-Key"))
-	if limits := s.opts.requestBodyLimits(); !bodiless && !req.Chunked && limits.enabled() && !c.bodyBuffered() {
+	replayable := bodiless && pipeline.Repeatable(req.Method, req.Get("Idempotency-Key"))
+	if !bodiless && !req.Chunked && !c.bodyBuffered() {
 		// Setting a read deadline in the past wakes the read waiting
 		// for the body; the connection closes after the 408.
-		ex.pace = startPacer(limits, &c.body, func() { _ = c.gc.SetReadDeadline(time.Unix(1, 0)) })
+		ex.Pace(&c.body, func() { _ = c.gc.SetReadDeadline(time.Unix(1, 0)) })
 	}
-	uc, status, err := s.sendH1(ex, bodiless, replayable, c.ClientGone, &c.resp, req.Method, func(uc *upstream.Conn) (bool, error) { return c.roundTrip(uc, ex) })
-	ex.pace.finish()
+	uc, status, err := ex.Send(bodiless, replayable, c.ClientGone, &c.resp, req.Method, func(uc *upstream.Conn) (bool, error) { return c.roundTrip(uc, ex) })
 	if uc == nil {
 		if status == 0 {
 			// No one to answer; the request counts as aborted.
@@ -600,140 +536,12 @@ func (c *h1conn) forward(ex *exchange, keep bool) (status int, sent int64, keepO
 		}
 		// After the client's fault, or past the deadline (the client's
 		// read deadline with it), the connection ends.
-		_, clientErr := errors.AsType[clientBodyError](err)
+		_, clientErr := errors.AsType[pipeline.ClientBodyError](err)
 		keep = keep && !clientErr && (deadline.IsZero() || time.Now().Before(deadline))
-		c.linger = ex.limited.tooLarge()
+		c.linger = ex.BodyTooLarge()
 		return c.writeError(status, keep)
 	}
-	defer ex.host.End()
 	return c.relayResponse(uc, ex, keep)
-}
-
-// sendH1 sends a request to an endpoint of the plan's set over the
-// engine's pool, as forwarder does for net/http, in attempts as the rule's
-// retry policy says (retry.go): send writes the request on uc, under
-// ex.attemptDeadline, and reads the response head into resp. bodiless
-// says the request has no body, replayable that it has none and is safe to
-// send twice. A failure after the client left (clientGone) is not the
-// endpoint's, and nothing more is tried. It returns the connection the
-// response head came on, ex.host then holding an in-flight count for the
-// caller to end, or the status to answer with (0 when the client is gone)
-// and the error.
-func (s *Server) sendH1(ex *exchange, bodiless, replayable bool, clientGone func() bool, resp *h1wire.Head, method string, send func(uc *upstream.Conn) (answered bool, err error)) (*upstream.Conn, int, error) {
-	for {
-		uc, status, err := s.attemptH1(ex, replayable, clientGone, send)
-		answer := status
-		if uc != nil {
-			answer = resp.Status
-		} else if status == 0 {
-			return nil, 0, err
-		}
-		wait, again := ex.retryAfter(answer, err, bodiless, replayable)
-		if !again {
-			return uc, status, err
-		}
-		if uc != nil {
-			s.discardH1(uc, resp, method, ex.host.Address())
-			ex.host.End()
-		}
-		sleep(wait, nil)
-		// A wait that overran the request's deadline comes before
-		// clientGone: past it, the client socket's read deadline makes
-		// the client look gone.
-		if !ex.deadline.IsZero() && !time.Now().Before(ex.deadline) {
-			return nil, http.StatusGatewayTimeout, os.ErrDeadlineExceeded
-		}
-		if clientGone() {
-			return nil, 0, upstream.ErrClientGone
-		}
-		ex.startAttempt(time.Now())
-	}
-}
-
-// discardH1 drops a response that is retried. Its connection goes back to
-// the pool when no body follows the head, and is closed otherwise rather
-// than read for nothing.
-func (s *Server) discardH1(uc *upstream.Conn, resp *h1wire.Head, method, addr string) {
-	mode := resp.BodyMode(method)
-	if resp.Reusable(mode) && (mode == h1wire.BodyNone || mode == h1wire.BodyLength && resp.ContentLength == 0) {
-		s.h1.Put(addr, uc)
-		return
-	}
-	uc.Close()
-}
-
-// attemptH1 makes one attempt of sendH1: a reused connection found closed
-// is replaced for a request that can be sent again, and a failure moves to
-// another endpoint where tryAnother allows.
-func (s *Server) attemptH1(ex *exchange, replayable bool, clientGone func() bool, send func(uc *upstream.Conn) (answered bool, err error)) (*upstream.Conn, int, error) {
-	deadline := ex.attemptDeadline
-	var tried [maxConnectAttempts]*upstream.Host
-	fresh := false
-	for n := 0; ; {
-		h := ex.plan.pick(tried[:n])
-		ex.host = h
-		h.Begin()
-		connect := ex.plan.target.Rule.Timeouts.Connect
-		uc, reused, err := s.h1.Get(h.Address(), deadline, connect, fresh)
-		if err == nil && reused && !replayable && uc.Stale() {
-			uc.Close()
-			uc, reused, err = s.h1.Get(h.Address(), deadline, connect, true)
-		}
-		var answered bool
-		if err == nil {
-			sentAt := time.Now()
-			if answered, err = send(uc); err == nil {
-				ex.stats.upstream.Observe(time.Since(sentAt).Seconds())
-				h.Succeeded()
-				return uc, 0, nil
-			}
-		}
-		h.End()
-		if uc != nil {
-			uc.Close()
-		}
-		_, clientErr := errors.AsType[clientBodyError](err)
-		switch {
-		case s.metrics.cutBy(ex.pace.err()):
-			// First: the wake-up of the cut read looks like a client
-			// that left (net/http cancels the request on it).
-			return nil, http.StatusRequestTimeout, ex.pace.err()
-		case errors.Is(err, upstream.ErrClientGone):
-			return nil, 0, err
-		case !deadline.IsZero() && !time.Now().Before(deadline):
-			// A slow upload too: the attempt timed out, which a retry
-			// policy may make again.
-			s.metrics.upstreamErrors[errTimeout].Inc()
-			return nil, http.StatusGatewayTimeout, err
-		case clientGone():
-			// Asked once the deadline is known not to have passed: the
-			// engine's client socket carries no earlier one.
-			return nil, 0, upstream.ErrClientGone
-		case reused && replayable && !answered && !fresh && !isTimeout(err):
-			fresh = true
-			continue
-		case clientErr && ex.limited.tooLarge():
-			return nil, http.StatusRequestEntityTooLarge, err
-		case clientErr:
-			// The client's fault, not the endpoint's.
-			return nil, http.StatusBadGateway, err
-		}
-		s.metrics.upstreamError(err)
-		if h.Failed() {
-			s.metrics.ejections.Inc()
-		}
-		if tryAnother(err, replayable) && n+1 < s.opts.ConnectAttempts && n+1 < ex.plan.set.Len() && ex.mayMove(time.Now()) {
-			s.metrics.connectRetries.Inc()
-			tried[n] = h
-			n++
-			fresh = false
-			continue
-		}
-		if isTimeout(err) {
-			return nil, http.StatusGatewayTimeout, err
-		}
-		return nil, http.StatusBadGateway, err
-	}
 }
 
 // bodyBuffered reports whether the whole request body is already in the
@@ -743,37 +551,17 @@ func (c *h1conn) bodyBuffered() bool {
 	return c.body.Mode == h1wire.BodyLength && int64(c.br.Buffered()) >= c.body.Left
 }
 
-// clientBodyError is a failure to read the request body from the client.
-type clientBodyError struct{ error }
-
-func (e clientBodyError) Unwrap() error { return e.error }
-
-// repeatable reports whether a request may be sent again, as net/http's
-// Transport judges it: a method safe to repeat, or an Idempotency-Key.
-func repeatable(method, idempotencyKey string) bool {
-	switch method {
-	case http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace:
-		return true
-	}
-	return idempotencyKey != ""
-}
-
 // roundTrip sends the request on uc and reads the response head into
 // c.resp. answered says bytes of a response came, after which the request
 // is not sent again.
-func (c *h1conn) roundTrip(uc *upstream.Conn, ex *exchange) (answered bool, err error) {
-	deadline := ex.attemptDeadline
-	// Pooled and new connections have none, and each deadline set is a
-	// timer changed.
-	if !deadline.IsZero() {
-		if err := uc.SetDeadline(deadline); err != nil {
-			return false, err
-		}
+func (c *h1conn) roundTrip(uc *upstream.Conn, ex *pipeline.Exchange) (answered bool, err error) {
+	if err := ex.Arm(uc); err != nil {
+		return false, err
 	}
-	uc.SetStall(&ex.plan.target.Rule.Timeouts, deadline)
+	deadline := ex.AttemptDeadline()
 	req := &c.req
 	bw := uc.Writer
-	writeRequestLine(bw, ex, req.Method, req.Path, req.Query, req.Host)
+	ex.WriteRequestLine(bw, req.Method, req.Path, req.Query, req.Host)
 	for i := range req.Fields {
 		f := &req.Fields[i]
 		// Fields a modifier may have set that the framing owns, as
@@ -786,7 +574,7 @@ func (c *h1conn) roundTrip(uc *upstream.Conn, ex *exchange) (answered bool, err 
 		bw.WriteString(f.Value)
 		bw.WriteString("\r\n")
 	}
-	endRequestHead(bw, req.Method, req.ContentLength, req.Chunked, req.TETrailers)
+	pipeline.EndRequestHead(bw, req.Method, req.ContentLength, req.Chunked, req.TETrailers)
 
 	if !c.body.Done && req.Expect100 && !req.HTTP10 {
 		if err := bw.Flush(); err != nil {
@@ -810,19 +598,14 @@ func (c *h1conn) roundTrip(uc *upstream.Conn, ex *exchange) (answered bool, err 
 		}
 		c.bw.WriteString("HTTP/1.1 100 Continue\r\n\r\n")
 		if err := c.bw.Flush(); err != nil {
-			return false, clientBodyError{err}
+			return false, pipeline.ClientBodyError{Err: err}
 		}
 	}
 	var body io.Reader
-	switch {
-	case ex.limited != nil:
-		body = ex.limited
-	case ex.pace != nil:
-		body = ex.pace
-	case !c.body.Done:
+	if !c.body.Done {
 		body = &c.body
 	}
-	if early, err := sendBody(uc, body, c.req.Chunked); err != nil {
+	if early, err := pipeline.SendBody(uc, ex.RequestBody(body), c.req.Chunked); err != nil {
 		// The backend may have answered before reading it all.
 		if early && c.readResponse(uc) == nil {
 			return true, nil
@@ -833,70 +616,6 @@ func (c *h1conn) roundTrip(uc *upstream.Conn, ex *exchange) (answered bool, err 
 		return false, err
 	}
 	return true, c.readResponse(uc)
-}
-
-// writeRequestLine writes the request line and Host field of a request to
-// the endpoint ex.host: the plan's path and host where it rewrites them.
-func writeRequestLine(bw *bufio.Writer, ex *exchange, method, path, query, host string) {
-	bw.WriteString(method)
-	bw.WriteByte(' ')
-	if ex.plan.path != "" {
-		bw.WriteString(ex.plan.path)
-	} else {
-		bw.WriteString(path)
-	}
-	if query != "" {
-		bw.WriteByte('?')
-		bw.WriteString(query)
-	}
-	bw.WriteString(" HTTP/1.1\r\nHost: ")
-	switch {
-	case ex.plan.host != "":
-		bw.WriteString(ex.plan.host)
-	case host != "":
-		bw.WriteString(host)
-	default:
-		bw.WriteString(ex.host.Address())
-	}
-	bw.WriteString("\r\n")
-}
-
-// endRequestHead writes the fields the engine owns, the framing of the
-// body among them, and ends the head.
-func endRequestHead(bw *bufio.Writer, method string, contentLength int64, chunked, teTrailers bool) {
-	if teTrailers {
-		bw.WriteString("Te: trailers\r\n")
-	}
-	switch {
-	case chunked:
-		bw.WriteString("Transfer-Encoding: chunked\r\n")
-	case contentLength > 0 || method == http.MethodPost || method == http.MethodPut || method == http.MethodPatch:
-		var digits [20]byte
-		bw.WriteString("Content-Length: ")
-		bw.Write(strconv.AppendInt(digits[:0], max(contentLength, 0), 10))
-		bw.WriteString("\r\n")
-	}
-	bw.WriteString("\r\n")
-}
-
-// sendBody relays the request body, if any, to the backend and sends the
-// request. early says the body could not all be written, where the
-// backend may have answered before reading it; a failure to read the body
-// is a clientBodyError.
-func sendBody(uc *upstream.Conn, body io.Reader, chunked bool) (early bool, err error) {
-	if body == nil {
-		return false, uc.Writer.Flush()
-	}
-	buf := h1Buffers.Get().(*[]byte)
-	_, readErr, writeErr := h1wire.Relay(uc.Writer, body, *buf, chunked, chunked)
-	h1Buffers.Put(buf)
-	if readErr == nil && writeErr == nil {
-		writeErr = uc.Writer.Flush()
-	}
-	if readErr != nil {
-		return false, clientBodyError{readErr}
-	}
-	return writeErr != nil, writeErr
 }
 
 // awaitResponse waits for the backend's response to begin, and abandons a
@@ -929,7 +648,7 @@ func (c *h1conn) readResponse(uc *upstream.Conn) error {
 	if c.req.HTTP10 {
 		informational = nil
 	}
-	return readFinalResponse(uc.Reader, &c.resp, c.body.Done, informational)
+	return pipeline.ReadFinalResponse(uc.Reader, &c.resp, c.body.Done, informational)
 }
 
 func (c *h1conn) relayInformational(resp *h1wire.Head) error {
@@ -937,92 +656,14 @@ func (c *h1conn) relayInformational(resp *h1wire.Head) error {
 	c.writeFields(resp.Fields, false)
 	c.bw.WriteString("\r\n")
 	if err := c.bw.Flush(); err != nil {
-		return clientBodyError{err}
+		return pipeline.ClientBodyError{Err: err}
 	}
 	return nil
 }
 
-// readFinalResponse reads a final response head into resp, or a 100
-// Continue while the request body is still to be sent (bodySent unset).
-// The informational responses before it (103 Early Hints) go to
-// informational, if set, and are dropped otherwise.
-func readFinalResponse(br *bufio.Reader, resp *h1wire.Head, bodySent bool, informational func(*h1wire.Head) error) error {
-	for {
-		raw, err := readResponseHead(br)
-		if err != nil {
-			return err
-		}
-		if !h1wire.ParseResponse(raw, resp) {
-			return errBadResponse
-		}
-		switch code := resp.Status; {
-		case code == http.StatusSwitchingProtocols:
-			return errUpgradeAnswer
-		case code == http.StatusContinue:
-			if bodySent {
-				continue
-			}
-			return nil
-		case code < 200:
-			if informational == nil {
-				continue
-			}
-			if err := informational(resp); err != nil {
-				return err
-			}
-		default:
-			return nil
-		}
-	}
-}
-
-// readResponseHead reads a response head off br. One longer than br's
-// buffer is gathered, up to upstreamMaxHeaderBytes.
-func readResponseHead(br *bufio.Reader) (string, error) {
-	from := 0
-	for {
-		buf, _ := br.Peek(br.Buffered())
-		if n := h1wire.HeadEnd(buf, from); n > 0 {
-			raw := string(buf[:n])
-			_, err := br.Discard(n)
-			return raw, err
-		}
-		if len(buf) == br.Size() {
-			break
-		}
-		from = h1wire.HeadSearchFrom(len(buf))
-		if _, err := br.Peek(len(buf) + 1); err != nil {
-			if err == io.EOF && len(buf) > 0 {
-				err = io.ErrUnexpectedEOF
-			}
-			return "", err
-		}
-	}
-	var head []byte
-	for {
-		b, err := br.ReadSlice('\n')
-		head = append(head, b...)
-		if len(head) > upstreamMaxHeaderBytes {
-			return "", errHeadTooLarge
-		}
-		if err == bufio.ErrBufferFull {
-			continue
-		}
-		if err != nil {
-			if err == io.EOF {
-				err = io.ErrUnexpectedEOF
-			}
-			return "", err
-		}
-		if n := h1wire.HeadEnd(head, h1wire.HeadSearchFrom(len(head)-len(b))); n > 0 {
-			return string(head), nil
-		}
-	}
-}
-
 // relayResponse writes the response in c.resp, streaming its body, and
 // returns uc to the pool when it was read whole.
-func (c *h1conn) relayResponse(uc *upstream.Conn, ex *exchange, keep bool) (status int, sent int64, keepOpen bool) {
+func (c *h1conn) relayResponse(uc *upstream.Conn, ex *pipeline.Exchange, keep bool) (status int, sent int64, keepOpen bool) {
 	req, resp := &c.req, &c.resp
 	status = resp.Status
 	mode := resp.BodyMode(req.Method)
@@ -1035,8 +676,7 @@ func (c *h1conn) relayResponse(uc *upstream.Conn, ex *exchange, keep bool) (stat
 	keep = keep && c.body.Done
 	reusable := resp.Reusable(mode) && c.body.Done
 
-	c.l.srv.serverField(&resp.Fields)
-	editResponse(&ex.plan, &resp.Fields)
+	ex.EditResponse(&resp.Fields)
 	c.statusLine(status)
 	c.writeFields(resp.Fields, chunked)
 	if resp.ContentLength >= 0 && mode != h1wire.BodyChunked {
@@ -1052,7 +692,7 @@ func (c *h1conn) relayResponse(uc *upstream.Conn, ex *exchange, keep bool) (stat
 		// The head goes out at once when nothing of the body is here: a
 		// stream's first piece may be long in coming.
 		if c.bw.Flush() != nil {
-			uc.Close()
+			ex.Finish(uc, false)
 			return status, 0, false
 		}
 	}
@@ -1061,22 +701,43 @@ func (c *h1conn) relayResponse(uc *upstream.Conn, ex *exchange, keep bool) (stat
 	c.rbody.KeepTrailer = chunked
 	var readErr, writeErr error
 	if mode != h1wire.BodyNone {
-		buf := h1Buffers.Get().(*[]byte)
+		buf := relayBuffers.Get().(*[]byte)
 		// Bodies of unknown length are often streams (server-sent
 		// events): each piece goes out as it comes, and a client that
 		// leaves during a long wait for the next ends the stream then.
 		if unknown {
-			uc.WatchClient(c, ex.attemptDeadline)
+			uc.WatchClient(c, ex.AttemptDeadline())
 		}
 		sent, readErr, writeErr = h1wire.Relay(c.bw, &c.rbody, *buf, chunked, unknown)
-		h1Buffers.Put(buf)
+		relayBuffers.Put(buf)
 	}
-	if readErr != nil || writeErr != nil || !reusable {
-		uc.Close()
-	} else {
-		c.l.srv.h1.Put(ex.host.Address(), uc)
-	}
+	ex.Finish(uc, readErr == nil && writeErr == nil && reusable)
 	// Cut short, what came goes out all the same, and closing the
 	// connection tells the client the rest is missing.
 	return status, sent, keep && readErr == nil && writeErr == nil
+}
+
+// lingerTime and lingerBytes bound what is read and dropped of a request
+// body before its connection closes. A client sends on until it reads the
+// answer, so a cap below what it still has to send resets it all the same
+// (a 3 MiB upload cut at ingress-nginx's 1 MiB default was): nginx reads
+// for up to 30 s (lingering_time); 5 s and 64 MiB cost a core little on a
+// link fast enough to send more.
+const (
+	lingerTime  = 5 * time.Second
+	lingerBytes = 64 << 20
+)
+
+// lingerClose drops what the client still sends, for a while, before its
+// connection closes: closing with unread bytes would reset it, and the
+// reset can destroy the answer before the client read it (nginx's
+// lingering_close).
+func lingerClose(c net.Conn) {
+	tcp, ok := guard.Beneath[*net.TCPConn](c)
+	if !ok {
+		return
+	}
+	_ = tcp.CloseWrite()
+	_ = tcp.SetReadDeadline(time.Now().Add(lingerTime))
+	_, _ = io.CopyN(io.Discard, tcp, lingerBytes)
 }

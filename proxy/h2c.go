@@ -13,6 +13,7 @@ import (
 	"github.com/hostgate/hostgate/proxy/guard"
 	"github.com/hostgate/hostgate/proxy/h1wire"
 	"github.com/hostgate/hostgate/proxy/h2"
+	"github.com/hostgate/hostgate/proxy/pipeline"
 )
 
 // net/http serves h2c with prior knowledge itself but not the HTTP/1.1
@@ -26,10 +27,20 @@ func isH2CUpgrade(h http.Header) bool {
 	return h1wire.HasToken(h["Upgrade"], "h2c") && h1wire.HasToken(h["Connection"], "http2-settings") && len(h["Http2-Settings"]) == 1
 }
 
+// upgradeH2C serves r if it asks for an upgrade to h2c, and reports
+// whether it did.
+func (l *listener) upgradeH2C(w http.ResponseWriter, r *http.Request) bool {
+	if !isH2CUpgrade(r.Header) {
+		return false
+	}
+	l.serveH2CUpgrade(w, r)
+	return true
+}
+
 func (l *listener) serveH2CUpgrade(w http.ResponseWriter, r *http.Request) {
 	settings, err := base64.RawURLEncoding.DecodeString(r.Header.Get("Http2-Settings"))
 	if err != nil {
-		writeError(w, r, http.StatusBadRequest)
+		pipeline.WriteError(w, r, http.StatusBadRequest)
 		return
 	}
 	// The upgrade request is answered over HTTP/2 after the switch, so its
@@ -40,7 +51,7 @@ func (l *listener) serveH2CUpgrade(w http.ResponseWriter, r *http.Request) {
 		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
 			status = http.StatusRequestEntityTooLarge
 		}
-		writeError(w, r, status)
+		pipeline.WriteError(w, r, status)
 		return
 	}
 	r.Body = io.NopCloser(bytes.NewReader(body))
@@ -51,7 +62,7 @@ func (l *listener) serveH2CUpgrade(w http.ResponseWriter, r *http.Request) {
 	}
 	conn, rw, err := http.NewResponseController(w).Hijack()
 	if err != nil {
-		writeError(w, r, http.StatusInternalServerError)
+		pipeline.WriteError(w, r, http.StatusInternalServerError)
 		return
 	}
 	defer conn.Close()
@@ -77,7 +88,7 @@ func (l *listener) serveH2CUpgrade(w http.ResponseWriter, r *http.Request) {
 	l.h2c.ServeConn(upgraded, &http2.ServeConnOpts{
 		Context:        r.Context(),
 		BaseConfig:     l.http,
-		Handler:        l,
+		Handler:        l.path,
 		UpgradeRequest: r,
 		Settings:       settings,
 	})

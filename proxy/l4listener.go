@@ -8,7 +8,7 @@ import (
 
 	"github.com/hostgate/hostgate/proxy/guard"
 	"github.com/hostgate/hostgate/proxy/l4"
-	"github.com/hostgate/hostgate/proxy/upstream"
+	"github.com/hostgate/hostgate/proxy/pipeline"
 	"github.com/hostgate/hostgate/router"
 )
 
@@ -27,7 +27,7 @@ func (s *Server) openL4Listener(cfg *Listener, ln net.Listener, port int) *liste
 		addr:     cfg.Address,
 		port:     port,
 		tcp:      guard.NewTracker(ln, s.conns, s.connMetrics),
-		stats:    s.metrics.listener(cfg.Address),
+		path:     s.path.NewListener(cfg.Address, "", port, nil, nil),
 	}
 	l.stream = l4.New(s.l4Options(cfg.Address, mode), cfg.L4, cfg.TLS)
 	l.serving.Go(func() {
@@ -55,8 +55,8 @@ func (s *Server) openUDPListener(cfg *Listener) (*listener, error) {
 		addr:     key,
 		port:     conn.LocalAddr().(*net.UDPAddr).Port,
 		udp:      conn,
-		stats:    s.metrics.listener(key),
 	}
+	l.path = s.path.NewListener(key, "", l.port, nil, nil)
 	o := s.l4Options(key, l4.UDP)
 	o.FlowIdleTimeout = s.opts.UDPFlowIdleTimeout
 	o.MaxFlows = max(s.opts.MaxUDPFlows, 0)
@@ -91,8 +91,8 @@ func (s *Server) l4Options(address string, mode l4.Mode) l4.Options {
 		DialTimeout:     o.DialTimeout,
 		ConnectAttempts: o.ConnectAttempts,
 		DrainGrace:      o.L4DrainGrace,
-		BackendTLS:      func(b *router.BackendTLS) (*tls.Config, error) { return backendTLSConfig(nil, b) },
-		Sets:            func() map[string]*upstream.Set { return *s.sets.Load() },
+		BackendTLS:      func(b *router.BackendTLS) (*tls.Config, error) { return pipeline.BackendTLSConfig(nil, b) },
+		Sets:            s.path.Endpoints,
 		Socket:          guard.SocketOf,
 		Metrics:         s.l4metrics,
 		Log:             s.log,

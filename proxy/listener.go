@@ -19,7 +19,7 @@ import (
 	"github.com/hostgate/hostgate/proxy/guard"
 	"github.com/hostgate/hostgate/proxy/h2"
 	"github.com/hostgate/hostgate/proxy/l4"
-	"github.com/hostgate/hostgate/router"
+	"github.com/hostgate/hostgate/proxy/pipeline"
 	"github.com/hostgate/hostgate/tlsstore"
 )
 
@@ -35,22 +35,19 @@ type listener struct {
 	addr     string
 	port     int
 	scheme   string
-
-	state atomic.Pointer[listenerState]
-	// inflight counts handlers running, hijacked ones (WebSocket, h2c
-	// Upgrade) included, which http.Server.Shutdown does not wait for.
-	inflight atomic.Int64
+	// path is the listener's request path, the handler of every engine;
+	// a Layer 4 listener has it only for its metrics.
+	path *pipeline.Listener
 
 	tcp  *guard.Tracker
 	http *http.Server
 	h2c  *http2.Server // serves connections upgraded from HTTP/1.1 (EngineStdlib)
 	// h2 serves HTTP/2 connections with EngineNative, nil with
 	// EngineStdlib.
-	h2    *h2.Server
-	udp   net.PacketConn
-	h3    *http3.Server
-	alt   []string // Alt-Svc value, shared by every response
-	stats *listenerMetrics
+	h2  *h2.Server
+	udp net.PacketConn
+	h3  *http3.Server
+	alt []string // Alt-Svc value, shared by every response
 
 	// handoff feeds l.http the connections the HTTP/1.1 engine hands
 	// over; nil when net/http serves them all (EngineStdlib).
@@ -73,19 +70,6 @@ type listener struct {
 	sharedTLS *l4.Listener
 }
 
-// listenerState is what Apply swaps on a listener that stays.
-type listenerState struct {
-	routes *router.Table
-	tls    *tlsstore.Store
-	// backendTLS are the transports of the TLS identities of routes.
-	backendTLS map[*router.BackendTLS]*tlsTransports
-	// guards are the state of the access filters of routes.
-	guards *guards
-	// stats caches the series of each *router.Route of routes, which
-	// routeStats fills on first use.
-	stats sync.Map
-}
-
 func (l *listener) publish(cfg *Listener) {
 	if l.flows != nil {
 		l.flows.Publish(cfg.L4)
@@ -100,11 +84,8 @@ func (l *listener) publish(cfg *Listener) {
 		// differ by hostname, and so by certificate.
 		l.sharedTLS.Publish(cfg.L4, cfg.TLS)
 	}
-	l.state.Store(&listenerState{routes: cfg.Routes, tls: cfg.TLS, backendTLS: l.srv.fwd.backendTransports(cfg.Routes), guards: l.srv.guards.resolve(cfg.Routes)})
-	l.stats.prune(cfg.Routes)
+	l.path.Publish(cfg.Routes, cfg.TLS)
 }
-
-func (l *listener) tlsStore() *tlsstore.Store { return l.state.Load().tls }
 
 func (s *Server) openListener(cfg *Listener) (*listener, error) {
 	if cfg.Protocol == UDP {
@@ -131,19 +112,24 @@ func (s *Server) openListener(cfg *Listener) (*listener, error) {
 		port:     port,
 		scheme:   "http",
 		tcp:      guard.NewTracker(ln, s.conns, s.connMetrics),
-		stats:    s.metrics.listener(cfg.Address),
 	}
+	upgrade := l.upgradeH2C
 	if cfg.Protocol == HTTPS {
+		l.scheme, upgrade = "https", nil
+		if !o.DisableHTTP3 {
+			l.alt = []string{fmt.Sprintf(`h3=":%d"; ma=86400`, port)}
+		}
 		// Always, since TLS listeners may join the socket
 		// later; with no routes (cfg.L4 nil) it reads nothing.
 		l.sharedTLS = l4.New(s.l4Options(cfg.Address, l4.Passthrough), nil, nil)
 	}
+	l.path = s.path.NewListener(cfg.Address, l.scheme, port, l.alt, upgrade)
 	l.publish(cfg)
 	// No ReadTimeout or WriteTimeout: they would cut gRPC streams and
 	// WebSockets. Slow clients are bounded by the header timeout, the idle
 	// timeout and, on h2, the write timeout per frame.
 	l.http = &http.Server{
-		Handler:           l,
+		Handler:           l.path,
 		ReadHeaderTimeout: o.ReadHeaderTimeout,
 		IdleTimeout:       o.IdleTimeout,
 		MaxHeaderBytes:    o.MaxHeaderBytes,
@@ -173,8 +159,7 @@ func (s *Server) openListener(cfg *Listener) (*listener, error) {
 	// connection, as HTTP/2's WriteByteTimeout already does.
 	guarded := guard.Listener{Listener: l.tcp, WriteStall: o.IdleTimeout}
 	if cfg.Protocol == HTTPS {
-		l.scheme = "https"
-		guarded.TLS = s.connMetrics.CountHandshakes(tlsstore.ServerConfig(l.tlsStore, "h2", "http/1.1"))
+		guarded.TLS = s.connMetrics.CountHandshakes(tlsstore.ServerConfig(l.path.TLSStore, "h2", "http/1.1"))
 		if !o.DisableHTTP3 {
 			if err := l.openHTTP3(); err != nil {
 				ln.Close()
@@ -191,7 +176,7 @@ func (s *Server) openListener(cfg *Listener) (*listener, error) {
 	}
 	if o.HTTP2Engine == EngineNative {
 		l.h2 = &h2.Server{
-			Handler:              l,
+			Handler:              l.path,
 			MaxConcurrentStreams: uint32(o.MaxConcurrentStreams),
 			MaxHeaderListSize:    uint32(o.MaxHeaderBytes),
 			ResetBurst:           guard.ResetBurst,
@@ -235,8 +220,8 @@ func (l *listener) openHTTP3() error {
 	o := &l.srv.opts
 	l.udp = udp
 	l.h3 = &http3.Server{
-		Handler:        l,
-		TLSConfig:      http3.ConfigureTLSConfig(l.srv.connMetrics.CountHandshakes(tlsstore.ServerConfig(l.tlsStore))),
+		Handler:        l.path,
+		TLSConfig:      http3.ConfigureTLSConfig(l.srv.connMetrics.CountHandshakes(tlsstore.ServerConfig(l.path.TLSStore))),
 		ConnContext:    l.srv.connMetrics.CountQUICConn,
 		MaxHeaderBytes: o.MaxHeaderBytes,
 		IdleTimeout:    o.IdleTimeout,
@@ -247,7 +232,6 @@ func (l *listener) openHTTP3() error {
 		},
 		Logger: l.srv.log,
 	}
-	l.alt = []string{fmt.Sprintf(`h3=":%d"; ma=86400`, l.port)}
 	l.serving.Go(func() {
 		if err := l.h3.Serve(udp); err != nil && !errors.Is(err, http.ErrServerClosed) && !errors.Is(err, quic.ErrServerClosed) {
 			l.srv.log.Error("HTTP/3 listener stopped", "listener", l.addr, "error", err)
@@ -255,83 +239,6 @@ func (l *listener) openHTTP3() error {
 	})
 	return nil
 }
-
-// ServeHTTP is the listener's entry for every protocol.
-func (l *listener) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	l.inflight.Add(1)
-	defer l.inflight.Add(-1)
-	if r.ProtoMajor < 3 {
-		if c, ok := guard.ConnOf(r.Context()); ok {
-			if c.Evicted() {
-				// Closed to make room before net/http's claim for this
-				// request (proxy/guard): nothing may reach a backend.
-				panic(http.ErrAbortHandler)
-			}
-			if r.ProtoMajor == 2 {
-				l.noteHTTP2(c)
-			}
-		}
-	}
-	if l.h2c != nil && r.ProtoMajor == 1 && isH2CUpgrade(r.Header) {
-		l.serveH2CUpgrade(w, r)
-		return
-	}
-	if r.ProtoMajor >= 2 {
-		reserveStack(false)
-	}
-	if l.srv.draining.Load() && r.ProtoMajor < 3 && len(r.Header["Upgrade"]) == 0 {
-		// During the shutdown delay clients are told to leave while
-		// every answer still arrives: net/http closes an HTTP/1.1
-		// connection after an answer that says so and turns it into a
-		// GOAWAY on h2. Otherwise keep-alive connections stay until the
-		// listener stops, and are closed under clients that may be
-		// sending on them. An Upgrade answer must keep its own
-		// Connection header.
-		w.Header()["Connection"] = []string{"close"}
-	}
-	if l.alt != nil && r.ProtoMajor < 3 {
-		w.Header()["Alt-Svc"] = l.alt
-	}
-	if l.srv.server != nil {
-		// Every answer made here has it; a proxied one has the
-		// backend's instead, if it sent one (modifyResponse,
-		// relayResponse).
-		w.Header()["Server"] = l.srv.server
-	}
-	l.srv.serve(w, r, l, l.state.Load())
-}
-
-// stackReserve is what forwarding an HTTP/2 or HTTP/3 request may use
-// below ServeHTTP: the deepest call of forwarding to an HTTP/1.1 backend
-// (parsing its response) is about 2.6 KiB below, with net/http's frames
-// above it about 3 KiB in all, just past the 4 KiB the handler goroutines
-// were started with. The reserve covers that with room for deeper calls,
-// and asks nothing of a goroutine that starts with 8 KiB.
-const stackReserve = 6 << 10
-
-// reserveStack grows the calling goroutine's stack, while few frames are
-// on it, to what forwarding will use. The HTTP/2 and HTTP/3 servers run
-// every request on a new goroutine whose stack starts small, and
-// forwarding outgrew it in its deepest call (parsing the backend's
-// response), where the runtime copies and adjusts every frame on the
-// stack: 9% of the core in bench/run.sh's h2-tls. The runtime sizes a
-// stack for a function's whole frame before the function runs, so pad's
-// frame is reserved here, once, at a shallow depth; the branch that
-// would use it never runs (callers pass false), so nothing is zeroed.
-// Growing there costs less than half as much: stack growth fell from 9.3%
-// to 4.2% of the core in h2-tls.
-//
-//go:noinline
-func reserveStack(use bool) byte {
-	if use {
-		var pad [stackReserve]byte
-		return padByte(pad[:])
-	}
-	return 0
-}
-
-//go:noinline
-func padByte(b []byte) byte { return b[len(b)-1] }
 
 // stopAccepting closes the sockets; connections already open stay.
 func (l *listener) stopAccepting() {
@@ -370,7 +277,7 @@ func (l *listener) drain(ctx context.Context) bool {
 	clean := true
 	tick := time.NewTicker(10 * time.Millisecond)
 	defer tick.Stop()
-	for clean && l.inflight.Load() > 0 {
+	for clean && l.path.InFlight() > 0 {
 		select {
 		case <-ctx.Done():
 			clean = false
@@ -378,7 +285,7 @@ func (l *listener) drain(ctx context.Context) bool {
 		}
 	}
 	if ctx.Err() != nil {
-		clean = clean && l.inflight.Load() == 0
+		clean = clean && l.path.InFlight() == 0
 		l.http.Close()
 		if l.h2 != nil {
 			l.h2.Close()
@@ -425,27 +332,4 @@ func (l *listener) connState(c net.Conn, state http.ConnState) {
 			l.srv.connMetrics.FailedHandshake(c)
 		}
 	}
-}
-
-// noteHTTP2 counts c, the connection of an HTTP/2 request, as h2, or h2c
-// on a cleartext listener.
-func (l *listener) noteHTTP2(c *guard.TrackedConn) {
-	if l.h2c != nil {
-		c.SetProtocol(guard.ProtoH2C)
-	} else {
-		c.SetProtocol(guard.ProtoH2)
-	}
-}
-
-// serverNameOf is the server name (SNI) of the TLS connection r came on:
-// HTTP/3's from quic-go, the others' from the connection the guard
-// terminated TLS on.
-func serverNameOf(r *http.Request) string {
-	if r.TLS != nil {
-		return r.TLS.ServerName
-	}
-	if c, ok := guard.ConnOf(r.Context()); ok {
-		return c.ServerName
-	}
-	return ""
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/hostgate/hostgate/proxy/l4"
+	"github.com/hostgate/hostgate/proxy/pipeline"
 )
 
 // Balancer names a load-balancing policy over an endpoint set.
@@ -80,7 +81,7 @@ type Options struct {
 	DisableHTTP3 bool
 
 	// TrustedProxies are the addresses of the proxies and load balancers
-	// in front (client.go): a request whose connection comes from one keeps
+	// in front (pipeline/client.go): a request whose connection comes from one keeps
 	// the X-Forwarded-For, -Proto, -Host and X-Request-ID it sends
 	// (appending to -For), and its client is the first address of
 	// X-Forwarded-For, from the right, that is not in them. From elsewhere
@@ -168,6 +169,9 @@ type Options struct {
 	L4AccessLog func(*L4AccessRecord)
 }
 
+// AccessRecord describes one request for Options.AccessLog.
+type AccessRecord = pipeline.AccessRecord
+
 // L4AccessRecord is what the access log gets of a Layer 4 connection.
 type L4AccessRecord = l4.Record
 
@@ -203,10 +207,6 @@ func DefaultOptions() Options {
 		Logger:                   slog.Default(),
 	}
 }
-
-// maxConnectAttempts bounds ConnectAttempts so that the endpoints tried
-// fit in a fixed array on the request path.
-const maxConnectAttempts = 8
 
 // complete fills zero fields with defaults and rejects invalid values.
 func (o Options) complete() (Options, error) {
@@ -252,8 +252,8 @@ func (o Options) complete() (Options, error) {
 		return o, fmt.Errorf("HTTP/1.1 engine %q: want %q or %q", o.HTTP1Engine, EngineNative, EngineStdlib)
 	case o.HTTP2Engine != EngineNative && o.HTTP2Engine != EngineStdlib:
 		return o, fmt.Errorf("HTTP/2 engine %q: want %q or %q", o.HTTP2Engine, EngineNative, EngineStdlib)
-	case o.ConnectAttempts < 1 || o.ConnectAttempts > maxConnectAttempts:
-		return o, fmt.Errorf("connect attempts %d: want 1 to %d", o.ConnectAttempts, maxConnectAttempts)
+	case o.ConnectAttempts < 1 || o.ConnectAttempts > pipeline.MaxConnectAttempts:
+		return o, fmt.Errorf("connect attempts %d: want 1 to %d", o.ConnectAttempts, pipeline.MaxConnectAttempts)
 	case o.MaxIdleConnsPerEndpoint < 0:
 		return o, fmt.Errorf("max idle connections per endpoint %d: want at least 1 (0 for the default)", o.MaxIdleConnsPerEndpoint)
 	case o.RequestBodyGrace < 0 || o.RequestBodyTimeout < 0:
@@ -264,11 +264,6 @@ func (o Options) complete() (Options, error) {
 		return o, fmt.Errorf("max header bytes %d: want at least 4096", o.MaxHeaderBytes)
 	}
 	return o, nil
-}
-
-// requestBodyLimits are the pacer's bounds of request bodies.
-func (o *Options) requestBodyLimits() paceLimits {
-	return paceLimits{minRate: max(o.MinRequestBodyRate, 0), grace: o.RequestBodyGrace, limit: o.RequestBodyTimeout}
 }
 
 func setDefault[T comparable](field *T, def T) {

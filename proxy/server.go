@@ -11,6 +11,7 @@ import (
 
 	"github.com/hostgate/hostgate/proxy/guard"
 	"github.com/hostgate/hostgate/proxy/l4"
+	"github.com/hostgate/hostgate/proxy/pipeline"
 	"github.com/hostgate/hostgate/proxy/upstream"
 )
 
@@ -20,10 +21,11 @@ import (
 type Server struct {
 	opts Options
 	log  *slog.Logger
-	fwd  *forwarder
-	// h1 is the HTTP/1.1 engine's pool of backend connections.
-	h1      *upstream.Pool
-	metrics *metrics
+	// path is the request path of every HTTP listener.
+	path *pipeline.Shared
+	// pool holds the HTTP/1.1 connections to endpoints of the HTTP/1.1
+	// engine and the bridge.
+	pool *upstream.Pool
 	// connMetrics are the series of client connections.
 	connMetrics *guard.Metrics
 	// l4metrics are the Layer 4 listeners' series; nil without a
@@ -32,18 +34,9 @@ type Server struct {
 	// conns are the open client connections of every listener.
 	conns *guard.Registry
 
-	// trusted are Options.TrustedProxies; server is the Server field's
-	// value, nil when there is none.
-	trusted guard.PrefixSet
-	server  []string
-
 	registry *upstream.Registry
-	// guards owns the state of access filters; Apply's.
-	guards *guardRegistry
-	sets   atomic.Pointer[map[string]*upstream.Set]
 
-	applied  atomic.Bool
-	draining atomic.Bool
+	applied atomic.Bool
 
 	mu        sync.Mutex // serializes Apply and Shutdown
 	listeners map[string]*listener
@@ -58,10 +51,6 @@ func New(opts Options) (*Server, error) {
 	opts, err := opts.complete()
 	if err != nil {
 		return nil, fmt.Errorf("proxy options: %w", err)
-	}
-	m, err := newMetrics(opts.Registerer)
-	if err != nil {
-		return nil, fmt.Errorf("register proxy metrics: %w", err)
 	}
 	cm, err := guard.NewMetrics(opts.Registerer)
 	if err != nil {
@@ -80,7 +69,6 @@ func New(opts Options) (*Server, error) {
 	s := &Server{
 		opts:        opts,
 		log:         opts.Logger,
-		metrics:     m,
 		connMetrics: cm,
 		l4metrics:   l4m,
 		registry: upstream.NewRegistry(policy, upstream.Health{
@@ -89,17 +77,32 @@ func New(opts Options) (*Server, error) {
 			MaxEjection:      opts.MaxEjectionTime,
 		}),
 		listeners: map[string]*listener{},
-		guards:    newGuardRegistry(),
-	}
-	s.trusted = opts.TrustedProxies
-	if !opts.DisableServerHeader {
-		s.server = []string{serverName}
 	}
 	s.conns = guard.NewRegistry(opts.MaxConnections, opts.MaxConnectionsPerAddress, cm)
-	s.fwd = newForwarder(s)
-	s.h1 = upstream.NewPool(opts.DialTimeout, opts.MaxIdleConnsPerEndpoint, opts.UpstreamIdleTimeout)
-	empty := map[string]*upstream.Set{}
-	s.sets.Store(&empty)
+	s.pool = upstream.NewPool(opts.DialTimeout, opts.MaxIdleConnsPerEndpoint, opts.UpstreamIdleTimeout)
+	s.path, err = pipeline.New(pipeline.Config{
+		IdleTimeout:             opts.IdleTimeout,
+		DialTimeout:             opts.DialTimeout,
+		UpstreamIdleTimeout:     opts.UpstreamIdleTimeout,
+		MaxIdleConnsPerEndpoint: opts.MaxIdleConnsPerEndpoint,
+		ConnectAttempts:         opts.ConnectAttempts,
+		UpstreamTLS:             opts.UpstreamTLS,
+		MinRequestBodyRate:      opts.MinRequestBodyRate,
+		RequestBodyGrace:        opts.RequestBodyGrace,
+		RequestBodyTimeout:      opts.RequestBodyTimeout,
+		TrustedProxies:          opts.TrustedProxies,
+		DisableRequestID:        opts.DisableRequestID,
+		DisableServerHeader:     opts.DisableServerHeader,
+		Bridge:                  opts.HTTP1Engine == EngineNative,
+		StdlibHTTP2:             opts.HTTP2Engine == EngineStdlib,
+		Pool:                    s.pool,
+		Logger:                  opts.Logger,
+		Registerer:              opts.Registerer,
+		AccessLog:               opts.AccessLog,
+	})
+	if err != nil {
+		return nil, err
+	}
 	return s, nil
 }
 
@@ -133,7 +136,7 @@ func (s *Server) Apply(cfg Config) error {
 		// replaces this one with another protocol; its series go now too,
 		// before such a replacement resolves the same ones.
 		cur.stopAccepting()
-		cur.stats.forget()
+		cur.path.Forget()
 		s.retiring.Go(func() {
 			ctx, cancel := context.WithTimeout(context.Background(), s.opts.ShutdownGrace)
 			defer cancel()
@@ -152,8 +155,7 @@ func (s *Server) Apply(cfg Config) error {
 		}
 		s.listeners[addr] = l
 	}
-	s.fwd.dropUnusedTransports()
-	s.guards.dropUnused()
+	s.path.EndApply()
 	s.applied.Store(true)
 	return errors.Join(errs...)
 }
@@ -163,15 +165,13 @@ func (s *Server) Apply(cfg Config) error {
 // what changed. Routes need not be recompiled; endpoints keep
 // their health and connection pools across calls.
 func (s *Server) UpdateEndpoints(endpoints map[string][]Endpoint) {
-	sets := s.registry.Sets(endpoints)
-	s.sets.Store(&sets)
+	s.path.SetEndpoints(s.registry.Sets(endpoints))
 }
 
 // ChangeEndpoints is UpdateEndpoints of the endpoint sets last given with
 // those of changed (new or changed names) and without the names removed.
 func (s *Server) ChangeEndpoints(changed map[string][]Endpoint, removed []string) {
-	sets := s.registry.Change(changed, removed)
-	s.sets.Store(&sets)
+	s.path.SetEndpoints(s.registry.Change(changed, removed))
 }
 
 // EndpointState is one endpoint of a backend as Endpoints reports it.
@@ -182,7 +182,7 @@ type EndpointState = upstream.EndpointState
 // requests update without stopping them, so the fields of one endpoint may
 // be a moment apart.
 func (s *Server) Endpoints() map[string][]EndpointState {
-	sets := *s.sets.Load()
+	sets := s.path.Endpoints()
 	out := make(map[string][]EndpointState, len(sets))
 	for name, set := range sets {
 		out[name] = set.Endpoints()
@@ -193,7 +193,7 @@ func (s *Server) Endpoints() map[string][]EndpointState {
 // Ready reports whether the server serves a configuration and is not
 // shutting down: what /readyz answers.
 func (s *Server) Ready() bool {
-	return s.applied.Load() && !s.draining.Load()
+	return s.applied.Load() && !s.path.Draining()
 }
 
 // Start runs until ctx is done, then shuts down as Shutdown does. It
@@ -214,7 +214,7 @@ func (s *Server) Start(ctx context.Context) error {
 // connections are closed. ctx cuts both waits short. The error says
 // whether connections had to be closed with work in flight.
 func (s *Server) Shutdown(ctx context.Context) error {
-	s.draining.Store(true)
+	s.path.StartDraining()
 	select {
 	case <-time.After(s.opts.ShutdownDelay):
 	case <-ctx.Done():
@@ -239,7 +239,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	}
 	wg.Wait()
 	s.retiring.Wait()
-	s.h1.Close()
+	s.pool.Close()
 	if n := forced.Load(); n > 0 {
 		return fmt.Errorf("drain listeners: grace period ended with work in flight on %d listeners", n)
 	}

@@ -163,9 +163,7 @@ func TestCertificateSwap(t *testing.T) {
 	}
 	roundTrip()
 
-	s.mu.Lock()
-	routes := s.listeners["127.0.0.1:0"].state.Load().routes
-	s.mu.Unlock()
+	routes := compile(t, route("web", nil, router.Rule{Backends: backends("web")}))
 	if err := s.Apply(Config{Listeners: []Listener{{Address: "127.0.0.1:0", Protocol: HTTPS, Routes: routes, TLS: f.store(t, "app.example.com")}}}); err != nil {
 		t.Fatal(err)
 	}

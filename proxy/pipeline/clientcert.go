@@ -1,4 +1,4 @@
-package proxy
+package pipeline
 
 // Forwarding the identity of a client whose certificate the listener
 // verified (a Gateway listener's client certificate validation), so that

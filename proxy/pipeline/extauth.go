@@ -1,4 +1,4 @@
-package proxy
+package pipeline
 
 // External authorization (router.ExternalAuth): before a request is
 // forwarded, or before route matching for a listener's filters, a
@@ -38,7 +38,7 @@ const (
 // authorize runs the ExternalAuth filters among filters, in order, with
 // the caches of g. It reports whether the request may go on; if not, the
 // client has its answer.
-func (s *Server) authorize(w http.ResponseWriter, r *http.Request, ex *exchange, g *guards, filters []router.Filter) bool {
+func (s *Shared) authorize(w http.ResponseWriter, r *http.Request, ex *exchange, g *guards, filters []router.Filter) bool {
 	for i := range filters {
 		if a := filters[i].ExternalAuth; a != nil && !s.askAuth(w, r, ex, g, a) {
 			return false
@@ -49,7 +49,7 @@ func (s *Server) authorize(w http.ResponseWriter, r *http.Request, ex *exchange,
 
 // askAuth acts on the answer of a's service about r: one kept in a's
 // cache, or else one it gives now.
-func (s *Server) askAuth(w http.ResponseWriter, r *http.Request, ex *exchange, g *guards, a *router.ExternalAuth) bool {
+func (s *Shared) askAuth(w http.ResponseWriter, r *http.Request, ex *exchange, g *guards, a *router.ExternalAuth) bool {
 	var cache *authCache
 	if a.Cache != nil && g != nil {
 		cache = g.authCaches[a.Cache]
@@ -66,10 +66,10 @@ func (s *Server) askAuth(w http.ResponseWriter, r *http.Request, ex *exchange, g
 
 // callAuth asks a's service about r, keeps its answer in cache under key
 // (without a cache, none is kept) and acts on it.
-func (s *Server) callAuth(w http.ResponseWriter, r *http.Request, ex *exchange, a *router.ExternalAuth, cache *authCache, key [sha256.Size]byte) bool {
+func (s *Shared) callAuth(w http.ResponseWriter, r *http.Request, ex *exchange, a *router.ExternalAuth, cache *authCache, key [sha256.Size]byte) bool {
 	set := ex.sets[a.Backend.Name]
 	if a.Backend.Invalid || set == nil || set.Len() == 0 {
-		writeError(w, r, http.StatusInternalServerError)
+		WriteError(w, r, http.StatusInternalServerError)
 		return false
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), authTimeout)
@@ -80,13 +80,13 @@ func (s *Server) callAuth(w http.ResponseWriter, r *http.Request, ex *exchange, 
 	call.plan.backend, call.plan.set = &a.Backend, set
 	req, err := authRequest(ctx, r, ex, a)
 	if err != nil {
-		writeError(w, r, http.StatusInternalServerError)
+		WriteError(w, r, http.StatusInternalServerError)
 		return false
 	}
 	resp, err := s.fwd.attempt(req, &call)
 	if err != nil {
 		if r.Context().Err() == nil {
-			writeError(w, r, http.StatusInternalServerError)
+			WriteError(w, r, http.StatusInternalServerError)
 		}
 		return false
 	}
@@ -141,11 +141,11 @@ func actOnAuth(w http.ResponseWriter, r *http.Request, ex *exchange, a *router.E
 		if v := header.Values("Www-Authenticate"); len(v) > 0 {
 			w.Header()["Www-Authenticate"] = v
 		}
-		writeError(w, r, http.StatusUnauthorized)
+		WriteError(w, r, http.StatusUnauthorized)
 	case http.StatusForbidden:
-		writeError(w, r, http.StatusForbidden)
+		WriteError(w, r, http.StatusForbidden)
 	default:
-		writeError(w, r, http.StatusInternalServerError)
+		WriteError(w, r, http.StatusInternalServerError)
 	}
 	return false
 }

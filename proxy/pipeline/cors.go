@@ -1,4 +1,4 @@
-package proxy
+package pipeline
 
 // The CORS filter's execution, the same on every engine: a rule with one
 // answers preflight requests here, never forwarding them, and the other

@@ -1,4 +1,4 @@
-package proxy
+package pipeline
 
 // A rule's bounds on the exchange with its backend (router.Rule's
 // MaxRequestBody, Timeouts.Connect, BackendRead and BackendSend) and its
@@ -11,7 +11,7 @@ package proxy
 //
 // The backend read and send timeouts bound the waits of one read of the
 // response and one write of the request: on the engine's own connections
-// (h1pool.go) as socket deadlines moved before each read and write, and on
+// (upstream.Pool) as socket deadlines moved before each read and write, and on
 // net/http's Transport, whose connections serve several requests at once,
 // as a timer reset at each step of the exchange that cancels it.
 //
@@ -32,7 +32,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/hostgate/hostgate/proxy/guard"
 	"github.com/hostgate/hostgate/router"
 )
 
@@ -88,31 +87,6 @@ func bodyTooLarge(rule *router.Rule, length int64, body io.Reader) (bool, *limit
 		return false, &limitedBody{r: body, left: limit}
 	}
 	return false, nil
-}
-
-// lingerTime and lingerBytes bound what is read and dropped of a request
-// body before its connection closes. A client sends on until it reads the
-// answer, so a cap below what it still has to send resets it all the same
-// (a 3 MiB upload cut at ingress-nginx's 1 MiB default was): nginx reads
-// for up to 30 s (lingering_time); 5 s and 64 MiB cost a core little on a
-// link fast enough to send more.
-const (
-	lingerTime  = 5 * time.Second
-	lingerBytes = 64 << 20
-)
-
-// lingerClose drops what the client still sends, for a while, before its
-// connection closes: closing with unread bytes would reset it, and the
-// reset can destroy the answer before the client read it (nginx's
-// lingering_close).
-func lingerClose(c net.Conn) {
-	tcp, ok := guard.Beneath[*net.TCPConn](c)
-	if !ok {
-		return
-	}
-	_ = tcp.CloseWrite()
-	_ = tcp.SetReadDeadline(time.Now().Add(lingerTime))
-	_, _ = io.CopyN(io.Discard, tcp, lingerBytes)
 }
 
 // stallWatch cancels an exchange on net/http's Transport that waits

@@ -1,4 +1,4 @@
-package proxy
+package pipeline
 
 // The data plane's Prometheus metrics.
 //
@@ -316,7 +316,7 @@ func (rm *routeMetrics) delete() {
 
 // routeStats returns the series of the route target belongs to, or of no
 // route. The first request of a route after a publish resolves them.
-func (l *listener) routeStats(st *listenerState, target *router.Target) *routeMetrics {
+func (l *Listener) routeStats(st *listenerState, target *router.Target) *routeMetrics {
 	if target == nil {
 		return l.stats.noRoute
 	}

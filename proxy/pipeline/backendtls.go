@@ -1,4 +1,4 @@
-package proxy
+package pipeline
 
 import (
 	"crypto/tls"
@@ -81,7 +81,7 @@ func (f *forwarder) backendTransports(routes *router.Table) map[*router.BackendT
 		id := tlsIdentity(b)
 		t := f.byIdentity[id]
 		if t == nil {
-			cfg, err := backendTLSConfig(f.s.opts.UpstreamTLS, b)
+			cfg, err := BackendTLSConfig(f.s.cfg.UpstreamTLS, b)
 			if err != nil {
 				// Translation checked the certificates: this is a bug,
 				// and the backend fails closed rather than trust more.
@@ -113,9 +113,9 @@ func (f *forwarder) dropUnusedTransports() {
 	f.applies++
 }
 
-// backendTLSConfig is the client configuration that checks a backend as b
+// BackendTLSConfig is the client configuration that checks a backend as b
 // says, on top of base's other settings.
-func backendTLSConfig(base *tls.Config, b *router.BackendTLS) (*tls.Config, error) {
+func BackendTLSConfig(base *tls.Config, b *router.BackendTLS) (*tls.Config, error) {
 	cfg := &tls.Config{}
 	if base != nil {
 		cfg = base.Clone()

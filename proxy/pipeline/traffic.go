@@ -1,4 +1,4 @@
-package proxy
+package pipeline
 
 // A rule's canary and a backend's balance (router/traffic.go), executed
 // for every engine: decide chooses the backend and reads what the pick

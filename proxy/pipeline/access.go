@@ -1,4 +1,4 @@
-package proxy
+package pipeline
 
 // The access filters' execution, the same on every engine: who may use a
 // rule by address (router.Access), who by password (router.BasicAuth),

@@ -1,4 +1,4 @@
-package proxy
+package pipeline
 
 // Retries under a rule's retry policy (router.Retry), decided here for
 // every engine: sendH1 makes them for the HTTP/1.1 engine and the bridge,
@@ -104,7 +104,7 @@ func (ex *exchange) retryAfter(status int, err error, bodiless, replayable bool)
 	if p == nil || ex.retries >= p.Attempts {
 		return 0, false
 	}
-	_, clientErr := errors.AsType[clientBodyError](err)
+	_, clientErr := errors.AsType[ClientBodyError](err)
 	switch {
 	case err == nil:
 		if !bodiless || !slices.Contains(p.Codes, status) {

@@ -1,4 +1,4 @@
-package proxy
+package pipeline
 
 // Who a request comes from, as ingress-nginx users expect it without an
 // annotation: the real client's address (use-forwarded-headers with
@@ -44,15 +44,15 @@ type origin struct {
 
 // originOf works out who a request with header h came over a connection
 // from conn (connText) is.
-func (s *Server) originOf(conn netip.Addr, connText string, h router.Headers) origin {
+func (s *Shared) originOf(conn netip.Addr, connText string, h router.Headers) origin {
 	o := origin{connText: connText, client: conn, clientText: connText}
-	if o.trusted = s.trusted.Contains(conn); o.trusted {
-		o.client, o.clientText = realClient(s.trusted, conn, connText, h.Values("X-Forwarded-For"))
+	if o.trusted = s.cfg.TrustedProxies.Contains(conn); o.trusted {
+		o.client, o.clientText = realClient(s.cfg.TrustedProxies, conn, connText, h.Values("X-Forwarded-For"))
 	}
-	if ids := h.Values("X-Request-Id"); len(ids) > 0 && (o.trusted || s.opts.DisableRequestID) {
+	if ids := h.Values("X-Request-Id"); len(ids) > 0 && (o.trusted || s.cfg.DisableRequestID) {
 		o.requestID = ids[0]
 	}
-	if o.requestID == "" && !s.opts.DisableRequestID {
+	if o.requestID == "" && !s.cfg.DisableRequestID {
 		o.requestID = newRequestID()
 	}
 	return o
@@ -166,14 +166,14 @@ func (b *idBlock) fill() {
 	b.hex, b.next = sb.String(), 0
 }
 
-// serverName is the Server field of answers hostgate makes, and of
+// ServerName is the Server field of answers hostgate makes, and of
 // proxied ones whose backend sent none.
-const serverName = "hostgate"
+const ServerName = "hostgate"
 
 // serverField adds the Server field to a backend's response fields that
 // have none, before the response header modifiers, which may remove it.
-func (s *Server) serverField(fields *h1wire.Fields) {
+func (s *Shared) serverField(fields *h1wire.Fields) {
 	if s.server != nil && !fields.Has("Server") {
-		*fields = append(*fields, h1wire.Field{Name: "Server", Value: serverName})
+		*fields = append(*fields, h1wire.Field{Name: "Server", Value: ServerName})
 	}
 }

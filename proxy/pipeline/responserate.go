@@ -1,4 +1,4 @@
-package proxy
+package pipeline
 
 // The pace of answers under a rule's ResponseRate (ingress-nginx's
 // limit-rate and limit-rate-after, nginx's limit_rate): the backend's

@@ -1,4 +1,4 @@
-package proxy
+package pipeline
 
 // The cache of an ExternalAuth filter's answers (router.AuthCache,
 // ingress-nginx's auth-cache-key): an answer the filter's TTLs keep is

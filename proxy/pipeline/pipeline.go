@@ -1,4 +1,4 @@
-package proxy
+package pipeline
 
 // The per-request pipeline, independent of the HTTP engine.
 //

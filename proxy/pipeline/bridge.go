@@ -1,7 +1,7 @@
-package proxy
+package pipeline
 
 // The bridge: requests that net/http's HTTP/2 server and the HTTP/3 server
-// take, forwarded to HTTP/1.1 backends over the engine's pool (h1pool.go)
+// take, forwarded to HTTP/1.1 backends over the engine's pool (upstream.Pool)
 // rather than through httputil.ReverseProxy and net/http's Transport. On
 // bench/run.sh's h2-tls, a third of hostgate's core went to the Transport
 // beyond its reads and writes: two goroutines per backend connection
@@ -54,7 +54,7 @@ var bridgeStates = sync.Pool{New: func() any { return new(bridgeState) }}
 func (f *forwarder) bridges(r *http.Request, ex *exchange) bool {
 	// net/http's HTTP/2 server takes any :method without a line break,
 	// which written as is could make another request line.
-	return r.ProtoMajor >= 2 && f.s.opts.HTTP1Engine == EngineNative &&
+	return r.ProtoMajor >= 2 && f.s.cfg.Bridge &&
 		(r.ContentLength >= 0 || r.ProtoMajor == 3 && usuallyBodiless(r.Method)) && len(r.Header["Expect"]) == 0 && r.Method != http.MethodConnect && h1wire.IsToken(r.Method) &&
 		engineForwards(&ex.plan, r.Header) &&
 		(ex.plan.path != "" || h1wire.ValidPath(r.URL.EscapedPath())) && h1wire.ValidQuery(r.URL.RawQuery) &&
@@ -151,17 +151,11 @@ func (f *forwarder) bridge(w http.ResponseWriter, r *http.Request, ex *exchange)
 	}()
 	informational := func(resp *h1wire.Head) error { relayInformational(w, resp); return nil }
 	unsent := false
-	replayable := r.ContentLength == 0 && repeatable(r.Method, h.Get("Idempotency-Key"))
+	replayable := r.ContentLength == 0 && Repeatable(r.Method, h.Get("Idempotency-Key"))
 	send := func(uc *upstream.Conn) (bool, error) {
-		deadline := ex.attemptDeadline
-		// Pooled and new connections have none, and each deadline set is
-		// a timer changed.
-		if !deadline.IsZero() {
-			if err := uc.SetDeadline(deadline); err != nil {
-				return false, err
-			}
+		if err := ex.arm(uc); err != nil {
+			return false, err
 		}
-		uc.SetStall(&ex.plan.target.Rule.Timeouts, deadline)
 		if b.ClientGone() {
 			// A stream reset before its request went out (a flood of
 			// them is what the guard's budget stops) is not sent.
@@ -169,7 +163,7 @@ func (f *forwarder) bridge(w http.ResponseWriter, r *http.Request, ex *exchange)
 		}
 		writeRequestLine(uc.Writer, ex, r.Method, r.URL.EscapedPath(), r.URL.RawQuery, r.Host)
 		teTrailers := writeRequestFields(uc.Writer, h)
-		endRequestHead(uc.Writer, r.Method, r.ContentLength, false, teTrailers)
+		EndRequestHead(uc.Writer, r.Method, r.ContentLength, false, teTrailers)
 		// A body is sent once, after the connect: only a failed connect
 		// goes to another endpoint with it.
 		var body io.Reader
@@ -182,7 +176,7 @@ func (f *forwarder) bridge(w http.ResponseWriter, r *http.Request, ex *exchange)
 			// (about 5% of h2-tls's requests/s when every request did).
 			endCut = context.AfterFunc(r.Context(), func() { _ = uc.SetDeadline(time.Unix(1, 0)) })
 		}
-		early, err := sendBody(uc, body, false)
+		early, err := SendBody(uc, body, false)
 		if !endCut() {
 			// The client left, and the cut spoiled the connection.
 			return false, upstream.ErrClientGone
@@ -193,10 +187,10 @@ func (f *forwarder) bridge(w http.ResponseWriter, r *http.Request, ex *exchange)
 		// A client that leaves ends the waits for the backend within
 		// clientCheckInterval, as on the engine, until relayResponse
 		// has read the response.
-		uc.WatchClient(b, deadline)
+		uc.WatchClient(b, ex.attemptDeadline)
 		if err != nil {
 			// The backend answered before it took the whole body.
-			if readFinalResponse(uc.Reader, &b.resp, true, informational) == nil {
+			if ReadFinalResponse(uc.Reader, &b.resp, true, informational) == nil {
 				// The rest of the request is not on the connection.
 				unsent = true
 				return true, nil
@@ -206,14 +200,14 @@ func (f *forwarder) bridge(w http.ResponseWriter, r *http.Request, ex *exchange)
 		if _, err := uc.Reader.Peek(1); err != nil {
 			return false, err
 		}
-		return true, readFinalResponse(uc.Reader, &b.resp, true, informational)
+		return true, ReadFinalResponse(uc.Reader, &b.resp, true, informational)
 	}
 	uc, status, _ := s.sendH1(ex, r.ContentLength == 0, replayable, b.ClientGone, &b.resp, r.Method, send)
 	if uc == nil {
 		// A client that left gets no answer (status 0), and the request
 		// counts as aborted.
 		if status != 0 {
-			writeError(w, r, status)
+			WriteError(w, r, status)
 		}
 		return true
 	}

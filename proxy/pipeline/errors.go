@@ -1,4 +1,4 @@
-package proxy
+package pipeline
 
 import (
 	"io"
@@ -61,9 +61,14 @@ func isGRPC(h router.Headers) bool {
 	return len(ct) > 0 && strings.HasPrefix(ct[0], "application/grpc")
 }
 
-func writeError(w http.ResponseWriter, r *http.Request, status int) {
+// WriteError answers status with its plain-text body, or for a gRPC call
+// with its grpc-status.
+func WriteError(w http.ResponseWriter, r *http.Request, status int) {
 	writeErrorBody(w, r, status, errorBodies[status])
 }
+
+// ErrorBody is the plain-text body of status when the proxy answers it.
+func ErrorBody(status int) string { return errorBodies[status] }
 
 func writeErrorBody(w http.ResponseWriter, r *http.Request, status int, body string) {
 	h := w.Header()

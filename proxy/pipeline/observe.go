@@ -1,4 +1,4 @@
-package proxy
+package pipeline
 
 import (
 	"net/http"
@@ -9,7 +9,8 @@ import (
 	"github.com/hostgate/hostgate/router"
 )
 
-// AccessRecord describes one request for Options.AccessLog.
+// AccessRecord describes one request for the access log
+// (proxy.Options.AccessLog).
 type AccessRecord struct {
 	Start    time.Time
 	Duration time.Duration
@@ -83,29 +84,29 @@ func (r *recorder) Write(p []byte) (int, error) {
 func (r *recorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
 
 // observeHTTP counts a request served by net/http and logs it.
-func (s *Server) observeHTTP(l *listener, r *http.Request, rec *recorder, ex *exchange) {
+func (s *Shared) observeHTTP(l *Listener, r *http.Request, rec *recorder, ex *exchange) {
 	status := rec.status
 	if status == 0 && ex.switched {
 		status = http.StatusSwitchingProtocols
 	}
 	if a := s.observe(l, ex, status, rec.bytes); a != nil {
 		a.RemoteAddr, a.Proto, a.Method, a.Host, a.Path = r.RemoteAddr, r.Proto, r.Method, r.Host, r.URL.Path
-		s.opts.AccessLog(a)
+		s.cfg.AccessLog(a)
 	}
 }
 
 // observe counts a finished request. It returns the access record for the
 // engine to fill in the request's fields and log, nil when there is no
 // access log.
-func (s *Server) observe(l *listener, ex *exchange, status int, bytes int64) *AccessRecord {
+func (s *Shared) observe(l *Listener, ex *exchange, status int, bytes int64) *AccessRecord {
 	d := time.Since(ex.start)
 	ex.stats.duration.Observe(d.Seconds())
 	ex.stats.requests(status).Inc()
-	if s.opts.AccessLog == nil || ex.plan.target != nil && ex.plan.target.Rule.NoAccessLog {
+	if s.cfg.AccessLog == nil || ex.plan.target != nil && ex.plan.target.Rule.NoAccessLog {
 		return nil
 	}
 	a := &AccessRecord{
-		Start: ex.start, Duration: d, Listener: l.addr,
+		Start: ex.start, Duration: d, Listener: l.name,
 		Status: status, BytesSent: bytes,
 		Client: ex.from.client, RequestID: ex.from.requestID,
 	}

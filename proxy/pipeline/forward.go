@@ -1,4 +1,4 @@
-package proxy
+package pipeline
 
 import (
 	"context"
@@ -26,8 +26,8 @@ import (
 // picks the endpoint, so that a failed connect can move to another one.
 
 // serve runs the pipeline for one request and executes its plan.
-func (s *Server) serve(w http.ResponseWriter, r *http.Request, l *listener, st *listenerState) {
-	rec := &recorder{ResponseWriter: w, writes: guard.WriteBound{Stall: s.opts.IdleTimeout}}
+func (s *Shared) serve(w http.ResponseWriter, r *http.Request, l *Listener, st *listenerState) {
+	rec := &recorder{ResponseWriter: w, writes: guard.WriteBound{Stall: s.cfg.IdleTimeout}}
 	ex := exchange{start: time.Now(), scheme: l.scheme, sets: *s.sets.Load(), backendTLS: st.backendTLS, answer: w.Header()}
 	defer s.observeHTTP(l, r, rec, &ex)
 	conn, connText := remoteOf(r.RemoteAddr)
@@ -62,19 +62,19 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, l *listener, st *
 	case actRedirect, actPreflight:
 		rec.WriteHeader(answer(&ex.plan, &v, rec.Header()))
 	case actNotFound:
-		writeError(rec, r, http.StatusNotFound)
+		WriteError(rec, r, http.StatusNotFound)
 	case actMisdirected:
-		writeError(rec, r, http.StatusMisdirectedRequest)
+		WriteError(rec, r, http.StatusMisdirectedRequest)
 	case actDenied:
 		if ex.plan.challenge != "" {
 			rec.Header().Set("WWW-Authenticate", ex.plan.challenge)
 		}
 		writeErrorBody(rec, r, ex.plan.status, ex.plan.body)
 	case actInvalidBackend:
-		writeError(rec, r, http.StatusInternalServerError)
+		WriteError(rec, r, http.StatusInternalServerError)
 	case actNoEndpoints:
 		s.metrics.upstreamErrors[errNoEndpoint].Inc()
-		writeError(rec, r, http.StatusServiceUnavailable)
+		WriteError(rec, r, http.StatusServiceUnavailable)
 	}
 }
 
@@ -155,7 +155,7 @@ func (b *guardedBody) Close() error { return nil }
 
 // forwarder relays requests to backends.
 type forwarder struct {
-	s          *Server
+	s          *Shared
 	rp         *httputil.ReverseProxy
 	http1, tls *http.Transport
 	h2c, h2    backendTransport
@@ -185,7 +185,7 @@ const (
 // given, with a copy of tlsConfig: a transport with HTTP/2 adds "h2" to
 // the config's NextProtos, which "https" must not offer.
 func (f *forwarder) newTransport(http1, http2, h2c bool, tlsConfig *tls.Config) *http.Transport {
-	o := &f.s.opts
+	o := &f.s.cfg
 	t := &http.Transport{
 		DialContext:            f.dialContext,
 		TLSClientConfig:        tlsConfig.Clone(),
@@ -217,10 +217,10 @@ type backendTransport interface {
 
 // newHTTP2Transport makes a transport to HTTP/2 backends, over TLS with a
 // copy of tlsConfig unless cleartext (h2c): hostgate's own, or net/http's
-// with Options.HTTP2Engine = EngineStdlib.
+// with Config.StdlibHTTP2.
 func (f *forwarder) newHTTP2Transport(tlsConfig *tls.Config, cleartext bool) backendTransport {
-	o := &f.s.opts
-	if o.HTTP2Engine == EngineStdlib {
+	o := &f.s.cfg
+	if o.StdlibHTTP2 {
 		return f.newTransport(false, !cleartext, cleartext, tlsConfig)
 	}
 	t := &h2.Transport{
@@ -238,8 +238,8 @@ func (f *forwarder) newHTTP2Transport(tlsConfig *tls.Config, cleartext bool) bac
 	return t
 }
 
-func newForwarder(s *Server) *forwarder {
-	o := &s.opts
+func newForwarder(s *Shared) *forwarder {
+	o := &s.cfg
 	f := &forwarder{
 		s:           s,
 		dialer:      &net.Dialer{Timeout: o.DialTimeout, KeepAlive: 30 * time.Second},
@@ -334,14 +334,14 @@ func (f *forwarder) forward(w http.ResponseWriter, r *http.Request, ex *exchange
 		if r.ProtoMajor == 1 {
 			w.Header().Set("Connection", "close")
 		}
-		writeError(w, r, http.StatusRequestEntityTooLarge)
+		WriteError(w, r, http.StatusRequestEntityTooLarge)
 		return
 	}
 	if limited != nil {
 		ex.limited = limited
 		r.Body = limitedReadCloser{limited, r.Body}
 	}
-	if limits := f.s.opts.requestBodyLimits(); limits.enabled() && r.ContentLength > 0 && !isGRPC(r.Header) {
+	if limits := f.s.cfg.requestBodyLimits(); limits.enabled() && r.ContentLength > 0 && !isGRPC(r.Header) {
 		// A read deadline in the past wakes the read waiting for the
 		// body: on HTTP/2 and HTTP/3 the stream's, on HTTP/1.1 the
 		// connection's, which closes after the 408.
@@ -451,7 +451,7 @@ func (f *forwarder) send(req *http.Request, ex *exchange) (*http.Response, error
 // its body is closed.
 func (f *forwarder) retryRoundTrip(req *http.Request, ex *exchange) (*http.Response, error) {
 	bodiless := req.Body == nil || req.Body == http.NoBody
-	replayable := bodiless && repeatable(req.Method, req.Header.Get("Idempotency-Key"))
+	replayable := bodiless && Repeatable(req.Method, req.Header.Get("Idempotency-Key"))
 	for {
 		attemptReq, end := req, context.CancelFunc(nil)
 		if ex.attemptDeadline != ex.deadline {
@@ -522,7 +522,7 @@ func (f *forwarder) attempt(req *http.Request, ex *exchange) (*http.Response, er
 	if rt == nil {
 		return nil, errNoTLSIdentity
 	}
-	var tried [maxConnectAttempts]*upstream.Host
+	var tried [MaxConnectAttempts]*upstream.Host
 	for n := 0; ; n++ {
 		h := ex.plan.pick(tried[:n])
 		req.URL.Host = h.Address()
@@ -553,7 +553,7 @@ func (f *forwarder) attempt(req *http.Request, ex *exchange) (*http.Response, er
 		// The HTTP/2 client may have begun to read the body before
 		// guardedBody saw a read.
 		bodyTaken := ex.body.read.Load() || errors.Is(err, h2.ErrBodyTaken)
-		if bodyTaken || !tryAnother(err, repeatable(req.Method, req.Header.Get("Idempotency-Key"))) || n+1 >= f.s.opts.ConnectAttempts || n+1 >= ex.plan.set.Len() || !ex.mayMove(time.Now()) {
+		if bodyTaken || !tryAnother(err, Repeatable(req.Method, req.Header.Get("Idempotency-Key"))) || n+1 >= f.s.cfg.ConnectAttempts || n+1 >= ex.plan.set.Len() || !ex.mayMove(time.Now()) {
 			return nil, err
 		}
 		f.s.metrics.connectRetries.Inc()
@@ -616,7 +616,7 @@ func (f *forwarder) fail(w http.ResponseWriter, r *http.Request, err error) {
 		// out, whatever the transport's error says.
 		status = http.StatusGatewayTimeout
 	}
-	writeError(w, r, status)
+	WriteError(w, r, status)
 }
 
 // deadlinePassed reports whether ctx's deadline is behind us, whether or

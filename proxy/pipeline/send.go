@@ -1,0 +1,343 @@
+package pipeline
+
+// Requests to HTTP/1.1 backends over the pool of HTTP/1.1 connections
+// (upstream.Pool), for the HTTP/1.1 engine and the bridge: the attempts a
+// rule's retry policy and ConnectAttempts allow, the request head and
+// body, and the response head.
+
+import (
+	"bufio"
+	"errors"
+	"io"
+	"net/http"
+	"os"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/hostgate/hostgate/proxy/h1wire"
+	"github.com/hostgate/hostgate/proxy/upstream"
+	"github.com/hostgate/hostgate/router"
+)
+
+var (
+	// h1Buffers hold *[]byte of copyBufferSize, to relay bodies through.
+	h1Buffers = sync.Pool{New: func() any { b := make([]byte, copyBufferSize); return &b }}
+
+	errUpgradeAnswer = errors.New("backend switched protocols unasked")
+	errBadResponse   = errors.New("malformed response head from backend")
+	errHeadTooLarge  = errors.New("response head from backend too large")
+)
+
+// engineForwards reports whether the engine forwards what p plans itself:
+// to an HTTP/1.1 backend, without a mirror, an authorization service to
+// ask, a fallback backend or a pace for the answer, to a path it can send
+// as is.
+func engineForwards(p *plan, req router.Headers) bool {
+	if p.authorize || upstreamProtocol(p, req) != "" || p.path != "" && !h1wire.ValidPath(p.path) || p.usesFallback() || p.target.Rule.ResponseRate != nil {
+		return false
+	}
+	mirrored := false
+	eachFilter(p, router.FilterRequestMirror, func(*router.Filter) { mirrored = true })
+	return !mirrored
+}
+
+// sendH1 sends a request to an endpoint of the plan's set over the
+// engine's pool, as forwarder does for net/http, in attempts as the rule's
+// retry policy says (retry.go): send writes the request on uc, under
+// ex.attemptDeadline, and reads the response head into resp. bodiless
+// says the request has no body, replayable that it has none and is safe to
+// send twice. A failure after the client left (clientGone) is not the
+// endpoint's, and nothing more is tried. It returns the connection the
+// response head came on, ex.host then holding an in-flight count for the
+// caller to end, or the status to answer with (0 when the client is gone)
+// and the error.
+func (s *Shared) sendH1(ex *exchange, bodiless, replayable bool, clientGone func() bool, resp *h1wire.Head, method string, send func(uc *upstream.Conn) (answered bool, err error)) (*upstream.Conn, int, error) {
+	for {
+		uc, status, err := s.attemptH1(ex, replayable, clientGone, send)
+		answer := status
+		if uc != nil {
+			answer = resp.Status
+		} else if status == 0 {
+			return nil, 0, err
+		}
+		wait, again := ex.retryAfter(answer, err, bodiless, replayable)
+		if !again {
+			return uc, status, err
+		}
+		if uc != nil {
+			s.discardH1(uc, resp, method, ex.host.Address())
+			ex.host.End()
+		}
+		sleep(wait, nil)
+		// A wait that overran the request's deadline comes before
+		// clientGone: past it, the client socket's read deadline makes
+		// the client look gone.
+		if !ex.deadline.IsZero() && !time.Now().Before(ex.deadline) {
+			return nil, http.StatusGatewayTimeout, os.ErrDeadlineExceeded
+		}
+		if clientGone() {
+			return nil, 0, upstream.ErrClientGone
+		}
+		ex.startAttempt(time.Now())
+	}
+}
+
+// discardH1 drops a response that is retried. Its connection goes back to
+// the pool when no body follows the head, and is closed otherwise rather
+// than read for nothing.
+func (s *Shared) discardH1(uc *upstream.Conn, resp *h1wire.Head, method, addr string) {
+	mode := resp.BodyMode(method)
+	if resp.Reusable(mode) && (mode == h1wire.BodyNone || mode == h1wire.BodyLength && resp.ContentLength == 0) {
+		s.h1.Put(addr, uc)
+		return
+	}
+	uc.Close()
+}
+
+// attemptH1 makes one attempt of sendH1: a reused connection found closed
+// is replaced for a request that can be sent again, and a failure moves to
+// another endpoint where tryAnother allows.
+func (s *Shared) attemptH1(ex *exchange, replayable bool, clientGone func() bool, send func(uc *upstream.Conn) (answered bool, err error)) (*upstream.Conn, int, error) {
+	deadline := ex.attemptDeadline
+	var tried [MaxConnectAttempts]*upstream.Host
+	fresh := false
+	for n := 0; ; {
+		h := ex.plan.pick(tried[:n])
+		ex.host = h
+		h.Begin()
+		connect := ex.plan.target.Rule.Timeouts.Connect
+		uc, reused, err := s.h1.Get(h.Address(), deadline, connect, fresh)
+		if err == nil && reused && !replayable && uc.Stale() {
+			uc.Close()
+			uc, reused, err = s.h1.Get(h.Address(), deadline, connect, true)
+		}
+		var answered bool
+		if err == nil {
+			sentAt := time.Now()
+			if answered, err = send(uc); err == nil {
+				ex.stats.upstream.Observe(time.Since(sentAt).Seconds())
+				h.Succeeded()
+				return uc, 0, nil
+			}
+		}
+		h.End()
+		if uc != nil {
+			uc.Close()
+		}
+		_, clientErr := errors.AsType[ClientBodyError](err)
+		switch {
+		case s.metrics.cutBy(ex.pace.err()):
+			// First: the wake-up of the cut read looks like a client
+			// that left (net/http cancels the request on it).
+			return nil, http.StatusRequestTimeout, ex.pace.err()
+		case errors.Is(err, upstream.ErrClientGone):
+			return nil, 0, err
+		case !deadline.IsZero() && !time.Now().Before(deadline):
+			// A slow upload too: the attempt timed out, which a retry
+			// policy may make again.
+			s.metrics.upstreamErrors[errTimeout].Inc()
+			return nil, http.StatusGatewayTimeout, err
+		case clientGone():
+			// Asked once the deadline is known not to have passed: the
+			// engine's client socket carries no earlier one.
+			return nil, 0, upstream.ErrClientGone
+		case reused && replayable && !answered && !fresh && !isTimeout(err):
+			fresh = true
+			continue
+		case clientErr && ex.limited.tooLarge():
+			return nil, http.StatusRequestEntityTooLarge, err
+		case clientErr:
+			// The client's fault, not the endpoint's.
+			return nil, http.StatusBadGateway, err
+		}
+		s.metrics.upstreamError(err)
+		if h.Failed() {
+			s.metrics.ejections.Inc()
+		}
+		if tryAnother(err, replayable) && n+1 < s.cfg.ConnectAttempts && n+1 < ex.plan.set.Len() && ex.mayMove(time.Now()) {
+			s.metrics.connectRetries.Inc()
+			tried[n] = h
+			n++
+			fresh = false
+			continue
+		}
+		if isTimeout(err) {
+			return nil, http.StatusGatewayTimeout, err
+		}
+		return nil, http.StatusBadGateway, err
+	}
+}
+
+// arm gives uc the attempt's deadline and the rule's backend read and
+// send timeouts.
+func (ex *exchange) arm(uc *upstream.Conn) error {
+	deadline := ex.attemptDeadline
+	// Pooled and new connections have none, and each deadline set is a
+	// timer changed.
+	if !deadline.IsZero() {
+		if err := uc.SetDeadline(deadline); err != nil {
+			return err
+		}
+	}
+	uc.SetStall(&ex.plan.target.Rule.Timeouts, deadline)
+	return nil
+}
+
+// ClientBodyError is a failure to read the request body from the client.
+type ClientBodyError struct{ Err error }
+
+func (e ClientBodyError) Error() string { return e.Err.Error() }
+func (e ClientBodyError) Unwrap() error { return e.Err }
+
+// Repeatable reports whether a request may be sent again, as net/http's
+// Transport judges it: a method safe to repeat, or an Idempotency-Key.
+func Repeatable(method, idempotencyKey string) bool {
+	switch method {
+	case http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace:
+		return true
+	}
+	return idempotencyKey != ""
+}
+
+// writeRequestLine writes the request line and Host field of a request to
+// the endpoint ex.host: the plan's path and host where it rewrites them.
+func writeRequestLine(bw *bufio.Writer, ex *exchange, method, path, query, host string) {
+	bw.WriteString(method)
+	bw.WriteByte(' ')
+	if ex.plan.path != "" {
+		bw.WriteString(ex.plan.path)
+	} else {
+		bw.WriteString(path)
+	}
+	if query != "" {
+		bw.WriteByte('?')
+		bw.WriteString(query)
+	}
+	bw.WriteString(" HTTP/1.1\r\nHost: ")
+	switch {
+	case ex.plan.host != "":
+		bw.WriteString(ex.plan.host)
+	case host != "":
+		bw.WriteString(host)
+	default:
+		bw.WriteString(ex.host.Address())
+	}
+	bw.WriteString("\r\n")
+}
+
+// EndRequestHead writes the fields the engine owns, the framing of the
+// body among them, and ends the head.
+func EndRequestHead(bw *bufio.Writer, method string, contentLength int64, chunked, teTrailers bool) {
+	if teTrailers {
+		bw.WriteString("Te: trailers\r\n")
+	}
+	switch {
+	case chunked:
+		bw.WriteString("Transfer-Encoding: chunked\r\n")
+	case contentLength > 0 || method == http.MethodPost || method == http.MethodPut || method == http.MethodPatch:
+		var digits [20]byte
+		bw.WriteString("Content-Length: ")
+		bw.Write(strconv.AppendInt(digits[:0], max(contentLength, 0), 10))
+		bw.WriteString("\r\n")
+	}
+	bw.WriteString("\r\n")
+}
+
+// SendBody relays the request body, if any, to the backend and sends the
+// request. early says the body could not all be written, where the
+// backend may have answered before reading it; a failure to read the body
+// is a ClientBodyError.
+func SendBody(uc *upstream.Conn, body io.Reader, chunked bool) (early bool, err error) {
+	if body == nil {
+		return false, uc.Writer.Flush()
+	}
+	buf := h1Buffers.Get().(*[]byte)
+	_, readErr, writeErr := h1wire.Relay(uc.Writer, body, *buf, chunked, chunked)
+	h1Buffers.Put(buf)
+	if readErr == nil && writeErr == nil {
+		writeErr = uc.Writer.Flush()
+	}
+	if readErr != nil {
+		return false, ClientBodyError{readErr}
+	}
+	return writeErr != nil, writeErr
+}
+
+// ReadFinalResponse reads a final response head into resp, or a 100
+// Continue while the request body is still to be sent (bodySent unset).
+// The informational responses before it (103 Early Hints) go to
+// informational, if set, and are dropped otherwise.
+func ReadFinalResponse(br *bufio.Reader, resp *h1wire.Head, bodySent bool, informational func(*h1wire.Head) error) error {
+	for {
+		raw, err := readResponseHead(br)
+		if err != nil {
+			return err
+		}
+		if !h1wire.ParseResponse(raw, resp) {
+			return errBadResponse
+		}
+		switch code := resp.Status; {
+		case code == http.StatusSwitchingProtocols:
+			return errUpgradeAnswer
+		case code == http.StatusContinue:
+			if bodySent {
+				continue
+			}
+			return nil
+		case code < 200:
+			if informational == nil {
+				continue
+			}
+			if err := informational(resp); err != nil {
+				return err
+			}
+		default:
+			return nil
+		}
+	}
+}
+
+// readResponseHead reads a response head off br. One longer than br's
+// buffer is gathered, up to upstreamMaxHeaderBytes.
+func readResponseHead(br *bufio.Reader) (string, error) {
+	from := 0
+	for {
+		buf, _ := br.Peek(br.Buffered())
+		if n := h1wire.HeadEnd(buf, from); n > 0 {
+			raw := string(buf[:n])
+			_, err := br.Discard(n)
+			return raw, err
+		}
+		if len(buf) == br.Size() {
+			break
+		}
+		from = h1wire.HeadSearchFrom(len(buf))
+		if _, err := br.Peek(len(buf) + 1); err != nil {
+			if err == io.EOF && len(buf) > 0 {
+				err = io.ErrUnexpectedEOF
+			}
+			return "", err
+		}
+	}
+	var head []byte
+	for {
+		b, err := br.ReadSlice('\n')
+		head = append(head, b...)
+		if len(head) > upstreamMaxHeaderBytes {
+			return "", errHeadTooLarge
+		}
+		if err == bufio.ErrBufferFull {
+			continue
+		}
+		if err != nil {
+			if err == io.EOF {
+				err = io.ErrUnexpectedEOF
+			}
+			return "", err
+		}
+		if n := h1wire.HeadEnd(head, h1wire.HeadSearchFrom(len(head)-len(b))); n > 0 {
+			return string(head), nil
+		}
+	}
+}
