@@ -11,8 +11,8 @@
 // A request goes through the request path of package pipeline, which does
 // not depend on the HTTP engine: lookup, then the filters that decide the
 // outcome (redirect, rewrite), then the choice of a backend. HTTP/1.1
-// connections go to hostgate's own engine (h1.go), with its own backend
-// connection pool (package upstream), which hands whatever it does not
+// connections go to hostgate's own engine (package h1), with its own
+// backend connection pool (package upstream), which hands whatever it does not
 // serve itself (upgrades, gRPC, mirrors, TLS or h2 backends, unusual
 // requests) to net/http for the rest of the connection. HTTP/2
 // connections, recognized at the first read (ALPN h2 or the client
@@ -37,8 +37,8 @@
 // The folders:
 //
 //	proxy           Server, Options, Config: listeners, their lifecycle and
-//	                the wiring of the engines (the h2c Upgrade among them),
-//	                and the HTTP/1.1 engine (h1.go), which is still here
+//	                the wiring of the engines (the h2c Upgrade among them)
+//	proxy/h1        the HTTP/1.1 engine
 //	proxy/pipeline  the request path of every HTTP engine: lookup,
 //	                filters, backend choice, retries and timeouts,
 //	                forwarding, the proxy's own answers, request metrics
@@ -53,8 +53,9 @@
 //	                of HTTP/1.1 connections to endpoints
 //	proxy/l4        Layer 4 listeners (TLS passthrough and terminate, TCP, UDP)
 //
-// Imports point down that list and never back to proxy: pipeline imports
-// guard, h1wire, h2 (its backend client) and upstream; guard, h1wire and
+// Imports point down that list and never back to proxy: h1 imports
+// pipeline, guard, h1wire and upstream; pipeline imports guard, h1wire,
+// h2 (its backend client) and upstream; guard, h1wire and
 // upstream import nothing of hostgate but guard (h1wire, for HTTP's token
 // syntax).
 package proxy

@@ -181,69 +181,6 @@ func TestGracefulStop(t *testing.T) {
 	}
 }
 
-// TestDrainMeetsArrivingRequest plays the race between draining and a
-// request that arrives on a kept-alive connection as draining starts:
-// closeIdleH1 found the connection idle and cuts its wait short just after
-// the request's first bytes ended that wait. The request, body and all, is
-// still served, and the connection closes after it.
-func TestDrainMeetsArrivingRequest(t *testing.T) {
-	opts := testOptions()
-	opts.HTTP1Engine = EngineNative
-	s := startServer(t, opts)
-	s.UpdateEndpoints(map[string][]Endpoint{"web": {{Address: startBackend(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, err := io.ReadAll(r.Body)
-		if err != nil {
-			http.Error(w, err.Error(), http.StatusBadRequest)
-			return
-		}
-		fmt.Fprintf(w, "got %s", body)
-	}))}}})
-	addr := apply(t, s, Listener{Address: "127.0.0.1:0", Routes: compile(t, route("web", nil, router.Rule{Backends: backends("web")}))})[0]
-	l := s.listeners["127.0.0.1:0"] // keyed by the address asked for
-
-	c, br := dialRaw(t, addr)
-	fmt.Fprint(c, "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 3\r\n\r\none")
-	resp, err := http.ReadResponse(br, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if body, _ := io.ReadAll(resp.Body); string(body) != "got one" {
-		t.Fatalf("first request: %d %q", resp.StatusCode, body)
-	}
-	var conn *h1conn
-	waitFor(t, func() bool {
-		l.h1mu.Lock()
-		defer l.h1mu.Unlock()
-		for hc := range l.h1conns {
-			conn = hc
-		}
-		return conn != nil && conn.tc.Idle()
-	})
-
-	// closeIdleH1 begins, and finds conn idle...
-	l.closing.Store(true)
-	l.h1mu.Lock()
-	// ...as the next request's head comes, and the wait for it ends.
-	io.WriteString(c, "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 3\r\n\r\n")
-	waitFor(t, func() bool { return !conn.tc.Idle() })
-	_ = conn.gc.SetReadDeadline(time.Now())
-	l.h1mu.Unlock()
-	time.Sleep(50 * time.Millisecond)
-	io.WriteString(c, "two")
-
-	resp, err = http.ReadResponse(br, nil)
-	if err != nil {
-		t.Fatalf("the request that came as draining began: %v", err)
-	}
-	body, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != http.StatusOK || string(body) != "got two" {
-		t.Errorf("the request that came as draining began: %d %q", resp.StatusCode, body)
-	}
-	if _, err := br.ReadByte(); err != io.EOF {
-		t.Errorf("connection after the last request: %v, want it closed", err)
-	}
-}
-
 // waitFor polls cond for up to 5 seconds.
 func waitFor(t *testing.T, cond func() bool) {
 	t.Helper()

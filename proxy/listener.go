@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/quic-go/quic-go"
@@ -17,6 +16,7 @@ import (
 	"golang.org/x/net/http2"
 
 	"github.com/hostgate/hostgate/proxy/guard"
+	"github.com/hostgate/hostgate/proxy/h1"
 	"github.com/hostgate/hostgate/proxy/h2"
 	"github.com/hostgate/hostgate/proxy/l4"
 	"github.com/hostgate/hostgate/proxy/pipeline"
@@ -52,11 +52,9 @@ type listener struct {
 	// handoff feeds l.http the connections the HTTP/1.1 engine hands
 	// over; nil when net/http serves them all (EngineStdlib).
 	handoff *guard.Handoff
-	// h1conns are the engine's connections, for draining to find the
-	// idle ones; closing says the listener drains.
-	h1mu    sync.Mutex
-	h1conns map[*h1conn]struct{}
-	closing atomic.Bool
+	// h1 serves the connections accepted (accept), and hands them over;
+	// nil when net/http serves them all.
+	h1 *h1.Server
 
 	serving sync.WaitGroup
 	// stream serves a Layer 4 listener, which has none of the above but
@@ -192,9 +190,23 @@ func (s *Server) openListener(cfg *Listener) (*listener, error) {
 	// TLS listeners and the HTTP engines.
 	if o.HTTP1Engine == EngineNative || l.h2 != nil || l.sharedTLS != nil {
 		l.handoff = guard.NewHandoff(l.tcp.Addr())
-		l.h1conns = map[*h1conn]struct{}{}
+		cfg := h1.Config{
+			Path:              l.path,
+			HandOff:           l.handoff,
+			HandOffHTTP1:      o.HTTP1Engine == EngineStdlib,
+			ReadHeaderTimeout: o.ReadHeaderTimeout,
+			IdleTimeout:       o.IdleTimeout,
+			MaxHeaderBytes:    o.MaxHeaderBytes,
+			AltSvc:            l.alt,
+			ServerField:       !o.DisableServerHeader,
+			Metrics:           s.connMetrics,
+		}
+		if l.h2 != nil {
+			cfg.HTTP2 = l.serveHTTP2
+		}
+		l.h1 = h1.New(cfg)
 		serve = func() error { return l.http.Serve(l.handoff) }
-		l.serving.Go(func() { l.acceptH1(guarded) })
+		l.serving.Go(func() { l.accept(guarded) })
 	}
 	l.serving.Go(func() {
 		// stopAccepting closes the socket before Shutdown, hence ErrClosed.
@@ -240,6 +252,53 @@ func (l *listener) openHTTP3() error {
 	return nil
 }
 
+// accept accepts the listener's connections for the HTTP/1.1 engine,
+// or a TLS listener sharing the socket.
+func (l *listener) accept(ln guard.Listener) {
+	for {
+		c, err := ln.Listener.Accept()
+		if errors.Is(err, net.ErrClosed) {
+			return
+		}
+		if err != nil {
+			// Out of descriptors, say: wait for some to close, as
+			// net/http does.
+			l.srv.log.Debug("accept failed", "listener", l.addr, "error", err)
+			time.Sleep(10 * time.Millisecond)
+			continue
+		}
+		go l.serveConn(ln, c)
+	}
+}
+
+// serveConn serves c, accepted from ln's socket, on its own goroutine: a
+// ClientHello that a TLS listener on the socket claims goes to proxy/l4
+// (Divert reads it here, not in the accept loop, so that a slow client
+// holds up no other); any other connection goes to the HTTP engines,
+// which read the bytes Divert read as if unread.
+func (l *listener) serveConn(ln guard.Listener, c net.Conn) {
+	if l.sharedTLS != nil {
+		read, taken := l.sharedTLS.Divert(c)
+		if taken {
+			return
+		}
+		if len(read) > 0 {
+			c = l4.NewReplayConn(c, read)
+		}
+	}
+	l.h1.ServeConn(ln.Guard(c))
+}
+
+// serveHTTP2 serves conn, which the HTTP/1.1 engine found to speak
+// HTTP/2 (gc beneath it), with the HTTP/2 engine.
+func (l *listener) serveHTTP2(conn net.Conn, gc *guard.Conn) {
+	// Handlers see the context net/http would give them: with
+	// http.ServerContextKey, ReverseProxy resets a stream whose backend
+	// body breaks off instead of ending it as if whole.
+	ctx := guard.ConnContext(context.WithValue(context.Background(), http.ServerContextKey, l.http), gc)
+	l.h2.ServeConn(conn, h2.ConnOpts{Context: ctx})
+}
+
 // stopAccepting closes the sockets; connections already open stay.
 func (l *listener) stopAccepting() {
 	if l.flows != nil {
@@ -263,8 +322,8 @@ func (l *listener) drain(ctx context.Context) bool {
 	if l.sharedTLS != nil {
 		wg.Go(func() { sharedClean = l.sharedTLS.Drain(ctx) })
 	}
-	if l.handoff != nil {
-		l.closeIdleH1()
+	if l.h1 != nil {
+		l.h1.CloseIdle()
 	}
 	wg.Go(func() { _ = l.http.Shutdown(ctx) })
 	if l.h2 != nil {

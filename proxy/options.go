@@ -24,6 +24,17 @@ const (
 	LeastRequest Balancer = "least-request"
 )
 
+// Engine names the server of HTTP/1.1 connections.
+type Engine string
+
+const (
+	// EngineNative is hostgate's own HTTP/1.1 engine, which hands what it
+	// does not serve to net/http.
+	EngineNative Engine = "native"
+	// EngineStdlib serves every connection with net/http.
+	EngineStdlib Engine = "stdlib"
+)
+
 // Options are the server's limits and policies. A zero field takes the
 // value DefaultOptions gives it, so callers set only what they change.
 type Options struct {

@@ -1,4 +1,4 @@
-package proxy
+package h1
 
 // The HTTP/1.1 engine: hostgate's own server and client for plain HTTP/1.1
 // proxying, which net/http and httputil.ReverseProxy serve at a fraction
@@ -23,7 +23,6 @@ package proxy
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"crypto/tls"
 	"errors"
 	"io"
@@ -34,38 +33,26 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hostgate/hostgate/proxy/guard"
 	"github.com/hostgate/hostgate/proxy/h1wire"
-	"github.com/hostgate/hostgate/proxy/h2"
-	"github.com/hostgate/hostgate/proxy/l4"
 	"github.com/hostgate/hostgate/proxy/pipeline"
 	"github.com/hostgate/hostgate/proxy/upstream"
 	"github.com/hostgate/hostgate/router"
 )
 
-// Engine names the server of HTTP/1.1 connections.
-type Engine string
-
 const (
-	// EngineNative is hostgate's own HTTP/1.1 engine, which hands what it
-	// does not serve to net/http.
-	EngineNative Engine = "native"
-	// EngineStdlib serves every connection with net/http.
-	EngineStdlib Engine = "stdlib"
-)
-
-const (
-	// h1ReadBufferSize bounds the request heads the engine serves itself;
+	// readBufferSize bounds the request heads the engine serves itself;
 	// a longer one goes to net/http, which enforces MaxHeaderBytes.
-	h1ReadBufferSize = 8 << 10
-	// h1WriteBufferSize holds the head and body of most responses, which
+	readBufferSize = 8 << 10
+	// writeBufferSize holds the head and body of most responses, which
 	// then leave in one write. With 4 KiB, a 16 KiB response left in
 	// pieces, and bench/run.sh's h1-16k served 0.65× nginx's requests/s
 	// instead of 1.0×. A connection holds its writer only while it
 	// answers, so idle connections do not pay for its size.
-	h1WriteBufferSize = 32 << 10
+	writeBufferSize = 32 << 10
 	// relayBufferSize is the size of the buffers bodies are relayed
 	// through, as ReverseProxy's.
 	relayBufferSize = 32 << 10
@@ -76,16 +63,58 @@ const (
 )
 
 var (
-	h1Readers = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, h1ReadBufferSize) }}
-	h1Writers = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, h1WriteBufferSize) }}
+	readers = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, readBufferSize) }}
+	writers = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, writeBufferSize) }}
 	// relayBuffers hold *[]byte of relayBufferSize, to relay bodies
 	// through.
 	relayBuffers = sync.Pool{New: func() any { b := make([]byte, relayBufferSize); return &b }}
 )
 
-// h1conn is one client connection served by the engine.
-type h1conn struct {
-	l  *listener
+// Config is what the engine serves a listener's connections with.
+type Config struct {
+	// Path is the listener's request path.
+	Path *pipeline.Listener
+	// HandOff takes the connections net/http is to serve, with what was
+	// read of them.
+	HandOff *guard.Handoff
+	// HTTP2 serves a connection found to speak HTTP/2 (ALPN h2, or the
+	// client preface), gc being the guard's connection beneath conn; nil
+	// hands such connections to net/http.
+	HTTP2 func(conn net.Conn, gc *guard.Conn)
+	// HandOffHTTP1 hands every HTTP/1.1 connection to net/http: the
+	// engine only finds the HTTP/2 ones (the stdlib HTTP/1.1 engine).
+	HandOffHTTP1 bool
+	// ReadHeaderTimeout, IdleTimeout and MaxHeaderBytes are as in
+	// proxy.Options.
+	ReadHeaderTimeout time.Duration
+	IdleTimeout       time.Duration
+	MaxHeaderBytes    int
+	// AltSvc is the Alt-Svc field of every answer, if any.
+	AltSvc []string
+	// ServerField has the engine's own answers carry a Server field.
+	ServerField bool
+	// Metrics count the handshakes that fail.
+	Metrics *guard.Metrics
+}
+
+// Server serves the HTTP/1.1 connections of one listener.
+type Server struct {
+	cfg Config
+	// conns are the connections served, for CloseIdle to find the idle
+	// ones; closing says the listener drains.
+	mu      sync.Mutex
+	conns   map[*conn]struct{}
+	closing atomic.Bool
+}
+
+// New returns a Server of cfg.
+func New(cfg Config) *Server {
+	return &Server{cfg: cfg, conns: map[*conn]struct{}{}}
+}
+
+// conn is one client connection served by the engine.
+type conn struct {
+	s  *Server
 	gc *guard.Conn
 	// tc is the connection beneath TLS and the guard, which says when it
 	// waits for a request.
@@ -108,64 +137,27 @@ type h1conn struct {
 	http2 bool
 }
 
-// acceptH1 accepts the listener's connections for the engine.
-func (l *listener) acceptH1(ln guard.Listener) {
-	for {
-		c, err := ln.Listener.Accept()
-		if errors.Is(err, net.ErrClosed) {
-			return
-		}
-		if err != nil {
-			// Out of descriptors, say: wait for some to close, as
-			// net/http does.
-			l.srv.log.Debug("accept failed", "listener", l.addr, "error", err)
-			time.Sleep(10 * time.Millisecond)
-			continue
-		}
-		go l.serveConn(ln, c)
-	}
-}
-
-// serveConn serves c, accepted from ln's socket, on its own goroutine: a
-// ClientHello that a TLS listener on the socket claims goes to proxy/l4 (Divert reads it here, not in the accept loop, so that a slow
-// client holds up no other); any other connection goes to the HTTP
-// engines, which read the bytes Divert read as if unread.
-func (l *listener) serveConn(ln guard.Listener, c net.Conn) {
-	if l.sharedTLS != nil {
-		read, taken := l.sharedTLS.Divert(c)
-		if taken {
-			return
-		}
-		if len(read) > 0 {
-			c = l4.NewReplayConn(c, read)
-		}
-	}
-	l.serveH1(ln.Guard(c))
-}
-
-func (l *listener) serveH1(gc *guard.Conn) {
+// ServeConn serves gc until it closes, or hands it to net/http or the
+// HTTP/2 engine.
+func (s *Server) ServeConn(gc *guard.Conn) {
 	tc, _ := guard.Beneath[*guard.TrackedConn](gc)
-	c := &h1conn{l: l, gc: gc, tc: tc, remote: gc.RemoteAddr().String(), peer: guard.AddrOf(gc.RemoteAddr())}
+	c := &conn{s: s, gc: gc, tc: tc, remote: gc.RemoteAddr().String(), peer: guard.AddrOf(gc.RemoteAddr())}
 	c.client = c.remote
 	if host, _, err := net.SplitHostPort(c.remote); err == nil {
 		c.client = host
 	}
-	c.br = h1Readers.Get().(*bufio.Reader)
+	c.br = readers.Get().(*bufio.Reader)
 	c.br.Reset(gc)
-	l.h1mu.Lock()
-	l.h1conns[c] = struct{}{}
-	l.h1mu.Unlock()
+	s.mu.Lock()
+	s.conns[c] = struct{}{}
+	s.mu.Unlock()
 
 	handedOff := c.serve()
 
-	l.h1mu.Lock()
-	delete(l.h1conns, c)
-	l.h1mu.Unlock()
+	s.mu.Lock()
+	delete(s.conns, c)
+	s.mu.Unlock()
 	if c.http2 {
-		// Handlers see the context net/http would give them: with
-		// http.ServerContextKey, ReverseProxy resets a stream whose
-		// backend body breaks off instead of ending it as if whole.
-		ctx := guard.ConnContext(context.WithValue(context.Background(), http.ServerContextKey, l.http), gc)
 		gc.LeaveFrames()
 		// The engine reads through a buffer of its own: the HTTP/1.1
 		// reader goes back to its pool with a copy of what it holds,
@@ -173,28 +165,28 @@ func (l *listener) serveH1(gc *guard.Conn) {
 		ahead, _ := c.br.Peek(c.br.Buffered())
 		conn := &guard.BufferedConn{Conn: gc, Reader: io.MultiReader(bytes.NewReader(bytes.Clone(ahead)), gc)}
 		c.br.Reset(nil)
-		h1Readers.Put(c.br)
-		l.h2.ServeConn(conn, h2.ConnOpts{Context: ctx})
+		readers.Put(c.br)
+		s.cfg.HTTP2(conn, gc)
 		return
 	}
 	if handedOff {
 		return // the reader goes with the connection
 	}
 	c.br.Reset(nil)
-	h1Readers.Put(c.br)
+	readers.Put(c.br)
 	if c.linger {
 		lingerClose(gc)
 	}
 	gc.Close()
 }
 
-// closeIdleH1 makes the engine's connections close once idle, and wakes
-// those idle now.
-func (l *listener) closeIdleH1() {
-	l.closing.Store(true)
-	l.h1mu.Lock()
-	defer l.h1mu.Unlock()
-	for c := range l.h1conns {
+// CloseIdle makes the engine's connections close once idle, and wakes
+// those idle now: the listener drains.
+func (s *Server) CloseIdle() {
+	s.closing.Store(true)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for c := range s.conns {
 		if c.tc.Idle() {
 			_ = c.gc.SetReadDeadline(time.Now())
 		}
@@ -203,26 +195,26 @@ func (l *listener) closeIdleH1() {
 
 // serve runs the connection's requests in turn. It reports whether the
 // connection was handed to net/http.
-func (c *h1conn) serve() bool {
-	o := &c.l.srv.opts
+func (c *conn) serve() bool {
+	o := &c.s.cfg
 	for first := true; ; first = false {
 		wait := o.IdleTimeout
 		if first {
 			wait = o.ReadHeaderTimeout
 		}
-		// The deadline first, then idle: closeIdleH1 sets its deadline
+		// The deadline first, then idle: CloseIdle sets its deadline
 		// after either, or this sees closing.
 		now := time.Now()
 		if c.gc.SetReadDeadline(now.Add(wait)) != nil {
 			return false
 		}
 		c.tc.MarkIdle(now)
-		if c.l.closing.Load() {
+		if c.s.closing.Load() {
 			return false
 		}
 		if _, err := c.br.Peek(1); err != nil {
 			if first {
-				c.l.srv.connMetrics.FailedHandshake(c.gc.Conn)
+				c.s.cfg.Metrics.FailedHandshake(c.gc.Conn)
 			}
 			return false
 		}
@@ -230,15 +222,15 @@ func (c *h1conn) serve() bool {
 			// Closed to make room: what came is dropped unanswered.
 			return false
 		}
-		if c.l.closing.Load() {
-			// closeIdleH1 may have found the connection idle just
+		if c.s.closing.Load() {
+			// CloseIdle may have found the connection idle just
 			// before its request came, and cut the wait short after
 			// this read: the request is served all the same, under
-			// the wait's deadline, once closeIdleH1 is done (it holds
-			// h1mu throughout). Otherwise its body, or the watch on
+			// the wait's deadline, once CloseIdle is done (it holds
+			// mu throughout). Otherwise its body, or the watch on
 			// the client while the backend answers, would fail.
-			c.l.h1mu.Lock()
-			c.l.h1mu.Unlock()
+			c.s.mu.Lock()
+			c.s.mu.Unlock()
 			if c.gc.SetReadDeadline(time.Now().Add(wait)) != nil {
 				return false
 			}
@@ -249,10 +241,10 @@ func (c *h1conn) serve() bool {
 				alpnH2 = tc.ConnectionState().NegotiatedProtocol == "h2"
 			}
 			switch {
-			case c.l.h2 != nil && (alpnH2 || c.startsWithPreface()):
+			case o.HTTP2 != nil && (alpnH2 || c.startsWithPreface()):
 				c.http2 = true
 				return true
-			case alpnH2 || o.HTTP1Engine == EngineStdlib:
+			case alpnH2 || o.HandOffHTTP1:
 				return c.handOff()
 			}
 		}
@@ -279,7 +271,7 @@ func (c *h1conn) serve() bool {
 // rest of a head not yet whole has ReadHeaderTimeout from now, instead
 // of the idle wait that ended with its first bytes; a head that came
 // whole, as most do, changes no deadline.
-func (c *h1conn) peekHead(armHeaderTimeout bool) (int, error) {
+func (c *conn) peekHead(armHeaderTimeout bool) (int, error) {
 	from := 0
 	for {
 		buf, _ := c.br.Peek(c.br.Buffered())
@@ -290,7 +282,7 @@ func (c *h1conn) peekHead(armHeaderTimeout bool) (int, error) {
 			return 0, nil
 		}
 		if armHeaderTimeout {
-			if err := c.gc.SetReadDeadline(time.Now().Add(c.l.srv.opts.ReadHeaderTimeout)); err != nil {
+			if err := c.gc.SetReadDeadline(time.Now().Add(c.s.cfg.ReadHeaderTimeout)); err != nil {
 				return 0, err
 			}
 			armHeaderTimeout = false
@@ -305,7 +297,7 @@ func (c *h1conn) peekHead(armHeaderTimeout bool) (int, error) {
 // startsWithPreface reports whether the connection starts with HTTP/2's
 // client preface (h2c with prior knowledge). No HTTP/1.1 request starts
 // like it, so a wait for more of it is a wait for an HTTP/2 client.
-func (c *h1conn) startsWithPreface() bool {
+func (c *conn) startsWithPreface() bool {
 	for {
 		buf, _ := c.br.Peek(c.br.Buffered())
 		n := min(len(buf), len(guard.H2Preface))
@@ -322,23 +314,23 @@ func (c *h1conn) startsWithPreface() bool {
 }
 
 // handOff gives the connection, with what was read of it, to net/http.
-func (c *h1conn) handOff() bool {
+func (c *conn) handOff() bool {
 	if c.gc.SetReadDeadline(time.Time{}) != nil {
 		return false
 	}
-	return c.l.handoff.Deliver(&guard.BufferedConn{Conn: c.gc, Reader: c.br})
+	return c.s.cfg.HandOff.Deliver(&guard.BufferedConn{Conn: c.gc, Reader: c.br})
 }
 
 // exchange serves the request whose head is the reader's first n bytes.
 // It reports whether the connection stays open for another, or is to be
 // handed over with the request unread.
-func (c *h1conn) exchange(n int) (keep, handOff bool) {
-	c.bw = h1Writers.Get().(*bufio.Writer)
+func (c *conn) exchange(n int) (keep, handOff bool) {
+	c.bw = writers.Get().(*bufio.Writer)
 	c.bw.Reset(c.gc)
 	defer func() {
 		// Whatever is left unflushed belongs to an answer given up on.
 		c.bw.Reset(nil)
-		h1Writers.Put(c.bw)
+		writers.Put(c.bw)
 		c.bw = nil
 	}()
 	head, _ := c.br.Peek(n)
@@ -346,9 +338,9 @@ func (c *h1conn) exchange(n int) (keep, handOff bool) {
 	if !h1wire.ParseRequest(string(head), req) || req.Upgrade || req.Method == "PRI" {
 		return false, true
 	}
-	l := c.l
+	path := c.s.cfg.Path
 	var ex pipeline.Exchange
-	if !l.path.Decide(&ex, router.Request{Host: req.Host, Method: req.Method, Path: req.Path, RawQuery: req.Query, Header: req}, c.peer, c.client, c.tc) {
+	if !path.Decide(&ex, router.Request{Host: req.Host, Method: req.Method, Path: req.Path, RawQuery: req.Query, Header: req}, c.peer, c.client, c.tc) {
 		return false, true
 	}
 	defer ex.End()
@@ -358,7 +350,7 @@ func (c *h1conn) exchange(n int) (keep, handOff bool) {
 	// During the shutdown delay every answer closes its connection, as
 	// on net/http (pipeline.Listener.ServeHTTP): clients leave while
 	// answers still arrive.
-	keep = !req.Close && (!req.HTTP10 || req.KeepAlive) && !l.path.Draining()
+	keep = !req.Close && (!req.HTTP10 || req.KeepAlive) && !path.Draining()
 	switch {
 	case req.Chunked:
 		c.body.Start(c.br, h1wire.BodyChunked, 0)
@@ -405,18 +397,18 @@ func (c *h1conn) exchange(n int) (keep, handOff bool) {
 		return false, false
 	}
 	// A body left unread would be taken for the next request.
-	return keep && c.body.Done && !l.closing.Load(), false
+	return keep && c.body.Done && !c.s.closing.Load(), false
 }
 
 // writeError answers status as writeError does for net/http, leaving the
 // answer in the buffer.
-func (c *h1conn) writeError(status int, keep bool) (int, int64, bool) {
+func (c *conn) writeError(status int, keep bool) (int, int64, bool) {
 	return c.writeErrorBody(status, pipeline.ErrorBody(status), "", keep)
 }
 
 // writeErrorBody is writeError with a body of its own and, when not
 // empty, a WWW-Authenticate field.
-func (c *h1conn) writeErrorBody(status int, body, challenge string, keep bool) (int, int64, bool) {
+func (c *conn) writeErrorBody(status int, body, challenge string, keep bool) (int, int64, bool) {
 	keep = keep && c.body.Done
 	c.statusLine(status)
 	c.bw.WriteString("Content-Type: text/plain; charset=utf-8\r\nContent-Length: ")
@@ -425,7 +417,7 @@ func (c *h1conn) writeErrorBody(status int, body, challenge string, keep bool) (
 	if challenge != "" {
 		c.bw.WriteString("WWW-Authenticate: " + challenge + "\r\n")
 	}
-	if !c.l.srv.opts.DisableServerHeader {
+	if c.s.cfg.ServerField {
 		c.bw.WriteString("Server: " + pipeline.ServerName + "\r\n")
 	}
 	c.endHead(keep, false)
@@ -439,7 +431,7 @@ func (c *h1conn) writeErrorBody(status int, body, challenge string, keep bool) (
 
 // statusLine writes a status line as net/http does, in the client's
 // version.
-func (c *h1conn) statusLine(code int) {
+func (c *conn) statusLine(code int) {
 	if c.req.HTTP10 {
 		c.bw.WriteString("HTTP/1.0 ")
 	} else {
@@ -460,7 +452,7 @@ func (c *h1conn) statusLine(code int) {
 // writeFields writes the fields that are not hop-by-hop; keepTrailer keeps
 // Trailer, which announces the trailers of a chunked response relayed as
 // such.
-func (c *h1conn) writeFields(fields h1wire.Fields, keepTrailer bool) {
+func (c *conn) writeFields(fields h1wire.Fields, keepTrailer bool) {
 	for i := range fields {
 		f := &fields[i]
 		if f.Hop && !(keepTrailer && strings.EqualFold(f.Name, "Trailer")) {
@@ -477,9 +469,9 @@ func (c *h1conn) writeFields(fields h1wire.Fields, keepTrailer bool) {
 // answer given while its listener drains (a Gateway or port removed while
 // the request was in flight) says Connection: close, so that the client
 // does not send its next request to a socket about to close.
-func (c *h1conn) endHead(keep, hasDate bool) {
-	keep = keep && !c.l.closing.Load()
-	for _, v := range c.l.alt {
+func (c *conn) endHead(keep, hasDate bool) {
+	keep = keep && !c.s.closing.Load()
+	for _, v := range c.s.cfg.AltSvc {
 		c.bw.WriteString("Alt-Svc: ")
 		c.bw.WriteString(v)
 		c.bw.WriteString("\r\n")
@@ -500,7 +492,7 @@ func (c *h1conn) endHead(keep, hasDate bool) {
 
 // forward relays the request to an endpoint of the plan's set (sendH1) and
 // its response back; failures are answered 502, or 504 past the deadline.
-func (c *h1conn) forward(ex *pipeline.Exchange, keep bool) (status int, sent int64, keepOpen bool) {
+func (c *conn) forward(ex *pipeline.Exchange, keep bool) (status int, sent int64, keepOpen bool) {
 	req := &c.req
 	ex.ApplyPolicies(req)
 	deadline := ex.ClientDeadline()
@@ -547,14 +539,14 @@ func (c *h1conn) forward(ex *pipeline.Exchange, keep bool) (status int, sent int
 // bodyBuffered reports whether the whole request body is already in the
 // connection's reader, as a small body sent with its head is: then no
 // client can be slow with it.
-func (c *h1conn) bodyBuffered() bool {
+func (c *conn) bodyBuffered() bool {
 	return c.body.Mode == h1wire.BodyLength && int64(c.br.Buffered()) >= c.body.Left
 }
 
 // roundTrip sends the request on uc and reads the response head into
 // c.resp. answered says bytes of a response came, after which the request
 // is not sent again.
-func (c *h1conn) roundTrip(uc *upstream.Conn, ex *pipeline.Exchange) (answered bool, err error) {
+func (c *conn) roundTrip(uc *upstream.Conn, ex *pipeline.Exchange) (answered bool, err error) {
 	if err := ex.Arm(uc); err != nil {
 		return false, err
 	}
@@ -620,7 +612,7 @@ func (c *h1conn) roundTrip(uc *upstream.Conn, ex *pipeline.Exchange) (answered b
 
 // awaitResponse waits for the backend's response to begin, and abandons a
 // request whose client hung up meanwhile (upConn.watchClient).
-func (c *h1conn) awaitResponse(uc *upstream.Conn, deadline time.Time) error {
+func (c *conn) awaitResponse(uc *upstream.Conn, deadline time.Time) error {
 	uc.WatchClient(c, deadline)
 	_, err := uc.Reader.Peek(1)
 	if unwatchErr := uc.UnwatchClient(); err == nil {
@@ -630,20 +622,20 @@ func (c *h1conn) awaitResponse(uc *upstream.Conn, deadline time.Time) error {
 }
 
 // ClientGone reports whether the client hung up.
-func (c *h1conn) ClientGone() bool {
+func (c *conn) ClientGone() bool {
 	return upstream.SocketState(c.tc.Conn) == upstream.SocketClosed
 }
 
 // clientCert is the X-Forwarded-Client-Cert value of the client
 // certificate the connection's handshake verified, if any.
-func (c *h1conn) clientCert() string {
+func (c *conn) clientCert() string {
 	return c.tc.ClientCert
 }
 
 // readResponse reads a final response head into c.resp, relaying the
 // informational ones before it (103 Early Hints) to the client; a 100
 // Continue is the engine's to send, and comes before the body.
-func (c *h1conn) readResponse(uc *upstream.Conn) error {
+func (c *conn) readResponse(uc *upstream.Conn) error {
 	informational := c.relayInformational
 	if c.req.HTTP10 {
 		informational = nil
@@ -651,7 +643,7 @@ func (c *h1conn) readResponse(uc *upstream.Conn) error {
 	return pipeline.ReadFinalResponse(uc.Reader, &c.resp, c.body.Done, informational)
 }
 
-func (c *h1conn) relayInformational(resp *h1wire.Head) error {
+func (c *conn) relayInformational(resp *h1wire.Head) error {
 	c.statusLine(resp.Status)
 	c.writeFields(resp.Fields, false)
 	c.bw.WriteString("\r\n")
@@ -663,7 +655,7 @@ func (c *h1conn) relayInformational(resp *h1wire.Head) error {
 
 // relayResponse writes the response in c.resp, streaming its body, and
 // returns uc to the pool when it was read whole.
-func (c *h1conn) relayResponse(uc *upstream.Conn, ex *pipeline.Exchange, keep bool) (status int, sent int64, keepOpen bool) {
+func (c *conn) relayResponse(uc *upstream.Conn, ex *pipeline.Exchange, keep bool) (status int, sent int64, keepOpen bool) {
 	req, resp := &c.req, &c.resp
 	status = resp.Status
 	mode := resp.BodyMode(req.Method)
