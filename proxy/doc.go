@@ -12,15 +12,15 @@
 // not depend on the HTTP engine: lookup, then the filters that decide the
 // outcome (redirect, rewrite), then the choice of a backend. HTTP/1.1
 // connections go to hostgate's own engine (package h1), with its own
-// backend connection pool (package upstream), which hands whatever it does not
-// serve itself (upgrades, gRPC, mirrors, TLS or h2 backends, unusual
-// requests) to net/http for the rest of the connection. HTTP/2
+// backend connection pool (package upstream), which hands whatever it
+// does not serve itself (upgrades, gRPC, mirrors, TLS or h2 backends,
+// unusual requests) to net/http for the rest of the connection. HTTP/2
 // connections, recognized at the first read (ALPN h2 or the client
 // preface) or after an h2c upgrade, go to hostgate's HTTP/2 engine
 // (package h2), and with Options.HTTP2Engine = EngineStdlib to net/http's.
-// net/http serves what the HTTP/1.1 engine hands over, every HTTP/1.1
-// connection with Options.HTTP1Engine = EngineStdlib, and HTTP/3
-// (quic-go's server). The HTTP/2 and HTTP/3 servers call the same handler
+// net/http serves what the HTTP/1.1 engine hands over, and every HTTP/1.1
+// connection with Options.HTTP1Engine = EngineStdlib; HTTP/3 is quic-go's
+// server (package h3). The HTTP/2 and HTTP/3 servers call the same handler
 // (pipeline.Listener), which forwards through httputil.ReverseProxy,
 // except that with the native HTTP/1.1 engine requests for HTTP/1.1
 // backends go over its pool (the bridge).
@@ -49,13 +49,14 @@
 //	proxy/h1wire    HTTP/1.1 message syntax (heads, bodies), shared by the
 //	                HTTP/1.1 engine and the HTTP/1.1 backend connections
 //	proxy/h2        the HTTP/2 engine, server and backend client
+//	proxy/h3        the HTTP/3 engine (quic-go's server, configured)
 //	proxy/upstream  endpoint sets, passive health, balancing, and the pool
 //	                of HTTP/1.1 connections to endpoints
 //	proxy/l4        Layer 4 listeners (TLS passthrough and terminate, TCP, UDP)
 //
 // Imports point down that list and never back to proxy: h1 imports
 // pipeline, guard, h1wire and upstream; pipeline imports guard, h1wire,
-// h2 (its backend client) and upstream; guard, h1wire and
-// upstream import nothing of hostgate but guard (h1wire, for HTTP's token
-// syntax).
+// h2 (its backend client) and upstream; h3 imports nothing of hostgate
+// (its handler is a pipeline.Listener); guard, h1wire and upstream import
+// nothing of hostgate but guard (h1wire, for HTTP's token syntax).
 package proxy

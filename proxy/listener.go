@@ -11,13 +11,12 @@ import (
 	"sync"
 	"time"
 
-	"github.com/quic-go/quic-go"
-	"github.com/quic-go/quic-go/http3"
 	"golang.org/x/net/http2"
 
 	"github.com/hostgate/hostgate/proxy/guard"
 	"github.com/hostgate/hostgate/proxy/h1"
 	"github.com/hostgate/hostgate/proxy/h2"
+	"github.com/hostgate/hostgate/proxy/h3"
 	"github.com/hostgate/hostgate/proxy/l4"
 	"github.com/hostgate/hostgate/proxy/pipeline"
 	"github.com/hostgate/hostgate/tlsstore"
@@ -46,7 +45,7 @@ type listener struct {
 	// EngineStdlib.
 	h2  *h2.Server
 	udp net.PacketConn
-	h3  *http3.Server
+	h3  *h3.Server
 	alt []string // Alt-Svc value, shared by every response
 
 	// handoff feeds l.http the connections the HTTP/1.1 engine hands
@@ -115,7 +114,7 @@ func (s *Server) openListener(cfg *Listener) (*listener, error) {
 	if cfg.Protocol == HTTPS {
 		l.scheme, upgrade = "https", nil
 		if !o.DisableHTTP3 {
-			l.alt = []string{fmt.Sprintf(`h3=":%d"; ma=86400`, port)}
+			l.alt = h3.AltSvc(port)
 		}
 		// Always, since TLS listeners may join the socket
 		// later; with no routes (cfg.L4 nil) it reads nothing.
@@ -231,21 +230,18 @@ func (l *listener) openHTTP3() error {
 	}
 	o := &l.srv.opts
 	l.udp = udp
-	l.h3 = &http3.Server{
-		Handler:        l.path,
-		TLSConfig:      http3.ConfigureTLSConfig(l.srv.connMetrics.CountHandshakes(tlsstore.ServerConfig(l.path.TLSStore))),
-		ConnContext:    l.srv.connMetrics.CountQUICConn,
-		MaxHeaderBytes: o.MaxHeaderBytes,
-		IdleTimeout:    o.IdleTimeout,
-		QUICConfig: &quic.Config{
-			HandshakeIdleTimeout: o.ReadHeaderTimeout,
-			MaxIdleTimeout:       o.IdleTimeout,
-			MaxIncomingStreams:   int64(o.MaxConcurrentStreams),
-		},
-		Logger: l.srv.log,
-	}
+	l.h3 = h3.New(h3.Config{
+		Handler:              l.path,
+		TLS:                  l.srv.connMetrics.CountHandshakes(tlsstore.ServerConfig(l.path.TLSStore)),
+		ConnContext:          l.srv.connMetrics.CountQUICConn,
+		MaxHeaderBytes:       o.MaxHeaderBytes,
+		IdleTimeout:          o.IdleTimeout,
+		HandshakeTimeout:     o.ReadHeaderTimeout,
+		MaxConcurrentStreams: o.MaxConcurrentStreams,
+		Logger:               l.srv.log,
+	})
 	l.serving.Go(func() {
-		if err := l.h3.Serve(udp); err != nil && !errors.Is(err, http.ErrServerClosed) && !errors.Is(err, quic.ErrServerClosed) {
+		if err := l.h3.Serve(udp); err != nil {
 			l.srv.log.Error("HTTP/3 listener stopped", "listener", l.addr, "error", err)
 		}
 	})
