@@ -276,11 +276,12 @@ func certificates(certs []watch.Cert) []tlsstore.Certificate {
 	out := make([]tlsstore.Certificate, 0, len(certs))
 	for _, c := range certs {
 		out = append(out, tlsstore.Certificate{
-			Name:    c.Name,
-			Hosts:   c.Hostnames,
-			Default: len(c.Hostnames) == 0,
-			CertPEM: c.CertPEM,
-			KeyPEM:  tlsstore.PrivateKey(c.KeyPEM),
+			Name:         c.Name,
+			Hosts:        c.Hostnames,
+			Default:      len(c.Hostnames) == 0,
+			CertPEM:      c.CertPEM,
+			KeyPEM:       tlsstore.PrivateKey(c.KeyPEM),
+			CipherSuites: c.CipherSuites,
 		})
 	}
 	return out

@@ -32,6 +32,9 @@ type Certificate struct {
 	// CertPEM is the chain, leaf first.
 	CertPEM []byte
 	KeyPEM  PrivateKey
+	// CipherSuites, when set, are the TLS 1.2 suites offered in the
+	// handshakes this certificate serves instead of ServerConfig's.
+	CipherSuites []uint16
 }
 
 // PrivateKey is PEM key material. It prints as a placeholder so that a
@@ -72,8 +75,14 @@ type ClientValidation struct {
 // Store is an immutable certificate index. The zero Store and a nil *Store
 // serve no certificate and check no client.
 type Store struct {
-	certs   hostIndex[*tls.Certificate]
+	certs   hostIndex[*served]
 	clients hostIndex[*clientAuth]
+}
+
+// served is a certificate as handshakes present it.
+type served struct {
+	cert   *tls.Certificate
+	suites []uint16
 }
 
 // clientAuth is a ClientValidation as crypto/tls applies it.
@@ -102,13 +111,14 @@ func Build(certs []Certificate, clients ...ClientValidation) (*Store, []error) {
 		if len(hosts) == 0 {
 			hosts = pair.Leaf.DNSNames
 		}
+		entry := &served{cert: &pair, suites: c.CipherSuites}
 		for _, h := range hosts {
-			if err := s.certs.claim(normalize(h), c.Name, &pair); err != nil {
+			if err := s.certs.claim(normalize(h), c.Name, entry); err != nil {
 				errs = append(errs, fmt.Errorf("index certificate %s: %w", c.Name, err))
 			}
 		}
 		if c.Default {
-			if err := s.certs.claim("", c.Name, &pair); err != nil {
+			if err := s.certs.claim("", c.Name, entry); err != nil {
 				errs = append(errs, fmt.Errorf("index certificate %s: %w", c.Name, err))
 			}
 		}
@@ -136,7 +146,22 @@ func (s *Store) Lookup(serverName string) *tls.Certificate {
 	if s == nil {
 		return nil
 	}
-	return s.certs.lookup(normalize(serverName))
+	if entry := s.certs.lookup(normalize(serverName)); entry != nil {
+		return entry.cert
+	}
+	return nil
+}
+
+// cipherSuites are the suites of the certificate for serverName, nil for
+// ServerConfig's.
+func (s *Store) cipherSuites(serverName string) []uint16 {
+	if s == nil {
+		return nil
+	}
+	if entry := s.certs.lookup(normalize(serverName)); entry != nil {
+		return entry.suites
+	}
+	return nil
 }
 
 // clientAuth is the validation of handshakes for serverName, nil for none.
@@ -178,10 +203,12 @@ var errNoStore = errors.New("tlsstore: no certificate store")
 // handshake without touching existing connections. Only TLS 1.2 and later
 // with forward-secret AEAD suites are offered.
 //
-// A handshake whose server name has a client validation gets a copy of the
-// returned Config, made then, that asks for the client's certificate: the
-// copy keeps what callers set on the Config after this returns (wrapped
-// callbacks, counters). Other handshakes use the Config itself.
+// A handshake whose server name has a client validation, or whose
+// certificate has cipher suites of its own, gets a copy of the returned
+// Config, made then, that asks for the client's certificate or offers
+// those suites: the copy keeps what callers set on the Config after this
+// returns (wrapped callbacks, counters). Other handshakes use the Config
+// itself.
 func ServerConfig(current func() *Store, nextProtos ...string) *tls.Config {
 	cfg := &tls.Config{
 		MinVersion: tls.VersionTLS12,
@@ -205,16 +232,23 @@ func ServerConfig(current func() *Store, nextProtos ...string) *tls.Config {
 		},
 	}
 	cfg.GetConfigForClient = func(hello *tls.ClientHelloInfo) (*tls.Config, error) {
-		auth := current().clientAuth(hello.ServerName)
-		if auth == nil {
+		s := current()
+		auth, suites := s.clientAuth(hello.ServerName), s.cipherSuites(hello.ServerName)
+		if auth == nil && suites == nil {
 			return nil, nil
 		}
-		// Resumed sessions stay safe across validations: crypto/tls
-		// resumes one only if its client certificate, or the lack of one,
-		// passes the validation of the new handshake.
-		withAuth := cfg.Clone()
-		withAuth.ClientAuth, withAuth.ClientCAs = auth.mode, auth.cas
-		return withAuth, nil
+		own := cfg.Clone()
+		if auth != nil {
+			// Resumed sessions stay safe across validations:
+			// crypto/tls resumes one only if its client certificate,
+			// or the lack of one, passes the validation of the new
+			// handshake.
+			own.ClientAuth, own.ClientCAs = auth.mode, auth.cas
+		}
+		if suites != nil {
+			own.CipherSuites = suites
+		}
+		return own, nil
 	}
 	return cfg
 }

@@ -184,6 +184,42 @@ func TestHandshake(t *testing.T) {
 	}
 }
 
+// TestCipherSuitesByCertificate: the handshakes a certificate with suites
+// of its own serves offer only those (TLS 1.2); other certificates' keep
+// ServerConfig's, and TLS 1.3 is unchanged.
+func TestCipherSuitesByCertificate(t *testing.T) {
+	ca := tlstest.NewCA(t)
+	strict := cert(t, ca, "strict.example.com", false, "strict.example.com")
+	strict.CipherSuites = []uint16{tls.TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256}
+	s, errs := tlsstore.Build([]tlsstore.Certificate{strict, cert(t, ca, "plain.example.com", false, "plain.example.com")})
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	addr := echoServer(t, tlsstore.ServerConfig(func() *tlsstore.Store { return s }))
+	handshake := func(sni string, maxVersion uint16, suites ...uint16) (uint16, error) {
+		c, err := tls.Dial("tcp", addr, &tls.Config{ServerName: sni, RootCAs: ca.Pool, MaxVersion: maxVersion, CipherSuites: suites})
+		if err != nil {
+			return 0, err
+		}
+		defer c.Close()
+		return c.ConnectionState().CipherSuite, nil
+	}
+	aes := tls.TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256
+	chacha := tls.TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256
+	if _, err := handshake("strict.example.com", tls.VersionTLS12, aes); err == nil {
+		t.Error("strict.example.com: a TLS 1.2 client offering only a suite the certificate leaves out completed its handshake")
+	}
+	if got, err := handshake("strict.example.com", tls.VersionTLS12, aes, chacha); err != nil || got != chacha {
+		t.Errorf("strict.example.com: suite %s, %v; want %s", tls.CipherSuiteName(got), err, tls.CipherSuiteName(chacha))
+	}
+	if got, err := handshake("plain.example.com", tls.VersionTLS12, aes); err != nil || got != aes {
+		t.Errorf("plain.example.com: suite %s, %v; want %s", tls.CipherSuiteName(got), err, tls.CipherSuiteName(aes))
+	}
+	if _, err := handshake("strict.example.com", tls.VersionTLS13); err != nil {
+		t.Errorf("strict.example.com over TLS 1.3: %v", err)
+	}
+}
+
 // TestSameCertificateTwiceIsNoConflict: listeners sharing a port often name
 // one Secret; listing it twice must not be reported as a conflict.
 func TestSameCertificateTwiceIsNoConflict(t *testing.T) {

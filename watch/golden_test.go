@@ -2,6 +2,7 @@ package watch
 
 import (
 	"bytes"
+	"crypto/tls"
 	"crypto/x509"
 	"encoding/pem"
 	"flag"
@@ -111,7 +112,11 @@ func describeSnapshot(s *Snapshot) string {
 		}
 		b.WriteString("\n")
 		for _, c := range l.Certs {
-			fmt.Fprintf(&b, "  cert %s hostnames=%s\n", c.Name, strings.Join(c.Hostnames, ","))
+			fmt.Fprintf(&b, "  cert %s hostnames=%s", c.Name, strings.Join(c.Hostnames, ","))
+			for _, id := range c.CipherSuites {
+				fmt.Fprintf(&b, " suite=%s", tls.CipherSuiteName(id))
+			}
+			b.WriteString("\n")
 		}
 		for _, v := range l.ClientValidations {
 			fmt.Fprintf(&b, "  client validation %s hostname=%q optional=%t authorities=%s\n", v.Name, v.Hostname, v.Optional, subjects(v.CAPEM))

@@ -112,6 +112,9 @@ func (t *translator) ingresses() {
 		key := ingressKey{ing, hosts.context(ing), t.yields(ing)}
 		translated := memoized(t, key, func() ingressRoutes { return t.ingressRoutes(ing, hosts, key.yields) })
 		certs, certProblems := t.ingressCerts(ing)
+		for i := range certs {
+			certs[i].CipherSuites = translated.sslCiphers
+		}
 		// A new slice: the memoized one is shared with other translations.
 		report.Problems = slices.Concat(translated.problems, certProblems)
 		report.Annotations = translated.annotations
@@ -189,6 +192,8 @@ type ingressRoutes struct {
 	// passthrough are the TLS passthrough routes of its hosts
 	// (ssl-passthrough), for the HTTPS socket.
 	passthrough []router.Route
+	// sslCiphers go with the certificates of the Ingress's spec.tls.
+	sslCiphers  []uint16
 	problems    []string
 	annotations []AnnotationOutcome
 }
@@ -297,6 +302,7 @@ func (t *translator) ingressRoutes(ing *networkingv1.Ingress, hosts nginxHosts, 
 			problems = append(problems, o.String())
 		}
 	}
+	out.sslCiphers = sslCiphers(ing, &nginx, outcomes)
 	out.problems, out.annotations = problems, outcomes
 	return out
 }
@@ -579,6 +585,24 @@ func ingressPortString(p networkingv1.ServiceBackendPort) string {
 		return fmt.Sprintf("%q", p.Name)
 	}
 	return fmt.Sprint(p.Number)
+}
+
+// sslCiphers are the suites ssl-ciphers asks for, which the handshakes of
+// ing's hosts offer with its certificates: ingress-nginx sets them in the
+// server block of each host the Ingress has TLS for. Without a
+// certificate of its own the Ingress's hosts are served with another's,
+// whose handshakes it does not decide.
+func sslCiphers(ing *networkingv1.Ingress, nginx *nginxSettings, outcomes []AnnotationOutcome) []uint16 {
+	o := nginxOutcome(outcomes, "ssl-ciphers")
+	if o == nil || o.Outcome != Honoured {
+		return nil
+	}
+	if !slices.ContainsFunc(ing.Spec.TLS, func(tls networkingv1.IngressTLS) bool { return tls.SecretName != "" }) {
+		o.Outcome, o.Reason = Ignored, "the Ingress has no spec.tls with a secretName: its hosts' handshakes are those of the certificate that serves them"
+		return nil
+	}
+	o.Reason = nginx.sslCiphers.note
+	return nginx.sslCiphers.ids
 }
 
 // ingressCerts reads the Secrets of spec.tls. An entry without a

@@ -87,6 +87,9 @@ type nginxSettings struct {
 	// sslPassthrough passes the TLS of the Ingress's hosts through
 	// (Options.IngressSSLPassthrough).
 	sslPassthrough bool
+	// sslCiphers are the TLS 1.2 suites the handshakes of the Ingress's
+	// hosts offer (ssl-ciphers).
+	sslCiphers cipherSuites
 	// backendProtocol is router.BackendRef.Protocol for the Ingress's
 	// backends ("" keeps the Service's appProtocol); backendTLS, for the
 	// TLS ones, is how their certificates are checked (nil for a check
@@ -184,6 +187,10 @@ var nginxPathAnnotations = map[string]nginxParse{
 		s.sslPassthrough, err = parseNginxBool(v)
 		return err
 	},
+	"ssl-ciphers": func(v string, s *nginxSettings) (err error) {
+		s.sslCiphers, err = parseCipherSuites(v)
+		return err
+	},
 }
 
 // nginxAliases are older names of annotations: the newer name wins when
@@ -253,7 +260,7 @@ var nginxRefused = map[string]string{
 // nginxNotYet are ingress-nginx annotations hostgate knows but does not
 // act on yet.
 var nginxNotYet = []string{
-	"auth-proxy-set-headers", "ssl-ciphers",
+	"auth-proxy-set-headers",
 }
 
 // nginxNotApplicable are ingress-nginx annotations that change nothing a

@@ -63,10 +63,11 @@ type stateListener struct {
 }
 
 type stateCert struct {
-	Name      string
-	Hostnames []string
-	CertPEM   string
-	KeyPEM    string
+	Name         string
+	Hostnames    []string
+	CertPEM      string
+	KeyPEM       string
+	CipherSuites []uint16 `json:",omitempty"`
 }
 
 // StateFile keeps the last live Snapshot on disk for the next start.
@@ -245,7 +246,7 @@ func encodeState(snap *Snapshot, now time.Time) ([]byte, error) {
 	for _, l := range snap.Listeners {
 		sl := stateListener{Listener: l}
 		for _, c := range l.Certs {
-			sl.Certs = append(sl.Certs, stateCert{Name: c.Name, Hostnames: c.Hostnames, CertPEM: string(c.CertPEM), KeyPEM: string(c.KeyPEM)})
+			sl.Certs = append(sl.Certs, stateCert{Name: c.Name, Hostnames: c.Hostnames, CertPEM: string(c.CertPEM), KeyPEM: string(c.KeyPEM), CipherSuites: c.CipherSuites})
 		}
 		out.Listeners = append(out.Listeners, sl)
 		for i := range l.Routes {
@@ -316,7 +317,7 @@ func decodeState(data []byte) (*Snapshot, time.Time, error) {
 	for i, sl := range in.Listeners {
 		l := sl.Listener
 		for _, c := range sl.Certs {
-			l.Certs = append(l.Certs, Cert{Name: c.Name, Hostnames: c.Hostnames, CertPEM: []byte(c.CertPEM), KeyPEM: PrivateKey(c.KeyPEM)})
+			l.Certs = append(l.Certs, Cert{Name: c.Name, Hostnames: c.Hostnames, CertPEM: []byte(c.CertPEM), KeyPEM: PrivateKey(c.KeyPEM), CipherSuites: c.CipherSuites})
 		}
 		if err := restoreClientKeys(l.Routes, in.ClientKeys); err != nil {
 			return nil, time.Time{}, fmt.Errorf("listeners[%d] %q: %w", i, l.Name, err)

@@ -127,6 +127,9 @@ type Cert struct {
 	Hostnames []string
 	CertPEM   []byte
 	KeyPEM    PrivateKey
+	// CipherSuites, when set, are the TLS 1.2 suites the handshakes it
+	// serves offer instead of hostgate's (ingress-nginx's ssl-ciphers).
+	CipherSuites []uint16 `json:",omitempty"`
 }
 
 // ClientValidation is the client certificate validation of the Gateway
