@@ -29,7 +29,6 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
-	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -379,18 +378,7 @@ func (c *conn) exchange(n int) (keep, handOff bool) {
 			c.endHead(keep, c.resp.Fields.Has("Date"))
 		}
 	}
-	if a := ex.Observe(status, sent); a != nil {
-		a.RemoteAddr, a.Method, a.Host = c.remote, req.Method, req.Host
-		a.Proto = "HTTP/1.1"
-		if req.HTTP10 {
-			a.Proto = "HTTP/1.0"
-		}
-		a.Path = req.Path
-		if p, err := url.PathUnescape(req.Path); err == nil {
-			a.Path = p
-		}
-		ex.Log(a)
-	}
+	ex.Record(status, sent, c.remote, req)
 	// The end of the answer goes out after it was counted, so that
 	// whoever sees the end also sees the count, as with net/http.
 	if c.bw.Flush() != nil {

@@ -6,13 +6,14 @@ package pipeline
 // without any I/O, so that an engine that must never block can call it
 // too; the engine then answers (Answer) or forwards over the pool of
 // HTTP/1.1 connections to endpoints (Send), and counts and logs the
-// exchange (Observe, Log) before End.
+// exchange (Record) before End.
 
 import (
 	"bufio"
 	"io"
 	"net/http"
 	"net/netip"
+	"net/url"
 	"time"
 
 	"github.com/hostgate/hostgate/proxy/guard"
@@ -72,6 +73,14 @@ func (l *Listener) Draining() bool { return l.s.draining.Load() }
 func (e *Exchange) End() {
 	e.l.inflight.Add(-1)
 	e.ex.plan.release(&e.v, false)
+}
+
+// Abandon ends an exchange that Decide began with no answer given: the
+// engine hands the request to another, which decides again. What the
+// decision took (a rate limit's token) is given back.
+func (e *Exchange) Abandon() {
+	e.l.inflight.Add(-1)
+	e.ex.plan.release(&e.v, true)
 }
 
 // Forwards reports whether the request goes to a backend (Send), rather
@@ -209,12 +218,23 @@ func (e *Exchange) Finish(uc *upstream.Conn, reuse bool) {
 	e.ex.host.End()
 }
 
-// Observe counts the exchange, answered with status and sent bytes of
-// body. It returns the access record for the engine to fill in the
-// request's fields and Log, nil when there is no access log.
-func (e *Exchange) Observe(status int, sent int64) *AccessRecord {
-	return e.l.s.observe(e.l, &e.ex, status, sent)
+// Record counts the exchange of req, which came over the connection from
+// remote, answered with status and sent bytes of body, and hands it to
+// the access log, if any. The end of the answer goes out after it, so
+// that whoever sees the end also sees the count, as with net/http.
+func (e *Exchange) Record(status int, sent int64, remote string, req *h1wire.Head) {
+	a := e.l.s.observe(e.l, &e.ex, status, sent)
+	if a == nil {
+		return
+	}
+	a.RemoteAddr, a.Method, a.Host = remote, req.Method, req.Host
+	a.Proto = "HTTP/1.1"
+	if req.HTTP10 {
+		a.Proto = "HTTP/1.0"
+	}
+	a.Path = req.Path
+	if p, err := url.PathUnescape(req.Path); err == nil {
+		a.Path = p
+	}
+	e.l.s.cfg.AccessLog(a)
 }
-
-// Log hands a to the access log.
-func (e *Exchange) Log(a *AccessRecord) { e.l.s.cfg.AccessLog(a) }

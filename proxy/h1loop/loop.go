@@ -1,0 +1,349 @@
+//go:build linux
+
+package h1loop
+
+import (
+	"bufio"
+	"errors"
+	"net"
+	"net/netip"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/hostgate/hostgate/proxy/guard"
+	"github.com/hostgate/hostgate/proxy/pipeline"
+)
+
+const (
+	// readBufferSize bounds the request heads the loop serves, as the
+	// netpoll engine's: a longer one goes to net/http, which enforces
+	// MaxHeaderBytes.
+	readBufferSize = 8 << 10
+	// writeBufferSize holds the answers to one read's requests, which
+	// then leave in one write.
+	writeBufferSize = 32 << 10
+	// events is how many readiness events one epoll_wait takes.
+	events = 256
+)
+
+// Config is what a Server serves a listener's connections with.
+type Config struct {
+	// Path is the listener's request path.
+	Path *pipeline.Listener
+	// HandOff serves, for the rest of its life, a connection the loop
+	// does not serve (the netpoll engine, which may hand it on to
+	// net/http): a guard.BufferedConn over the guard.TrackedConn whose
+	// Reader starts with what the loop read of it. It is called on a
+	// goroutine of its own.
+	HandOff func(net.Conn)
+	// ReadHeaderTimeout, IdleTimeout and MaxHeaderBytes are as in
+	// proxy.Options. IdleTimeout also bounds how long a client may leave
+	// an answer unread, as the guard's write bound does.
+	ReadHeaderTimeout time.Duration
+	IdleTimeout       time.Duration
+	MaxHeaderBytes    int
+	// ServerField has the loop's own answers carry a Server field.
+	ServerField bool
+	// Workers is the number of loops, GOMAXPROCS when 0.
+	Workers int
+}
+
+// Server serves the HTTP/1.1 connections of one listener on its loops.
+type Server struct {
+	cfg     Config
+	workers []*worker
+	next    atomic.Uint32
+	// closing says the listener drains: idle connections close, answers
+	// close theirs.
+	closing atomic.Bool
+	stopped atomic.Bool
+	done    sync.WaitGroup
+}
+
+// New starts a Server's loops, each on an OS thread of its own.
+func New(cfg Config) (*Server, error) {
+	n := cfg.Workers
+	if n <= 0 {
+		n = runtime.GOMAXPROCS(0)
+	}
+	s := &Server{cfg: cfg}
+	for range n {
+		w, err := newWorker(s)
+		if err != nil {
+			s.Close()
+			return nil, err
+		}
+		s.workers = append(s.workers, w)
+		s.done.Go(w.run)
+	}
+	return s, nil
+}
+
+// ServeConn serves c, a connection the listener's guard.Tracker accepted
+// from a Listen listener, on one of the loops.
+func (s *Server) ServeConn(c net.Conn) {
+	w := s.workers[s.next.Add(1)%uint32(len(s.workers))]
+	w.mu.Lock()
+	w.queue = append(w.queue, c)
+	w.mu.Unlock()
+	w.wakeUp()
+}
+
+// CloseIdle makes the loops' connections close once idle, and closes
+// those idle now: the listener drains.
+func (s *Server) CloseIdle() {
+	s.closing.Store(true)
+	for _, w := range s.workers {
+		w.wakeUp()
+	}
+}
+
+// Close stops the loops, closing every connection on them, and returns
+// once they are stopped.
+func (s *Server) Close() {
+	s.stopped.Store(true)
+	for _, w := range s.workers {
+		w.wakeUp()
+	}
+	s.done.Wait()
+}
+
+// worker is one loop: a locked OS thread with its own epoll set and its
+// own connections.
+type worker struct {
+	s    *Server
+	ep   int
+	wake int // eventfd that ServeConn, CloseIdle and Close signal
+	// conns are the loop's connections by descriptor.
+	conns  []*conn
+	wheel  wheel
+	events [events]unix.EpollEvent
+	// bw builds the answers to the connection served (cur), and writes
+	// them to it (Write).
+	bw  *bufio.Writer
+	cur *conn
+	// free are read buffers of connections that went idle with nothing
+	// buffered, for the next that reads.
+	free [][]byte
+	now  time.Time
+
+	mu    sync.Mutex
+	queue []net.Conn
+	taken []net.Conn
+}
+
+func newWorker(s *Server) (*worker, error) {
+	ep, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
+	if err != nil {
+		return nil, err
+	}
+	wake, err := unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC)
+	if err != nil {
+		unix.Close(ep)
+		return nil, err
+	}
+	ev := unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(wake)}
+	if err := unix.EpollCtl(ep, unix.EPOLL_CTL_ADD, wake, &ev); err != nil {
+		unix.Close(ep)
+		unix.Close(wake)
+		return nil, err
+	}
+	w := &worker{s: s, ep: ep, wake: wake}
+	w.bw = bufio.NewWriterSize(w, writeBufferSize)
+	w.now = time.Now()
+	w.wheel.now = ticks(w.now)
+	return w, nil
+}
+
+func (w *worker) wakeUp() {
+	one := [8]byte{1}
+	_, _ = unix.Write(w.wake, one[:])
+}
+
+// run is the loop: it waits for readiness without blocking first, and
+// blocks, until the next tick of its timers, only when nothing is ready.
+func (w *worker) run() {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	for !w.s.stopped.Load() {
+		n := epollWaitNow(w.ep, w.events[:])
+		if n == 0 {
+			var err error
+			n, err = unix.EpollWait(w.ep, w.events[:], w.wheel.wait(time.Now()))
+			if err != nil {
+				n = 0 // EINTR
+			}
+		}
+		w.now = time.Now()
+		for i := range n {
+			ev := &w.events[i]
+			fd := int(ev.Fd)
+			if fd == w.wake {
+				w.woken()
+				continue
+			}
+			c := w.conn(fd)
+			if c == nil {
+				continue
+			}
+			if ev.Events&(unix.EPOLLOUT|unix.EPOLLERR|unix.EPOLLHUP) != 0 && len(c.out) > 0 {
+				w.flushOut(c)
+			}
+			if ev.Events&(unix.EPOLLIN|unix.EPOLLRDHUP|unix.EPOLLERR|unix.EPOLLHUP) != 0 && w.conn(fd) == c {
+				w.readable(c)
+			}
+		}
+		w.wheel.advance(w.now, w.expire)
+	}
+	for _, c := range w.conns {
+		if c != nil {
+			w.close(c)
+		}
+	}
+	w.mu.Lock()
+	queued := w.queue
+	w.queue = nil
+	w.mu.Unlock()
+	for _, c := range queued {
+		c.Close()
+	}
+	unix.Close(w.ep)
+	unix.Close(w.wake)
+}
+
+func (w *worker) conn(fd int) *conn {
+	if fd < len(w.conns) {
+		return w.conns[fd]
+	}
+	return nil
+}
+
+// woken takes the connections handed in, and closes the idle ones when
+// the listener drains.
+func (w *worker) woken() {
+	var b [8]byte
+	_, _ = unix.Read(w.wake, b[:])
+	w.mu.Lock()
+	w.taken, w.queue = w.queue, w.taken[:0]
+	w.mu.Unlock()
+	for i, c := range w.taken {
+		w.taken[i] = nil
+		w.adopt(c)
+	}
+	if w.s.closing.Load() {
+		for _, c := range w.conns {
+			if c != nil && c.waiting && c.start == c.n && len(c.out) == 0 {
+				w.close(c)
+			}
+		}
+	}
+}
+
+// adopt takes nc onto the loop, or hands it over when it cannot be.
+func (w *worker) adopt(nc net.Conn) {
+	tc, ok := nc.(*guard.TrackedConn)
+	var sock *Socket
+	if ok {
+		sock, ok = tc.Conn.(*Socket)
+	}
+	if !ok {
+		go w.s.cfg.HandOff(nc)
+		return
+	}
+	fd, ahead, err := sock.detach()
+	if err != nil {
+		if errors.Is(err, net.ErrClosed) {
+			nc.Close()
+		} else {
+			go w.s.cfg.HandOff(nc)
+		}
+		return
+	}
+	c := &conn{fd: fd, tc: tc, sock: sock, remote: tc.RemoteAddr().String(), waiting: true}
+	c.peer = guard.AddrOf(tc.RemoteAddr())
+	c.client = c.remote
+	if ap, err := netip.ParseAddrPort(c.remote); err == nil {
+		c.client = ap.Addr().String()
+	}
+	for fd >= len(w.conns) {
+		w.conns = append(w.conns, nil)
+	}
+	w.conns[fd] = c
+	ev := unix.EpollEvent{Events: unix.EPOLLIN | unix.EPOLLOUT | unix.EPOLLRDHUP | unix.EPOLLET, Fd: int32(fd)}
+	if err := unix.EpollCtl(w.ep, unix.EPOLL_CTL_ADD, fd, &ev); err != nil {
+		w.close(c)
+		return
+	}
+	w.wheel.arm(c, w.now.Add(w.s.cfg.ReadHeaderTimeout))
+	if len(ahead) > 0 {
+		if len(ahead) > readBufferSize {
+			c.buf = ahead
+			c.n = len(ahead)
+			w.handOff(c)
+			return
+		}
+		c.buf = w.buffer()
+		c.n = copy(c.buf, ahead)
+		w.process(c)
+	}
+}
+
+func (w *worker) buffer() []byte {
+	if n := len(w.free); n > 0 {
+		b := w.free[n-1]
+		w.free = w.free[:n-1]
+		return b
+	}
+	return make([]byte, readBufferSize)
+}
+
+// putBuffer takes c's read buffer back, once nothing is in it.
+func (w *worker) putBuffer(c *conn) {
+	if c.buf != nil && len(c.buf) == readBufferSize {
+		w.free = append(w.free, c.buf)
+	}
+	c.buf, c.start, c.n = nil, 0, 0
+}
+
+func (w *worker) expire(c *conn) { w.close(c) }
+
+// close ends c: its descriptor closes on the loop (which takes it out of
+// the epoll set), and the caps forget it.
+func (w *worker) close(c *conn) {
+	if w.conns[c.fd] != c {
+		return
+	}
+	w.conns[c.fd] = nil
+	w.wheel.disarm(c)
+	w.putBuffer(c)
+	c.out = nil
+	c.sock.release()
+	c.tc.Close()
+}
+
+// epollWaitNow takes the events ready now, without blocking and without
+// the runtime's bookkeeping around a system call that may block.
+func epollWaitNow(ep int, evs []unix.EpollEvent) int {
+	n, _, errno := unix.RawSyscall6(unix.SYS_EPOLL_PWAIT, uintptr(ep), uintptr(unsafe.Pointer(&evs[0])), uintptr(len(evs)), 0, 0, 0)
+	if errno != 0 {
+		return 0
+	}
+	return int(n)
+}
+
+// read and write are the raw non-blocking system calls: the descriptors
+// never block, so the runtime need not know.
+func read(fd int, p []byte) (int, unix.Errno) {
+	n, _, errno := unix.RawSyscall(unix.SYS_READ, uintptr(fd), uintptr(unsafe.Pointer(unsafe.SliceData(p))), uintptr(len(p)))
+	return int(n), errno
+}
+
+func write(fd int, p []byte) (int, unix.Errno) {
+	n, _, errno := unix.RawSyscall(unix.SYS_WRITE, uintptr(fd), uintptr(unsafe.Pointer(unsafe.SliceData(p))), uintptr(len(p)))
+	return int(n), errno
+}

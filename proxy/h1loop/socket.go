@@ -1,0 +1,211 @@
+//go:build linux
+
+package h1loop
+
+// A client socket moves between Go's netpoller and a loop: the listeners
+// accept and the caps admit it in Go (guard.Tracker, a PROXY header's
+// read), the loop then takes its descriptor (detach), and gives it back
+// (attach) when the connection is handed to the netpoll engine.
+//
+// The caps close a connection to make room from any goroutine, through
+// the guard.TrackedConn wrapped around a Socket. On the loop that close
+// only shuts the socket down: the loop sees the end of the stream and
+// releases the descriptor itself, so that no other goroutine closes a
+// descriptor number the loop may still use, or that the kernel may
+// already have given to another socket.
+
+import (
+	"errors"
+	"net"
+	"os"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/hostgate/hostgate/proxy/guard"
+)
+
+// Listen wraps ln, whose connections are TCP connections or a PROXY
+// header's over them, so that a Server can take them onto its loops.
+// Beneath the caps (guard.NewTracker), so that a connection the caps
+// close is closed on the loop too.
+func Listen(ln net.Listener) net.Listener { return listener{ln} }
+
+type listener struct{ net.Listener }
+
+func (l listener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return &Socket{inner: c, fd: -1, remote: c.RemoteAddr(), local: c.LocalAddr()}, nil
+}
+
+// Socket is a client connection that a loop may own. Between Listen and
+// the loop, and after it is handed back, it is the net.Conn it was
+// accepted as (inner); on the loop it is a bare descriptor (fd).
+type Socket struct {
+	// mu orders the caps' Close against detach, attach and the loop's
+	// release; reads and writes take no lock: one owner at a time uses
+	// them.
+	mu     sync.Mutex
+	inner  net.Conn
+	fd     int
+	closed bool
+	// remote and local are the addresses of the connection as accepted
+	// (the client's a PROXY header gave), which a socket handed back
+	// keeps.
+	remote, local net.Addr
+}
+
+var errOnLoop = errors.New("h1loop: socket is served by a loop")
+
+func (s *Socket) Read(p []byte) (int, error) {
+	if s.inner == nil {
+		return 0, errOnLoop
+	}
+	return s.inner.Read(p)
+}
+
+func (s *Socket) Write(p []byte) (int, error) {
+	if s.inner == nil {
+		return 0, errOnLoop
+	}
+	return s.inner.Write(p)
+}
+
+// Close closes the connection, or on the loop shuts it down for the loop
+// to release.
+func (s *Socket) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return net.ErrClosed
+	}
+	s.closed = true
+	if s.inner != nil {
+		return s.inner.Close()
+	}
+	return unix.Shutdown(s.fd, unix.SHUT_RDWR)
+}
+
+func (s *Socket) LocalAddr() net.Addr  { return s.local }
+func (s *Socket) RemoteAddr() net.Addr { return s.remote }
+
+func (s *Socket) SetDeadline(t time.Time) error {
+	if s.inner == nil {
+		return errOnLoop
+	}
+	return s.inner.SetDeadline(t)
+}
+
+func (s *Socket) SetReadDeadline(t time.Time) error {
+	if s.inner == nil {
+		return errOnLoop
+	}
+	return s.inner.SetReadDeadline(t)
+}
+
+func (s *Socket) SetWriteDeadline(t time.Time) error {
+	if s.inner == nil {
+		return errOnLoop
+	}
+	return s.inner.SetWriteDeadline(t)
+}
+
+// SyscallConn is the socket's, for the checks of whether a client hung
+// up (upstream.SocketState) once it is back in Go.
+func (s *Socket) SyscallConn() (syscall.RawConn, error) {
+	if tcp := guard.SocketOf(s.inner); tcp != nil {
+		return tcp.SyscallConn()
+	}
+	return nil, errOnLoop
+}
+
+// NetConn is the connection beneath, as tls.Conn's, for those who look
+// for the TCP socket (lingering close).
+func (s *Socket) NetConn() net.Conn { return s.inner }
+
+// detach takes the socket's descriptor for a loop, with the bytes read
+// ahead of it above the socket (past a PROXY header), which come before
+// any the loop reads. Go's copy of the descriptor closes, which takes it
+// out of the netpoller.
+func (s *Socket) detach() (fd int, ahead []byte, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return -1, nil, net.ErrClosed
+	}
+	tcp := guard.SocketOf(s.inner)
+	if tcp == nil {
+		// A PROXY header's connection with bytes read past the header:
+		// with a deadline in the past, reads return what was read ahead
+		// and then fail without a system call.
+		if err := s.inner.SetReadDeadline(time.Unix(1, 0)); err != nil {
+			return -1, nil, err
+		}
+		var buf [512]byte
+		for {
+			n, err := s.inner.Read(buf[:])
+			ahead = append(ahead, buf[:n]...)
+			if err != nil {
+				break
+			}
+		}
+		if err := s.inner.SetReadDeadline(time.Time{}); err != nil {
+			return -1, nil, err
+		}
+		if tcp = guard.SocketOf(s.inner); tcp == nil {
+			return -1, nil, errors.New("h1loop: no TCP socket beneath the connection")
+		}
+	}
+	raw, err := tcp.SyscallConn()
+	if err != nil {
+		return -1, nil, err
+	}
+	var dupErr error
+	if err := raw.Control(func(f uintptr) { fd, dupErr = unix.FcntlInt(f, unix.F_DUPFD_CLOEXEC, 0) }); err != nil {
+		return -1, nil, err
+	}
+	if dupErr != nil {
+		return -1, nil, dupErr
+	}
+	// O_NONBLOCK belongs to the open file, which the copy shares with
+	// Go's: the loop's descriptor is non-blocking already.
+	_ = s.inner.Close()
+	s.inner, s.fd = nil, fd
+	return fd, ahead, nil
+}
+
+// attach gives the loop's descriptor back to Go, once the loop took it
+// out of its epoll set (closing a copy of a descriptor leaves it there).
+func (s *Socket) attach() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return net.ErrClosed
+	}
+	f := os.NewFile(uintptr(s.fd), "")
+	c, err := net.FileConn(f)
+	f.Close()
+	s.fd = -1
+	if err != nil {
+		s.closed = true
+		return err
+	}
+	s.inner = c
+	return nil
+}
+
+// release closes the loop's descriptor, for good.
+func (s *Socket) release() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.fd >= 0 {
+		unix.Close(s.fd)
+		s.fd = -1
+	}
+	s.closed = true
+}
