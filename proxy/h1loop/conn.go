@@ -41,6 +41,9 @@ type conn struct {
 	// the socket may hold more than readiness will say; served that a
 	// request was served.
 	waiting, mayRead, served bool
+	// hup says the client sends no more: reads go on to the end of the
+	// stream.
+	hup bool
 	// closeAfter and handOffAfter end the connection, or hand it over,
 	// once out is written.
 	closeAfter, handOffAfter bool
@@ -60,7 +63,9 @@ type conn struct {
 // readable reads what the client sent and serves it. Readiness is
 // edge-triggered: a read that fills less than the room it had drained
 // the socket, and the loop waits for the next edge rather than read
-// again to find nothing.
+// again to find nothing. Unless an edge said the client sends no more
+// (c.hup): then the end of the stream, which no later edge announces,
+// waits after the bytes.
 func (w *worker) readable(c *conn) {
 	for {
 		if len(c.out) > 0 || c.handOffAfter || c.closeAfter {
@@ -105,7 +110,7 @@ func (w *worker) readable(c *conn) {
 			return
 		}
 		c.n += n
-		if !w.process(c) || n < room {
+		if !w.process(c) || n < room && !c.hup {
 			return
 		}
 	}
@@ -353,6 +358,8 @@ func (w *worker) flushOut(c *conn) {
 			return
 		}
 		c.out = c.out[n:]
+		// A client that reads, however slowly, keeps its connection.
+		w.wheel.arm(c, w.now.Add(w.s.cfg.IdleTimeout))
 	}
 	c.out = nil
 	switch {

@@ -194,6 +194,9 @@ func (w *worker) run() {
 			if ev.Events&(unix.EPOLLOUT|unix.EPOLLERR|unix.EPOLLHUP) != 0 && len(c.out) > 0 {
 				w.flushOut(c)
 			}
+			if ev.Events&(unix.EPOLLRDHUP|unix.EPOLLERR|unix.EPOLLHUP) != 0 {
+				c.hup = true
+			}
 			if ev.Events&(unix.EPOLLIN|unix.EPOLLRDHUP|unix.EPOLLERR|unix.EPOLLHUP) != 0 && w.conn(fd) == c {
 				w.readable(c)
 			}

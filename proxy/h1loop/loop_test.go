@@ -46,7 +46,7 @@ type stackOpts struct {
 // serveStack serves a loopback socket with a table of three hosts:
 // app.test goes to backend, moved.test is redirected, and no other
 // host has a route.
-func serveStack(t *testing.T, backend string, o stackOpts) *stack {
+func serveStack(t testing.TB, backend string, o stackOpts) *stack {
 	t.Helper()
 	if o.readHeaderTimeout == 0 {
 		o.readHeaderTimeout = 5 * time.Second
@@ -136,7 +136,7 @@ func serveStack(t *testing.T, backend string, o stackOpts) *stack {
 }
 
 // echoBackend answers with what it got.
-func echoBackend(t *testing.T) string {
+func echoBackend(t testing.TB) string {
 	t.Helper()
 	b := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
@@ -446,4 +446,20 @@ func TestCurl(t *testing.T) {
 func port(addr string) string {
 	_, p, _ := net.SplitHostPort(addr)
 	return p
+}
+
+// TestClientHalfClose: a client that sends its requests and closes its
+// side gets its answers, then the connection ends, with nothing left
+// for a timeout to end.
+func TestClientHalfClose(t *testing.T) {
+	st := serveStack(t, echoBackend(t), stackOpts{readHeaderTimeout: time.Minute, idleTimeout: time.Minute})
+	c, br := dial(t, st.addr)
+	io.WriteString(c, "GET /1 HTTP/1.1\r\nHost: x.test\r\n\r\nGET /2 HTTP/1.1\r\nHost: moved.test\r\n\r\nGET /3 HTTP/1.1\r\n")
+	c.(*net.TCPConn).CloseWrite()
+	if a, b := readAnswer(t, br, "GET"), readAnswer(t, br, "GET"); a.status != 404 || b.status != 301 {
+		t.Errorf("answers %d, %d; want 404, 301", a.status, b.status)
+	}
+	if !closed(br) {
+		t.Errorf("connection left open after the client closed its side")
+	}
 }
