@@ -4,11 +4,14 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
@@ -141,4 +144,95 @@ func TestGatewayServicesFollowTheGateway(t *testing.T) {
 		}
 		return ""
 	})
+}
+
+// TestGatewayAddressRoutability (GEP-5093) against kube-apiserver with the
+// experimental CRDs, which carry the routability fields: with
+// --gateway-services and a pool address an EndpointSlice can hold, the
+// GatewayClass claims GatewayAddressRoutability and its Cluster variant; a
+// Gateway asking for an address of the pool, a Cluster address, a static
+// address with the conformance sentinel and another implementation's
+// scope gets the first three in status.addresses, each with its
+// routability, the Cluster one being the ClusterIP the API server gave
+// the Gateway's Service, and AddressesAssigned=False PartiallyAssigned
+// naming the fourth entry while the Gateway is programmed on the rest.
+// Without that entry every entry is assigned.
+func TestGatewayAddressRoutability(t *testing.T) {
+	env := kubetest.Shared(t)
+	c := newCluster(t, env, "gateway-routability")
+	pooled := podAddress(t)
+	const static = "127.0.0.71"
+	port := freePort(t)
+	c.must(c.gw.GatewayV1().Gateways(c.ns).Create(t.Context(), &gatewayv1.Gateway{
+		ObjectMeta: metav1.ObjectMeta{Name: "gw"},
+		Spec: gatewayv1.GatewaySpec{
+			GatewayClassName: gatewayv1.ObjectName(c.ns),
+			Addresses: []gatewayv1.GatewaySpecAddress{
+				{Type: new(gatewayv1.IPAddressType)},
+				{Type: new(gatewayv1.IPAddressType), Routability: gatewayv1.GatewayAddressRoutabilityCluster},
+				{Type: new(gatewayv1.IPAddressType), Value: static, Routability: "testing.x-k8s.io/sentinel"},
+				{Type: new(gatewayv1.IPAddressType), Routability: "example.com/CorpWan"},
+			},
+			Listeners: []gatewayv1.Listener{{Name: "http", Port: gatewayv1.PortNumber(port), Protocol: gatewayv1.HTTPProtocolType}},
+		},
+	}, metav1.CreateOptions{}))
+	c.hostgate(env, "--http-addr=", "--https-addr=", "--gateway-services", "--address-pool="+pooled)
+
+	eventuallyWithin(t, time.Minute, "the GatewayClass's claims", func() string {
+		gc, err := c.gw.GatewayV1().GatewayClasses().Get(t.Context(), c.ns, metav1.GetOptions{})
+		if err != nil {
+			return err.Error()
+		}
+		claimed := map[gatewayv1.FeatureName]bool{}
+		for _, f := range gc.Status.SupportedFeatures {
+			claimed[f.Name] = true
+		}
+		if !claimed["GatewayAddressRoutability"] || !claimed["GatewayAddressRoutabilityCluster"] {
+			return fmt.Sprintf("supported features %v, want GatewayAddressRoutability and GatewayAddressRoutabilityCluster", gc.Status.SupportedFeatures)
+		}
+		return ""
+	})
+	// status is the Gateway's status once it shows the ClusterIP of its
+	// Service, as "value routability" strings and the condition asked.
+	status := func(condition gatewayv1.GatewayConditionType, wantStatus metav1.ConditionStatus, wantReason gatewayv1.GatewayConditionReason, wantMessage string) func() string {
+		return func() string {
+			svc, err := c.kube.CoreV1().Services(c.ns).Get(t.Context(), "gw-"+c.ns, metav1.GetOptions{})
+			if err != nil {
+				return err.Error()
+			}
+			gw, err := c.gw.GatewayV1().Gateways(c.ns).Get(t.Context(), "gw", metav1.GetOptions{})
+			if err != nil {
+				return err.Error()
+			}
+			var got []string
+			for _, a := range gw.Status.Addresses {
+				if a.Routability == nil {
+					return fmt.Sprintf("status address %s without routability", a.Value)
+				}
+				got = append(got, a.Value+" "+string(*a.Routability))
+			}
+			want := []string{pooled + " ", svc.Spec.ClusterIP + " Cluster", static + " testing.x-k8s.io/sentinel"}
+			if svc.Spec.ClusterIP == "" || !slices.Equal(got, want) {
+				return fmt.Sprintf("status addresses %q, want %q", got, want)
+			}
+			programmed := meta.FindStatusCondition(gw.Status.Conditions, string(gatewayv1.GatewayConditionProgrammed))
+			if programmed == nil || programmed.Status != metav1.ConditionTrue || programmed.ObservedGeneration != gw.Generation {
+				return fmt.Sprintf("Programmed %+v, want True", programmed)
+			}
+			cond := meta.FindStatusCondition(gw.Status.Conditions, string(condition))
+			if cond == nil || cond.Status != wantStatus || cond.Reason != string(wantReason) || !strings.Contains(cond.Message, wantMessage) || cond.ObservedGeneration != gw.Generation {
+				return fmt.Sprintf("%s %+v, want %s %s with %q", condition, cond, wantStatus, wantReason, wantMessage)
+			}
+			return ""
+		}
+	}
+	eventuallyWithin(t, time.Minute, "the Gateway's addresses, one entry left out", status(gatewayv1.GatewayConditionAddressesAssigned,
+		metav1.ConditionFalse, gatewayv1.GatewayReasonAddressesPartiallyAssigned, `spec.addresses[3].routability "example.com/CorpWan": not a scope hostgate provides`))
+
+	gw, err := c.gw.GatewayV1().Gateways(c.ns).Get(t.Context(), "gw", metav1.GetOptions{})
+	c.must(gw, err)
+	gw.Spec.Addresses = gw.Spec.Addresses[:3]
+	c.must(c.gw.GatewayV1().Gateways(c.ns).Update(t.Context(), gw, metav1.UpdateOptions{}))
+	eventuallyWithin(t, time.Minute, "the Gateway's addresses, all assigned", status(gatewayv1.GatewayConditionAddressesAssigned,
+		metav1.ConditionTrue, gatewayv1.GatewayReasonAddressesAssigned, "every entry of spec.addresses is assigned"))
 }

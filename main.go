@@ -135,7 +135,7 @@ func parseFlags(args []string, output io.Writer) (*config, error) {
 	fs.BoolVar(&c.ingressStatus, "ingress-status", true, "write the addresses of Ingresses of our classes to their status; false while another controller (ingress-nginx during a migration) still writes it")
 	fs.StringVar(&c.watch.GatewayController, "gateway-controller", watch.DefaultGatewayController, "GatewayClass controllerName to serve")
 	fs.StringVar(&c.gatewayClassName, "gateway-class", "hostgate", "GatewayClass (of --gateway-controller) to create when missing; empty creates none")
-	fs.Func("address-pool", "comma-separated IP addresses given one per Gateway without spec.addresses (default: Gateways share the node's addresses)", func(s string) error {
+	fs.Func("address-pool", "comma-separated IP addresses given one per Gateway without spec.addresses, and one per spec.addresses entry without a value (default: Gateways share the node's addresses)", func(s string) error {
 		var err error
 		c.watch.AddressPool, err = ipList(s)
 		return err

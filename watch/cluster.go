@@ -145,11 +145,12 @@ func (in *interner) keptConfigMapData(data map[string]string) map[string]string 
 // trimObject drops what hostgate never reads before an object enters the
 // cache, and interns the rest (see interner). Dropped: managed fields on
 // everything; the annotations of every kind but Ingress and IngressClass;
-// of a Service all but its type and ports; of Services and EndpointSlices
-// their UID, generated name, owners and finalizers; of an EndpointSlice's
-// endpoints, where they run (targetRef, nodeName, zone, hints); the image
-// list on Nodes; of a ConfigMap its labels, owners and every key but
-// ca.crt and the header names --ingress-allowed-response-headers lists,
+// of a Service all but its type and ports (and of those hostgate keeps
+// for Gateways their label saying so and ClusterIPs); of Services and
+// EndpointSlices their UID, generated name, owners and finalizers; of an
+// EndpointSlice's endpoints, where they run (targetRef, nodeName, zone,
+// hints); the image list on Nodes; of a ConfigMap its labels, owners and
+// every key but ca.crt and the header names --ingress-allowed-response-headers lists,
 // the ones translation reads (of the keys custom-headers would leave out,
 // their names only); of a ClusterTrustBundle all but its
 // name and spec.trustBundle (and it becomes v1 whatever its version).
@@ -181,15 +182,24 @@ func (in *interner) trimObject(obj any) (any, error) {
 		}
 	}
 	// What is kept is what translation reads (backends.go: a Service's
-	// type and ports; groups.go: an EndpointSlice's labels; cabundle.go: a
+	// type and ports; addresses.go: the ClusterIPs of hostgate's own;
+	// groups.go: an EndpointSlice's labels; cabundle.go: a
 	// ConfigMap's ca.crt, a ClusterTrustBundle's spec.trustBundle); a
 	// field read later must be kept here too
 	// (TestTrimmedObjectsTranslateAlike).
 	switch o := obj.(type) {
 	case *corev1.Service:
-		o.Labels = nil
+		spec := corev1.ServiceSpec{Type: o.Spec.Type, Ports: o.Spec.Ports}
+		if o.Labels[ManagedByLabel] == ManagedBy {
+			// The Services kept for Gateways: their ClusterIPs are
+			// Gateway addresses (gatewayServiceIPs).
+			o.Labels = map[string]string{ManagedByLabel: ManagedBy}
+			spec.ClusterIP, spec.ClusterIPs = o.Spec.ClusterIP, o.Spec.ClusterIPs
+		} else {
+			o.Labels = nil
+		}
 		unowned(&o.ObjectMeta)
-		o.Spec = corev1.ServiceSpec{Type: o.Spec.Type, Ports: o.Spec.Ports}
+		o.Spec = spec
 		o.Status = corev1.ServiceStatus{}
 	case *discoveryv1.EndpointSlice:
 		unowned(&o.ObjectMeta)
@@ -277,12 +287,13 @@ type clusterStore struct {
 	// synced are the informers whose caches are complete.
 	synced        []cache.SharedIndexInformer
 	bundleVersion string
+	crdChannel    string
 }
 
 func (c *clusterStore) current() *objects {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	objs := &objects{crdBundleVersion: c.bundleVersion}
+	objs := &objects{crdBundleVersion: c.bundleVersion, crdChannel: c.crdChannel}
 	for _, inf := range c.synced {
 		list := inf.GetStore().List()
 		for _, o := range list {
@@ -501,7 +512,7 @@ func (c *clusterStore) startGatewayKinds(ctx context.Context, handler cache.Reso
 		}
 	}
 	slices.Sort(missing)
-	version, versionKnown := c.readBundleVersion(ctx)
+	version, channel, versionKnown := c.readBundleVersion(ctx)
 	if len(informers) > 0 {
 		c.gateway.Start(ctx.Done())
 		if !cache.WaitForCacheSync(ctx.Done(), hasSynced(informers)...) {
@@ -511,7 +522,7 @@ func (c *clusterStore) startGatewayKinds(ctx context.Context, handler cache.Reso
 	c.mu.Lock()
 	c.synced = append(c.synced, informers...)
 	if versionKnown {
-		c.bundleVersion = version
+		c.bundleVersion, c.crdChannel = version, channel
 	}
 	c.mu.Unlock()
 	return missing, true
@@ -519,18 +530,18 @@ func (c *clusterStore) startGatewayKinds(ctx context.Context, handler cache.Reso
 
 var crdResource = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
 
-// readBundleVersion returns the bundle version of the installed Gateway
-// CRD, "" when there is none or it cannot be read (no RBAC for CRDs), and
-// known false when the API server did not answer.
-func (c *clusterStore) readBundleVersion(ctx context.Context) (version string, known bool) {
+// readBundleVersion returns the bundle version and channel of the
+// installed Gateway CRD, "" when there is none or it cannot be read (no
+// RBAC for CRDs), and known false when the API server did not answer.
+func (c *clusterStore) readBundleVersion(ctx context.Context) (version, channel string, known bool) {
 	crd, err := c.meta.Resource(crdResource).Get(ctx, "gateways."+gatewayv1.GroupName, metav1.GetOptions{})
 	if err != nil {
 		if !apierrors.IsNotFound(err) {
 			c.log.Debug("reading the Gateway API bundle version", "error", err)
 		}
-		return "", apierrors.IsNotFound(err) || apierrors.IsForbidden(err)
+		return "", "", apierrors.IsNotFound(err) || apierrors.IsForbidden(err)
 	}
-	return crd.Annotations[consts.BundleVersionAnnotation], true
+	return crd.Annotations[consts.BundleVersionAnnotation], crd.Annotations[consts.ChannelAnnotation], true
 }
 
 func eventHandler(changed, statusChanged func()) cache.ResourceEventHandler {

@@ -211,7 +211,9 @@ func isYAMLFile(p string) bool {
 // last good version where it has errors.
 func (f *fileStore) load(files []string) {
 	start := time.Now()
-	objs := objects{crdBundleVersion: consts.BundleVersion}
+	// Files are read into the Go types, which carry every field of the
+	// experimental channel: no API server drops any.
+	objs := objects{crdBundleVersion: consts.BundleVersion, crdChannel: channelExperimental}
 	good := make(map[string]fileObjects, len(files))
 	failing := 0
 	for _, p := range files {

@@ -1,10 +1,7 @@
 package watch
 
 import (
-	"errors"
 	"fmt"
-	"hash/fnv"
-	"net/netip"
 	"slices"
 	"strings"
 
@@ -79,16 +76,31 @@ var supportedFeatures = []gatewayv1.FeatureName{
 // supportedBundle is the Gateway API release whose CRDs hostgate reads.
 const supportedBundle = "v1.7"
 
-// gatewayInfrastructure is claimed only with Options.GatewayServices:
-// without them no object carries spec.infrastructure's labels.
-const gatewayInfrastructure gatewayv1.FeatureName = "GatewayInfrastructure"
+// Features claimed only where they hold. GatewayInfrastructure needs
+// Options.GatewayServices: without them no object carries
+// spec.infrastructure's labels. GatewayAddressRoutability needs CRDs that
+// carry the routability fields (the experimental channel's), and its
+// Cluster variant the Services too, whose ClusterIPs are the Cluster
+// addresses (addresses.go), and a pool whose addresses their
+// EndpointSlices can hold.
+const (
+	gatewayInfrastructure            gatewayv1.FeatureName = "GatewayInfrastructure"
+	gatewayAddressRoutability        gatewayv1.FeatureName = "GatewayAddressRoutability"
+	gatewayAddressRoutabilityCluster gatewayv1.FeatureName = "GatewayAddressRoutabilityCluster"
+)
 
 func (t *translator) gatewayClasses() {
-	claimed := supportedFeatures
+	claimed := slices.Clone(supportedFeatures)
 	if t.opts.GatewayServices {
-		claimed = append(slices.Clone(claimed), gatewayInfrastructure)
-		slices.Sort(claimed)
+		claimed = append(claimed, gatewayInfrastructure)
 	}
+	if t.routabilityInStatus() {
+		claimed = append(claimed, gatewayAddressRoutability)
+		if t.opts.GatewayServices && t.poolCanBeEndpoints() {
+			claimed = append(claimed, gatewayAddressRoutabilityCluster)
+		}
+	}
+	slices.Sort(claimed)
 	features := make([]gatewayv1.SupportedFeature, len(claimed))
 	for i, f := range claimed {
 		features[i] = gatewayv1.SupportedFeature{Name: f}
@@ -129,7 +141,14 @@ func (t *translator) gatewayClasses() {
 type gateway struct {
 	obj *gatewayv1.Gateway
 	// addresses are the IPs its listeners bind; "" is every node address.
-	addresses []string
+	// requests are its spec.addresses entries (addresses.go), which give
+	// statusAddresses and addressesAssigned; unusable is the first entry
+	// whose value cannot be bound.
+	addresses         []string
+	requests          []*addressRequest
+	statusAddresses   []gatewayv1.GatewayStatusAddress
+	addressesAssigned metav1.Condition
+	unusable          problem
 	// listeners are the Gateway's own; listenerSets are the ListenerSets
 	// whose parentRef names it, in precedence order.
 	listeners    []*listener
@@ -247,108 +266,6 @@ func (t *translator) bindListeners(ls []*listener) {
 			t.bindListener(l)
 		}
 	}
-}
-
-// assignAddresses gives every Gateway its addresses: spec.addresses as
-// written, else one address of the pool, else the node addresses.
-//
-// A pool address must not move while the Gateway lives: clients were
-// told it in the status. So a Gateway keeps the address its status shows
-// while that is free, and otherwise takes the first free address from a
-// place in the pool fixed by its namespace and name. The informer's copy
-// of the status lags the status just written; a Gateway whose status has
-// not caught up still lands on the address it was given, unless a
-// Gateway whose place collides with its own came or went meanwhile.
-// (Handing out the lowest free address moved it whenever any Gateway came
-// or went in that window.)
-func (t *translator) assignAddresses(gws []*gateway) {
-	taken := map[string]bool{}
-	var fromPool []*gateway
-	for _, g := range gws {
-		// An address without a value asks for one to be assigned
-		// (GatewayAddressEmpty), as no addresses at all do.
-		assign := len(g.obj.Spec.Addresses) == 0
-		for i, a := range g.obj.Spec.Addresses {
-			if a.Type != nil && *a.Type != gatewayv1.IPAddressType {
-				g.accepted.first(string(gatewayv1.GatewayReasonUnsupportedAddress),
-					fmt.Sprintf("spec.addresses[%d].type: %s is not supported, only IPAddress", i, *a.Type))
-				continue
-			}
-			// A node-local proxy binds the addresses it is given and
-			// cannot promise where else they are reachable: an address
-			// asked to be only in-cluster (or of a scope of another
-			// implementation) would be served as any other, so it is not.
-			if a.Routability != gatewayv1.GatewayAddressRoutabilityDefault {
-				g.accepted.first(string(gatewayv1.GatewayReasonUnsupportedAddress),
-					fmt.Sprintf("spec.addresses[%d].routability: %s is not supported (GatewayAddressRoutability): hostgate binds addresses on the node and cannot limit where they are reachable from", i, a.Routability))
-				continue
-			}
-			if a.Value == "" {
-				assign = true
-				continue
-			}
-			ip, err := netip.ParseAddr(a.Value)
-			switch {
-			case err != nil:
-				err = errors.New("not an IP address")
-			case t.opts.AddressUsable != nil:
-				err = t.opts.AddressUsable(ip)
-			}
-			if err != nil {
-				g.programmed.first(string(gatewayv1.GatewayReasonAddressNotUsable),
-					fmt.Sprintf("spec.addresses[%d].value %q: %v", i, a.Value, err))
-				continue
-			}
-			g.addresses = append(g.addresses, ip.String())
-			taken[ip.String()] = true
-		}
-		switch {
-		case !assign:
-		case len(t.opts.AddressPool) > 0:
-			fromPool = append(fromPool, g)
-		case len(g.addresses) == 0:
-			g.addresses = []string{""}
-		}
-	}
-	// A Gateway keeps the pool address its status shows, so that its
-	// address does not move when others come and go.
-	var unassigned []*gateway
-	for _, g := range fromPool {
-		kept := false
-		for _, a := range g.obj.Status.Addresses {
-			if slices.Contains(t.opts.AddressPool, a.Value) && !taken[a.Value] {
-				g.addresses, taken[a.Value], kept = append(g.addresses, a.Value), true, true
-				break
-			}
-		}
-		if !kept {
-			unassigned = append(unassigned, g)
-		}
-	}
-	pool := t.opts.AddressPool
-	for _, g := range unassigned {
-		start := poolPlace(g.obj.Namespace, g.obj.Name, len(pool))
-		assigned := false
-		for i := range pool {
-			if a := pool[(start+i)%len(pool)]; !taken[a] {
-				g.addresses, taken[a], assigned = append(g.addresses, a), true, true
-				break
-			}
-		}
-		if !assigned {
-			g.programmed.first(string(gatewayv1.GatewayReasonAddressNotAssigned), "the address pool is exhausted")
-		}
-	}
-}
-
-// poolPlace is where in a pool of n addresses the Gateway namespace/name
-// starts looking for a free one.
-func poolPlace(namespace, name string, n int) int {
-	h := fnv.New32a()
-	h.Write([]byte(namespace))
-	h.Write([]byte{'/'})
-	h.Write([]byte(name))
-	return int(h.Sum32() % uint32(n))
 }
 
 // routeKinds are the route kinds a listener of each protocol serves, and
@@ -615,13 +532,9 @@ func (t *translator) finishGateways() {
 		if g == nil {
 			continue
 		}
-		addresses := g.addresses
-		if slices.Equal(addresses, []string{""}) {
-			addresses = t.nodeAddresses
-		}
-		report := GatewayReport{Object: gw, Status: t.gatewayStatus(g, addresses)}
+		report := GatewayReport{Object: gw, Status: t.gatewayStatus(g)}
 		if t.opts.GatewayServices {
-			report.Infrastructure = infrastructure(gw, addresses)
+			report.Infrastructure = infrastructure(gw, t.servedOn(g))
 		}
 		t.reports.Gateways = append(t.reports.Gateways, report)
 		for _, s := range g.listenerSets {
@@ -630,13 +543,10 @@ func (t *translator) finishGateways() {
 	}
 }
 
-// gatewayStatus is the status of g, which is served on addresses.
-func (t *translator) gatewayStatus(g *gateway, addresses []string) gatewayv1.GatewayStatus {
+// gatewayStatus is the status of g.
+func (t *translator) gatewayStatus(g *gateway) gatewayv1.GatewayStatus {
 	gen := g.obj.Generation
-	var st gatewayv1.GatewayStatus
-	for _, a := range addresses {
-		st.Addresses = append(st.Addresses, gatewayv1.GatewayStatusAddress{Type: new(gatewayv1.IPAddressType), Value: a})
-	}
+	st := gatewayv1.GatewayStatus{Addresses: g.statusAddresses}
 	serving := 0
 	notServed := "the Gateway is not programmed"
 	if !g.programmed.ok() {
@@ -690,6 +600,7 @@ func (t *translator) gatewayStatus(g *gateway, addresses []string) gatewayv1.Gat
 	} else {
 		setCondition(&st.Conditions, condition(gatewayv1.GatewayConditionProgrammed, false, programmed.reason, gen, programmed.message))
 	}
+	setCondition(&st.Conditions, g.addressesAssigned)
 	switch {
 	case !g.hasBackendTLS:
 		// Set only for the client certificate, its one reference.

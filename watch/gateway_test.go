@@ -10,6 +10,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 )
 
 // TestPoolAddressStaysPut: a Gateway whose status has not caught up yet
@@ -205,4 +206,40 @@ func decodeStore(t *testing.T, input string) *objects {
 	}
 	objs.sort(&orders{})
 	return &objs
+}
+
+// TestClaimsFollowTheMode: GatewayAddressRoutability is claimed only where
+// the CRDs carry the routability fields (the experimental channel), its
+// Cluster variant only with --gateway-services too and a pool (if any)
+// whose addresses can be endpoints, and GatewayInfrastructure with
+// --gateway-services whatever the channel.
+func TestClaimsFollowTheMode(t *testing.T) {
+	for _, c := range []struct {
+		channel  string
+		services bool
+		pool     []string
+		want     []gatewayv1.FeatureName
+	}{
+		{"standard", false, nil, nil},
+		{"standard", true, nil, []gatewayv1.FeatureName{gatewayInfrastructure}},
+		{"", true, nil, []gatewayv1.FeatureName{gatewayInfrastructure}},
+		{"experimental", false, nil, []gatewayv1.FeatureName{gatewayAddressRoutability}},
+		{"experimental", true, nil, []gatewayv1.FeatureName{gatewayAddressRoutability, gatewayAddressRoutabilityCluster, gatewayInfrastructure}},
+		{"experimental", true, []string{"192.0.2.10", "2001:db8::10"}, []gatewayv1.FeatureName{gatewayAddressRoutability, gatewayAddressRoutabilityCluster, gatewayInfrastructure}},
+		// A ClusterIP cannot lead to a Gateway served on loopback.
+		{"experimental", true, []string{"192.0.2.10", "127.0.0.10"}, []gatewayv1.FeatureName{gatewayAddressRoutability, gatewayInfrastructure}},
+	} {
+		objs := decodeStore(t, ourClass)
+		objs.crdChannel = c.channel
+		_, reports := translate(objs, Options{GatewayServices: c.services, AddressPool: c.pool})
+		var got []gatewayv1.FeatureName
+		for _, f := range reports.GatewayClasses[0].Status.SupportedFeatures {
+			if !slices.Contains(supportedFeatures, f.Name) {
+				got = append(got, f.Name)
+			}
+		}
+		if !slices.Equal(got, c.want) {
+			t.Errorf("channel %q, --gateway-services=%t, pool %v: claimed beside the base list %v, want %v", c.channel, c.services, c.pool, got, c.want)
+		}
+	}
 }

@@ -29,7 +29,8 @@ var update = flag.Bool("update", false, "rewrite the golden files of TestGolden"
 var goldenOptions = Options{IngressHTTPAddr: ":80", IngressHTTPSAddr: ":443"}
 
 // TestGolden translates testdata/<case>/*.yaml (options.yaml holds
-// Options and CRDBundleVersion) and compares the served routes with snapshot.golden and the
+// Options, CRDBundleVersion and CRDChannel, experimental unless it says
+// otherwise) and compares the served routes with snapshot.golden and the
 // conditions with reports.golden. Run with -update to rewrite them.
 func TestGolden(t *testing.T) {
 	eachCase(t, func(t *testing.T, dir string, objs *objects, opts Options) {
@@ -58,7 +59,8 @@ func loadCase(t testing.TB, dir string) (*objects, Options) {
 	c := struct {
 		Options
 		CRDBundleVersion string
-	}{goldenOptions, "v1.7.0"}
+		CRDChannel       string
+	}{goldenOptions, "v1.7.0", channelExperimental}
 	if data, err := os.ReadFile(filepath.Join(dir, "options.yaml")); err == nil {
 		if err := yaml.UnmarshalStrict(data, &c); err != nil {
 			t.Fatalf("options.yaml: %v", err)
@@ -68,7 +70,7 @@ func loadCase(t testing.TB, dir string) (*objects, Options) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	objs := &objects{crdBundleVersion: c.CRDBundleVersion}
+	objs := &objects{crdBundleVersion: c.CRDBundleVersion, crdChannel: c.CRDChannel}
 	for _, f := range files {
 		if filepath.Base(f) == "options.yaml" {
 			continue
@@ -241,7 +243,11 @@ func describeReports(t testing.TB, r *Reports) string {
 	for _, g := range r.Gateways {
 		pg := printedGateway{Name: g.Object.Namespace + "/" + g.Object.Name, Conditions: printConditions(g.Status.Conditions), AttachedListenerSets: g.Status.AttachedListenerSets}
 		for _, a := range g.Status.Addresses {
-			pg.Addresses = append(pg.Addresses, a.Value)
+			if a.Routability == nil {
+				pg.Addresses = append(pg.Addresses, a.Value)
+			} else {
+				pg.Addresses = append(pg.Addresses, fmt.Sprintf("%s routability=%q", a.Value, *a.Routability))
+			}
 		}
 		for _, l := range g.Status.Listeners {
 			pg.Listeners = append(pg.Listeners, printListener(l))

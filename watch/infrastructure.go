@@ -16,7 +16,6 @@ import (
 	"fmt"
 	"hash/fnv"
 	"maps"
-	"net/netip"
 	"slices"
 	"strings"
 
@@ -62,19 +61,7 @@ func infrastructure(gw *gatewayv1.Gateway, addresses []string) *Infrastructure {
 		ObjectMeta: meta,
 		Spec:       corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, Ports: ports},
 	}}
-	families := map[discoveryv1.AddressType][]string{}
-	for _, a := range addresses {
-		ip, err := netip.ParseAddr(a)
-		// The API server refuses these in EndpointSlices.
-		if err != nil || ip.IsLoopback() || ip.IsUnspecified() || ip.IsLinkLocalUnicast() || ip.IsMulticast() {
-			continue
-		}
-		family := discoveryv1.AddressTypeIPv4
-		if ip.Unmap().Is6() {
-			family = discoveryv1.AddressTypeIPv6
-		}
-		families[family] = append(families[family], ip.Unmap().String())
-	}
+	families := endpointAddresses(addresses)
 	for _, family := range slices.Sorted(maps.Keys(families)) {
 		slice := &discoveryv1.EndpointSlice{ObjectMeta: infrastructureMeta(gw), AddressType: family}
 		slice.Name = meta.Name + "-" + strings.ToLower(string(family))

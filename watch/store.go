@@ -42,9 +42,11 @@ type objects struct {
 	// written (file mode: files with documents that could not be decoded),
 	// one line each; Reports.Problems starts with them.
 	readProblems []string
-	// crdBundleVersion is the gateway.networking.k8s.io/bundle-version of
-	// the installed Gateway API CRDs; empty when unknown (file mode).
+	// crdBundleVersion and crdChannel are the
+	// gateway.networking.k8s.io/bundle-version and channel of the
+	// installed Gateway API CRDs; empty when unknown.
 	crdBundleVersion string
+	crdChannel       string
 }
 
 // add stores obj under its kind and reports whether the kind is one the

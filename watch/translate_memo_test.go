@@ -69,7 +69,7 @@ func (o *objects) all() []any {
 
 // store is a store of like's kind holding list.
 func store(like *objects, list []any) *objects {
-	o := &objects{crdBundleVersion: like.crdBundleVersion}
+	o := &objects{crdBundleVersion: like.crdBundleVersion, crdChannel: like.crdChannel}
 	for _, obj := range list {
 		o.add(obj, 0)
 	}
