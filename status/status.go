@@ -152,11 +152,16 @@ func New(cfg *rest.Config, opts Options, log *slog.Logger) (*Writer, error) {
 }
 
 // Update hands the Writer the latest Reports. It never blocks: a Writer
-// that is not leading keeps only the last ones.
+// that is not leading keeps only the last ones. The Reports it has
+// already (published again with changed endpoints) start no pass.
 func (w *Writer) Update(r *watch.Reports) {
 	w.mu.Lock()
+	same := w.reports == r
 	w.reports = r
 	w.mu.Unlock()
+	if same {
+		return
+	}
 	select {
 	case w.changed <- struct{}{}:
 	default:

@@ -240,7 +240,7 @@ func backendProtocol(appProtocol *string, grpc bool) (string, bool) {
 // EndpointSlices: ready ones, and terminating ones that still serve
 // (marked not ready). The target port comes from the slice port of the
 // same name, or from a numeric targetPort for slices without ports.
-func (t *translator) endpointSet(list []*discoveryv1.EndpointSlice, port *corev1.ServicePort) []Endpoint {
+func endpointSet(list []*discoveryv1.EndpointSlice, port *corev1.ServicePort) []Endpoint {
 	set := []Endpoint{}
 	seen := map[string]bool{}
 	for _, slice := range list {

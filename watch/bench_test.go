@@ -11,6 +11,7 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 )
@@ -70,6 +71,35 @@ func BenchmarkTranslate(b *testing.B) {
 			slice.Endpoints[0].Addresses = []string{fmt.Sprintf("10.255.%d.%d", i/250%250, i%250)}
 			objs.endpointSlices[i%n] = slice
 		}))
+	}
+}
+
+// BenchmarkChangeEndpoints changes one EndpointSlice of the Services of n
+// routes as cluster mode does, without a translation: the counterpart of
+// BenchmarkTranslate's endpoints-change.
+func BenchmarkChangeEndpoints(b *testing.B) {
+	for _, n := range []int{1000, 10000} {
+		b.Run(fmt.Sprintf("routes=%d", n), func(b *testing.B) {
+			objs := benchObjects(n)
+			m := newMemo()
+			snap, _ := m.translate(objs, Options{})
+			var changed *discoveryv1.EndpointSlice
+			slicesOf := func(types.NamespacedName) ([]*discoveryv1.EndpointSlice, error) {
+				return []*discoveryv1.EndpointSlice{changed}, nil
+			}
+			b.ReportAllocs()
+			defer reportCPU(b)()
+			for i := 0; b.Loop(); i++ {
+				changed = objs.endpointSlices[i%n].DeepCopy()
+				changed.Endpoints[0].Addresses = []string{fmt.Sprintf("10.255.%d.%d", i/250%250, i%250)}
+				key, _ := sliceService(changed)
+				next, err := m.changeEndpoints(snap, []types.NamespacedName{key}, slicesOf)
+				if err != nil || next == nil {
+					b.Fatalf("no change: %v", err)
+				}
+				snap = next
+			}
+		})
 	}
 }
 

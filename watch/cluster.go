@@ -21,6 +21,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
@@ -73,11 +74,12 @@ func NewCluster(cfg *rest.Config, opts Options, publish Publish, log *slog.Logge
 	trim := in.trimObject
 	transform := informers.WithTransform(trim)
 	c := &clusterStore{
-		log:           s.log,
-		statusChanged: s.statusChanged,
-		discovery:     kube.Discovery(),
-		meta:          meta,
-		core:          informers.NewSharedInformerFactoryWithOptions(kube, 0, transform),
+		log:              s.log,
+		statusChanged:    s.statusChanged,
+		endpointsChanged: s.endpointsChanged,
+		discovery:        kube.Discovery(),
+		meta:             meta,
+		core:             informers.NewSharedInformerFactoryWithOptions(kube, 0, transform),
 		secrets: informers.NewSharedInformerFactoryWithOptions(kube, 0, transform,
 			informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.FieldSelector = "type=" + string(corev1.SecretTypeTLS) })),
 		caSecrets: informers.NewSharedInformerFactoryWithOptions(kube, 0, transform,
@@ -85,7 +87,7 @@ func NewCluster(cfg *rest.Config, opts Options, publish Publish, log *slog.Logge
 		gateway: gatewayinformers.NewSharedInformerFactoryWithOptions(gw, 0, gatewayinformers.WithTransform(trim)),
 		started: map[string]bool{},
 	}
-	s.run, s.list = c.run, c.current
+	s.run, s.list, s.slicesOf = c.run, c.current, c.slicesOf
 	return s, nil
 }
 
@@ -263,12 +265,13 @@ func unowned(m *metav1.ObjectMeta) {
 type clusterStore struct {
 	log *slog.Logger
 	// statusChanged is called instead of run's changed for updates of
-	// status only.
-	statusChanged func()
-	discovery     discovery.DiscoveryInterface
-	meta          metadata.Interface
-	core          informers.SharedInformerFactory
-	secrets       informers.SharedInformerFactory
+	// status only, endpointsChanged for those of EndpointSlices.
+	statusChanged    func()
+	endpointsChanged func(types.NamespacedName)
+	discovery        discovery.DiscoveryInterface
+	meta             metadata.Interface
+	core             informers.SharedInformerFactory
+	secrets          informers.SharedInformerFactory
 	// caSecrets watches Opaque Secrets, trimmed to their ca.crt.
 	caSecrets informers.SharedInformerFactory
 	gateway   gatewayinformers.SharedInformerFactory
@@ -334,11 +337,17 @@ func (c *clusterStore) run(ctx context.Context, changed func()) error {
 		}
 	}
 	handler := eventHandler(gated(changed), gated(c.statusChanged))
+	sliceInformer := c.core.Discovery().V1().EndpointSlices().Informer()
+	if err := sliceInformer.AddIndexers(cache.Indexers{serviceIndex: indexByService}); err != nil {
+		return fmt.Errorf("watch: EndpointSlices by Service: %w", err)
+	}
+	if _, err := sliceInformer.AddEventHandler(c.sliceHandler()); err != nil {
+		return fmt.Errorf("watch: %w", err)
+	}
 	core := []cache.SharedIndexInformer{
 		c.core.Networking().V1().Ingresses().Informer(),
 		c.core.Networking().V1().IngressClasses().Informer(),
 		c.core.Core().V1().Services().Informer(),
-		c.core.Discovery().V1().EndpointSlices().Informer(),
 		c.core.Core().V1().Namespaces().Informer(),
 		c.core.Core().V1().Nodes().Informer(),
 		c.core.Core().V1().ConfigMaps().Informer(),
@@ -350,6 +359,7 @@ func (c *clusterStore) run(ctx context.Context, changed func()) error {
 			return fmt.Errorf("watch: %w", err)
 		}
 	}
+	core = append(core, sliceInformer)
 	start := time.Now()
 	c.core.Start(ctx.Done())
 	c.secrets.Start(ctx.Done())
@@ -542,6 +552,59 @@ func (c *clusterStore) readBundleVersion(ctx context.Context) (version, channel 
 		return "", "", apierrors.IsNotFound(err) || apierrors.IsForbidden(err)
 	}
 	return crd.Annotations[consts.BundleVersionAnnotation], crd.Annotations[consts.ChannelAnnotation], true
+}
+
+// serviceIndex indexes EndpointSlices by their Service's
+// "namespace/name".
+const serviceIndex = "service"
+
+func indexByService(obj any) ([]string, error) {
+	if s, ok := obj.(*discoveryv1.EndpointSlice); ok {
+		if key, ok := sliceService(s); ok {
+			return []string{key.String()}, nil
+		}
+	}
+	return nil, nil
+}
+
+// slicesOf lists the cached EndpointSlices of the Service key, in no
+// order.
+func (c *clusterStore) slicesOf(key types.NamespacedName) ([]*discoveryv1.EndpointSlice, error) {
+	objs, err := c.core.Discovery().V1().EndpointSlices().Informer().GetIndexer().ByIndex(serviceIndex, key.String())
+	if err != nil {
+		return nil, fmt.Errorf("EndpointSlices of Service %s: %w", key, err)
+	}
+	list := make([]*discoveryv1.EndpointSlice, 0, len(objs))
+	for _, o := range objs {
+		list = append(list, o.(*discoveryv1.EndpointSlice))
+	}
+	return list, nil
+}
+
+// sliceHandler passes the Services whose EndpointSlices changed, as the
+// slices name them before and after, to endpointsChanged once the caches
+// are synced: endpoints change without a translation.
+func (c *clusterStore) sliceHandler() cache.ResourceEventHandler {
+	changed := func(obj any) {
+		if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+			obj = d.Obj
+		}
+		s, ok := obj.(*discoveryv1.EndpointSlice)
+		if !ok || !c.ready.Load() {
+			return
+		}
+		if key, ok := sliceService(s); ok {
+			c.endpointsChanged(key)
+		}
+	}
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc: changed,
+		UpdateFunc: func(old, new any) {
+			changed(old)
+			changed(new)
+		},
+		DeleteFunc: changed,
+	}
 }
 
 func eventHandler(changed, statusChanged func()) cache.ResourceEventHandler {

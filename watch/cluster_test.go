@@ -217,9 +217,40 @@ func TestClusterServesChanges(t *testing.T) {
 	})
 
 	t.Run("endpoints", func(t *testing.T) {
+		// Endpoints change without a translation: the Reports published
+		// with them are the last translation's.
+		rec.mu.Lock()
+		translated := rec.reports
+		rec.mu.Unlock()
+		retranslated := false
+		sameReports := func(r *Reports) bool {
+			retranslated = retranslated || r != translated
+			return true
+		}
+		defer func() {
+			if retranslated {
+				t.Error("an EndpointSlice change was translated")
+			}
+		}()
 		slice.Endpoints = append(slice.Endpoints, discoveryv1.Endpoint{Addresses: []string{"10.244.1.6"}})
 		must[*discoveryv1.EndpointSlice](t)(c.kube.DiscoveryV1().EndpointSlices(ns).Update(ctx, slice, metav1.UpdateOptions{}))
-		rec.waitFor(t, "two endpoints", 30*time.Second, func(s *Snapshot, _ *Reports) bool { return len(s.Endpoints[ns+"/web:80"]) == 2 })
+		rec.waitFor(t, "two endpoints", 30*time.Second, func(s *Snapshot, r *Reports) bool {
+			return len(s.Endpoints[ns+"/web:80"]) == 2 && sameReports(r)
+		})
+		second := slice.DeepCopy()
+		second.Name, second.ResourceVersion = "web-2", ""
+		second.Endpoints = []discoveryv1.Endpoint{{Addresses: []string{"10.244.1.7"}, Conditions: discoveryv1.EndpointConditions{Ready: new(false), Serving: new(true)}}}
+		must[*discoveryv1.EndpointSlice](t)(c.kube.DiscoveryV1().EndpointSlices(ns).Create(ctx, second, metav1.CreateOptions{}))
+		rec.waitFor(t, "a terminating endpoint of a second slice", 30*time.Second, func(s *Snapshot, r *Reports) bool {
+			eps := s.Endpoints[ns+"/web:80"]
+			return len(eps) == 3 && eps[2] == Endpoint{Address: "10.244.1.7:8080", Ready: false, Weight: 1} && sameReports(r)
+		})
+		if err := c.kube.DiscoveryV1().EndpointSlices(ns).Delete(ctx, second.Name, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		rec.waitFor(t, "the second slice gone", 30*time.Second, func(s *Snapshot, r *Reports) bool {
+			return len(s.Endpoints[ns+"/web:80"]) == 2 && sameReports(r)
+		})
 	})
 
 	t.Run("secret rotation", func(t *testing.T) {

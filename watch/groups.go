@@ -130,12 +130,9 @@ func newLookups() *lookups {
 		configMaps:   newGroups(keyed(namespacedName[*corev1.ConfigMap])),
 		trustBundles: newGroups(keyed((*certificatesv1.ClusterTrustBundle).GetName)),
 		namespaces:   newGroups(keyed((*corev1.Namespace).GetName)),
-		slices: newGroups(func(s *discoveryv1.EndpointSlice) (types.NamespacedName, bool) {
-			svc := s.Labels[discoveryv1.LabelServiceName]
-			return types.NamespacedName{Namespace: s.Namespace, Name: svc}, svc != ""
-		}),
-		grants:   newGroups(keyed((*gatewayv1.ReferenceGrant).GetNamespace)),
-		policies: newGroups(keyed((*gatewayv1.BackendTLSPolicy).GetNamespace)),
+		slices:       newGroups(sliceService),
+		grants:       newGroups(keyed((*gatewayv1.ReferenceGrant).GetNamespace)),
+		policies:     newGroups(keyed((*gatewayv1.BackendTLSPolicy).GetNamespace)),
 	}
 }
 
@@ -150,6 +147,13 @@ func (l *lookups) update(objs *objects) {
 	l.slices.update(objs.endpointSlices)
 	l.grants.update(objs.referenceGrants)
 	l.policies.update(objs.backendTLS)
+}
+
+// sliceService is the Service an EndpointSlice belongs to, by its label;
+// ok is false for a slice without one.
+func sliceService(s *discoveryv1.EndpointSlice) (key types.NamespacedName, ok bool) {
+	svc := s.Labels[discoveryv1.LabelServiceName]
+	return types.NamespacedName{Namespace: s.Namespace, Name: svc}, svc != ""
 }
 
 func keyed[K any, T any](key func(T) K) func(T) (K, bool) {

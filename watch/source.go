@@ -4,12 +4,16 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/netip"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
+	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // Publish receives every translation. Neither the Snapshot nor the Reports
@@ -37,6 +41,18 @@ type Source struct {
 	memo *memo
 	// statusKick is statusChanged's signal to Start.
 	statusKick chan struct{}
+	// slicesOf lists the EndpointSlices of a Service, nil where the
+	// source does not know them apart (files, which are read whole).
+	slicesOf func(types.NamespacedName) ([]*discoveryv1.EndpointSlice, error)
+	// endpointKick is endpointsChanged's signal to Start, and
+	// changedServices the Services it was given since Start took them.
+	endpointKick    chan struct{}
+	mu              sync.Mutex
+	changedServices map[types.NamespacedName]struct{}
+	// last and lastReports are what was published last; only Start's
+	// goroutine uses them.
+	last        *Snapshot
+	lastReports *Reports
 }
 
 // debounce is the least time between the starts of two translations. A
@@ -63,6 +79,28 @@ func (s *Source) statusChanged() {
 	}
 }
 
+// endpointsChanged tells Start that EndpointSlices of the Service key
+// changed, which changes endpoint sets and nothing else.
+func (s *Source) endpointsChanged(key types.NamespacedName) {
+	s.mu.Lock()
+	s.changedServices[key] = struct{}{}
+	s.mu.Unlock()
+	select {
+	case s.endpointKick <- struct{}{}:
+	default:
+	}
+}
+
+// takeChangedServices returns the Services endpointsChanged was given
+// since the last call, and forgets them.
+func (s *Source) takeChangedServices() []types.NamespacedName {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	keys := slices.Collect(maps.Keys(s.changedServices))
+	clear(s.changedServices)
+	return keys
+}
+
 func newSource(opts Options, publish Publish, log *slog.Logger) (*Source, error) {
 	if err := opts.validate(); err != nil {
 		return nil, err
@@ -70,7 +108,10 @@ func newSource(opts Options, publish Publish, log *slog.Logger) (*Source, error)
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Source{opts: opts, publish: publish, log: log, memo: newMemo(), statusKick: make(chan struct{}, 1)}, nil
+	return &Source{
+		opts: opts, publish: publish, log: log, memo: newMemo(),
+		statusKick: make(chan struct{}, 1), endpointKick: make(chan struct{}, 1), changedServices: map[types.NamespacedName]struct{}{},
+	}, nil
 }
 
 func (o Options) validate() error {
@@ -128,6 +169,12 @@ func (s *Source) Start(ctx context.Context) error {
 			schedule(time.Now())
 		case <-s.statusKick:
 			schedule(time.Now().Add(statusDelay))
+		case <-s.endpointKick:
+			// At once, whatever translation is due: changing endpoint
+			// sets costs what changed, not a translation of the store.
+			if !s.changeEndpoints() {
+				schedule(time.Now())
+			}
 		case <-timer.C:
 			due = time.Time{}
 			earliest = time.Now().Add(debounce)
@@ -145,6 +192,8 @@ func later(a, b time.Time) time.Time {
 
 func (s *Source) translate() {
 	start := time.Now()
+	// The list below has every EndpointSlice change made so far.
+	s.takeChangedServices()
 	objs := s.list()
 	listed := time.Now()
 	snap, reports := s.memo.translate(objs, s.opts)
@@ -153,6 +202,7 @@ func (s *Source) translate() {
 		s.opts.TranslationTime.Observe(done.Sub(listed).Seconds())
 	}
 	s.publish(snap, reports)
+	s.last, s.lastReports = snap, reports
 	s.logAnnotations(reports)
 	s.log.Info("translated",
 		"list_seconds", listed.Sub(start).Seconds(),
@@ -160,6 +210,32 @@ func (s *Source) translate() {
 		"publish_seconds", time.Since(done).Seconds(),
 		"listeners", len(snap.Listeners), "routes", snap.RouteCount(), "endpoint_sets", len(snap.Endpoints))
 	s.logProblems(reports)
+}
+
+// changeEndpoints publishes the last Snapshot with the endpoint sets of
+// the Services whose EndpointSlices changed brought up to date, and the
+// last Reports, which endpoints take no part in. It reports false when
+// only a translation can.
+func (s *Source) changeEndpoints() bool {
+	keys := s.takeChangedServices()
+	if s.last == nil || s.slicesOf == nil || len(keys) == 0 {
+		return true
+	}
+	start := time.Now()
+	snap, err := s.memo.changeEndpoints(s.last, keys, s.slicesOf)
+	if err != nil {
+		s.log.Error("changing endpoints without a translation", "error", err)
+		return false
+	}
+	if snap == nil {
+		return true
+	}
+	changed := time.Now()
+	s.publish(snap, s.lastReports)
+	s.last = snap
+	s.log.Info("endpoints changed", "services", len(keys),
+		"change_seconds", changed.Sub(start).Seconds(), "publish_seconds", time.Since(changed).Seconds())
+	return true
 }
 
 // logProblems logs what keeps objects from being served, when it changed:

@@ -24,6 +24,11 @@ package watch
 // on when everything in them is the same: the map of endpoint sets, and a
 // socket's list of routes.
 //
+// In cluster mode an EndpointSlice change is no translation at all:
+// changeEndpoints makes the endpoint sets of its Service again, from the
+// entries of the last translation, and the Source publishes the last
+// Snapshot with them and the last Reports.
+//
 // What Snapshots and Reports get (rules, endpoint sets, status entries) is
 // never changed afterwards, so they may share it; the memo's entries that
 // hold them are, in place: an endpoint entry gets the new set of its
@@ -33,9 +38,11 @@ package watch
 // and so never hits.
 
 import (
+	"maps"
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
@@ -73,7 +80,9 @@ type results struct {
 }
 
 func newMemo() *memo {
-	return &memo{groups: newLookups(), endpoints: endpointRegistry{byName: map[string]*endpointEntry{}}}
+	return &memo{groups: newLookups(), endpoints: endpointRegistry{
+		byName: map[string]*endpointEntry{}, byService: map[types.NamespacedName][]*endpointEntry{}, changed: map[types.NamespacedName]struct{}{},
+	}}
 }
 
 // newResults returns empty results with room for as many entries as like
@@ -168,8 +177,14 @@ type endpointEntry struct {
 type endpointRegistry struct {
 	translation uint64
 	// byName holds the entries that the last translation registered, and
-	// those the current one has registered so far.
-	byName map[string]*endpointEntry
+	// those the current one has registered so far; byService holds the
+	// same entries by Service, for changeEndpoints.
+	byName    map[string]*endpointEntry
+	byService map[types.NamespacedName][]*endpointEntry
+	// changed are the Services whose sets changeEndpoints changed since
+	// the last translation, which the next one makes again: its lookups
+	// tell what changed since the last translation only.
+	changed map[types.NamespacedName]struct{}
 	// registered are the current translation's entries, in order.
 	registered []*endpointEntry
 	// rebuilt is set once an entry of the current translation is new or
@@ -286,7 +301,7 @@ func (t *translator) registerEndpoints(name string, svc *corev1.Service, port *c
 	key := types.NamespacedName{Namespace: svc.Namespace, Name: svc.Name}
 	if t.next == nil {
 		if _, done := t.endpoints[name]; !done {
-			t.endpoints[name] = t.endpointSet(t.slices.byKey[key], port)
+			t.endpoints[name] = endpointSet(t.slices.byKey[key], port)
 		}
 		return
 	}
@@ -294,6 +309,7 @@ func (t *translator) registerEndpoints(name string, svc *corev1.Service, port *c
 	if e == nil {
 		e = &endpointEntry{name: name, key: key}
 		t.eps.byName[name] = e
+		t.eps.byService[key] = append(t.eps.byService[key], e)
 	}
 	t.register(e, port)
 	if t.deps != nil {
@@ -310,11 +326,18 @@ func (t *translator) register(e *endpointEntry, port *corev1.ServicePort) {
 	}
 	e.translation = t.eps.translation
 	// The set is right for the last translation, as each translation
-	// drops the entries it did not register.
-	if e.port != port || t.slices.changedKey(e.key) {
+	// drops the entries it did not register, unless changeEndpoints
+	// changed it since.
+	_, changed := t.eps.changed[e.key]
+	if e.port != port || changed || t.slices.changedKey(e.key) {
+		set := endpointSet(t.slices.byKey[e.key], port)
+		// Compared, not just replaced: changeEndpoints may have brought
+		// the set up to date already, and an equal set keeps the map.
+		if e.port == nil || !slices.Equal(set, e.set) {
+			e.set = set
+			t.eps.rebuilt = true
+		}
 		e.port = port
-		e.set = t.endpointSet(t.slices.byKey[e.key], port)
-		t.eps.rebuilt = true
 	}
 	t.eps.registered = append(t.eps.registered, e)
 }
@@ -335,10 +358,15 @@ func (t *translator) endpointMap() map[string][]Endpoint {
 		return t.endpoints
 	}
 	r := t.eps
+	clear(r.changed) // every set registered is made again or right
 	if len(r.byName) > len(r.registered) {
 		for name, e := range r.byName {
 			if e.translation != r.translation {
 				delete(r.byName, name)
+				r.byService[e.key] = slices.DeleteFunc(r.byService[e.key], func(o *endpointEntry) bool { return o == e })
+				if len(r.byService[e.key]) == 0 {
+					delete(r.byService, e.key)
+				}
 			}
 		}
 	}
@@ -351,6 +379,57 @@ func (t *translator) endpointMap() map[string][]Endpoint {
 		}
 	}
 	return r.published
+}
+
+// changeEndpoints brings the endpoint sets of the Services keys to the
+// EndpointSlices slicesOf finds for them, and returns last, the Snapshot of
+// the last translation or change, with those sets; nil when none changed
+// or slicesOf failed (with its error), in which case only a translation
+// brings them up to date.
+// No route is translated: a Service's EndpointSlices decide its endpoint
+// sets and nothing else, so the result is what a translation of the store
+// would make (TestChangeEndpointsMatchesTranslation), at the cost of the
+// sets changed and one copy of the map of sets. slicesOf must list what
+// the store's next list will: the next translation compares its sets with
+// these.
+func (m *memo) changeEndpoints(last *Snapshot, keys []types.NamespacedName, slicesOf func(types.NamespacedName) ([]*discoveryv1.EndpointSlice, error)) (*Snapshot, error) {
+	r := &m.endpoints
+	type change struct {
+		entry *endpointEntry
+		set   []Endpoint
+	}
+	// Entries change only once every list is read: the next translation
+	// must find the sets published.
+	var changes []change
+	for _, key := range keys {
+		entries := r.byService[key]
+		if len(entries) == 0 {
+			continue // no route refers to the Service
+		}
+		list, err := slicesOf(key)
+		if err != nil {
+			return nil, err
+		}
+		sortObjects(list)
+		for _, e := range entries {
+			if set := endpointSet(list, e.port); !slices.Equal(set, e.set) {
+				changes = append(changes, change{e, set})
+			}
+		}
+	}
+	if len(changes) == 0 {
+		return nil, nil
+	}
+	// A new map: the last one is the published Snapshot's.
+	r.published = maps.Clone(r.published)
+	for _, c := range changes {
+		c.entry.set = c.set
+		r.published[c.entry.name] = c.set
+		r.changed[c.entry.key] = struct{}{}
+	}
+	snap := *last
+	snap.Endpoints = r.published
+	return &snap, nil
 }
 
 // memoParents returns r's status entries for outcomes, or the previous

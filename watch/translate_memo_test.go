@@ -3,11 +3,14 @@ package watch
 import (
 	"fmt"
 	"maps"
+	"math/rand/v2"
 	"reflect"
 	"slices"
 	"testing"
 
+	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 )
 
@@ -166,5 +169,116 @@ func TestGoodRoutesShareConditions(t *testing.T) {
 	_, again := m.translate(objs, Options{})
 	if !shared(conditions(again, 1), conditions(first, 0)) {
 		t.Error("a good route translated again does not share the conditions of the routes translated before")
+	}
+}
+
+// TestChangeEndpointsMatchesTranslation makes random sequences of
+// EndpointSlice changes in every golden case (a slice removed, put back,
+// its first endpoint terminating, an address added, its Service label
+// dropped), each followed by changeEndpoints or, one time in four, by a
+// translation with the memo, and checks the Snapshot and Reports served
+// after each step against a translation of the same store without memo.
+func TestChangeEndpointsMatchesTranslation(t *testing.T) {
+	changed := 0
+	eachCase(t, func(t *testing.T, _ string, objs *objects, opts Options) {
+		if len(objs.endpointSlices) == 0 {
+			return
+		}
+		rng := rand.New(rand.NewPCG(29, uint64(len(objs.endpointSlices))))
+		original := slices.Clone(objs.endpointSlices)
+		current := slices.Clone(original) // nil where removed
+		others := slices.DeleteFunc(objs.all(), func(o any) bool { _, ok := o.(*discoveryv1.EndpointSlice); return ok })
+		list := func() []any {
+			l := slices.Clone(others)
+			for _, s := range current {
+				if s != nil {
+					l = append(l, s)
+				}
+			}
+			return l
+		}
+		slicesOf := func(key types.NamespacedName) ([]*discoveryv1.EndpointSlice, error) {
+			var out []*discoveryv1.EndpointSlice
+			for _, s := range current {
+				if s == nil {
+					continue
+				}
+				if k, ok := sliceService(s); ok && k == key {
+					out = append(out, s)
+				}
+			}
+			return out, nil
+		}
+		variants := []struct {
+			name   string
+			change func(*discoveryv1.EndpointSlice) *discoveryv1.EndpointSlice
+		}{
+			{"removed", func(*discoveryv1.EndpointSlice) *discoveryv1.EndpointSlice { return nil }},
+			{"back", func(*discoveryv1.EndpointSlice) *discoveryv1.EndpointSlice { return nil }},
+			{"terminating", func(s *discoveryv1.EndpointSlice) *discoveryv1.EndpointSlice {
+				if len(s.Endpoints) > 0 {
+					s.Endpoints[0].Conditions = discoveryv1.EndpointConditions{Ready: new(false), Serving: new(true)}
+				}
+				return s
+			}},
+			{"address added", func(s *discoveryv1.EndpointSlice) *discoveryv1.EndpointSlice {
+				s.Endpoints = append(s.Endpoints, discoveryv1.Endpoint{Addresses: []string{fmt.Sprintf("10.29.0.%d", rng.IntN(250))}})
+				return s
+			}},
+			{"label dropped", func(s *discoveryv1.EndpointSlice) *discoveryv1.EndpointSlice {
+				s.Labels = nil
+				return s
+			}},
+		}
+		m := newMemo()
+		snap, reports := m.translate(store(objs, list()), opts)
+		for step := range 200 {
+			i := rng.IntN(len(current))
+			v := variants[rng.IntN(len(variants))]
+			before := current[i]
+			switch v.name {
+			case "back":
+				current[i] = original[i]
+			default:
+				base := before
+				if base == nil {
+					base = original[i]
+				}
+				current[i] = v.change(base.DeepCopy())
+			}
+			what := fmt.Sprintf("step %d: %s %s", step, describeObject(original[i]), v.name)
+			if rng.IntN(4) == 0 {
+				snap, reports = m.translate(store(objs, list()), opts)
+				what += ", translated"
+			} else {
+				var keys []types.NamespacedName
+				for _, s := range []*discoveryv1.EndpointSlice{before, current[i]} {
+					if s == nil {
+						continue
+					}
+					if k, ok := sliceService(s); ok {
+						keys = append(keys, k)
+					}
+				}
+				next, err := m.changeEndpoints(snap, keys, slicesOf)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if next != nil {
+					snap = next
+					changed++
+				}
+			}
+			wantSnap, wantReports := translate(store(objs, list()), opts)
+			if !reflect.DeepEqual(snap, wantSnap) {
+				t.Fatalf("%s: snapshot differs:\n--- served\n%s\n--- translated\n%s", what, describeSnapshot(snap), describeSnapshot(wantSnap))
+			}
+			if !reflect.DeepEqual(reports, wantReports) {
+				t.Fatalf("%s: reports differ:\n--- served\n%s\n--- translated\n%s", what, describeReports(t, reports), describeReports(t, wantReports))
+			}
+		}
+	})
+	if changed == 0 {
+		t.Error("changeEndpoints changed nothing: the test checked nothing")
 	}
 }
