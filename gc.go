@@ -1,10 +1,14 @@
 package main
 
 import (
+	"bytes"
+	"math"
 	"os"
+	"path"
 	"runtime"
 	"runtime/debug"
 	"runtime/metrics"
+	"strconv"
 )
 
 // The collector's pace, unless the environment sets GOGC.
@@ -21,7 +25,7 @@ import (
 // heap may grow to heapFloor before a collection instead, as long as that
 // is no more than maxGCPercent above the live heap: h2-tls served 3-10%
 // more requests/s, grpc 5-15% (docs/benchmarks.md, "Tenth round"). The
-// manifest's GOMEMLIMIT still caps it.
+// memory limit (limitMemory) still caps it.
 const (
 	gcPercent    = 75
 	heapFloor    = 40 << 20
@@ -65,3 +69,74 @@ func paceGC() {
 // allocation. The pointer keeps it out of the tiny allocator, whose
 // batched objects may never be collected alone.
 type gcCanary struct{ _ *gcCanary }
+
+// memoryLimitShare is the part of the container's memory limit that the
+// Go runtime is held to, unless the environment sets GOMEMLIMIT. The
+// kernel counts more than the runtime does against the limit: the
+// binary's pages (about 30 MiB) and socket buffers. A GOMEMLIMIT of the
+// whole limit (what the manifest set) let the runtime grow to where the
+// kernel kills the process before the collector works harder.
+const memoryLimitShare = 0.9
+
+// limitMemory sets the Go runtime's memory limit to memoryLimitShare of
+// the cgroup's, unless the environment sets GOMEMLIMIT. Without a limit
+// found (none set, or cgroup v1) it sets none.
+func limitMemory() {
+	if _, set := os.LookupEnv("GOMEMLIMIT"); set {
+		return
+	}
+	self, err := os.ReadFile("/proc/self/cgroup")
+	if err != nil {
+		return
+	}
+	if limit, ok := cgroupMemoryLimit(self, "/sys/fs/cgroup"); ok {
+		debug.SetMemoryLimit(int64(float64(limit) * memoryLimitShare))
+	}
+}
+
+// memoryLimit is the Go runtime's memory limit, 0 for none.
+func memoryLimit() int64 {
+	if limit := debug.SetMemoryLimit(-1); limit != math.MaxInt64 {
+		return limit
+	}
+	return 0
+}
+
+// cgroupMemoryLimit returns the memory.max of the cgroup v2 that self
+// (/proc/self/cgroup) names, under root; a container that sees only its
+// own cgroup finds it at root. ok is false without a limit ("max").
+func cgroupMemoryLimit(self []byte, root string) (limit int64, ok bool) {
+	dirs := []string{root}
+	if p, found := cgroupPath(self); found {
+		dirs = []string{path.Join(root, p), root}
+	}
+	for _, dir := range dirs {
+		data, err := os.ReadFile(path.Join(dir, "memory.max"))
+		if err != nil {
+			continue
+		}
+		return parseMemoryMax(data)
+	}
+	return 0, false
+}
+
+// cgroupPath is the path of the unified (v2) hierarchy in
+// /proc/self/cgroup: the line "0::/path".
+func cgroupPath(self []byte) (string, bool) {
+	for line := range bytes.Lines(self) {
+		if p, found := bytes.CutPrefix(bytes.TrimRight(line, "\n"), []byte("0::")); found && len(p) > 0 && p[0] == '/' {
+			return string(p), true
+		}
+	}
+	return "", false
+}
+
+// parseMemoryMax reads a cgroup v2 memory.max: a number of bytes, or
+// "max" for none.
+func parseMemoryMax(data []byte) (int64, bool) {
+	n, err := strconv.ParseInt(string(bytes.TrimSpace(data)), 10, 64)
+	if err != nil || n <= 0 {
+		return 0, false
+	}
+	return n, true
+}

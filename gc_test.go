@@ -2,6 +2,7 @@ package main
 
 import (
 	"os"
+	"path/filepath"
 	"runtime"
 	"runtime/metrics"
 	"testing"
@@ -52,4 +53,55 @@ func TestPaceGC(t *testing.T) {
 			t.Fatalf("GOGC %d after collections that left %d bytes live, want %d", percent, live, gcPercentFor(live))
 		}
 	}
+}
+
+// TestCgroupMemoryLimit reads the memory limit of a container as the
+// kernel shows it: the cgroup named in /proc/self/cgroup under the
+// cgroup root, or the root itself where the container sees only its own.
+func TestCgroupMemoryLimit(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		self   string
+		files  map[string]string // path under the root: content
+		want   int64
+		wantOK bool
+	}{
+		{"own cgroup namespace", "0::/\n", map[string]string{"memory.max": "536870912\n"}, 512 << 20, true},
+		{"host's view", "0::/kubepods/pod1/c1\n", map[string]string{"kubepods/pod1/c1/memory.max": "268435456\n", "memory.max": "max\n"}, 256 << 20, true},
+		{"path not visible", "0::/kubepods/pod1/c1\n", map[string]string{"memory.max": "268435456\n"}, 256 << 20, true},
+		{"no limit", "0::/\n", map[string]string{"memory.max": "max\n"}, 0, false},
+		{"cgroup v1", "12:memory:/kubepods/pod1\n", nil, 0, false},
+		{"v1 and v2", "12:memory:/x\n0::/y\n", map[string]string{"y/memory.max": "1048576"}, 1 << 20, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			root := t.TempDir()
+			for name, content := range tc.files {
+				p := filepath.Join(root, name)
+				if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			got, ok := cgroupMemoryLimit([]byte(tc.self), root)
+			if got != tc.want || ok != tc.wantOK {
+				t.Errorf("cgroupMemoryLimit = %d, %v; want %d, %v", got, ok, tc.want, tc.wantOK)
+			}
+		})
+	}
+}
+
+func FuzzCgroupFiles(f *testing.F) {
+	f.Add([]byte("0::/kubepods/pod1/c1\n"), []byte("536870912\n"))
+	f.Add([]byte("12:memory:/x\n0::/\n"), []byte("max\n"))
+	f.Add([]byte("0::\n"), []byte("-1"))
+	f.Fuzz(func(t *testing.T, self, memoryMax []byte) {
+		if p, ok := cgroupPath(self); ok && (p == "" || p[0] != '/') {
+			t.Errorf("cgroupPath(%q) = %q, not absolute", self, p)
+		}
+		if n, ok := parseMemoryMax(memoryMax); ok != (n > 0) {
+			t.Errorf("parseMemoryMax(%q) = %d, %v", memoryMax, n, ok)
+		}
+	})
 }

@@ -42,6 +42,7 @@ import (
 var version = "dev"
 
 func main() {
+	limitMemory()
 	paceGC()
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
@@ -437,7 +438,7 @@ func run(ctx context.Context, args []string, logOutput io.Writer, h *hooks) erro
 		adm.listening = make(chan net.Addr, 1)
 		go func() { h.adminListening <- <-adm.listening }()
 	}
-	log.Info("hostgate starting", "version", version, "mode", src.mode)
+	log.Info("hostgate starting", "version", version, "mode", src.mode, "memory_limit_bytes", memoryLimit())
 
 	// The proxy drains first on SIGTERM while the source and the admin
 	// server keep running, so /readyz reports the drain and a late route
