@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Measures hostgate's control plane with 1,000 and 10,000 HTTPRoutes and
 # 10,000 Ingresses (1,000 with TLS) on a real API server: start-up time,
-# RSS, and p50/p99 of route-change and EndpointSlice-change latency (API
-# write to first correct response through the proxy). See
+# RSS, p50/p99 of route-change and EndpointSlice-change latency (API
+# write to first correct response through the proxy), and how long after
+# a burst of 1,000 new HTTPRoutes every one serves. See
 # internal/cpbench. Takes 10-20 minutes; prints the benchmark lines.
 #
 # Usage:

@@ -45,6 +45,8 @@ const (
 	// certs is how many Ingresses of the Ingress scenario have TLS, each
 	// with its own Secret.
 	certs = 1000
+	// burst is how many HTTPRoutes the burst creates at once.
+	burst = 1000
 	// changeTimeout is how long one change may take to be served before
 	// the benchmark fails.
 	changeTimeout = 60 * time.Second
@@ -74,7 +76,7 @@ func changes(b *testing.B) int {
 // serves, its memory, and the latency from an API write to the first correct
 // response through the proxy, over many changes: a new route, or a new path
 // of an existing one, and with 10,000 HTTPRoutes also a new backend address
-// in an EndpointSlice.
+// in an EndpointSlice and a burst of 1,000 new HTTPRoutes at once.
 //
 // It runs once however large b.N is: one run takes minutes.
 func BenchmarkControlPlane(b *testing.B) {
@@ -97,17 +99,19 @@ func BenchmarkControlPlane(b *testing.B) {
 	c.setup(b, backend.port, 10000)
 	n := changes(b)
 
-	// httpRoutes adds routes up to a total of to and measures; -bench
+	// httpRoutes adds routes up to a total of to and measures; more
+	// measures EndpointSlice changes and a burst of new routes too. -bench
 	// may pick any one scenario.
-	httpRoutes := func(to int, endpoints bool) func(*testing.B) {
+	httpRoutes := func(to int, more bool) func(*testing.B) {
 		return func(b *testing.B) {
 			c.createHTTPRoutes(b, to)
 			h := c.startHostgate(b, httpRouteHost(to-1))
 			defer h.stop(b)
 			h.reportStartup(b, c.httpRoutesWithoutStatus)
 			h.reportChanges(b, "change", n, c.httpRouteChange)
-			if endpoints {
+			if more {
 				h.reportChanges(b, "endpoints", n, c.endpointChange(b))
+				h.reportBurst(b, c, burst)
 			}
 		}
 	}
@@ -701,6 +705,47 @@ func (h *hostgate) reportChanges(b *testing.B, name string, n int, change func(c
 		b.Logf("%s: slowest translation: %s", name, slowest)
 	}
 }
+
+// reportBurst creates n HTTPRoutes at once, as a GitOps sync of many
+// changes does, and reports how long the writes took, how long after the
+// last one returned every route served, how many translations hostgate
+// made meanwhile (how the debounce batched them), and its peak memory.
+func (h *hostgate) reportBurst(b *testing.B, c *cluster, n int) {
+	ctx := context.Background()
+	logStart := fileSize(h.log)
+	began := time.Now()
+	parallel(b, n, func(i int) error {
+		_, err := c.gw.GatewayV1().HTTPRoutes(namespace(i)).Create(ctx, httpRoute("burst-"+strconv.Itoa(i), burstHost(i), "/", serviceName(i)), metav1.CreateOptions{})
+		return err
+	})
+	written := time.Now()
+	url := fmt.Sprintf("http://127.0.0.1:%d/", c.gatewayPort)
+	// A route that serves keeps serving: each is polled until it does, in
+	// the order of creation, and the last one found tells when all did.
+	for i := range n {
+		for {
+			code, body := h.get(url, burstHost(i))
+			if code == http.StatusOK && strings.Contains(body, backendPath(burstHost(i))) {
+				break
+			}
+			if time.Since(written) > changeTimeout {
+				b.Fatalf("burst: %s still %d %q %v after the last write; log:\n%s", burstHost(i), code, body, changeTimeout, tail(h.log))
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	served := time.Since(written)
+	work, slowest := translations(b, h.log, logStart)
+	m := h.memory(b)
+	b.ReportMetric(written.Sub(began).Seconds(), "burst_write_s")
+	b.ReportMetric(float64(served)/float64(time.Millisecond), "burst_served_ms")
+	b.ReportMetric(float64(len(work)), "burst_translations")
+	b.ReportMetric(m.peak, "burst_peak_rss_MiB")
+	b.Logf("burst: %d HTTPRoutes written in %v, all served %v after the last write, in %d translations (slowest: %s); RSS %.0f MiB, peak %.0f MiB",
+		n, written.Sub(began).Round(time.Millisecond), served.Round(time.Millisecond), len(work), slowest, m.rss, m.peak)
+}
+
+func burstHost(i int) string { return "burst-" + strconv.Itoa(i) + ".example.com" }
 
 func fileSize(path string) int64 {
 	fi, err := os.Stat(path)
