@@ -55,19 +55,20 @@ type Source struct {
 	lastReports *Reports
 }
 
-// How translations batch events. A change after a quiet spell is
-// translated at once. The events that come after a translation started
-// (the rest of an apply of many objects, a GitOps sync, a resync) wait for
-// the gap after it, as long as the translation took and at least minGap,
-// and share the next translation. Under a stream of changes translation
-// thus takes at most half of a core, and a change waits for at most the
-// translation under way, the gap and its own. Later events never extend
-// the wait: under a steady stream of them (status writes for thousands of
-// routes) a change would otherwise wait for the stream to pause. A fixed
-// 20 ms between the starts of two translations made a change that came
-// right after another wait up to 20 ms however cheap translation was: at
-// 1,000 routes (2 ms) most of hostgate's part of a route change.
-const minGap = 5 * time.Millisecond
+// debounce is the least time between the starts of two translations. A
+// change after a quiet spell is translated at once; the events that come
+// while a translation runs, or within debounce of its start (the rest of
+// an apply of many objects, a GitOps sync, a resync), wait and share the
+// next translation. Under a stream of changes, translations that take
+// longer than debounce thus run back to back, each taking every event
+// that came during the one before, and a change waits for at most the
+// translation under way and its own. Later events never extend the wait:
+// under a steady stream of them (status writes for thousands of routes) a
+// change would otherwise wait for the stream to pause. It was 20 ms: a
+// change that came right after another waited up to 20 ms however cheap
+// translation was, at 1,000 routes (2 ms) most of hostgate's part of a
+// route change.
+const debounce = 5 * time.Millisecond
 
 // statusDelay is how long a change of nothing but an object's status
 // waits for a translation. Translation reads such changes (whose status
@@ -183,9 +184,8 @@ func (s *Source) Start(ctx context.Context) error {
 			}
 		case <-timer.C:
 			due = time.Time{}
-			began := time.Now()
+			earliest = time.Now().Add(debounce)
 			s.translate()
-			earliest = time.Now().Add(max(time.Since(began), minGap))
 		}
 	}
 }
