@@ -76,7 +76,9 @@ func changes(b *testing.B) int {
 // serves, its memory, and the latency from an API write to the first correct
 // response through the proxy, over many changes: a new route, or a new path
 // of an existing one, and with 10,000 HTTPRoutes also a new backend address
-// in an EndpointSlice and a burst of 1,000 new HTTPRoutes at once.
+// in an EndpointSlice and a burst of 1,000 new HTTPRoutes at once. With
+// CPBENCH_LARGE set it also measures 50,000 HTTPRoutes, with as many
+// Services.
 //
 // It runs once however large b.N is: one run takes minutes.
 func BenchmarkControlPlane(b *testing.B) {
@@ -128,6 +130,14 @@ func BenchmarkControlPlane(b *testing.B) {
 		h.reportStartup(b, nil)
 		h.reportChanges(b, "change", n, c.ingressChange)
 	})
+	b.Run("httproutes=50000", func(b *testing.B) {
+		if os.Getenv("CPBENCH_LARGE") == "" {
+			b.Skip("CPBENCH_LARGE is not set: 40,000 more Services and 50,000 HTTPRoutes take half an hour to create and settle on a small machine")
+		}
+		c.deleteIngresses(b)
+		c.createServices(b, 50000)
+		httpRoutes(50000, false)(b)
+	})
 }
 
 // cluster holds what the scenarios share: clients, the ports hostgate
@@ -144,8 +154,10 @@ type cluster struct {
 	// changed counts the changes made so far, so every one has its own
 	// names.
 	changed int
-	// routes is how many HTTPRoutes createHTTPRoutes made.
-	routes int
+	// routes is how many HTTPRoutes createHTTPRoutes made, services how
+	// many Services createServices made, with EndpointSlices to the
+	// backend on backendPort.
+	routes, services, backendPort int
 }
 
 func namespace(i int) string         { return "bench-" + strconv.Itoa(i%namespaces) }
@@ -183,10 +195,22 @@ func (c *cluster) setup(b *testing.B, backendPort, services int) {
 	}, metav1.CreateOptions{}); err != nil {
 		b.Fatal(err)
 	}
-	parallel(b, services, func(i int) error {
-		return c.createService(ctx, namespace(i), serviceName(i), backendPort)
+	b.Logf("created %d namespaces, a GatewayClass and a Gateway in %v", namespaces, time.Since(began).Round(time.Millisecond))
+	c.backendPort = backendPort
+	c.createServices(b, services)
+}
+
+// createServices creates Services with EndpointSlices until there are to
+// of them.
+func (c *cluster) createServices(b *testing.B, to int) {
+	from := c.services
+	began := time.Now()
+	parallel(b, to-from, func(i int) error {
+		i += from
+		return c.createService(context.Background(), namespace(i), serviceName(i), c.backendPort)
 	})
-	b.Logf("created %d namespaces and %d Services with EndpointSlices in %v", namespaces, services, time.Since(began).Round(time.Millisecond))
+	c.services = to
+	b.Logf("created Services with EndpointSlices %d to %d in %v", from, to-1, time.Since(began).Round(time.Millisecond))
 }
 
 // createService creates a Service on port 80 and an EndpointSlice that
@@ -248,6 +272,18 @@ func (c *cluster) deleteHTTPRoutes(b *testing.B) {
 	c.routes = 0
 	parallel(b, namespaces, func(i int) error {
 		return c.gw.GatewayV1().HTTPRoutes(namespace(i)).DeleteCollection(context.Background(), metav1.DeleteOptions{}, metav1.ListOptions{})
+	})
+}
+
+// deleteIngresses deletes the Ingresses and TLS Secrets of
+// createIngresses.
+func (c *cluster) deleteIngresses(b *testing.B) {
+	ctx := context.Background()
+	parallel(b, namespaces, func(i int) error {
+		if err := c.kube.NetworkingV1().Ingresses(namespace(i)).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}); err != nil {
+			return err
+		}
+		return c.kube.CoreV1().Secrets(namespace(i)).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{FieldSelector: "type=" + string(corev1.SecretTypeTLS)})
 	})
 }
 
