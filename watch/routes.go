@@ -180,7 +180,7 @@ func (t *translator) attachRoute(r *route) (parents []gatewayv1.RouteParentStatu
 				// Not attached to its Gateway (NotAllowed).
 				accepted.first(string(gatewayv1.RouteReasonNoMatchingParent), fmt.Sprintf("ListenerSet %s/%s: %s", s.obj.Namespace, s.obj.Name, s.accepted.message))
 			} else {
-				accepted = t.attachToListeners(r, s.gw, s.listeners, "ListenerSet "+s.obj.Namespace+"/"+s.obj.Name, ref)
+				accepted = t.attachToListeners(r, s.gw, s.listeners, parentName{"ListenerSet", s.obj.Namespace, s.obj.Name}, ref)
 			}
 		} else {
 			g := t.gateways[ref.name]
@@ -188,7 +188,7 @@ func (t *translator) attachRoute(r *route) (parents []gatewayv1.RouteParentStatu
 				continue
 			}
 			t.addPolicyAncestors(r, g)
-			accepted = t.attachToListeners(r, g, g.listeners, "Gateway "+g.obj.Namespace+"/"+g.obj.Name, ref)
+			accepted = t.attachToListeners(r, g, g.listeners, parentName{"Gateway", g.obj.Namespace, g.obj.Name}, ref)
 		}
 		ours = true
 		if accepted.ok() {
@@ -274,11 +274,18 @@ type parent struct {
 	port        *gatewayv1.PortNumber
 }
 
+// parentName names a route's parent in a problem: "Gateway infra/web".
+// Its parts are kept apart until a problem needs them: joined for every
+// route of every translation, they were half of its allocations.
+type parentName struct{ kind, namespace, name string }
+
+func (p parentName) String() string { return p.kind + " " + p.namespace + "/" + p.name }
+
 // attachToListeners attaches r to the listeners of g that ref selects
 // among listeners (those of the parent it names, described by
 // parentName), that allow it and whose hostnames intersect its own, and
 // counts it on every listener that allows it.
-func (t *translator) attachToListeners(r *route, g *gateway, listeners []*listener, parentName string, ref *parent) problem {
+func (t *translator) attachToListeners(r *route, g *gateway, listeners []*listener, parentName parentName, ref *parent) problem {
 	var selected, allowed int
 	var matched bool
 	for _, l := range listeners {
