@@ -10,7 +10,7 @@
 #   hack/perf-controlplane.sh                 # 100 changes per scenario
 #   CPBENCH_CHANGES=200 hack/perf-controlplane.sh
 #   hack/perf-controlplane.sh -bench 'ControlPlane/httproutes=10000'   # one scenario
-#   CPBENCH_LARGE=1 hack/perf-controlplane.sh -bench 'ControlPlane/httproutes=50000' -timeout 120m   # 50,000 HTTPRoutes (skipped without CPBENCH_LARGE; about half an hour)
+#   CPBENCH_LARGE=1 hack/perf-controlplane.sh -bench 'ControlPlane/httproutes=50000' -timeout 120m   # 50,000 HTTPRoutes (skipped without CPBENCH_LARGE; creating 40,000 more Services took over 25 minutes on a loaded 2-CPU machine)
 #   CPBENCH_HEAP_PROFILE=/tmp/heap.pb.gz hack/perf-controlplane.sh    # hostgate's heap once settled, per scenario
 #   CPBENCH_CPU_PROFILE=/tmp/cpu.pb.gz hack/perf-controlplane.sh      # hostgate's CPU during each kind of change
 #   CPBENCH_LOG_DIR=/tmp GODEBUG=gctrace=1 hack/perf-controlplane.sh    # keep hostgate's log (here with the GC's lines)

@@ -132,7 +132,7 @@ func BenchmarkControlPlane(b *testing.B) {
 	})
 	b.Run("httproutes=50000", func(b *testing.B) {
 		if os.Getenv("CPBENCH_LARGE") == "" {
-			b.Skip("CPBENCH_LARGE is not set: 40,000 more Services and 50,000 HTTPRoutes take half an hour to create and settle on a small machine")
+			b.Skip("CPBENCH_LARGE is not set: 40,000 more Services and 50,000 HTTPRoutes take more than half an hour to create and settle on a small machine")
 		}
 		c.deleteIngresses(b)
 		c.createServices(b, 50000)
