@@ -97,17 +97,14 @@ func (s *Shared) discardH1(uc *upstream.Conn, resp *h1wire.Head, method, addr st
 
 // attemptH1 makes one attempt of sendH1: a reused connection found closed
 // is replaced for a request that can be sent again, and a failure moves to
-// another endpoint where tryAnother allows.
+// another endpoint where tryAnother allows (tries).
 func (s *Shared) attemptH1(ex *exchange, replayable bool, clientGone func() bool, send func(uc *upstream.Conn) (answered bool, err error)) (*upstream.Conn, int, error) {
 	deadline := ex.attemptDeadline
-	var tried [MaxConnectAttempts]*upstream.Host
-	fresh := false
-	for n := 0; ; {
-		h := ex.plan.pick(tried[:n])
-		ex.host = h
-		h.Begin()
+	var t tries
+	for {
+		h := ex.nextTry(&t)
 		connect := ex.plan.target.Rule.Timeouts.Connect
-		uc, reused, err := s.h1.Get(h.Address(), deadline, connect, fresh)
+		uc, reused, err := s.h1.Get(h.Address(), deadline, connect, t.fresh)
 		if err == nil && reused && !replayable && uc.Stale() {
 			uc.Close()
 			uc, reused, err = s.h1.Get(h.Address(), deadline, connect, true)
@@ -116,8 +113,7 @@ func (s *Shared) attemptH1(ex *exchange, replayable bool, clientGone func() bool
 		if err == nil {
 			sentAt := time.Now()
 			if answered, err = send(uc); err == nil {
-				ex.stats.upstream.Observe(time.Since(sentAt).Seconds())
-				h.Succeeded()
+				ex.trySucceeded(sentAt)
 				return uc, 0, nil
 			}
 		}
@@ -125,48 +121,88 @@ func (s *Shared) attemptH1(ex *exchange, replayable bool, clientGone func() bool
 		if uc != nil {
 			uc.Close()
 		}
-		_, clientErr := errors.AsType[ClientBodyError](err)
-		switch {
-		case s.metrics.cutBy(ex.pace.err()):
-			// First: the wake-up of the cut read looks like a client
-			// that left (net/http cancels the request on it).
-			return nil, http.StatusRequestTimeout, ex.pace.err()
-		case errors.Is(err, upstream.ErrClientGone):
-			return nil, 0, err
-		case !deadline.IsZero() && !time.Now().Before(deadline):
-			// A slow upload too: the attempt timed out, which a retry
-			// policy may make again.
-			s.metrics.upstreamErrors[errTimeout].Inc()
-			return nil, http.StatusGatewayTimeout, err
-		case clientGone():
-			// Asked once the deadline is known not to have passed: the
-			// engine's client socket carries no earlier one.
-			return nil, 0, upstream.ErrClientGone
-		case reused && replayable && !answered && !fresh && !isTimeout(err):
-			fresh = true
-			continue
-		case clientErr && ex.limited.tooLarge():
-			return nil, http.StatusRequestEntityTooLarge, err
-		case clientErr:
-			// The client's fault, not the endpoint's.
-			return nil, http.StatusBadGateway, err
+		status, again, err := s.tryFailed(ex, &t, err, reused, answered, replayable, clientGone)
+		if !again {
+			return nil, status, err
 		}
-		s.metrics.upstreamError(err)
-		if h.Failed() {
-			s.metrics.ejections.Inc()
-		}
-		if tryAnother(err, replayable) && n+1 < s.cfg.ConnectAttempts && n+1 < ex.plan.set.Len() && ex.mayMove(time.Now()) {
-			s.metrics.connectRetries.Inc()
-			tried[n] = h
-			n++
-			fresh = false
-			continue
-		}
-		if isTimeout(err) {
-			return nil, http.StatusGatewayTimeout, err
-		}
-		return nil, http.StatusBadGateway, err
 	}
+}
+
+// tries is what one attempt went through: the endpoints that failed to
+// take it, and whether the next try needs a fresh connection. An engine
+// that must not block drives an attempt try by try with it, as attemptH1
+// does.
+type tries struct {
+	tried [MaxConnectAttempts]*upstream.Host
+	n     int
+	fresh bool
+}
+
+// nextTry picks the endpoint of the attempt's next try, which then counts
+// as in flight.
+func (ex *exchange) nextTry(t *tries) *upstream.Host {
+	h := ex.plan.pick(t.tried[:t.n])
+	ex.host = h
+	h.Begin()
+	return h
+}
+
+// trySucceeded counts a try answered with a response head, sent at
+// sentAt.
+func (ex *exchange) trySucceeded(sentAt time.Time) {
+	ex.stats.upstream.Observe(time.Since(sentAt).Seconds())
+	ex.host.Succeeded()
+}
+
+// tryFailed decides after a try that failed with err, its in-flight count
+// ended: again says another try is to be made (t says how), and otherwise
+// status is the answer (0 when the client is gone) and err why. reused
+// says the try's connection came from the pool, answered that bytes of a
+// response came on it.
+func (s *Shared) tryFailed(ex *exchange, t *tries, err error, reused, answered, replayable bool, clientGone func() bool) (status int, again bool, _ error) {
+	deadline := ex.attemptDeadline
+	h := ex.host
+	_, clientErr := errors.AsType[ClientBodyError](err)
+	switch {
+	case s.metrics.cutBy(ex.pace.err()):
+		// First: the wake-up of the cut read looks like a client
+		// that left (net/http cancels the request on it).
+		return http.StatusRequestTimeout, false, ex.pace.err()
+	case errors.Is(err, upstream.ErrClientGone):
+		return 0, false, err
+	case !deadline.IsZero() && !time.Now().Before(deadline):
+		// A slow upload too: the attempt timed out, which a retry
+		// policy may make again.
+		s.metrics.upstreamErrors[errTimeout].Inc()
+		return http.StatusGatewayTimeout, false, err
+	case clientGone():
+		// Asked once the deadline is known not to have passed: the
+		// engine's client socket carries no earlier one.
+		return 0, false, upstream.ErrClientGone
+	case reused && replayable && !answered && !t.fresh && !isTimeout(err):
+		t.fresh = true
+		return 0, true, nil
+	case clientErr && ex.limited.tooLarge():
+		return http.StatusRequestEntityTooLarge, false, err
+	case clientErr:
+		// The client's fault, not the endpoint's.
+		return http.StatusBadGateway, false, err
+	}
+	s.metrics.upstreamError(err)
+	if h.Failed() {
+		s.metrics.ejections.Inc()
+	}
+	if tryAnother(err, replayable) && t.n+1 < s.cfg.ConnectAttempts && t.n+1 < ex.plan.set.Len() && ex.mayMove(time.Now()) {
+		s.metrics.connectRetries.Inc()
+		t.tried[t.n] = h
+		t.n++
+		t.fresh = false
+		return 0, true, nil
+	}
+	if isTimeout(err) {
+		return http.StatusGatewayTimeout, false, err
+	}
+	return http.StatusBadGateway, false, err
 }
 
 // arm gives uc the attempt's deadline and the rule's backend read and
