@@ -29,7 +29,6 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -129,7 +128,6 @@ type conn struct {
 	resp           h1wire.Head
 	// body is the request body, rbody the response body.
 	body, rbody h1wire.BodyReader
-	scratch     [64]byte
 	// linger says the connection ends with a request body unread.
 	linger bool
 	// http2 says the connection speaks HTTP/2, for the HTTP/2 engine.
@@ -370,8 +368,8 @@ func (c *conn) exchange(n int) (keep, handOff bool) {
 		default:
 			// A redirect or a CORS preflight.
 			keep = keep && c.body.Done
-			c.statusLine(status)
-			c.writeFields(c.resp.Fields, false)
+			h1wire.WriteStatusLine(c.bw, c.req.HTTP10, status)
+			h1wire.WriteFields(c.bw, c.resp.Fields, false)
 			if status != http.StatusNoContent {
 				c.bw.WriteString("Content-Length: 0\r\n")
 			}
@@ -398,16 +396,12 @@ func (c *conn) writeError(status int, keep bool) (int, int64, bool) {
 // empty, a WWW-Authenticate field.
 func (c *conn) writeErrorBody(status int, body, challenge string, keep bool) (int, int64, bool) {
 	keep = keep && c.body.Done
-	c.statusLine(status)
-	c.bw.WriteString("Content-Type: text/plain; charset=utf-8\r\nContent-Length: ")
-	c.bw.Write(strconv.AppendInt(c.scratch[:0], int64(len(body)), 10))
-	c.bw.WriteString("\r\nX-Content-Type-Options: nosniff\r\n")
-	if challenge != "" {
-		c.bw.WriteString("WWW-Authenticate: " + challenge + "\r\n")
-	}
+	h1wire.WriteStatusLine(c.bw, c.req.HTTP10, status)
+	server := ""
 	if c.s.cfg.ServerField {
-		c.bw.WriteString("Server: " + pipeline.ServerName + "\r\n")
+		server = pipeline.ServerName
 	}
+	h1wire.WriteErrorFields(c.bw, len(body), challenge, server)
 	c.endHead(keep, false)
 	var sent int64
 	if c.req.Method != http.MethodHead {
@@ -417,65 +411,16 @@ func (c *conn) writeErrorBody(status int, body, challenge string, keep bool) (in
 	return status, sent, keep
 }
 
-// statusLine writes a status line as net/http does, in the client's
-// version.
-func (c *conn) statusLine(code int) {
-	if c.req.HTTP10 {
-		c.bw.WriteString("HTTP/1.0 ")
-	} else {
-		c.bw.WriteString("HTTP/1.1 ")
-	}
-	code3 := strconv.AppendInt(c.scratch[:0], int64(code), 10)
-	c.bw.Write(code3)
-	c.bw.WriteByte(' ')
-	if text := http.StatusText(code); text != "" {
-		c.bw.WriteString(text)
-	} else {
-		c.bw.WriteString("status code ")
-		c.bw.Write(code3)
-	}
-	c.bw.WriteString("\r\n")
-}
-
-// writeFields writes the fields that are not hop-by-hop; keepTrailer keeps
-// Trailer, which announces the trailers of a chunked response relayed as
-// such.
-func (c *conn) writeFields(fields h1wire.Fields, keepTrailer bool) {
-	for i := range fields {
-		f := &fields[i]
-		if f.Hop && !(keepTrailer && strings.EqualFold(f.Name, "Trailer")) {
-			continue
-		}
-		c.bw.WriteString(f.Name)
-		c.bw.WriteString(": ")
-		c.bw.WriteString(f.Value)
-		c.bw.WriteString("\r\n")
-	}
-}
-
 // endHead writes the fields every answer carries and ends the head. An
 // answer given while its listener drains (a Gateway or port removed while
 // the request was in flight) says Connection: close, so that the client
 // does not send its next request to a socket about to close.
 func (c *conn) endHead(keep, hasDate bool) {
-	keep = keep && !c.s.closing.Load()
-	for _, v := range c.s.cfg.AltSvc {
-		c.bw.WriteString("Alt-Svc: ")
-		c.bw.WriteString(v)
-		c.bw.WriteString("\r\n")
-	}
+	var now time.Time
 	if !hasDate {
-		c.bw.WriteString("Date: ")
-		c.bw.Write(time.Now().UTC().AppendFormat(c.scratch[:0], http.TimeFormat))
-		c.bw.WriteString("\r\n")
+		now = time.Now()
 	}
-	switch {
-	case !keep && !c.req.HTTP10:
-		c.bw.WriteString("Connection: close\r\n")
-	case keep && c.req.HTTP10:
-		c.bw.WriteString("Connection: keep-alive\r\n")
-	}
-	c.bw.WriteString("\r\n")
+	h1wire.EndHead(c.bw, c.s.cfg.AltSvc, now, c.req.HTTP10, keep && !c.s.closing.Load())
 }
 
 // forward relays the request to an endpoint of the plan's set (sendH1) and
@@ -632,8 +577,8 @@ func (c *conn) readResponse(uc *upstream.Conn) error {
 }
 
 func (c *conn) relayInformational(resp *h1wire.Head) error {
-	c.statusLine(resp.Status)
-	c.writeFields(resp.Fields, false)
+	h1wire.WriteStatusLine(c.bw, c.req.HTTP10, resp.Status)
+	h1wire.WriteFields(c.bw, resp.Fields, false)
 	c.bw.WriteString("\r\n")
 	if err := c.bw.Flush(); err != nil {
 		return pipeline.ClientBodyError{Err: err}
@@ -657,12 +602,10 @@ func (c *conn) relayResponse(uc *upstream.Conn, ex *pipeline.Exchange, keep bool
 	reusable := resp.Reusable(mode) && c.body.Done
 
 	ex.EditResponse(&resp.Fields)
-	c.statusLine(status)
-	c.writeFields(resp.Fields, chunked)
+	h1wire.WriteStatusLine(c.bw, c.req.HTTP10, status)
+	h1wire.WriteFields(c.bw, resp.Fields, chunked)
 	if resp.ContentLength >= 0 && mode != h1wire.BodyChunked {
-		c.bw.WriteString("Content-Length: ")
-		c.bw.Write(strconv.AppendInt(c.scratch[:0], resp.ContentLength, 10))
-		c.bw.WriteString("\r\n")
+		h1wire.WriteContentLength(c.bw, resp.ContentLength)
 	}
 	if chunked {
 		c.bw.WriteString("Transfer-Encoding: chunked\r\n")

@@ -7,7 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/netip"
-	"strconv"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -56,8 +56,6 @@ type conn struct {
 	// the slot's list.
 	deadline, slotTick int64
 	prev, next         *conn
-
-	scratch [64]byte
 }
 
 // readable reads what the client sent and serves it. Readiness is
@@ -221,8 +219,8 @@ func (w *worker) serve(c *conn) bool {
 		sent = w.writeError(c, status, body, challenge, keep)
 	} else {
 		// A redirect or a CORS preflight.
-		w.statusLine(c, status)
-		w.writeFields(c.resp.Fields)
+		h1wire.WriteStatusLine(w.bw, c.req.HTTP10, status)
+		h1wire.WriteFields(w.bw, c.resp.Fields, false)
 		if status != http.StatusNoContent {
 			w.bw.WriteString("Content-Length: 0\r\n")
 		}
@@ -241,74 +239,27 @@ func (w *worker) serve(c *conn) bool {
 // WWW-Authenticate field, as the netpoll engine does; it returns the
 // bytes of body sent.
 func (w *worker) writeError(c *conn, status int, body, challenge string, keep bool) int64 {
-	bw := w.bw
-	w.statusLine(c, status)
-	bw.WriteString("Content-Type: text/plain; charset=utf-8\r\nContent-Length: ")
-	bw.Write(strconv.AppendInt(c.scratch[:0], int64(len(body)), 10))
-	bw.WriteString("\r\nX-Content-Type-Options: nosniff\r\n")
-	if challenge != "" {
-		bw.WriteString("WWW-Authenticate: " + challenge + "\r\n")
-	}
+	h1wire.WriteStatusLine(w.bw, c.req.HTTP10, status)
+	server := ""
 	if w.s.cfg.ServerField {
-		bw.WriteString("Server: " + pipeline.ServerName + "\r\n")
+		server = pipeline.ServerName
 	}
+	h1wire.WriteErrorFields(w.bw, len(body), challenge, server)
 	w.endHead(c, keep, false)
 	if c.req.Method == http.MethodHead {
 		return 0
 	}
-	bw.WriteString(body)
+	w.bw.WriteString(body)
 	return int64(len(body))
-}
-
-// statusLine writes a status line in the client's version.
-func (w *worker) statusLine(c *conn, code int) {
-	bw := w.bw
-	if c.req.HTTP10 {
-		bw.WriteString("HTTP/1.0 ")
-	} else {
-		bw.WriteString("HTTP/1.1 ")
-	}
-	code3 := strconv.AppendInt(c.scratch[:0], int64(code), 10)
-	bw.Write(code3)
-	bw.WriteByte(' ')
-	if text := http.StatusText(code); text != "" {
-		bw.WriteString(text)
-	} else {
-		bw.WriteString("status code ")
-		bw.Write(code3)
-	}
-	bw.WriteString("\r\n")
-}
-
-// writeFields writes the fields that are not hop-by-hop.
-func (w *worker) writeFields(fields h1wire.Fields) {
-	for i := range fields {
-		f := &fields[i]
-		if f.Hop {
-			continue
-		}
-		w.bw.WriteString(f.Name)
-		w.bw.WriteString(": ")
-		w.bw.WriteString(f.Value)
-		w.bw.WriteString("\r\n")
-	}
 }
 
 // endHead writes the fields every answer carries and ends the head.
 func (w *worker) endHead(c *conn, keep, hasDate bool) {
-	bw := w.bw
+	var now time.Time
 	if !hasDate {
-		bw.WriteString("Date: ")
-		bw.Write(w.now.UTC().AppendFormat(c.scratch[:0], http.TimeFormat))
-		bw.WriteString("\r\n")
+		now = w.now
 	}
-	switch {
-	case !keep && !c.req.HTTP10:
-		bw.WriteString("Connection: close\r\n")
-	case keep && c.req.HTTP10:
-		bw.WriteString("Connection: keep-alive\r\n")
-	}
-	bw.WriteString("\r\n")
+	h1wire.EndHead(w.bw, nil, now, c.req.HTTP10, keep)
 }
 
 // Write writes the answers built in bw to the connection served: at once
