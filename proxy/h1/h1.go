@@ -29,7 +29,6 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -487,18 +486,7 @@ func (c *conn) roundTrip(uc *upstream.Conn, ex *pipeline.Exchange) (answered boo
 	req := &c.req
 	bw := uc.Writer
 	ex.WriteRequestLine(bw, req.Method, req.Path, req.Query, req.Host)
-	for i := range req.Fields {
-		f := &req.Fields[i]
-		// Fields a modifier may have set that the framing owns, as
-		// net/http's Transport ignores them.
-		if f.Hop || strings.EqualFold(f.Name, "Host") || strings.EqualFold(f.Name, "Content-Length") || strings.EqualFold(f.Name, "Transfer-Encoding") || strings.EqualFold(f.Name, "Trailer") {
-			continue
-		}
-		bw.WriteString(f.Name)
-		bw.WriteString(": ")
-		bw.WriteString(f.Value)
-		bw.WriteString("\r\n")
-	}
+	h1wire.WriteRequestFields(bw, req.Fields)
 	pipeline.EndRequestHead(bw, req.Method, req.ContentLength, req.Chunked, req.TETrailers)
 
 	if !c.body.Done && req.Expect100 && !req.HTTP10 {

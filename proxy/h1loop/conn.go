@@ -52,6 +52,25 @@ type conn struct {
 	resp h1wire.Head
 	ex   pipeline.Exchange
 
+	// A request forwarded (forward.go): up carries it, on the tries'
+	// latest; its head is headLen of the reqLen bytes at start, which
+	// stay until it is answered, as a try may send it again.
+	forwarding       bool
+	up               *upConn
+	tries            pipeline.Tries
+	headLen, reqLen  int
+	keep, replayable bool
+	sentAt           time.Time
+	// The response's relay: its head went out (headSent), its body's
+	// framing (rmode, rleft of a length or chunk, chunk the state of
+	// chunked framing), whether it goes to the client chunked, whether
+	// its connection may serve again, and the body bytes sent.
+	headSent, rchunked, reusable bool
+	rmode                        h1wire.BodyMode
+	rleft                        int64
+	chunk                        uint8
+	sent                         int64
+
 	// The timer wheel's: the deadline and the slot's tick, in ticks, and
 	// the slot's list.
 	deadline, slotTick int64
@@ -66,7 +85,7 @@ type conn struct {
 // waits after the bytes.
 func (w *worker) readable(c *conn) {
 	for {
-		if len(c.out) > 0 || c.handOffAfter || c.closeAfter {
+		if len(c.out) > 0 || c.handOffAfter || c.closeAfter || c.forwarding {
 			// Answers wait to be read: the client's next requests wait
 			// with them, in the socket.
 			c.mayRead = true
@@ -119,7 +138,7 @@ func (w *worker) readable(c *conn) {
 func (w *worker) process(c *conn) bool {
 	w.cur = c
 	served := true
-	for served && len(c.out) == 0 && c.start < c.n {
+	for served && !c.forwarding && len(c.out) == 0 && c.start < c.n {
 		if c.waiting {
 			if !c.tc.Claim() {
 				// Closed to make room: what came is dropped unanswered.
@@ -156,6 +175,8 @@ func (w *worker) process(c *conn) bool {
 // rest of a head, or the next request.
 func (w *worker) settle(c *conn) {
 	switch {
+	case c.forwarding:
+		// Its timer is the try's, or the client's to read (flushOut).
 	case len(c.out) > 0:
 		w.wheel.arm(c, w.now.Add(w.s.cfg.IdleTimeout))
 	case c.start < c.n:
@@ -203,9 +224,7 @@ func (w *worker) serve(c *conn) bool {
 		return false
 	}
 	if ex.Forwards() {
-		ex.Abandon()
-		c.handOffAfter = true
-		return false
+		return w.forward(c, end)
 	}
 	c.start += end + int(max(req.ContentLength, 0))
 	// During the shutdown delay every answer closes its connection, as
@@ -271,27 +290,34 @@ func (w *worker) Write(p []byte) (int, error) {
 	if w.conn(c.fd) != c {
 		return len(p), nil
 	}
-	if len(c.out) > 0 {
-		c.out = append(c.out, p...)
-		return len(p), nil
+	if sendNow(c.fd, p, &c.out) != 0 {
+		w.close(c)
 	}
-	rest := p
-	for len(rest) > 0 {
-		n, errno := write(c.fd, rest)
+	return len(p), nil
+}
+
+// sendNow writes p to fd at once as far as the socket takes it, after
+// what *out holds, and leaves the rest in *out: writable again is the
+// next edge the loop waits for. It returns the write's failure.
+func sendNow(fd int, p []byte, out *[]byte) unix.Errno {
+	if len(*out) > 0 {
+		*out = append(*out, p...)
+		return 0
+	}
+	for len(p) > 0 {
+		n, errno := write(fd, p)
 		switch {
 		case errno == unix.EINTR:
 			continue
 		case errno == unix.EAGAIN:
-			// Writable again is the next edge the loop waits for.
-			c.out = append(c.out, rest...)
-			return len(p), nil
+			*out = append(*out, p...)
+			return 0
 		case errno != 0:
-			w.close(c)
-			return len(p), nil
+			return errno
 		}
-		rest = rest[n:]
+		p = p[n:]
 	}
-	return len(p), nil
+	return 0
 }
 
 // flushOut writes what a client had left unread, now that it reads, and
@@ -314,6 +340,10 @@ func (w *worker) flushOut(c *conn) {
 	}
 	c.out = nil
 	switch {
+	case c.forwarding:
+		if u := c.up; u != nil && u.mayRead {
+			w.upReadable(u)
+		}
 	case c.handOffAfter:
 		w.handOff(c)
 	case c.closeAfter:

@@ -31,9 +31,15 @@
 // that the smuggling refusals hold as they always did. The loop's parser
 // is h1wire's, which declines every head it does not fully understand:
 // such heads, heads past its 8 KiB buffer, Upgrades (WebSocket, h2c), the
-// HTTP/2 preface, requests with bodies and whatever Decide leaves to
-// net/http all go over. (Step 1 of 4: requests to backends go over too,
-// until the loop forwards them itself.)
+// HTTP/2 preface, requests with bodies not yet whole (chunked ones
+// among them) and whatever Decide leaves to net/http all go over.
+//
+// Forwarding. Requests to backends go over the worker's own keep-alive
+// connections to them, in its epoll set, with the request path's tries,
+// statuses and health (forward.go, backend.go); what the loop does not
+// forward yet (a rule with a retry policy or backend read or send
+// timeouts, Expect: 100-continue with a body, an endpoint named rather
+// than an IP) goes over before anything is sent.
 //
 // Timeouts. ReadHeaderTimeout from the accept for the first head and
 // from its first bytes for the next ones, IdleTimeout between requests

@@ -15,6 +15,7 @@ func FuzzLoop(f *testing.F) {
 	for _, seed := range []string{
 		"GET / HTTP/1.1\r\nHost: moved.test\r\n\r\nGET /x HTTP/1.1\r\nHost: nowhere.test\r\n\r\n",
 		"POST / HTTP/1.1\r\nHost: app.test\r\nContent-Length: 3\r\n\r\nabcGET / HTTP/1.1\r\nHost: a\r\n\r\n",
+		"GET /a HTTP/1.1\r\nHost: app.test\r\n\r\nGET /b HTTP/1.0\r\nHost: app.test\r\n\r\n",
 		"POST / HTTP/1.1\r\nHost: app.test\r\nTransfer-Encoding: chunked\r\nContent-Length: 3\r\n\r\n0\r\n\r\n",
 		"GET / HTTP/1.0\r\nConnection: keep-alive\r\n\r\nGET / HTTP/1.1\r\n",
 		"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n",

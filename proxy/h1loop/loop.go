@@ -47,6 +47,10 @@ type Config struct {
 	ReadHeaderTimeout time.Duration
 	IdleTimeout       time.Duration
 	MaxHeaderBytes    int
+	// UpstreamIdleTimeout and MaxIdleConnsPerEndpoint are as in
+	// proxy.Options, for each worker's connections to backends.
+	UpstreamIdleTimeout     time.Duration
+	MaxIdleConnsPerEndpoint int
 	// ServerField has the loop's own answers carry a Server field.
 	ServerField bool
 	// Workers is the number of loops, GOMAXPROCS when 0.
@@ -132,6 +136,18 @@ type worker struct {
 	free [][]byte
 	now  time.Time
 
+	// ups are the worker's connections to backends by descriptor, idle
+	// those waiting for a request by address, the most recently used
+	// last (backend.go); freeUp their read buffers. ubw builds a request
+	// and writes it to ucur, leaving a failure in uerr.
+	ups    []*upConn
+	idle   map[string][]*upConn
+	freeUp [][]byte
+	ubw    *bufio.Writer
+	ucur   *upConn
+	uerr   error
+	swept  time.Time
+
 	mu    sync.Mutex
 	queue []net.Conn
 	taken []net.Conn
@@ -153,8 +169,9 @@ func newWorker(s *Server) (*worker, error) {
 		unix.Close(wake)
 		return nil, err
 	}
-	w := &worker{s: s, ep: ep, wake: wake}
+	w := &worker{s: s, ep: ep, wake: wake, idle: map[string][]*upConn{}}
 	w.bw = bufio.NewWriterSize(w, writeBufferSize)
+	w.ubw = bufio.NewWriterSize(upSink{w}, writeBufferSize)
 	w.now = time.Now()
 	w.wheel.now = ticks(w.now)
 	return w, nil
@@ -189,6 +206,9 @@ func (w *worker) run() {
 			}
 			c := w.conn(fd)
 			if c == nil {
+				if u := w.up(fd); u != nil {
+					w.upEvent(u, ev.Events)
+				}
 				continue
 			}
 			if ev.Events&(unix.EPOLLOUT|unix.EPOLLERR|unix.EPOLLHUP) != 0 && len(c.out) > 0 {
@@ -202,10 +222,19 @@ func (w *worker) run() {
 			}
 		}
 		w.wheel.advance(w.now, w.expire)
+		if w.now.Sub(w.swept) >= time.Second {
+			w.sweepIdle()
+			w.swept = w.now
+		}
 	}
 	for _, c := range w.conns {
 		if c != nil {
 			w.close(c)
+		}
+	}
+	for _, u := range w.ups {
+		if u != nil {
+			w.closeUp(u)
 		}
 	}
 	w.mu.Lock()
@@ -313,7 +342,13 @@ func (w *worker) putBuffer(c *conn) {
 	c.buf, c.start, c.n = nil, 0, 0
 }
 
-func (w *worker) expire(c *conn) { w.close(c) }
+func (w *worker) expire(c *conn) {
+	if c.forwarding {
+		w.expireForward(c)
+		return
+	}
+	w.close(c)
+}
 
 // close ends c: its descriptor closes on the loop (which takes it out of
 // the epoll set), and the caps forget it.
@@ -322,6 +357,9 @@ func (w *worker) close(c *conn) {
 		return
 	}
 	w.conns[c.fd] = nil
+	if c.forwarding {
+		w.abort(c)
+	}
 	w.wheel.disarm(c)
 	w.putBuffer(c)
 	c.out = nil

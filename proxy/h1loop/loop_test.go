@@ -15,6 +15,7 @@ import (
 	"os/exec"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -35,12 +36,19 @@ type stack struct {
 
 	mu      sync.Mutex
 	records []pipeline.AccessRecord
+	// handOffs counts the connections handed to the netpoll engine.
+	handOffs atomic.Int32
 }
 
 type stackOpts struct {
 	readHeaderTimeout, idleTimeout time.Duration
 	maxConns                       int
 	proxyProtocol                  bool
+	// more are endpoints of app.test's backend after the first, tried as
+	// attempts says; timeouts are its rule's.
+	more     []string
+	attempts int
+	timeouts router.Timeouts
 }
 
 // serveStack serves a loopback socket with a table of three hosts:
@@ -57,7 +65,7 @@ func serveStack(t testing.TB, backend string, o stackOpts) *stack {
 	st := &stack{}
 	pool := upstream.NewPool(time.Second, 16, time.Minute)
 	t.Cleanup(pool.Close)
-	shared, err := pipeline.New(pipeline.Config{Pool: pool, ConnectAttempts: 1, Logger: slog.New(slog.DiscardHandler), AccessLog: func(a *pipeline.AccessRecord) {
+	shared, err := pipeline.New(pipeline.Config{Pool: pool, ConnectAttempts: max(o.attempts, 1), DialTimeout: time.Second, Logger: slog.New(slog.DiscardHandler), AccessLog: func(a *pipeline.AccessRecord) {
 		st.mu.Lock()
 		st.records = append(st.records, *a)
 		st.mu.Unlock()
@@ -66,11 +74,15 @@ func serveStack(t testing.TB, backend string, o stackOpts) *stack {
 		t.Fatal(err)
 	}
 	registry := upstream.NewRegistry(upstream.RoundRobin, upstream.Health{FailureThreshold: 5, BaseEjection: time.Second, MaxEjection: time.Second})
-	shared.SetEndpoints(registry.Sets(map[string][]upstream.Endpoint{"web": {{Address: backend}}}))
+	endpoints := []upstream.Endpoint{{Address: backend}}
+	for _, a := range o.more {
+		endpoints = append(endpoints, upstream.Endpoint{Address: a})
+	}
+	shared.SetEndpoints(registry.Sets(map[string][]upstream.Endpoint{"web": endpoints}))
 	tbl, errs := router.Compile([]router.Route{{
 		ID:        router.RouteID{Kind: router.KindHTTPRoute, Namespace: "ns", Name: "web"},
 		Hostnames: []string{"app.test"},
-		Rules:     []router.Rule{{Backends: []router.BackendRef{{Name: "web", Weight: 1}}}},
+		Rules:     []router.Rule{{Backends: []router.BackendRef{{Name: "web", Weight: 1}}, Timeouts: o.timeouts}},
 	}, {
 		ID:        router.RouteID{Kind: router.KindHTTPRoute, Namespace: "ns", Name: "moved"},
 		Hostnames: []string{"moved.test"},
@@ -106,13 +118,19 @@ func serveStack(t testing.TB, backend string, o stackOpts) *stack {
 	go hs.Serve(handoff)
 	netpoll := h1.New(h1.Config{Path: st.path, HandOff: handoff, ReadHeaderTimeout: o.readHeaderTimeout, IdleTimeout: o.idleTimeout, MaxHeaderBytes: 16 << 10, Metrics: m})
 	st.loop, err = New(Config{
-		Path:              st.path,
-		HandOff:           func(c net.Conn) { netpoll.ServeConn(guarded.Guard(c)) },
+		Path: st.path,
+		HandOff: func(c net.Conn) {
+			st.handOffs.Add(1)
+			netpoll.ServeConn(guarded.Guard(c))
+		},
 		ReadHeaderTimeout: o.readHeaderTimeout,
 		IdleTimeout:       o.idleTimeout,
 		MaxHeaderBytes:    16 << 10,
 		ServerField:       true,
 		Workers:           2,
+
+		UpstreamIdleTimeout:     time.Minute,
+		MaxIdleConnsPerEndpoint: 16,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -87,18 +87,8 @@ func (b *BodyReader) nextChunk() error {
 	if err != nil {
 		return err
 	}
-	size, n := int64(0), 0
-	for ; n < len(line); n++ {
-		d, ok := guard.HexDigit(line[n])
-		if !ok {
-			break
-		}
-		if n == 15 {
-			return errChunk
-		}
-		size = size<<4 | int64(d)
-	}
-	if n == 0 || n < len(line) && line[n] != ';' && line[n] != ' ' && line[n] != '\t' {
+	size, ok := ChunkSize(line)
+	if !ok {
 		return errChunk
 	}
 	if size > 0 {
@@ -118,6 +108,26 @@ func (b *BodyReader) nextChunk() error {
 			b.Trailer = append(append(b.Trailer, line...), "\r\n"...)
 		}
 	}
+}
+
+// ChunkSize reads a chunk's size off its line, which ends there or goes on
+// with extensions.
+func ChunkSize(line []byte) (int64, bool) {
+	size, n := int64(0), 0
+	for ; n < len(line); n++ {
+		d, ok := guard.HexDigit(line[n])
+		if !ok {
+			break
+		}
+		if n == 15 {
+			return 0, false
+		}
+		size = size<<4 | int64(d)
+	}
+	if n == 0 || n < len(line) && line[n] != ';' && line[n] != ' ' && line[n] != '\t' {
+		return 0, false
+	}
+	return size, true
 }
 
 // chunkEnd reads the line end after chunk data.
@@ -159,7 +169,7 @@ func Relay(dst *bufio.Writer, src io.Reader, buf []byte, chunked, flush bool) (w
 		n, err := src.Read(buf)
 		if n > 0 {
 			if chunked {
-				writeChunkSize(dst, n)
+				WriteChunkSize(dst, n)
 			}
 			if _, werr := dst.Write(buf[:n]); werr != nil {
 				return written, nil, werr
@@ -191,8 +201,8 @@ func Relay(dst *bufio.Writer, src io.Reader, buf []byte, chunked, flush bool) (w
 	return written, nil, nil
 }
 
-func writeChunkSize(w *bufio.Writer, n int) {
-	var b [16]byte
-	w.Write(strconv.AppendInt(b[:0], int64(n), 16))
+// WriteChunkSize writes the size line of a chunk of n bytes.
+func WriteChunkSize(w *bufio.Writer, n int) {
+	w.Write(strconv.AppendInt(w.AvailableBuffer(), int64(n), 16))
 	w.WriteString("\r\n")
 }

@@ -94,3 +94,19 @@ func EndHead(bw *bufio.Writer, altSvc []string, now time.Time, http10, keep bool
 	}
 	bw.WriteString("\r\n")
 }
+
+// WriteRequestFields writes a request's fields to a backend, leaving out
+// the hop-by-hop ones and those the framing owns, which a modifier may
+// have set, as net/http's Transport ignores them.
+func WriteRequestFields(bw *bufio.Writer, fields Fields) {
+	for i := range fields {
+		f := &fields[i]
+		if f.Hop || strings.EqualFold(f.Name, "Host") || strings.EqualFold(f.Name, "Content-Length") || strings.EqualFold(f.Name, "Transfer-Encoding") || strings.EqualFold(f.Name, "Trailer") {
+			continue
+		}
+		bw.WriteString(f.Name)
+		bw.WriteString(": ")
+		bw.WriteString(f.Value)
+		bw.WriteString("\r\n")
+	}
+}

@@ -238,3 +238,52 @@ func (e *Exchange) Record(status int, sent int64, remote string, req *h1wire.Hea
 	}
 	e.l.s.cfg.AccessLog(a)
 }
+
+// Tries is what the attempt under way went through, for an engine that
+// makes its tries itself without blocking (NextTry, TryFailed), as Send
+// makes them for one that blocks.
+type Tries struct{ t tries }
+
+// Fresh says the next try needs a new connection: a reused one was found
+// closed.
+func (t *Tries) Fresh() bool { return t.t.fresh }
+
+// SendsOnce reports whether the request's rule asks for nothing an engine
+// that drives its own tries does not do: no retry policy (its waits and
+// budget) and no backend read or send timeout between two reads or
+// writes.
+func (e *Exchange) SendsOnce() bool {
+	r := e.ex.plan.target.Rule
+	return r.Retry == nil && r.Timeouts.BackendRead == 0 && r.Timeouts.BackendSend == 0
+}
+
+// NextTry picks the endpoint of the attempt's next try, which counts as
+// in flight until EndTry.
+func (e *Exchange) NextTry(t *Tries) *upstream.Host { return e.ex.nextTry(&t.t) }
+
+// ConnectTimeout bounds a try's connect: the rule's, or the server's.
+func (e *Exchange) ConnectTimeout() time.Duration {
+	if d := e.ex.plan.target.Rule.Timeouts.Connect; d > 0 {
+		return d
+	}
+	return e.l.s.cfg.DialTimeout
+}
+
+// TrySucceeded counts the try under way answered with a response head,
+// its request sent at sentAt.
+func (e *Exchange) TrySucceeded(sentAt time.Time) { e.ex.trySucceeded(sentAt) }
+
+// TryFailed decides after the try under way failed with err, once EndTry
+// ended it, as Send does: again says another try is to be made,
+// otherwise status is the answer (0 when the client is gone). reused says
+// the try's connection had served before, answered that bytes of a
+// response came on it, replayable that the request has no body and is
+// safe to send twice.
+func (e *Exchange) TryFailed(t *Tries, err error, reused, answered, replayable bool, clientGone func() bool) (status int, again bool) {
+	status, again, _ = e.l.s.tryFailed(&e.ex, &t.t, err, reused, answered, replayable, clientGone)
+	return status, again
+}
+
+// EndTry ends the in-flight count of the try under way, as Finish does
+// for a connection of the pool.
+func (e *Exchange) EndTry() { e.ex.host.End() }

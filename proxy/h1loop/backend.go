@@ -1,0 +1,203 @@
+//go:build linux
+
+package h1loop
+
+// A worker's connections to backends: non-blocking, in the worker's own
+// epoll set, registered once as client sockets are, and kept alive
+// between requests in the worker's own pool, where no other thread takes
+// them and no lock is needed. As upstream.Pool's: the most recently used
+// idle connection is taken first, so that those a burst opened age out
+// (UpstreamIdleTimeout) while the rest stay warm; and a connection the
+// backend closed while idle is closed as soon as the loop sees it, since
+// its end of stream is an edge like any other.
+
+import (
+	"net"
+	"net/netip"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// upBufferSize holds a backend's response head, and the pieces of its
+// body relayed on.
+const upBufferSize = 16 << 10
+
+// upConn is a connection to a backend.
+type upConn struct {
+	fd   int
+	addr string
+	// buf holds what was read of the response and not yet relayed,
+	// buf[start:n].
+	buf      []byte
+	start, n int
+	// out is what the backend has yet to take of the request.
+	out []byte
+	// c is the client connection whose request it carries; nil while
+	// idle.
+	c *conn
+	// connecting says the connect is under way; reused that it served
+	// before; answered that bytes of a response came.
+	connecting, reused, answered bool
+	// mayRead says a read was held back while the client had the
+	// response's last piece unread.
+	mayRead   bool
+	idleSince time.Time
+}
+
+func (w *worker) up(fd int) *upConn {
+	if fd < len(w.ups) {
+		return w.ups[fd]
+	}
+	return nil
+}
+
+// takeIdle takes the most recently used idle connection to addr that is
+// still of use, nil when there is none. With check, one the backend may
+// have closed since the loop last looked is not taken, for a request
+// that cannot be sent again (as upstream.Conn's Stale); others are sent
+// again on a fresh connection should it be.
+func (w *worker) takeIdle(addr string, check bool) *upConn {
+	stack := w.idle[addr]
+	for len(stack) > 0 {
+		u := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		if w.now.Sub(u.idleSince) < w.s.cfg.UpstreamIdleTimeout && !(check && stale(u.fd)) {
+			w.idle[addr] = stack
+			return u
+		}
+		w.closeUp(u)
+	}
+	w.idle[addr] = stack
+	return nil
+}
+
+// stale reports whether an idle connection is of no use: the backend
+// closed it or sent bytes no request asked for, which the loop may not
+// have been told yet when the edge and the request come in one round.
+func stale(fd int) bool {
+	var b [1]byte
+	n, _, err := unix.Recvfrom(fd, b[:], unix.MSG_PEEK|unix.MSG_DONTWAIT)
+	return err != unix.EAGAIN || n > 0
+}
+
+// putIdle keeps u for the next request to its address, or closes it when
+// the address has as many idle connections as it may.
+func (w *worker) putIdle(u *upConn) {
+	u.c = nil
+	// An idle connection holds no buffer.
+	w.freeUp = append(w.freeUp, u.buf)
+	u.buf = nil
+	u.start, u.n = 0, 0
+	u.out = nil
+	u.reused, u.answered, u.mayRead = true, false, false
+	stack := w.idle[u.addr]
+	if len(stack) >= w.s.cfg.MaxIdleConnsPerEndpoint {
+		w.closeUp(u)
+		return
+	}
+	u.idleSince = w.now
+	w.idle[u.addr] = append(stack, u)
+}
+
+// dropIdle closes an idle connection the backend closed, or sent
+// unasked-for bytes on.
+func (w *worker) dropIdle(u *upConn) {
+	stack := w.idle[u.addr]
+	for i, v := range stack {
+		if v == u {
+			w.idle[u.addr] = append(stack[:i], stack[i+1:]...)
+			break
+		}
+	}
+	w.closeUp(u)
+}
+
+// sweepIdle closes the connections idle longer than UpstreamIdleTimeout:
+// the oldest are at the bottom of each stack.
+func (w *worker) sweepIdle() {
+	for addr, stack := range w.idle {
+		old := 0
+		for old < len(stack) && w.now.Sub(stack[old].idleSince) >= w.s.cfg.UpstreamIdleTimeout {
+			w.closeUp(stack[old])
+			old++
+		}
+		if old == len(stack) {
+			delete(w.idle, addr)
+		} else if old > 0 {
+			w.idle[addr] = append(stack[:0], stack[old:]...)
+		}
+	}
+}
+
+// dial starts a non-blocking connect to addr, an IP and port.
+func (w *worker) dial(addr string) (*upConn, error) {
+	ap, err := netip.ParseAddrPort(addr)
+	if err != nil {
+		return nil, err
+	}
+	family := unix.AF_INET6
+	var sa unix.Sockaddr
+	if ip := ap.Addr().Unmap(); ip.Is4() {
+		family = unix.AF_INET
+		sa = &unix.SockaddrInet4{Port: int(ap.Port()), Addr: ip.As4()}
+	} else {
+		sa = &unix.SockaddrInet6{Port: int(ap.Port()), Addr: ip.As16()}
+	}
+	fd, err := unix.Socket(family, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, dialError(err)
+	}
+	// As Go's dialer: no Nagle delay, and keep-alive probes.
+	_ = unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_NODELAY, 1)
+	_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_KEEPALIVE, 1)
+	u := &upConn{fd: fd, addr: addr}
+	switch err := unix.Connect(fd, sa); err {
+	case nil:
+	case unix.EINPROGRESS:
+		u.connecting = true
+	default:
+		unix.Close(fd)
+		return nil, dialError(err)
+	}
+	ev := unix.EpollEvent{Events: unix.EPOLLIN | unix.EPOLLOUT | unix.EPOLLRDHUP | unix.EPOLLET, Fd: int32(fd)}
+	if err := unix.EpollCtl(w.ep, unix.EPOLL_CTL_ADD, fd, &ev); err != nil {
+		unix.Close(fd)
+		return nil, dialError(err)
+	}
+	for fd >= len(w.ups) {
+		w.ups = append(w.ups, nil)
+	}
+	w.ups[fd] = u
+	return u, nil
+}
+
+// dialError is a failed connect as Go's dialer reports it, which the
+// request path tells from other failures (another endpoint is tried).
+func dialError(err error) error {
+	return &net.OpError{Op: "dial", Net: "tcp", Err: err}
+}
+
+// connected reports how the connect under way ended.
+func connected(fd int) error {
+	errno, err := unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_ERROR)
+	switch {
+	case err != nil:
+		return dialError(err)
+	case errno != 0:
+		return dialError(unix.Errno(errno))
+	}
+	return nil
+}
+
+func (w *worker) closeUp(u *upConn) {
+	if w.up(u.fd) != u {
+		return
+	}
+	w.ups[u.fd] = nil
+	if u.buf != nil {
+		w.freeUp = append(w.freeUp, u.buf)
+		u.buf = nil
+	}
+	unix.Close(u.fd)
+}
