@@ -67,7 +67,7 @@ func TestRetry(t *testing.T) {
 		rule("/off", "flaky", &router.Retry{Codes: []int{503}}, router.Timeouts{}),
 		rule("/plain", "flaky", nil, router.Timeouts{}),
 		rule("/attempt-timeout", "flaky", &router.Retry{Codes: []int{503}, Attempts: 2, Backoff: time.Millisecond}, router.Timeouts{Request: 5 * time.Second, BackendRequest: 200 * time.Millisecond}),
-		rule("/request-timeout", "flaky", &router.Retry{Codes: []int{503}, Attempts: 5, Backoff: 10 * time.Millisecond}, router.Timeouts{Request: time.Second}),
+		rule("/request-timeout", "flaky", &router.Retry{Codes: []int{503}, Attempts: 5, Backoff: 10 * time.Millisecond}, router.Timeouts{Request: 2 * time.Second}),
 		rule("/refused", "mixed", &router.Retry{Attempts: 1, Backoff: time.Millisecond}, router.Timeouts{}),
 	)
 	tests := []struct {
@@ -87,9 +87,10 @@ func TestRetry(t *testing.T) {
 		{name: "no policy", target: "/plain?fail=1&code=503&failbody", status: 503, answer: "attempt 1", attempts: 1},
 		{name: "attempt timeout retried", target: "/attempt-timeout?fail=1&code=503&stall=5s", status: 200, answer: "attempt 2", attempts: 2, slowest: 2 * time.Second},
 		{name: "attempt timeout of a POST not retried", method: "POST", target: "/attempt-timeout?fail=1&code=503&stall=5s", status: 504, attempts: 1, slowest: 2 * time.Second},
-		// 600ms to the first 503, then the second attempt runs into the
-		// request's deadline.
-		{name: "request timeout ends the retries", target: "/request-timeout?fail=9&code=503&stall=600ms", status: 504, attempts: 2, slowest: 3 * time.Second},
+		// 1.2s to the first 503, then the second attempt runs into the
+		// request's deadline (2s): margins wide enough for a loaded
+		// machine either way.
+		{name: "request timeout ends the retries", target: "/request-timeout?fail=9&code=503&stall=1200ms", status: 504, attempts: 2, slowest: 4 * time.Second},
 	}
 	for _, engine := range []Engine{EngineNative, EngineStdlib} {
 		opts := testOptions()
@@ -188,7 +189,7 @@ func TestRetryBudget(t *testing.T) {
 		return route(strings.TrimPrefix(path, "/"), nil, router.Rule{Matches: prefix(path), Backends: backends(backend), Retry: retry})
 	}
 	routes := compile(t,
-		rule("/budget", "flaky", &router.Retry{Codes: []int{503}, Attempts: 5, Backoff: time.Millisecond, Budget: 500 * time.Millisecond}),
+		rule("/budget", "flaky", &router.Retry{Codes: []int{503}, Attempts: 5, Backoff: time.Millisecond, Budget: time.Second}),
 		// A budget spent before any connect fails: no move.
 		rule("/spent", "mixed", &router.Retry{Budget: time.Nanosecond}),
 		rule("/free", "mixed", nil),
@@ -204,10 +205,10 @@ func TestRetryBudget(t *testing.T) {
 		h2c.Protocols.SetUnencryptedHTTP2(true)
 		for proto, client := range map[string]*http.Client{"HTTP/1.1": {Timeout: 10 * time.Second}, "h2c": {Transport: h2c, Timeout: 10 * time.Second}} {
 			t.Run(fmt.Sprintf("%s/%s", engine, proto), func(t *testing.T) {
-				// 300ms to each 503: the second ends past the 500ms
+				// 600ms to each 503: the second ends past the 1s
 				// budget, so no third is made.
 				id := url.QueryEscape(t.Name())
-				status, answer := send(t, client, "GET", "http://"+addr+"/budget?fail=9&code=503&stall=300ms&failbody&id="+id, "")
+				status, answer := send(t, client, "GET", "http://"+addr+"/budget?fail=9&code=503&stall=600ms&failbody&id="+id, "")
 				if status != 503 || answer != "attempt 2" || backend.attempts(t.Name()) != 2 {
 					t.Errorf("past the budget: %d %q after %d attempts, want 503 %q after 2", status, answer, backend.attempts(t.Name()), "attempt 2")
 				}
