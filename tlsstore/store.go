@@ -143,25 +143,19 @@ func Build(certs []Certificate, clients ...ClientValidation) (*Store, []error) {
 // labels, as Gateway API listener hostnames do), then the default. It
 // returns nil when nothing serves the name.
 func (s *Store) Lookup(serverName string) *tls.Certificate {
-	if s == nil {
-		return nil
-	}
-	if entry := s.certs.lookup(normalize(serverName)); entry != nil {
+	if entry := s.entry(serverName); entry != nil {
 		return entry.cert
 	}
 	return nil
 }
 
-// cipherSuites are the suites of the certificate for serverName, nil for
-// ServerConfig's.
-func (s *Store) cipherSuites(serverName string) []uint16 {
+// entry is the certificate entry for serverName, nil when nothing serves
+// it.
+func (s *Store) entry(serverName string) *served {
 	if s == nil {
 		return nil
 	}
-	if entry := s.certs.lookup(normalize(serverName)); entry != nil {
-		return entry.suites
-	}
-	return nil
+	return s.certs.lookup(normalize(serverName))
 }
 
 // clientAuth is the validation of handshakes for serverName, nil for none.
@@ -233,7 +227,11 @@ func ServerConfig(current func() *Store, nextProtos ...string) *tls.Config {
 	}
 	cfg.GetConfigForClient = func(hello *tls.ClientHelloInfo) (*tls.Config, error) {
 		s := current()
-		auth, suites := s.clientAuth(hello.ServerName), s.cipherSuites(hello.ServerName)
+		auth := s.clientAuth(hello.ServerName)
+		var suites []uint16
+		if entry := s.entry(hello.ServerName); entry != nil {
+			suites = entry.suites
+		}
 		if auth == nil && suites == nil {
 			return nil, nil
 		}

@@ -29,15 +29,13 @@ type Metrics struct {
 	// closing a connection is not a request's path: a mutex is cheap
 	// here.
 	mu     sync.Mutex
-	routes map[routeSeries]*routeState
+	routes map[routeSeries]int
 }
 
 type routeSeries struct {
 	listener string
 	route    string
 }
-
-type routeState struct{ open int }
 
 // NewMetrics registers the series with reg.
 func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
@@ -66,7 +64,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Name: "hostgate_l4_drained_total",
 			Help: "Layer 4 connections (UDP flows) closed by hostgate once their route or endpoint had been gone for the drain grace, by listener.",
 		}, []string{"listener"}),
-		routes: map[routeSeries]*routeState{},
+		routes: map[routeSeries]int{},
 	}
 	for _, c := range []prometheus.Collector{m.refusedTotal, m.connsTotal, m.connsOpen, m.bytesTotal, m.datagramsTotal, m.drainedTotal} {
 		if err := reg.Register(c); err != nil {
@@ -95,12 +93,7 @@ func (m *Metrics) opened(listener string, route router.RouteID) {
 	}
 	key := routeSeries{listener, route.String()}
 	m.mu.Lock()
-	st := m.routes[key]
-	if st == nil {
-		st = &routeState{}
-		m.routes[key] = st
-	}
-	st.open++
+	m.routes[key]++
 	m.mu.Unlock()
 	m.connsTotal.WithLabelValues(key.listener, key.route).Inc()
 	m.connsOpen.WithLabelValues(key.listener, key.route).Inc()
@@ -121,8 +114,8 @@ func (m *Metrics) ended(rec *Record) {
 		m.datagramsTotal.WithLabelValues(key.listener, key.route, "out").Add(float64(rec.PacketsOut))
 	}
 	m.mu.Lock()
-	if st := m.routes[key]; st != nil {
-		st.open--
+	if _, ok := m.routes[key]; ok {
+		m.routes[key]--
 	}
 	m.mu.Unlock()
 }
@@ -147,11 +140,11 @@ func (m *Metrics) retire(listener string, routes *router.L4Table) {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	for key, st := range m.routes {
+	for key, open := range m.routes {
 		if key.listener != listener {
 			continue
 		}
-		if !live[key.route] && st.open == 0 {
+		if !live[key.route] && open == 0 {
 			m.forget(key)
 		}
 	}
