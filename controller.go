@@ -79,13 +79,10 @@ func (c *controller) publish(snap *watch.Snapshot, found findings) {
 	}
 	changed, removed := endpointChanges(lastEndpoints, snap.Endpoints)
 	endpointsChanged := len(changed) > 0 || len(removed) > 0
-	updateEndpoints := func() {
+	if c.last != nil && sameListeners(c.last.Listeners, snap.Listeners) {
 		if endpointsChanged {
 			c.srv.ChangeEndpoints(proxyEndpoints(changed), removed)
 		}
-	}
-	if c.last != nil && sameListeners(c.last.Listeners, snap.Listeners) {
-		updateEndpoints()
 		if gen := c.current.Load(); gen != nil {
 			next := *gen
 			c.describeFindings(&next, found)
@@ -101,12 +98,20 @@ func (c *controller) publish(snap *watch.Snapshot, found findings) {
 	start := time.Now()
 	gen := compileSnapshot(snap, c.number, c.current.Load(), c.log)
 	compiled := time.Now()
-	// Endpoints go first so that routes of the new generation never find
-	// their backends missing.
-	updateEndpoints()
+	// New and changed endpoint sets go before the routes, so that the new
+	// generation's routes never find their backends missing; sets no
+	// longer listed go after, as the last generation's routes may use
+	// them until Apply returns (a route moved to another Service got 503s
+	// in between).
+	if len(changed) > 0 {
+		c.srv.ChangeEndpoints(proxyEndpoints(changed), nil)
+	}
 	if err := c.srv.Apply(gen.config); err != nil {
 		c.metrics.applyErrors.Inc()
 		c.log.Error("some listeners could not be opened", "generation", gen.Number, "error", err)
+	}
+	if len(removed) > 0 {
+		c.srv.ChangeEndpoints(nil, removed)
 	}
 	applied := time.Now()
 	c.describeFindings(gen, found)

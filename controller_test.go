@@ -243,3 +243,79 @@ type problemList []string
 
 func (l problemList) Problems() []string                           { return l }
 func (problemList) IngressAnnotations() []watch.IngressAnnotations { return nil }
+
+// TestBackendSwitchFailsNoRequest: a route that moves to another Service,
+// whose old endpoint set leaves the snapshot in the same change, serves
+// every request in between from one backend or the other. Removing the
+// old set before the new routes were applied left the old routes a
+// moment without endpoints: 503s at every such switch (a GitOps rollout
+// that renames a Service, or the first live configuration replacing the
+// state file's).
+func TestBackendSwitchFailsNoRequest(t *testing.T) {
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	srv, err := proxy.New(proxy.Options{Logger: quiet, ShutdownDelay: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Shutdown(t.Context())
+	var current atomic.Pointer[generation]
+	ctrl := newController(srv, &current, quiet, prometheus.NewRegistry())
+	_, blue := serveHTTP(t, "127.0.0.1", answer("blue"))
+	_, green := serveHTTP(t, "127.0.0.1", answer("green"))
+	// Many listeners make applying a generation take long enough for a
+	// request to fall into the gap between endpoints and routes, if there
+	// is one.
+	ports := make([]int, 64)
+	for i := range ports {
+		ports[i] = freePort(t)
+	}
+	servedBy := func(service, addr string) *watch.Snapshot {
+		backend := "default/" + service + ":80"
+		routes := []router.Route{{
+			ID:    router.RouteID{Kind: router.KindHTTPRoute, Namespace: "default", Name: "web"},
+			Rules: []router.Rule{{Matches: []router.Match{{Path: router.PathMatch{Value: "/"}}}, Backends: []router.BackendRef{{Name: backend, Weight: 1}}}},
+		}}
+		snap := &watch.Snapshot{Endpoints: map[string][]watch.Endpoint{backend: {{Address: addr, Ready: true}}}}
+		for _, port := range ports {
+			snap.Listeners = append(snap.Listeners, watch.Listener{Name: fmt.Sprintf("127.0.0.1:%d", port), Address: "127.0.0.1", Port: port, Protocol: watch.ProtocolHTTP, Routes: routes})
+		}
+		return snap
+	}
+	ctrl.publish(servedBy("blue", blue), nil)
+	url := fmt.Sprintf("http://127.0.0.1:%d/", ports[0])
+	eventually(t, "the first route", expect(url, "", 200, "blue"))
+
+	stop := make(chan struct{})
+	failures := make(chan string, 2)
+	for range 2 {
+		go func() {
+			var first string
+			for n := 0; ; n++ {
+				select {
+				case <-stop:
+					failures <- first
+					return
+				default:
+				}
+				code, body := get(url, "")
+				if (code != 200 || body != "blue" && body != "green") && first == "" {
+					first = fmt.Sprintf("request %d: %d %q", n, code, body)
+				}
+			}
+		}()
+	}
+	for i := range 200 {
+		if i%2 == 0 {
+			ctrl.publish(servedBy("green", green), nil)
+		} else {
+			ctrl.publish(servedBy("blue", blue), nil)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	close(stop)
+	for range 2 {
+		if first := <-failures; first != "" {
+			t.Errorf("a request failed while routes switched between Services: %s", first)
+		}
+	}
+}
