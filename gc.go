@@ -8,7 +8,9 @@ import (
 	"runtime"
 	"runtime/debug"
 	"runtime/metrics"
+	"slices"
 	"strconv"
+	"strings"
 )
 
 // The collector's pace, unless the environment sets GOGC.
@@ -78,9 +80,14 @@ type gcCanary struct{ _ *gcCanary }
 // kernel kills the process before the collector works harder.
 const memoryLimitShare = 0.9
 
+// v1Unlimited is where a limit read from cgroup v1 means none: v1 has no
+// "max" but the largest page multiple below 2^63, which varies with the
+// page size. Nothing is limited to 4 EiB.
+const v1Unlimited = 1 << 62
+
 // limitMemory sets the Go runtime's memory limit to memoryLimitShare of
 // the cgroup's, unless the environment sets GOMEMLIMIT. Without a limit
-// found (none set, or cgroup v1) it sets none.
+// found it sets none.
 func limitMemory() {
 	if _, set := os.LookupEnv("GOMEMLIMIT"); set {
 		return
@@ -102,40 +109,56 @@ func memoryLimit() int64 {
 	return 0
 }
 
-// cgroupMemoryLimit returns the memory.max of the cgroup v2 that self
-// (/proc/self/cgroup) names, under root; a container that sees only its
-// own cgroup finds it at root. ok is false without a limit ("max").
+// cgroupMemoryLimit returns the memory limit of the cgroup that self
+// (/proc/self/cgroup) names, under root: memory.max of the unified (v2)
+// hierarchy, or else memory.limit_in_bytes of the v1 memory controller,
+// which nodes on older distributions still mount. A container that sees
+// only its own cgroup finds it at the hierarchy's root. ok is false
+// without a limit.
 func cgroupMemoryLimit(self []byte, root string) (limit int64, ok bool) {
-	dirs := []string{root}
-	if p, found := cgroupPath(self); found {
-		dirs = []string{path.Join(root, p), root}
-	}
-	for _, dir := range dirs {
-		data, err := os.ReadFile(path.Join(dir, "memory.max"))
-		if err != nil {
-			continue
+	type hierarchy struct{ controller, dir, file string }
+	for _, h := range []hierarchy{{"", root, "memory.max"}, {"memory", path.Join(root, "memory"), "memory.limit_in_bytes"}} {
+		dirs := []string{h.dir}
+		if p, found := cgroupPath(self, h.controller); found {
+			dirs = []string{path.Join(h.dir, p), h.dir}
+		} else if h.controller != "" {
+			continue // no v1 memory controller
 		}
-		return parseMemoryMax(data)
+		for _, dir := range dirs {
+			if data, err := os.ReadFile(path.Join(dir, h.file)); err == nil {
+				return parseMemoryMax(data)
+			}
+		}
 	}
 	return 0, false
 }
 
-// cgroupPath is the path of the unified (v2) hierarchy in
-// /proc/self/cgroup: the line "0::/path".
-func cgroupPath(self []byte) (string, bool) {
+// cgroupPath is the path in /proc/self/cgroup of the v1 hierarchy of
+// controller ("N:controllers:/path"), or of the unified one for ""
+// ("0::/path").
+func cgroupPath(self []byte, controller string) (string, bool) {
 	for line := range bytes.Lines(self) {
-		if p, found := bytes.CutPrefix(bytes.TrimRight(line, "\n"), []byte("0::")); found && len(p) > 0 && p[0] == '/' {
+		_, rest, ok := bytes.Cut(bytes.TrimRight(line, "\n"), []byte(":"))
+		if !ok {
+			continue
+		}
+		controllers, p, ok := bytes.Cut(rest, []byte(":"))
+		if !ok || len(p) == 0 || p[0] != '/' {
+			continue
+		}
+		if controller == "" && len(controllers) == 0 || controller != "" && slices.Contains(strings.Split(string(controllers), ","), controller) {
 			return string(p), true
 		}
 	}
 	return "", false
 }
 
-// parseMemoryMax reads a cgroup v2 memory.max: a number of bytes, or
-// "max" for none.
+// parseMemoryMax reads a cgroup memory limit: a number of bytes, or "max"
+// for none (v2); v1 says none with the largest multiple of the page size
+// (9223372036854771712 on 4 KiB pages).
 func parseMemoryMax(data []byte) (int64, bool) {
 	n, err := strconv.ParseInt(string(bytes.TrimSpace(data)), 10, 64)
-	if err != nil || n <= 0 {
+	if err != nil || n <= 0 || n >= v1Unlimited {
 		return 0, false
 	}
 	return n, true

@@ -70,8 +70,12 @@ func TestCgroupMemoryLimit(t *testing.T) {
 		{"host's view", "0::/kubepods/pod1/c1\n", map[string]string{"kubepods/pod1/c1/memory.max": "268435456\n", "memory.max": "max\n"}, 256 << 20, true},
 		{"path not visible", "0::/kubepods/pod1/c1\n", map[string]string{"memory.max": "268435456\n"}, 256 << 20, true},
 		{"no limit", "0::/\n", map[string]string{"memory.max": "max\n"}, 0, false},
-		{"cgroup v1", "12:memory:/kubepods/pod1\n", nil, 0, false},
-		{"v1 and v2", "12:memory:/x\n0::/y\n", map[string]string{"y/memory.max": "1048576"}, 1 << 20, true},
+		{"cgroup v1", "12:memory:/kubepods/pod1\n", map[string]string{"memory/kubepods/pod1/memory.limit_in_bytes": "268435456\n"}, 256 << 20, true},
+		{"cgroup v1, own namespace", "4:cpu,memory:/\n1:name=systemd:/\n", map[string]string{"memory/memory.limit_in_bytes": "536870912\n"}, 512 << 20, true},
+		{"cgroup v1, no limit", "12:memory:/kubepods/pod1\n", map[string]string{"memory/kubepods/pod1/memory.limit_in_bytes": "9223372036854771712\n"}, 0, false},
+		{"cgroup v1 without memory", "3:cpu:/x\n", map[string]string{"memory/memory.limit_in_bytes": "536870912\n"}, 0, false},
+		{"hybrid: memory on v1", "12:memory:/x\n0::/y\n", map[string]string{"memory/x/memory.limit_in_bytes": "1048576"}, 1 << 20, true},
+		{"v1 and v2", "12:memory:/x\n0::/y\n", map[string]string{"y/memory.max": "1048576", "memory/x/memory.limit_in_bytes": "2097152"}, 1 << 20, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			root := t.TempDir()
@@ -97,8 +101,10 @@ func FuzzCgroupFiles(f *testing.F) {
 	f.Add([]byte("12:memory:/x\n0::/\n"), []byte("max\n"))
 	f.Add([]byte("0::\n"), []byte("-1"))
 	f.Fuzz(func(t *testing.T, self, memoryMax []byte) {
-		if p, ok := cgroupPath(self); ok && (p == "" || p[0] != '/') {
-			t.Errorf("cgroupPath(%q) = %q, not absolute", self, p)
+		for _, controller := range []string{"", "memory"} {
+			if p, ok := cgroupPath(self, controller); ok && (p == "" || p[0] != '/') {
+				t.Errorf("cgroupPath(%q, %q) = %q, not absolute", self, controller, p)
+			}
 		}
 		if n, ok := parseMemoryMax(memoryMax); ok != (n > 0) {
 			t.Errorf("parseMemoryMax(%q) = %d, %v", memoryMax, n, ok)
