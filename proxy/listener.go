@@ -22,6 +22,15 @@ import (
 	"github.com/hostgate/hostgate/tlsstore"
 )
 
+// TCP keep-alive of the connections accepted: net's defaults, which find
+// a client gone silently (a node or NAT that dropped it) in about 2.5
+// minutes of idleness.
+const (
+	keepAliveIdle     = 15 * time.Second
+	keepAliveInterval = 15 * time.Second
+	keepAliveCount    = 9
+)
+
 // h2MaxFrameSize is SETTINGS_MAX_FRAME_SIZE's initial value (RFC 9113
 // section 6.5.2).
 const h2MaxFrameSize = 16 << 10
@@ -88,7 +97,8 @@ func (s *Server) openListener(cfg *Listener) (*listener, error) {
 	if cfg.Protocol == UDP {
 		return s.openUDPListener(cfg)
 	}
-	ln, err := net.Listen("tcp", cfg.Address)
+	lc := listenConfig()
+	ln, err := lc.Listen(context.Background(), "tcp", cfg.Address)
 	if err != nil {
 		return nil, err
 	}
