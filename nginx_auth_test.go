@@ -183,3 +183,77 @@ func TestIngressNginxAuthSetCookie(t *testing.T) {
 		}
 	}
 }
+
+// TestIngressNginxAuthProxySetHeaders: the fields of auth-proxy-set-headers'
+// ConfigMap reach the authorization service over what the client sent
+// under those names, follow an edit of the ConfigMap without a restart,
+// and a value hostgate cannot send as nginx would (a variable) answers
+// 500 without asking the service or reaching the backend.
+func TestIngressNginxAuthProxySetHeaders(t *testing.T) {
+	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprint(w, "backend")
+	}))
+	defer backend.Close()
+	var mu sync.Mutex
+	var seen []string
+	auth := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		seen = append(seen, fmt.Sprintf("%s realm=%s tenant=%q", r.Host, r.Header.Get("X-Auth-Realm"), r.Header.Values("X-Tenant")))
+		mu.Unlock()
+	}))
+	defer auth.Close()
+	services := loopbackService("default", "web", 80, addr2port(t, backend.Listener.Addr().String())) +
+		loopbackService("security", "auth", 80, addr2port(t, auth.Listener.Addr().String()))
+	configMap := func(name string, data string) string {
+		return fmt.Sprintf("\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: %s, namespace: default}\ndata: {%s}\n", name, data)
+	}
+	ingresses := nginxIngress("app", "app.example.com", "web", []string{"/"},
+		"auth-url", "http://auth.security.svc/check", "auth-proxy-set-headers", "default/auth-fields") +
+		nginxIngress("vars", "vars.example.com", "web", []string{"/"},
+			"auth-url", "http://auth.security.svc/check", "auth-proxy-set-headers", "nginx-fields") +
+		configMap("nginx-fields", `X-Tenant: "$remote_addr"`)
+	dir := t.TempDir()
+	writeConfig(t, dir, services+ingresses+configMap("auth-fields", `X-Auth-Realm: internal, X-Tenant: team-a, config.yaml: "not a field"`))
+	httpPort := freePort(t)
+	startHostgate(t, "--config", dir, "--ingress-class", "nginx", "--http-addr", fmt.Sprintf("127.0.0.1:%d", httpPort))
+	base := fmt.Sprintf("http://127.0.0.1:%d/", httpPort)
+	eventually(t, "served", expect(base, "app.example.com", 200, "backend"))
+
+	lastSeen := func() string {
+		mu.Lock()
+		defer mu.Unlock()
+		if len(seen) == 0 {
+			return ""
+		}
+		return seen[len(seen)-1]
+	}
+	if body, resp := trafficGet(t, base, "app.example.com", "X-Tenant: spoofed"); resp.StatusCode != 200 || body != "backend" {
+		t.Errorf("allowed request: %d %q, want 200 from the backend", resp.StatusCode, body)
+	}
+	if got, want := lastSeen(), `auth.security.svc realm=internal tenant=["team-a"]`; got != want {
+		t.Errorf("the authorization service saw %s, want %s: the ConfigMap's fields, not the client's", got, want)
+	}
+
+	writeConfig(t, dir, services+ingresses+configMap("auth-fields", `X-Auth-Realm: partners`))
+	eventually(t, "the edited ConfigMap", func() string {
+		if _, resp := trafficGet(t, base, "app.example.com"); resp.StatusCode != 200 {
+			return fmt.Sprintf("status %d", resp.StatusCode)
+		}
+		if got, want := lastSeen(), `auth.security.svc realm=partners tenant=[]`; got != want {
+			return fmt.Sprintf("the authorization service saw %s, want %s", got, want)
+		}
+		return ""
+	})
+
+	mu.Lock()
+	asked := len(seen)
+	mu.Unlock()
+	if body, resp := trafficGet(t, base, "vars.example.com"); resp.StatusCode != http.StatusInternalServerError || body == "backend" {
+		t.Errorf("a ConfigMap with an nginx variable: %d %q, want 500 without the backend", resp.StatusCode, body)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(seen) != asked {
+		t.Errorf("the authorization service was asked about a path that fails closed: %s", seen[len(seen)-1])
+	}
+}

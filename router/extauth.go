@@ -39,6 +39,10 @@ type ExternalAuth struct {
 	// (RequestRedirect, or the request's URI when empty).
 	OriginalRequest bool   `json:",omitempty"`
 	RequestRedirect string `json:",omitempty"`
+	// RequestHeaders are set on the authorization request, over the
+	// request's own fields and OriginalRequest's (ingress-nginx's
+	// auth-proxy-set-headers).
+	RequestHeaders []Header `json:",omitempty"`
 	// ResponseHeaders are copied from an allowing answer into the
 	// forwarded request, replacing what the client sent under those
 	// names; AllResponseHeaders copies every field of the answer but
@@ -185,9 +189,9 @@ func UnknownSignInVariable(s string) (string, bool) {
 	return "", false
 }
 
-// maxAuthHeaders bounds the header lists of an ExternalAuth (the Gateway
+// MaxAuthHeaders bounds the header lists of an ExternalAuth (the Gateway
 // API allows 64 each).
-const maxAuthHeaders = 64
+const MaxAuthHeaders = 64
 
 // ValidateExternalAuth checks a as Compile does, so that a translator
 // can report a bad value on the field it came from.
@@ -221,8 +225,8 @@ func validateExternalAuth(a *ExternalAuth) error {
 		field string
 		names []string
 	}{{"allowedHeaders", a.AllowedHeaders}, {"responseHeaders", a.ResponseHeaders}} {
-		if len(list.names) > maxAuthHeaders {
-			return fmt.Errorf("%s: more than %d", list.field, maxAuthHeaders)
+		if len(list.names) > MaxAuthHeaders {
+			return fmt.Errorf("%s: more than %d", list.field, MaxAuthHeaders)
 		}
 		for i, name := range list.names {
 			if !isToken(name) {
@@ -232,6 +236,14 @@ func validateExternalAuth(a *ExternalAuth) error {
 	}
 	if err := validateValue(a.RequestRedirect); err != nil {
 		return fmt.Errorf("requestRedirect: %w", err)
+	}
+	if len(a.RequestHeaders) > MaxAuthHeaders {
+		return fmt.Errorf("requestHeaders: more than %d", MaxAuthHeaders)
+	}
+	for i, h := range a.RequestHeaders {
+		if err := ValidateAuthRequestHeader(h); err != nil {
+			return fmt.Errorf("requestHeaders[%d] %s: %w", i, quote(h.Name), err)
+		}
 	}
 	if a.MaxBody < 0 {
 		return fmt.Errorf("maxBody %d: must not be negative", a.MaxBody)
@@ -264,6 +276,20 @@ func validateExternalAuth(a *ExternalAuth) error {
 	return nil
 }
 
+// ValidateAuthRequestHeader refuses a field the authorization request
+// must not be given: one that frames the message or names the host, which
+// the proxy sets, or one that is no field at all.
+func ValidateAuthRequestHeader(h Header) error {
+	if !isToken(h.Name) {
+		return errors.New("not an HTTP header name")
+	}
+	switch strings.ToLower(h.Name) {
+	case "host", "content-length", "transfer-encoding", "connection", "keep-alive", "upgrade", "te", "trailer", "expect":
+		return errors.New("set by the proxy")
+	}
+	return validateValue(h.Value)
+}
+
 func describeExternalAuth(b *strings.Builder, a *ExternalAuth) {
 	fmt.Fprintf(b, " %s style=%s", describeBackend(a.Backend), a.Style)
 	if a.Method != "" {
@@ -284,6 +310,12 @@ func describeExternalAuth(b *strings.Builder, a *ExternalAuth) {
 		b.WriteString(" originalRequest")
 	}
 	describeSet(b, "requestRedirect", a.RequestRedirect)
+	// Names only: a value may be a credential for the service.
+	names := make([]string, len(a.RequestHeaders))
+	for i, h := range a.RequestHeaders {
+		names[i] = h.Name
+	}
+	describeSet(b, "requestHeaders", strings.Join(names, ","))
 	if a.AllResponseHeaders {
 		b.WriteString(" allResponseHeaders")
 	}

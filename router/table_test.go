@@ -222,6 +222,10 @@ func TestCompileReportsInvalidRoutesAndKeepsTheRest(t *testing.T) {
 		{"backend timeout above request timeout", Route{ID: RouteID{Kind: KindHTTPRoute, Name: "bad"}, Rules: []Rule{{Timeouts: Timeouts{Request: time.Second, BackendRequest: time.Minute}}}}, "timeouts.backendRequest"},
 		{"retry code out of range", Route{ID: RouteID{Kind: KindHTTPRoute, Name: "bad"}, Rules: []Rule{{Retry: &Retry{Codes: []int{503, 600}, Attempts: 1}}}}, "rules[0].retry.codes[1] 600: must be 400 to 599"},
 		{"negative retry attempts", Route{ID: RouteID{Kind: KindHTTPRoute, Name: "bad"}, Rules: []Rule{{Retry: &Retry{Attempts: -1}}}}, "rules[0].retry.attempts -1"},
+		{"authorization request field the proxy sets", Route{ID: RouteID{Kind: KindHTTPRoute, Name: "bad"}, Rules: []Rule{{Filters: []Filter{{Type: FilterExternalAuth, ExternalAuth: &ExternalAuth{
+			Backend: BackendRef{Name: "auth", Weight: 1}, RequestHeaders: []Header{{Name: "X-Realm", Value: "a"}, {Name: "Content-Length", Value: "0"}}}}}}}}, `externalAuth.requestHeaders[1] "Content-Length": set by the proxy`},
+		{"authorization request field with a line break", Route{ID: RouteID{Kind: KindHTTPRoute, Name: "bad"}, Rules: []Rule{{Filters: []Filter{{Type: FilterExternalAuth, ExternalAuth: &ExternalAuth{
+			Backend: BackendRef{Name: "auth", Weight: 1}, RequestHeaders: []Header{{Name: "X-Realm", Value: "a\r\nX-Evil: 1"}}}}}}}}, `requestHeaders[0] "X-Realm": must not contain control characters`},
 		{"negative retry backoff", Route{ID: RouteID{Kind: KindHTTPRoute, Name: "bad"}, Rules: []Rule{{Retry: &Retry{Attempts: 1, Backoff: -time.Second}}}}, "rules[0].retry.backoff -1s"},
 	}
 	for _, tt := range tests {

@@ -70,7 +70,6 @@ func NewCluster(cfg *rest.Config, opts Options, publish Publish, log *slog.Logge
 		return nil, fmt.Errorf("metadata client: %w", err)
 	}
 	in := newInterner()
-	in.allowedHeaders = opts.IngressAllowedResponseHeaders
 	trim := in.trimObject
 	transform := informers.WithTransform(trim)
 	c := &clusterStore{
@@ -122,27 +121,31 @@ func patientDial(ctx context.Context, network, address string) (net.Conn, error)
 }
 
 // keptConfigMapData is what trimObject keeps of a ConfigMap's data, nil
-// for nothing: ca.crt, and with --ingress-allowed-response-headers the
-// allowed headers and the names of the other keys custom-headers would
-// read, without their values.
-func (in *interner) keptConfigMapData(data map[string]string) map[string]string {
+// for nothing: ca.crt, and the keys that can be header names with their
+// values, which custom-headers and auth-proxy-set-headers read. A value
+// no header could have (longer than 4096 bytes, or with control
+// characters) is kept as tooLongForAHeader, so that a ConfigMap of
+// configuration files costs its key names only.
+func keptConfigMapData(data map[string]string) map[string]string {
 	var kept map[string]string
-	keep := func(key, value string) {
+	for key, value := range data {
+		if key != caCertKey && !nginxHeaderName.MatchString(key) {
+			continue
+		}
+		if key != caCertKey && checkHeaderValue(value) != nil {
+			value = tooLongForAHeader
+		}
 		if kept == nil {
 			kept = map[string]string{}
 		}
 		kept[key] = value
 	}
-	for key, value := range data {
-		switch {
-		case key == caCertKey, allowsResponseHeader(in.allowedHeaders, key):
-			keep(key, value)
-		case len(in.allowedHeaders) > 0 && nginxHeaderName.MatchString(key):
-			keep(key, "")
-		}
-	}
 	return kept
 }
+
+// tooLongForAHeader stands for a ConfigMap value that no header may
+// have: it fails checkHeaderValue as the value did.
+const tooLongForAHeader = "\x00"
 
 // trimObject drops what hostgate never reads before an object enters the
 // cache, and interns the rest (see interner). Dropped: managed fields on
@@ -152,10 +155,9 @@ func (in *interner) keptConfigMapData(data map[string]string) map[string]string 
 // EndpointSlices their UID, generated name, owners and finalizers; of an
 // EndpointSlice's endpoints, where they run (targetRef, nodeName, zone,
 // hints); the image list on Nodes; of a ConfigMap its labels, owners and
-// every key but ca.crt and the header names --ingress-allowed-response-headers lists,
-// the ones translation reads (of the keys custom-headers would leave out,
-// their names only); of a ClusterTrustBundle all but its
-// name and spec.trustBundle (and it becomes v1 whatever its version).
+// every key but ca.crt and those that can be header names, the ones
+// translation reads (keptConfigMapData); of a ClusterTrustBundle all but
+// its name and spec.trustBundle (and it becomes v1 whatever its version).
 // `kubectl apply` without --server-side keeps a copy of the whole object
 // in an annotation, which doubled the cache of such objects, each
 // endpoint's targetRef took more than its address and conditions, and
@@ -214,7 +216,7 @@ func (in *interner) trimObject(obj any) (any, error) {
 	case *corev1.ConfigMap:
 		o.Labels = nil
 		unowned(&o.ObjectMeta)
-		o.Data, o.BinaryData = in.keptConfigMapData(o.Data), nil
+		o.Data, o.BinaryData = keptConfigMapData(o.Data), nil
 	case *certificatesv1.ClusterTrustBundle:
 		obj = trustBundle(o.ObjectMeta, o.Spec.TrustBundle)
 	case *certificatesv1beta1.ClusterTrustBundle:

@@ -211,7 +211,7 @@ func (t *translator) ingressRoutes(ing *networkingv1.Ingress, hosts nginxHosts, 
 	nginx, outcomes := parseNginxAnnotations(ing)
 	problems = append(problems, t.accessFilters(ing, &nginx.access, outcomes)...)
 	t.resolveDefaultBackend(ing, &nginx, outcomes)
-	t.resolveNginxAuth(&nginx, outcomes)
+	t.resolveNginxAuth(ing.Namespace, &nginx, outcomes)
 	t.resolveNginxMirror(&nginx, outcomes)
 	nginx.applyProxySSL(hosts.proxySSL[ing], ing.Annotations, outcomes)
 	t.customHeaders(ing.Namespace, &nginx, outcomes)

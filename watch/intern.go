@@ -29,10 +29,6 @@ type interner struct {
 	// fields are the exported fields of each struct type met: looking
 	// them up again for every value took a third of interning.
 	fields map[reflect.Type][]int
-	// allowedHeaders are the ConfigMap keys trimObject keeps the values
-	// of besides ca.crt: --ingress-allowed-response-headers, for
-	// custom-headers.
-	allowedHeaders []string
 }
 
 // pointerKey is a pointed-to string, bool or integer; its type tells

@@ -93,7 +93,6 @@ func TestInternForgetsWhatOneObjectHolds(t *testing.T) {
 func TestTrimmedObjectsTranslateAlike(t *testing.T) {
 	eachCase(t, func(t *testing.T, _ string, objs *objects, opts Options) {
 		in := newInterner()
-		in.allowedHeaders = opts.IngressAllowedResponseHeaders
 		var trimmed []any
 		for _, obj := range objs.all() {
 			cached, err := in.trimObject(obj.(runtime.Object).DeepCopyObject())

@@ -257,12 +257,6 @@ var nginxRefused = map[string]string{
 	"opentelemetry-trust-incoming-span": "hostgate does not export OpenTelemetry traces",
 }
 
-// nginxNotYet are ingress-nginx annotations hostgate knows but does not
-// act on yet.
-var nginxNotYet = []string{
-	"auth-proxy-set-headers",
-}
-
 // nginxNotApplicable are ingress-nginx annotations that change nothing a
 // user of hostgate would notice, or nothing hostgate has: ignored, with
 // why, rather than left for later.
@@ -301,8 +295,6 @@ func parseNginxAnnotations(ing *networkingv1.Ingress) (nginxSettings, []Annotati
 			o.Outcome, o.Reason = Refused, reason
 		} else if reason, ok := nginxNotApplicable[short]; ok {
 			o.Outcome, o.Reason = Ignored, reason
-		} else if slices.Contains(nginxNotYet, short) {
-			o.Outcome, o.Reason = Ignored, "not supported by hostgate yet"
 		} else {
 			o.Outcome, o.Reason = Ignored, "not an ingress-nginx annotation hostgate knows"
 		}

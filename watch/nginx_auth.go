@@ -11,6 +11,7 @@ package watch
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"net/url"
 	"regexp"
 	"slices"
@@ -24,10 +25,14 @@ import (
 	"github.com/hostgate/hostgate/router"
 )
 
-// nginxAuth is what the auth-* annotations say before the service is
-// resolved (resolveNginxAuth).
+// nginxAuth is what the auth-* annotations say before the service and
+// the ConfigMap of auth-proxy-set-headers are resolved
+// (resolveNginxAuth).
 type nginxAuth struct {
 	url *url.URL
+	// setHeaders is auth-proxy-set-headers' ConfigMap, its namespace ""
+	// for the Ingress's.
+	setHeaders types.NamespacedName
 	// filter is the ExternalAuth, its backend resolved.
 	filter *router.ExternalAuth
 }
@@ -67,6 +72,12 @@ var nginxAuthAnnotations = map[string]nginxParse{
 	"auth-cache-key":             func(v string, s *nginxSettings) error { return nil },
 	"auth-cache-duration":        func(v string, s *nginxSettings) error { return nil },
 	"auth-always-set-cookie":     func(v string, s *nginxSettings) error { return nil },
+	"auth-proxy-set-headers": func(v string, s *nginxSettings) error {
+		if _, err := parseSecretRef(v); err != nil {
+			return fmt.Errorf("must be a ConfigMap's namespace/name or name")
+		}
+		return nil
+	},
 	// Settled as ignored, with the reason.
 	"enable-global-auth": func(v string, s *nginxSettings) error {
 		_, err := parseNginxBool(v)
@@ -83,7 +94,7 @@ var (
 // its backend.
 func (s *nginxSettings) settleAuth(annotations map[string]string, id string, outcomes []AnnotationOutcome) {
 	setOutcome(outcomes, "enable-global-auth", Ignored, "hostgate has no global authentication URL (global-auth-url of ingress-nginx's ConfigMap): only auth-url applies")
-	shaping := []string{"auth-method", "auth-signin", "auth-signin-redirect-param", "auth-response-headers", "auth-request-redirect", "auth-cache-key", "auth-cache-duration", "auth-always-set-cookie"}
+	shaping := []string{"auth-method", "auth-signin", "auth-signin-redirect-param", "auth-response-headers", "auth-request-redirect", "auth-cache-key", "auth-cache-duration", "auth-always-set-cookie", "auth-proxy-set-headers"}
 	if s.auth == nil {
 		for _, name := range shaping {
 			if _, ok := annotations[NginxAnnotationPrefix+name]; ok {
@@ -114,6 +125,10 @@ func (s *nginxSettings) settleAuth(annotations map[string]string, id string, out
 		key.Outcome, key.Reason = Ignored, "auth-cache-duration is invalid: no answer is kept"
 	} else if duration != nil && duration.Outcome == Honoured {
 		duration.Outcome, duration.Reason = Ignored, "without a valid auth-cache-key"
+	}
+	if v, ok := annotations[NginxAnnotationPrefix+"auth-proxy-set-headers"]; ok {
+		// Invalid is already its outcome where it does not parse.
+		s.auth.setHeaders, _ = parseSecretRef(v)
 	}
 	s.auth.filter = a
 }
@@ -291,10 +306,14 @@ func setNginxAuth(a *router.ExternalAuth, name, v string, annotations map[string
 
 // resolveNginxAuth finds the Service that auth-url names: a host of the
 // form <service>.<namespace>.svc[.<cluster domain>] or
-// <service>.<namespace>, at the URL's port (80 or 443 by default). A URL
-// that names none keeps the filter with an invalid backend, so that the
-// paths answer 500 instead of going unauthenticated.
-func (t *translator) resolveNginxAuth(s *nginxSettings, outcomes []AnnotationOutcome) {
+// <service>.<namespace>, at the URL's port (80 or 443 by default), and the
+// fields auth-proxy-set-headers' ConfigMap adds to the authorization
+// request. A URL that names no Service, or a ConfigMap that cannot be
+// read as ingress-nginx would, keeps the filter with an invalid backend,
+// so that the paths of the Ingress in namespace answer 500 instead of
+// going unauthenticated or asking the service without what it was meant
+// to be told.
+func (t *translator) resolveNginxAuth(namespace string, s *nginxSettings, outcomes []AnnotationOutcome) {
 	if s.auth == nil || s.auth.filter == nil {
 		return
 	}
@@ -309,6 +328,53 @@ func (t *translator) resolveNginxAuth(s *nginxSettings, outcomes []AnnotationOut
 		ref = router.BackendRef{Invalid: true, Weight: 1}
 	}
 	a.Backend = ref
+	if s.auth.setHeaders.Name == "" {
+		return
+	}
+	if a.RequestHeaders, err = t.authSetHeaders(namespace, s.auth.setHeaders); err != nil {
+		setOutcome(outcomes, "auth-proxy-set-headers", Invalid, err.Error()+"; the Ingress's paths answer 500")
+		a.Backend = router.BackendRef{Invalid: true, Weight: 1}
+	}
+}
+
+// authSetHeaders reads auth-proxy-set-headers' ConfigMap ref of an
+// Ingress in namespace: each key that can be a header name
+// (nginxHeaderName; ingress-nginx's cache keeps no others, nor does
+// hostgate's) is a field of the authorization request. A value must be
+// sent as it is: nginx would expand its variables, hostgate does not.
+func (t *translator) authSetHeaders(namespace string, ref types.NamespacedName) ([]router.Header, error) {
+	if ref.Namespace == "" {
+		ref.Namespace = namespace
+	}
+	if ref.Namespace != namespace {
+		return nil, fmt.Errorf("ConfigMap %s: of another namespace, refused as ingress-nginx does", ref)
+	}
+	t.dependOnConfigMap(ref)
+	cm := t.configMaps.last(ref)
+	if cm == nil {
+		return nil, fmt.Errorf("ConfigMap %s: not found", ref)
+	}
+	var headers []router.Header
+	for _, key := range slices.Sorted(maps.Keys(cm.Data)) {
+		value := cm.Data[key]
+		switch {
+		case !nginxHeaderName.MatchString(key):
+			continue
+		case strings.Contains(value, "$"):
+			return nil, fmt.Errorf("ConfigMap %s: %s: nginx variables are not expanded by hostgate", ref, key)
+		case checkHeaderValue(value) != nil:
+			return nil, fmt.Errorf("ConfigMap %s: %s: its value has control characters or is longer than 4096", ref, key)
+		}
+		h := router.Header{Name: key, Value: value}
+		if err := router.ValidateAuthRequestHeader(h); err != nil {
+			return nil, fmt.Errorf("ConfigMap %s: %s: %w", ref, key, err)
+		}
+		headers = append(headers, h)
+	}
+	if len(headers) > router.MaxAuthHeaders {
+		return nil, fmt.Errorf("ConfigMap %s: more than %d headers", ref, router.MaxAuthHeaders)
+	}
+	return headers, nil
 }
 
 // nginxServiceKey is the Service that an annotation's URL names by its

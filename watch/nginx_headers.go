@@ -5,11 +5,9 @@ package watch
 //
 // ingress-nginx sends only the header names its ConfigMap's
 // global-allowed-response-headers lists; hostgate's list is
-// --ingress-allowed-response-headers, and it is also what the cluster's
-// cache keeps of ConfigMaps (trimObject): the values of the allowed keys
-// and the names of the other keys that could be headers, so that the
-// outcome says which were left out, while the values of every other
-// ConfigMap of the cluster stay out of memory.
+// --ingress-allowed-response-headers, and the outcome says which keys of
+// the ConfigMap were left out. The cluster's cache keeps of ConfigMaps
+// only the keys that can be header names (keptConfigMapData).
 
 import (
 	"fmt"

@@ -1,39 +1,41 @@
 package watch
 
 import (
-	"maps"
 	"reflect"
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// TestTrimKeepsAllowedHeaders: the cache keeps of a ConfigMap ca.crt and,
-// with --ingress-allowed-response-headers, the allowed headers' values and
-// the other header names without theirs; every other value stays out of
+// TestTrimKeepsHeaderValues: the cache keeps of a ConfigMap ca.crt and
+// the keys that can be header names with their values (custom-headers and
+// auth-proxy-set-headers read them); a value no header could have is kept
+// as one that fails the same check, and configuration files stay out of
 // memory.
-func TestTrimKeepsAllowedHeaders(t *testing.T) {
-	data := map[string]string{
-		caCertKey: "PEM", "X-Frame-Options": "DENY", "X-Secret": "a secret value",
-		"nginx.conf": "a large file", "BIG": "a large value",
+func TestTrimKeepsHeaderValues(t *testing.T) {
+	long := strings.Repeat("x", 4097)
+	cm := &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: "headers", Namespace: "default"},
+		Data: map[string]string{
+			caCertKey: "PEM", "X-Frame-Options": "DENY", "x_realm": "internal",
+			"nginx.conf": "a large file", "BIG": long, "Bell": "a\x07b",
+		},
+		BinaryData: map[string][]byte{"blob": {1}},
 	}
-	for _, tc := range []struct {
-		allowed []string
-		want    map[string]string
-	}{
-		{nil, map[string]string{caCertKey: "PEM"}},
-		{[]string{"x-frame-options"}, map[string]string{caCertKey: "PEM", "X-Frame-Options": "DENY", "X-Secret": "", "BIG": ""}},
-	} {
-		in := newInterner()
-		in.allowedHeaders = tc.allowed
-		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "headers", Namespace: "default"}, Data: maps.Clone(data), BinaryData: map[string][]byte{"blob": {1}}}
-		got, err := in.trimObject(cm)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if kept := got.(*corev1.ConfigMap); !reflect.DeepEqual(kept.Data, tc.want) || kept.BinaryData != nil {
-			t.Errorf("allowed %v: kept %v and binary %v, want %v and none", tc.allowed, kept.Data, kept.BinaryData, tc.want)
+	got, err := newInterner().trimObject(cm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kept := got.(*corev1.ConfigMap)
+	want := map[string]string{caCertKey: "PEM", "X-Frame-Options": "DENY", "x_realm": "internal", "BIG": tooLongForAHeader, "Bell": tooLongForAHeader}
+	if !reflect.DeepEqual(kept.Data, want) || kept.BinaryData != nil {
+		t.Errorf("kept %q and binary %v, want %q and none", kept.Data, kept.BinaryData, want)
+	}
+	for _, value := range []string{long, "a\x07b"} {
+		if (checkHeaderValue(value) == nil) != (checkHeaderValue(tooLongForAHeader) == nil) {
+			t.Errorf("checkHeaderValue tells %q from what the cache keeps of it", value)
 		}
 	}
 }

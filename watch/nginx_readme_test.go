@@ -40,9 +40,6 @@ func TestReadmeAnnotationTable(t *testing.T) {
 	for name := range nginxRefused {
 		want[name] = "refused"
 	}
-	for _, name := range nginxNotYet {
-		want[name] = "not yet"
-	}
 	for name := range nginxNotApplicable {
 		want[name] = "ignored"
 	}

@@ -217,6 +217,9 @@ func authRequest(ctx context.Context, r *http.Request, ex *exchange, a *router.E
 		}
 		req.Header.Set("X-Auth-Request-Redirect", redirect)
 	}
+	for _, h := range a.RequestHeaders {
+		req.Header.Set(h.Name, h.Value)
+	}
 	return req, nil
 }
 
