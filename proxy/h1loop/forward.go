@@ -393,7 +393,10 @@ func (w *worker) relayChunks(c *conn, u *upConn) (done bool, err error) {
 			return false, nil
 		}
 		u.start += i + 1
-		line := bytes.TrimSuffix(avail[:i], []byte("\r"))
+		line, ok := h1wire.ChunkLine(avail[:i+1])
+		if !ok {
+			return false, errChunk
+		}
 		switch c.chunk {
 		case chunkSize:
 			size, ok := h1wire.ChunkSize(line)
@@ -414,6 +417,9 @@ func (w *worker) relayChunks(c *conn, u *upConn) (done bool, err error) {
 			}
 			c.chunk = chunkSize
 		case chunkTrailer:
+			if len(line) > 0 && !h1wire.TrailerField(line) {
+				return false, errChunk
+			}
 			if c.rchunked {
 				w.bw.Write(line)
 				w.bw.WriteString("\r\n")

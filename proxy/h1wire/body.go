@@ -5,9 +5,11 @@ package h1wire
 
 import (
 	"bufio"
+	"bytes"
 	"errors"
 	"io"
 	"strconv"
+	"strings"
 
 	"github.com/hostgate/hostgate/proxy/guard"
 )
@@ -104,6 +106,9 @@ func (b *BodyReader) nextChunk() error {
 			b.Done = true
 			return nil
 		}
+		if !TrailerField(line) {
+			return errChunk
+		}
 		if b.KeepTrailer {
 			b.Trailer = append(append(b.Trailer, line...), "\r\n"...)
 		}
@@ -111,21 +116,24 @@ func (b *BodyReader) nextChunk() error {
 }
 
 // ChunkSize reads a chunk's size off its line, which ends there or goes on
-// with extensions.
+// with extensions after ';'. It takes what net/http's chunked reader takes
+// (blanks at the end of the line, none before the ';') and no more: a size
+// that one reader takes and another does not is how bodies are smuggled.
 func ChunkSize(line []byte) (int64, bool) {
-	size, n := int64(0), 0
-	for ; n < len(line); n++ {
-		d, ok := guard.HexDigit(line[n])
+	line = bytes.TrimRight(line, " \t")
+	if i := bytes.IndexByte(line, ';'); i >= 0 {
+		line = line[:i]
+	}
+	if len(line) == 0 || len(line) > 15 {
+		return 0, false
+	}
+	var size int64
+	for _, c := range line {
+		d, ok := guard.HexDigit(c)
 		if !ok {
-			break
-		}
-		if n == 15 {
 			return 0, false
 		}
 		size = size<<4 | int64(d)
-	}
-	if n == 0 || n < len(line) && line[n] != ';' && line[n] != ' ' && line[n] != '\t' {
-		return 0, false
 	}
 	return size, true
 }
@@ -151,11 +159,29 @@ func (b *BodyReader) line() ([]byte, error) {
 	case err != nil:
 		return nil, err
 	}
-	line = line[:len(line)-1]
-	if n := len(line); n > 0 && line[n-1] == '\r' {
-		line = line[:n-1]
+	if line, ok := ChunkLine(line); ok {
+		return line, nil
 	}
-	return line, nil
+	return nil, errChunk
+}
+
+// ChunkLine is a line of chunked framing, through its LF, without its
+// end; ok is false for one that ends in a bare LF, which net/http refuses
+// too: the framing of a chunked body is where readers that disagree let
+// requests be smuggled.
+func ChunkLine(line []byte) (_ []byte, ok bool) {
+	n := len(line)
+	if n < 2 || line[n-2] != '\r' || line[n-1] != '\n' {
+		return nil, false
+	}
+	return line[:n-2], true
+}
+
+// TrailerField reports whether line, of a chunked body's trailer section,
+// is a field, which may be relayed as it came.
+func TrailerField(line []byte) bool {
+	name, value, ok := strings.Cut(string(line), ":")
+	return ok && IsToken(name) && ValidValue(strings.Trim(value, " \t"))
 }
 
 // Relay copies a body from src to dst through buf, writing it chunked when

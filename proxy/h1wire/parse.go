@@ -231,7 +231,10 @@ func ParseResponse(raw string, h *Head) bool {
 		return false
 	}
 	h.Status = code
-	return parseFields(rest, h, false, nil)
+	// An HTTP/1.0 message with Transfer-Encoding has faulty framing (RFC
+	// 9112 section 6.1): where its body ends is anyone's guess, and
+	// net/http's clients read it to the close, not chunked.
+	return parseFields(rest, h, false, nil) && !(h.Chunked && h.HTTP10)
 }
 
 // checkRequestField notes the request fields the engine acts on, and
@@ -263,6 +266,7 @@ func checkRequestField(h *Head, f *Field) bool {
 // canonicalized, for the router; response names are relayed as they came.
 func parseFields(s string, h *Head, request bool, check func(*Head, *Field) bool) bool {
 	var connection []string
+	var lengthText string
 	for {
 		line, rest, ok := nextLine(s, request)
 		if !ok {
@@ -288,11 +292,12 @@ func parseFields(s string, h *Head, request bool, check func(*Head, *Field) bool
 		switch {
 		case strings.EqualFold(name, "Content-Length"):
 			n, ok := parseLength(value)
-			// A repeat with the same value is taken, as net/http does.
-			if !ok || (h.ContentLength >= 0 && h.ContentLength != n) {
+			// A repeat of the same text is taken, as net/http takes it;
+			// "03" after "3" is not, though it is the same number.
+			if !ok || (h.ContentLength >= 0 && value != lengthText) {
 				return false
 			}
-			h.ContentLength = n
+			h.ContentLength, lengthText = n, value
 			f.Hop = true // written by the engine from its framing
 		case strings.EqualFold(name, "Transfer-Encoding"):
 			if h.Chunked || !strings.EqualFold(value, "chunked") {

@@ -205,6 +205,18 @@ func TestPassthroughRefused(t *testing.T) {
 	}
 }
 
+// waitValue waits for a counter or gauge to read want: what the proxy
+// counts when a connection ends, it counts after the client sees the end.
+func waitValue(t *testing.T, c prometheus.Metric, want float64, what string) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); value(t, c) != want; {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s = %v, want %v", what, value(t, c), want)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
 // value reads a counter's or gauge's value.
 func value(t *testing.T, c prometheus.Metric) float64 {
 	t.Helper()
@@ -289,22 +301,16 @@ func TestRouteSeries(t *testing.T) {
 	if got := value(t, m.connsTotal.WithLabelValues("test", appSeries)); got != 2 {
 		t.Errorf("hostgate_l4_connections_total{route=%q} = %v, want 2", appSeries, got)
 	}
-	// Its answers came, so every connection was counted.
-	if got := value(t, m.connsOpen.WithLabelValues("test", appSeries)); got != 1 {
-		t.Errorf("hostgate_l4_connections_open{route=%q} = %v, want 1 while its connection is open", appSeries, got)
-	}
+	// Its answers came, so every connection was counted; the second's
+	// end is counted once the proxy saw it.
+	waitValue(t, m.connsOpen.WithLabelValues("test", appSeries), 1, "hostgate_l4_connections_open{route=\""+appSeries+"\"} while one connection is open")
 	l.Publish(next, nil)
 	if !hasSeries(t, m.connsOpen, appSeries) {
 		t.Fatalf("the series of route %q, removed, were dropped under its open connection", appSeries)
 	}
 	first.Close()
 	// Its bytes are counted once it ended.
-	for deadline := time.Now().Add(5 * time.Second); value(t, m.bytesTotal.WithLabelValues("test", appSeries, "in")) != 8; {
-		if time.Now().After(deadline) {
-			t.Fatalf("hostgate_l4_bytes_total{route=%q,direction=in} = %v, want 8", appSeries, value(t, m.bytesTotal.WithLabelValues("test", appSeries, "in")))
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	waitValue(t, m.bytesTotal.WithLabelValues("test", appSeries, "in"), 8, "hostgate_l4_bytes_total{route=\""+appSeries+"\",direction=in}")
 	l.Publish(next, nil)
 	if hasSeries(t, m.connsTotal, appSeries) || hasSeries(t, m.bytesTotal, appSeries) {
 		t.Errorf("the series of route %q, removed, outlived its connections and the next change", appSeries)
@@ -436,12 +442,7 @@ func TestMixedTermination(t *testing.T) {
 	}
 	_, _ = conn.Write(clientHello(t, "tls.example.com"))
 	conn.Close()
-	for deadline := time.Now().Add(5 * time.Second); value(t, m.refusedTotal.WithLabelValues("test", refusedHandshake)) != 1; {
-		if time.Now().After(deadline) {
-			t.Fatal("the failed handshake was not counted")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitValue(t, m.refusedTotal.WithLabelValues("test", refusedHandshake), 1, "failed handshakes counted")
 	if n := plain.accepted.Load(); n != 1 {
 		t.Errorf("the plain backend got %d connections, want the one terminated", n)
 	}
