@@ -131,7 +131,8 @@ func ConnContext(ctx context.Context, c net.Conn) context.Context {
 // and the HTTP/1.1 engine see connections wrapped by the guard, TLS and,
 // after a hand-over or an h2c upgrade, a BufferedConn; beneath those are
 // the connection caps' TrackedConn and a PROXY header's proxiedConn, then
-// the socket (which lingerClose needs). An l4.ReplayConn sits above
+// the socket (which lingerClose needs), or a loop's h1loop.Socket over it
+// once the loop handed the connection back. An l4.ReplayConn sits above
 // TrackedConn on an HTTPS socket shared with TLS listeners.
 func Beneath[T net.Conn](c net.Conn) (T, bool) {
 	for {
@@ -143,14 +144,14 @@ func Beneath[T net.Conn](c net.Conn) (T, bool) {
 			c = w.Conn
 		case *Conn:
 			c = w.Conn
-		case *tls.Conn:
-			c = w.NetConn()
 		case *TrackedConn:
 			c = w.Conn
 		case *proxiedConn:
 			c = w.Conn
 		case *l4.ReplayConn:
 			c = w.Conn
+		case netConner:
+			c = w.NetConn()
 		default:
 			var none T
 			return none, false
@@ -272,8 +273,15 @@ func SocketOf(c net.Conn) *net.TCPConn {
 				return nil
 			}
 			c = w.Conn
+		case netConner:
+			c = w.NetConn()
 		default:
 			return nil
 		}
 	}
 }
+
+// netConner is a connection over another that it names: a *tls.Conn, or
+// an h1loop.Socket handed back to Go by a loop (nil while on the loop),
+// which this package cannot name without a cycle.
+type netConner interface{ NetConn() net.Conn }

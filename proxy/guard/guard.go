@@ -1126,6 +1126,9 @@ func (l Listener) Guard(c net.Conn) *Conn {
 	}
 	g := newGuardConn(c)
 	g.writes.Stall = l.WriteStall
+	if b, ok := c.(*BufferedConn); ok {
+		g.served = b.Served
+	}
 	return g
 }
 

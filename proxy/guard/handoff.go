@@ -53,6 +53,11 @@ func (h *Handoff) Deliver(c net.Conn) bool {
 type BufferedConn struct {
 	net.Conn
 	Reader io.Reader
+	// Served says requests were answered on the connection before the
+	// hand-over (by a readiness loop, which has no guard): the guard
+	// Listener.Guard puts over it takes what comes as a later request,
+	// one that is owed a 400 when it is not HTTP/1.x.
+	Served bool
 }
 
 func (c *BufferedConn) Read(p []byte) (int, error) { return c.Reader.Read(p) }

@@ -20,8 +20,12 @@ import (
 )
 
 // upBufferSize holds a backend's response head, and the pieces of its
-// body relayed on.
-const upBufferSize = 16 << 10
+// body relayed on. A longer head grows the buffer, up to upMaxHeadBytes,
+// the bound net/http's Transport has on the other engines (pipeline).
+const (
+	upBufferSize   = 16 << 10
+	upMaxHeadBytes = 1 << 20
+)
 
 // upConn is a connection to a backend.
 type upConn struct {
@@ -40,9 +44,11 @@ type upConn struct {
 	// before; answered that bytes of a response came.
 	connecting, reused, answered bool
 	// mayRead says a read was held back while the client had the
-	// response's last piece unread.
-	mayRead   bool
-	idleSince time.Time
+	// response's last piece unread; hup that an edge said the backend
+	// sends no more, so that reads go on to the end of the stream, which
+	// no later edge announces.
+	mayRead, hup bool
+	idleSince    time.Time
 }
 
 func (w *worker) up(fd int) *upConn {
@@ -86,8 +92,7 @@ func stale(fd int) bool {
 func (w *worker) putIdle(u *upConn) {
 	u.c = nil
 	// An idle connection holds no buffer.
-	w.freeUp = append(w.freeUp, u.buf)
-	u.buf = nil
+	w.putUpBuffer(u)
 	u.start, u.n = 0, 0
 	u.out = nil
 	u.reused, u.answered, u.mayRead = true, false, false
@@ -195,9 +200,6 @@ func (w *worker) closeUp(u *upConn) {
 		return
 	}
 	w.ups[u.fd] = nil
-	if u.buf != nil {
-		w.freeUp = append(w.freeUp, u.buf)
-		u.buf = nil
-	}
+	w.putUpBuffer(u)
 	unix.Close(u.fd)
 }

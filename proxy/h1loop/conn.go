@@ -341,6 +341,8 @@ func (w *worker) flushOut(c *conn) {
 	c.out = nil
 	switch {
 	case c.forwarding:
+		// Caught up: the wait is the backend's again.
+		w.wheel.arm(c, c.ex.AttemptDeadline())
 		if u := c.up; u != nil && u.mayRead {
 			w.upReadable(u)
 		}
@@ -373,5 +375,5 @@ func (w *worker) handOff(c *conn) {
 	if len(ahead) > 0 {
 		conn = io.MultiReader(bytes.NewReader(ahead), c.tc)
 	}
-	go w.s.cfg.HandOff(&guard.BufferedConn{Conn: c.tc, Reader: conn})
+	go w.s.cfg.HandOff(&guard.BufferedConn{Conn: c.tc, Reader: conn, Served: c.served})
 }

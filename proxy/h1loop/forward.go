@@ -179,6 +179,9 @@ func (w *worker) upEvent(u *upConn, events uint32) {
 			return
 		}
 	}
+	if events&(unix.EPOLLRDHUP|unix.EPOLLERR|unix.EPOLLHUP) != 0 {
+		u.hup = true
+	}
 	if events&(unix.EPOLLIN|unix.EPOLLRDHUP|unix.EPOLLERR|unix.EPOLLHUP) != 0 {
 		w.upReadable(u)
 	}
@@ -220,12 +223,18 @@ func (w *worker) upReadable(u *upConn) {
 			case u.start == 0 && c.headSent:
 				w.finish(c, u, false, false)
 				return
-			case u.start == 0:
+			case u.start == 0 && len(u.buf) >= upMaxHeadBytes:
 				w.tryFailed(c, errHeadTooLarge)
 				return
+			case u.start == 0:
+				// A head longer than the buffer: rare, so the
+				// buffer grows for this response rather than
+				// every buffer being large.
+				u.buf = append(u.buf, make([]byte, len(u.buf))...)
+			default:
+				u.n = copy(u.buf, u.buf[u.start:u.n])
+				u.start = 0
 			}
-			u.n = copy(u.buf, u.buf[u.start:u.n])
-			u.start = 0
 		}
 		room := len(u.buf) - u.n
 		n, errno := read(u.fd, u.buf[u.n:])
@@ -240,7 +249,7 @@ func (w *worker) upReadable(u *upConn) {
 		}
 		u.n += n
 		u.answered = true
-		if !w.relay(c, u) || n < room {
+		if !w.relay(c, u) || n < room && !u.hup {
 			return
 		}
 	}
@@ -285,6 +294,13 @@ func (w *worker) relay(c *conn, u *upConn) bool {
 		return false
 	}
 	w.bw.Flush()
+	if len(c.out) > 0 && w.conn(c.fd) == c {
+		// The client stopped reading (relay starts with nothing
+		// unread): it has IdleTimeout to go on, or the connection and
+		// the backend's end (expireForward), as the guard bounds a
+		// write on the netpoll engine.
+		w.wheel.arm(c, w.now.Add(w.s.cfg.IdleTimeout))
+	}
 	return w.conn(c.fd) == c
 }
 
@@ -483,7 +499,7 @@ func (w *worker) finish(c *conn, u *upConn, reuse, ok bool) {
 		w.bw.WriteString("0\r\n\r\n")
 	}
 	c.ex.EndTry()
-	if reuse && ok {
+	if reuse && ok && !u.hup {
 		w.putIdle(u)
 	} else {
 		w.closeUp(u)
@@ -554,6 +570,15 @@ func (w *worker) expireForward(c *conn) {
 // gone reports whether the client hung up, for the request path's
 // decisions.
 func (c *conn) gone() bool { return c.hup }
+
+// putUpBuffer takes u's read buffer back. One grown for a long head is
+// left to the collector, so that the pool holds buffers of upBufferSize.
+func (w *worker) putUpBuffer(u *upConn) {
+	if len(u.buf) == upBufferSize {
+		w.freeUp = append(w.freeUp, u.buf)
+	}
+	u.buf = nil
+}
 
 func (w *worker) upBuffer() []byte {
 	if n := len(w.freeUp); n > 0 {

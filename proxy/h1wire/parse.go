@@ -292,9 +292,12 @@ func parseFields(s string, h *Head, request bool, check func(*Head, *Field) bool
 		switch {
 		case strings.EqualFold(name, "Content-Length"):
 			n, ok := parseLength(value)
-			// A repeat of the same text is taken, as net/http takes it;
-			// "03" after "3" is not, though it is the same number.
-			if !ok || (h.ContentLength >= 0 && value != lengthText) {
+			// A repeat of the same text is taken in a response, as
+			// net/http takes it ("03" after "3" is not, though the same
+			// number); in a request it is declined, as the guard refuses
+			// it (the smuggling set), so that an engine without the guard
+			// in front (proxy/h1loop) hands it to one with.
+			if !ok || h.ContentLength >= 0 && (request || value != lengthText) {
 				return false
 			}
 			h.ContentLength, lengthText = n, value
