@@ -71,6 +71,11 @@ log "go test -race ./proxy/ with the stdlib HTTP/1.1 and HTTP/2 engines"
 HOSTGATE_TEST_HTTP1_ENGINE=stdlib HOSTGATE_TEST_HTTP2_ENGINE=stdlib go test -race -count=1 -timeout 10m ./proxy/
 log "go test -race ./proxy/ with the stdlib HTTP/2 engine"
 HOSTGATE_TEST_HTTP2_ENGINE=stdlib go test -race -count=1 -timeout 10m ./proxy/
+# And on the HTTP/1.1 readiness loop (--http1-engine=loop, Linux), which
+# serves the plain HTTP listeners and hands what it does not serve to the
+# native engine: the whole suite, hand-offs included, must hold on it.
+log "go test -race ./proxy/ with the HTTP/1.1 readiness loop"
+HOSTGATE_TEST_HTTP1_ENGINE=loop go test -race -count=1 -timeout 10m ./proxy/
 
 # Every Fuzz function runs on its own: go test accepts one -fuzz target per
 # package per run.

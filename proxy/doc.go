@@ -14,7 +14,11 @@
 // connections go to hostgate's own engine (package h1), with its own
 // backend connection pool (package upstream), which hands whatever it
 // does not serve itself (upgrades, gRPC, mirrors, TLS or h2 backends,
-// unusual requests) to net/http for the rest of the connection. HTTP/2
+// unusual requests) to net/http for the rest of the connection. With
+// Options.HTTP1Engine = EngineLoop, the connections of plain HTTP
+// listeners are served on readiness loops of hostgate's own (package
+// h1loop, Linux), which hand what they do not serve to that engine.
+// HTTP/2
 // connections, recognized at the first read (ALPN h2 or the client
 // preface) or after an h2c upgrade, go to hostgate's HTTP/2 engine
 // (package h2), and with Options.HTTP2Engine = EngineStdlib to net/http's.
@@ -39,6 +43,8 @@
 //	proxy           Server, Options, Config: listeners, their lifecycle and
 //	                the wiring of the engines (the h2c Upgrade among them)
 //	proxy/h1        the HTTP/1.1 engine
+//	proxy/h1loop    the readiness loops for plain HTTP/1.1 (Linux),
+//	                in front of h1
 //	proxy/pipeline  the request path of every HTTP engine: lookup,
 //	                filters, backend choice, retries and timeouts,
 //	                forwarding, the proxy's own answers, request metrics
@@ -54,7 +60,8 @@
 //	                of HTTP/1.1 connections to endpoints
 //	proxy/l4        Layer 4 listeners (TLS passthrough and terminate, TCP, UDP)
 //
-// Imports point down that list and never back to proxy: h1 imports
+// Imports point down that list and never back to proxy: h1loop imports
+// pipeline, guard, h1wire and upstream (and h1 in its tests); h1 imports
 // pipeline, guard, h1wire and upstream; pipeline imports guard, h1wire,
 // h2 (its backend client) and upstream; h3 imports nothing of hostgate
 // (its handler is a pipeline.Listener); guard, h1wire and upstream import

@@ -15,6 +15,7 @@ import (
 
 	"github.com/hostgate/hostgate/proxy/guard"
 	"github.com/hostgate/hostgate/proxy/h1"
+	"github.com/hostgate/hostgate/proxy/h1loop"
 	"github.com/hostgate/hostgate/proxy/h2"
 	"github.com/hostgate/hostgate/proxy/h3"
 	"github.com/hostgate/hostgate/proxy/l4"
@@ -63,6 +64,9 @@ type listener struct {
 	// h1 serves the connections accepted (accept), and hands them over;
 	// nil when net/http serves them all.
 	h1 *h1.Server
+	// loop serves the connections accepted on a plain HTTP listener with
+	// EngineLoop, and hands them to h1; nil otherwise.
+	loop *h1loop.Server
 
 	serving sync.WaitGroup
 	// stream serves a Layer 4 listener, which has none of the above but
@@ -111,6 +115,12 @@ func (s *Server) openListener(cfg *Listener) (*listener, error) {
 	}
 	if cfg.Protocol.l4() {
 		return s.openL4Listener(cfg, ln, port), nil
+	}
+	onLoop := cfg.Protocol == HTTP && o.HTTP1Engine == EngineLoop
+	if onLoop {
+		// Beneath the caps, so that a connection they close on the loop
+		// closes there (proxy/h1loop).
+		ln = h1loop.Listen(ln)
 	}
 	l := &listener{
 		srv:      s,
@@ -197,7 +207,7 @@ func (s *Server) openListener(cfg *Listener) (*listener, error) {
 	serve := func() error { return l.http.Serve(guarded) }
 	// HTTPS sockets too, whatever the engines: serveConn chooses between
 	// TLS listeners and the HTTP engines.
-	if o.HTTP1Engine == EngineNative || l.h2 != nil || l.sharedTLS != nil {
+	if o.HTTP1Engine != EngineStdlib || l.h2 != nil || l.sharedTLS != nil {
 		l.handoff = guard.NewHandoff(l.tcp.Addr())
 		cfg := h1.Config{
 			Path:              l.path,
@@ -214,6 +224,26 @@ func (s *Server) openListener(cfg *Listener) (*listener, error) {
 			cfg.HTTP2 = l.serveHTTP2
 		}
 		l.h1 = h1.New(cfg)
+		if onLoop {
+			var err error
+			l.loop, err = h1loop.New(h1loop.Config{
+				Path: l.path,
+				// The guard the loop does without reads what it did
+				// not serve: the smuggling refusals hold past a
+				// hand-off.
+				HandOff:                 func(c net.Conn) { l.h1.ServeConn(guarded.Guard(c)) },
+				ReadHeaderTimeout:       o.ReadHeaderTimeout,
+				IdleTimeout:             o.IdleTimeout,
+				MaxHeaderBytes:          o.MaxHeaderBytes,
+				UpstreamIdleTimeout:     o.UpstreamIdleTimeout,
+				MaxIdleConnsPerEndpoint: o.MaxIdleConnsPerEndpoint,
+				ServerField:             !o.DisableServerHeader,
+			})
+			if err != nil {
+				ln.Close()
+				return nil, fmt.Errorf("start the HTTP/1.1 loops: %w", err)
+			}
+		}
 		serve = func() error { return l.http.Serve(l.handoff) }
 		l.serving.Go(func() { l.accept(guarded) })
 	}
@@ -292,6 +322,10 @@ func (l *listener) serveConn(ln guard.Listener, c net.Conn) {
 			c = l4.NewReplayConn(c, read)
 		}
 	}
+	if l.loop != nil {
+		l.loop.ServeConn(c)
+		return
+	}
 	l.h1.ServeConn(ln.Guard(c))
 }
 
@@ -331,6 +365,9 @@ func (l *listener) drain(ctx context.Context) bool {
 	if l.h1 != nil {
 		l.h1.CloseIdle()
 	}
+	if l.loop != nil {
+		l.loop.CloseIdle()
+	}
 	wg.Go(func() { _ = l.http.Shutdown(ctx) })
 	if l.h2 != nil {
 		l.h2.Drain()
@@ -364,6 +401,11 @@ func (l *listener) drain(ctx context.Context) bool {
 		l.udp.Close()
 	}
 	l.serving.Wait()
+	if l.loop != nil {
+		// Nothing is in flight, or the time is up: what is left on the
+		// loops (a head half sent) closes with them.
+		l.loop.Close()
+	}
 	if l.h2 != nil {
 		// Its connections close once their GOAWAY is read; the handler
 		// goroutines kept for later streams go now.

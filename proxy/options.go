@@ -10,6 +10,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/hostgate/hostgate/proxy/h1loop"
 	"github.com/hostgate/hostgate/proxy/l4"
 	"github.com/hostgate/hostgate/proxy/pipeline"
 )
@@ -33,6 +34,12 @@ const (
 	EngineNative Engine = "native"
 	// EngineStdlib serves every connection with net/http.
 	EngineStdlib Engine = "stdlib"
+	// EngineLoop serves the connections of plain HTTP listeners on
+	// readiness loops of hostgate's own (package h1loop, Linux only),
+	// which hand what they do not serve to EngineNative; HTTPS
+	// listeners keep EngineNative, as crypto/tls needs blocking I/O.
+	// HTTP/1.1 only.
+	EngineLoop Engine = "loop"
 )
 
 // Options are the server's limits and policies. A zero field takes the
@@ -52,8 +59,10 @@ type Options struct {
 	// Default 100.
 	MaxConcurrentStreams int
 	// HTTP1Engine serves HTTP/1.1 connections: EngineNative, hostgate's
-	// own engine, which hands what it does not serve to net/http, or
-	// EngineStdlib, net/http for all. Default EngineNative.
+	// own engine, which hands what it does not serve to net/http,
+	// EngineLoop, the readiness loop in front of it on plain HTTP
+	// listeners (Linux), or EngineStdlib, net/http for all. Default
+	// EngineNative.
 	HTTP1Engine Engine
 	// HTTP2Engine serves HTTP/2 connections, over TLS, with prior
 	// knowledge and upgraded from HTTP/1.1: EngineNative, hostgate's own
@@ -259,8 +268,12 @@ func (o Options) complete() (Options, error) {
 	switch {
 	case o.LoadBalancing != RoundRobin && o.LoadBalancing != LeastRequest:
 		return o, fmt.Errorf("load balancing %q: want %q or %q", o.LoadBalancing, RoundRobin, LeastRequest)
-	case o.HTTP1Engine != EngineNative && o.HTTP1Engine != EngineStdlib:
-		return o, fmt.Errorf("HTTP/1.1 engine %q: want %q or %q", o.HTTP1Engine, EngineNative, EngineStdlib)
+	case o.HTTP1Engine != EngineNative && o.HTTP1Engine != EngineLoop && o.HTTP1Engine != EngineStdlib:
+		return o, fmt.Errorf("HTTP/1.1 engine %q: want %q, %q or %q", o.HTTP1Engine, EngineNative, EngineLoop, EngineStdlib)
+	case o.HTTP1Engine == EngineLoop && !h1loop.Supported:
+		// Refused rather than quietly served by another engine: whoever
+		// asked for the loop is measuring or relying on it.
+		return o, fmt.Errorf("HTTP/1.1 engine %q: needs Linux (epoll); use %q here", EngineLoop, EngineNative)
 	case o.HTTP2Engine != EngineNative && o.HTTP2Engine != EngineStdlib:
 		return o, fmt.Errorf("HTTP/2 engine %q: want %q or %q", o.HTTP2Engine, EngineNative, EngineStdlib)
 	case o.ConnectAttempts < 1 || o.ConnectAttempts > pipeline.MaxConnectAttempts:
