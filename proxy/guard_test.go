@@ -94,61 +94,67 @@ func rawExchange(t *testing.T, c net.Conn, raw string) (statuses []int, closed b
 	}
 }
 
+// smugglingGet is a good request, sent before a bad one.
+const smugglingGet = "GET / HTTP/1.1\r\nHost: a.test\r\n\r\n"
+
+// smugglingCases are ambiguous or malformed HTTP/1.1 requests, which
+// every HTTP/1.1 engine refuses alike (TestRequestSmuggling,
+// TestHTTP1EnginesAgree).
+var smugglingCases = []struct {
+	name string
+	raw  string
+	// want is the statuses in order; the last request is refused,
+	// with 400 unless it is the first and not HTTP/1.x.
+	want []int
+	// forwarded is how many requests the backend must see.
+	forwarded int64
+}{
+	{"CL and TE", "POST / HTTP/1.1\r\nHost: a.test\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", []int{400}, 0},
+	{"TE and CL", "POST / HTTP/1.1\r\nHost: a.test\r\nTransfer-Encoding: chunked\r\nContent-Length: 5\r\n\r\n0\r\n\r\n", []int{400}, 0},
+	{"CL and TE after a good request", smugglingGet + "POST / HTTP/1.1\r\nHost: a.test\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", []int{200, 400}, 1},
+	{"duplicate CL", "POST / HTTP/1.1\r\nHost: a.test\r\nContent-Length: 5\r\nContent-Length: 5\r\n\r\nhello", []int{400}, 0},
+	{"conflicting CL", "POST / HTTP/1.1\r\nHost: a.test\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\nhello!", []int{400}, 0},
+	{"CL list", "POST / HTTP/1.1\r\nHost: a.test\r\nContent-Length: 5, 5\r\n\r\nhello", []int{400}, 0},
+	{"CL sign", "POST / HTTP/1.1\r\nHost: a.test\r\nContent-Length: +5\r\n\r\nhello", []int{400}, 0},
+	{"CL empty", "POST / HTTP/1.1\r\nHost: a.test\r\nContent-Length: \r\n\r\n", []int{400}, 0},
+	{"TE gzip", "POST / HTTP/1.1\r\nHost: a.test\r\nTransfer-Encoding: gzip\r\n\r\n", []int{400}, 0},
+	{"TE list", "POST / HTTP/1.1\r\nHost: a.test\r\nTransfer-Encoding: gzip, chunked\r\n\r\n0\r\n\r\n", []int{400}, 0},
+	{"TE with inner space", "POST / HTTP/1.1\r\nHost: a.test\r\nTransfer-Encoding: chun ked\r\n\r\n0\r\n\r\n", []int{400}, 0},
+	{"TE twice", "POST / HTTP/1.1\r\nHost: a.test\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", []int{400}, 0},
+	{"TE on HTTP/1.0", "POST / HTTP/1.0\r\nHost: a.test\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", []int{400}, 0},
+	{"obs-fold", "GET / HTTP/1.1\r\nHost: a.test\r\nX-A: a\r\n b\r\n\r\n", []int{400}, 0},
+	{"obs-fold tab", "GET / HTTP/1.1\r\nHost: a.test\r\nX-A: a\r\n\tb\r\n\r\n", []int{400}, 0},
+	{"bare LF in request line", "GET / HTTP/1.1\nHost: a.test\r\n\r\n", []int{400}, 0},
+	{"bare LF after a field", "GET / HTTP/1.1\r\nHost: a.test\nX-A: b\r\n\r\n", []int{400}, 0},
+	{"bare LF ending the head", "GET / HTTP/1.1\r\nHost: a.test\r\n\n", []int{400}, 0},
+	{"bare CR in a value", "GET / HTTP/1.1\r\nHost: a.test\r\nX-A: a\rb\r\n\r\n", []int{400}, 0},
+	{"chunk size not hex", "POST / HTTP/1.1\r\nHost: a.test\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\nhello\r\n0\r\n\r\n", []int{400}, 0},
+	{"chunk size empty", "POST / HTTP/1.1\r\nHost: a.test\r\nTransfer-Encoding: chunked\r\n\r\n\r\nhello\r\n0\r\n\r\n", []int{400}, 0},
+	{"chunk size overflow", "POST / HTTP/1.1\r\nHost: a.test\r\nTransfer-Encoding: chunked\r\n\r\n10000000000000005\r\nhello\r\n0\r\n\r\n", []int{400}, 0},
+	{"chunk size 0x", "POST / HTTP/1.1\r\nHost: a.test\r\nTransfer-Encoding: chunked\r\n\r\n0x5\r\nhello\r\n0\r\n\r\n", []int{400}, 0},
+	{"chunk line bare LF", "POST / HTTP/1.1\r\nHost: a.test\r\nTransfer-Encoding: chunked\r\n\r\n5\nhello\r\n0\r\n\r\n", []int{400}, 0},
+	{"chunk data too long", "POST / HTTP/1.1\r\nHost: a.test\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello!\r\n0\r\n\r\n", []int{400}, 0},
+	{"chunk extension with LF", "POST / HTTP/1.1\r\nHost: a.test\r\nTransfer-Encoding: chunked\r\n\r\n5;a=\nb\r\nhello\r\n0\r\n\r\n", []int{400}, 0},
+	{"space in a name", "GET / HTTP/1.1\r\nHost: a.test\r\nX A: b\r\n\r\n", []int{400}, 0},
+	{"space before the colon", "GET / HTTP/1.1\r\nHost: a.test\r\nX-A : b\r\n\r\n", []int{400}, 0},
+	{"control character in a name", "GET / HTTP/1.1\r\nHost: a.test\r\nX\x01A: b\r\n\r\n", []int{400}, 0},
+	{"NUL in a value", "GET / HTTP/1.1\r\nHost: a.test\r\nX-A: a\x00b\r\n\r\n", []int{400}, 0},
+	{"space before the first field", "GET / HTTP/1.1\r\n Host: a.test\r\n\r\n", []int{400}, 0},
+	{"not HTTP/1.x", "GET / HTTP/3.0\r\nHost: a.test\r\n\r\n", nil, 0},
+	{"broken HTTP/2 preface (h2spec 3.5/2)", "INVALID CONNECTION PREFACE\r\n\r\n", nil, 0},
+	{"not HTTP/1.x after a good request", smugglingGet + "GET / HTTP/3.0\r\nHost: a.test\r\n\r\n", []int{200, 400}, 1},
+	{"broken HTTP/2 preface", "PRI * HTTP/2.0\r\n\r\nXX\r\n\r\n", []int{400}, 0},
+	{"pipelined before an upgrade answer", "GET / HTTP/1.1\r\nHost: a.test\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n" + smugglingGet, []int{200, 400}, 1},
+	{"oversized head", "GET / HTTP/1.1\r\nHost: a.test\r\nX-Big: " + strings.Repeat("a", 80<<10) + "\r\n\r\n", []int{431}, 0},
+}
+
 // TestRequestSmuggling sends ambiguous or malformed HTTP/1.1 requests: each
 // is answered 400 (431 for an oversized head), the connection is closed,
 // and the backend sees nothing of it.
 func TestRequestSmuggling(t *testing.T) {
-	const get = "GET / HTTP/1.1\r\nHost: a.test\r\n\r\n"
-	tests := []struct {
-		name string
-		raw  string
-		// want is the statuses in order; the last request is refused,
-		// with 400 unless it is the first and not HTTP/1.x.
-		want []int
-		// forwarded is how many requests the backend must see.
-		forwarded int64
-	}{
-		{"CL and TE", "POST / HTTP/1.1\r\nHost: a.test\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", []int{400}, 0},
-		{"TE and CL", "POST / HTTP/1.1\r\nHost: a.test\r\nTransfer-Encoding: chunked\r\nContent-Length: 5\r\n\r\n0\r\n\r\n", []int{400}, 0},
-		{"CL and TE after a good request", get + "POST / HTTP/1.1\r\nHost: a.test\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", []int{200, 400}, 1},
-		{"duplicate CL", "POST / HTTP/1.1\r\nHost: a.test\r\nContent-Length: 5\r\nContent-Length: 5\r\n\r\nhello", []int{400}, 0},
-		{"conflicting CL", "POST / HTTP/1.1\r\nHost: a.test\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\nhello!", []int{400}, 0},
-		{"CL list", "POST / HTTP/1.1\r\nHost: a.test\r\nContent-Length: 5, 5\r\n\r\nhello", []int{400}, 0},
-		{"CL sign", "POST / HTTP/1.1\r\nHost: a.test\r\nContent-Length: +5\r\n\r\nhello", []int{400}, 0},
-		{"CL empty", "POST / HTTP/1.1\r\nHost: a.test\r\nContent-Length: \r\n\r\n", []int{400}, 0},
-		{"TE gzip", "POST / HTTP/1.1\r\nHost: a.test\r\nTransfer-Encoding: gzip\r\n\r\n", []int{400}, 0},
-		{"TE list", "POST / HTTP/1.1\r\nHost: a.test\r\nTransfer-Encoding: gzip, chunked\r\n\r\n0\r\n\r\n", []int{400}, 0},
-		{"TE with inner space", "POST / HTTP/1.1\r\nHost: a.test\r\nTransfer-Encoding: chun ked\r\n\r\n0\r\n\r\n", []int{400}, 0},
-		{"TE twice", "POST / HTTP/1.1\r\nHost: a.test\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", []int{400}, 0},
-		{"TE on HTTP/1.0", "POST / HTTP/1.0\r\nHost: a.test\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", []int{400}, 0},
-		{"obs-fold", "GET / HTTP/1.1\r\nHost: a.test\r\nX-A: a\r\n b\r\n\r\n", []int{400}, 0},
-		{"obs-fold tab", "GET / HTTP/1.1\r\nHost: a.test\r\nX-A: a\r\n\tb\r\n\r\n", []int{400}, 0},
-		{"bare LF in request line", "GET / HTTP/1.1\nHost: a.test\r\n\r\n", []int{400}, 0},
-		{"bare LF after a field", "GET / HTTP/1.1\r\nHost: a.test\nX-A: b\r\n\r\n", []int{400}, 0},
-		{"bare LF ending the head", "GET / HTTP/1.1\r\nHost: a.test\r\n\n", []int{400}, 0},
-		{"bare CR in a value", "GET / HTTP/1.1\r\nHost: a.test\r\nX-A: a\rb\r\n\r\n", []int{400}, 0},
-		{"chunk size not hex", "POST / HTTP/1.1\r\nHost: a.test\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\nhello\r\n0\r\n\r\n", []int{400}, 0},
-		{"chunk size empty", "POST / HTTP/1.1\r\nHost: a.test\r\nTransfer-Encoding: chunked\r\n\r\n\r\nhello\r\n0\r\n\r\n", []int{400}, 0},
-		{"chunk size overflow", "POST / HTTP/1.1\r\nHost: a.test\r\nTransfer-Encoding: chunked\r\n\r\n10000000000000005\r\nhello\r\n0\r\n\r\n", []int{400}, 0},
-		{"chunk size 0x", "POST / HTTP/1.1\r\nHost: a.test\r\nTransfer-Encoding: chunked\r\n\r\n0x5\r\nhello\r\n0\r\n\r\n", []int{400}, 0},
-		{"chunk line bare LF", "POST / HTTP/1.1\r\nHost: a.test\r\nTransfer-Encoding: chunked\r\n\r\n5\nhello\r\n0\r\n\r\n", []int{400}, 0},
-		{"chunk data too long", "POST / HTTP/1.1\r\nHost: a.test\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello!\r\n0\r\n\r\n", []int{400}, 0},
-		{"chunk extension with LF", "POST / HTTP/1.1\r\nHost: a.test\r\nTransfer-Encoding: chunked\r\n\r\n5;a=\nb\r\nhello\r\n0\r\n\r\n", []int{400}, 0},
-		{"space in a name", "GET / HTTP/1.1\r\nHost: a.test\r\nX A: b\r\n\r\n", []int{400}, 0},
-		{"space before the colon", "GET / HTTP/1.1\r\nHost: a.test\r\nX-A : b\r\n\r\n", []int{400}, 0},
-		{"control character in a name", "GET / HTTP/1.1\r\nHost: a.test\r\nX\x01A: b\r\n\r\n", []int{400}, 0},
-		{"NUL in a value", "GET / HTTP/1.1\r\nHost: a.test\r\nX-A: a\x00b\r\n\r\n", []int{400}, 0},
-		{"space before the first field", "GET / HTTP/1.1\r\n Host: a.test\r\n\r\n", []int{400}, 0},
-		{"not HTTP/1.x", "GET / HTTP/3.0\r\nHost: a.test\r\n\r\n", nil, 0},
-		{"broken HTTP/2 preface (h2spec 3.5/2)", "INVALID CONNECTION PREFACE\r\n\r\n", nil, 0},
-		{"not HTTP/1.x after a good request", get + "GET / HTTP/3.0\r\nHost: a.test\r\n\r\n", []int{200, 400}, 1},
-		{"broken HTTP/2 preface", "PRI * HTTP/2.0\r\n\r\nXX\r\n\r\n", []int{400}, 0},
-		{"pipelined before an upgrade answer", "GET / HTTP/1.1\r\nHost: a.test\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n" + get, []int{200, 400}, 1},
-		{"oversized head", "GET / HTTP/1.1\r\nHost: a.test\r\nX-Big: " + strings.Repeat("a", 80<<10) + "\r\n\r\n", []int{431}, 0},
-	}
 	protocols(t, func(t *testing.T, p Protocol) {
 		dial, seen := guardedServer(t, p, nil)
-		for _, tt := range tests {
+		for _, tt := range smugglingCases {
 			t.Run(tt.name, func(t *testing.T) {
 				before := seen.Load()
 				statuses, closed := rawExchange(t, dial(t, "http/1.1"), tt.raw)
