@@ -82,14 +82,18 @@ func (w *wheel) advance(now time.Time, expire func(*conn)) {
 		w.now = to
 		return
 	}
-	for ; w.now < to; w.now++ {
-		i := (w.now + 1) % wheelSize
-		c := w.slots[i]
+	for w.now < to {
+		// The tick turns before its slot is taken: a connection that
+		// expire arms again for a deadline already due goes to the next
+		// slot. In this one it would be left behind with a tick that
+		// never comes again, and never expire.
+		w.now++
+		c := w.slots[w.now%wheelSize]
 		for c != nil {
 			next := c.next
-			if c.slotTick == w.now+1 {
+			if c.slotTick == w.now {
 				w.disarm(c)
-				if c.deadline <= w.now+1 {
+				if c.deadline <= w.now {
 					c.deadline = 0
 					expire(c)
 				} else {
@@ -111,5 +115,8 @@ func (w *wheel) wait(now time.Time) int {
 	if w.count == 0 {
 		return -1
 	}
-	return int(((w.now+1)*int64(tick) - now.UnixNano()) / int64(time.Millisecond))
+	// Past the tick already (the loop's work since the wheel turned took
+	// that long): no sleep at all, where a negative timeout would have
+	// epoll_wait sleep until the next event, however late.
+	return max(0, int(((w.now+1)*int64(tick)-now.UnixNano())/int64(time.Millisecond)))
 }
