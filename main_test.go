@@ -303,6 +303,19 @@ func TestConnectionCapFlags(t *testing.T) {
 	}
 }
 
+// TestHTTP1EngineFlag: each engine is spelled as the README spells it.
+func TestHTTP1EngineFlag(t *testing.T) {
+	for _, engine := range []proxy.Engine{proxy.EngineNative, proxy.EngineLoop, proxy.EngineStdlib} {
+		c, err := parseFlags([]string{"--http1-engine", string(engine)}, io.Discard)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.proxy.HTTP1Engine != engine {
+			t.Errorf("--http1-engine %s: engine %q", engine, c.proxy.HTTP1Engine)
+		}
+	}
+}
+
 // TestClientFlags: address lists, the deprecated trust-everyone flag, and
 // the switches that proxy.Options spells as Disable*.
 func TestClientFlags(t *testing.T) {
