@@ -53,12 +53,25 @@ func TestHTTP1EnginesAgree(t *testing.T) {
 		conn.(*net.TCPConn).SetLinger(0)
 		conn.Close()
 	}))
+	// A backend that answers late, or stops halfway through a body, for
+	// the rules' backend read timeout.
+	stall := startBackend(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/stall/late" {
+			time.Sleep(time.Second)
+		}
+		w.Header().Set("Content-Length", "20")
+		io.WriteString(w, "first half")
+		w.(http.Flusher).Flush()
+		time.Sleep(time.Second)
+		io.WriteString(w, "second one")
+	}))
 	hosts := []string{"diff.test"}
 	tbl := compile(t,
 		route("web", hosts, router.Rule{Matches: prefix("/"), Backends: backends("web")}),
 		route("limited", hosts, router.Rule{Matches: prefix("/limited"), Backends: backends("web"), MaxRequestBody: 1024}),
 		route("down", hosts, router.Rule{Matches: prefix("/down"), Backends: backends("down")}),
 		route("reset", hosts, router.Rule{Matches: prefix("/reset"), Backends: backends("reset")}),
+		route("stall", hosts, router.Rule{Matches: prefix("/stall"), Backends: backends("stall"), Timeouts: router.Timeouts{BackendRead: 300 * time.Millisecond, BackendSend: 300 * time.Millisecond}}),
 		// The smuggling set's requests, for a.test.
 		route("all", []string{"a.test"}, router.Rule{Backends: backends("web")}),
 	)
@@ -68,7 +81,7 @@ func TestHTTP1EnginesAgree(t *testing.T) {
 		opts := testOptions()
 		opts.HTTP1Engine = engine
 		s := startServer(t, opts)
-		s.UpdateEndpoints(map[string][]Endpoint{"web": {{Address: web}}, "down": {{Address: deadAddr(t)}}, "reset": {{Address: reset}}})
+		s.UpdateEndpoints(map[string][]Endpoint{"web": {{Address: web}}, "down": {{Address: deadAddr(t)}}, "reset": {{Address: reset}}, "stall": {{Address: stall}}})
 		addrs[engine] = apply(t, s, Listener{Address: "127.0.0.1:0", Protocol: HTTP, Routes: tbl})[0]
 	}
 
@@ -118,6 +131,9 @@ func TestHTTP1EnginesAgree(t *testing.T) {
 		{"connection refused", []h1DiffStep{{raw: get("/down") + get("/small"), answers: 2}}},
 		{"backend ends mid-body", []h1DiffStep{{raw: get("/truncated"), answers: 1}}},
 		{"backend resets mid-body", []h1DiffStep{{raw: get("/reset"), answers: 1}}},
+		{"backend read timeout before the head", []h1DiffStep{{raw: get("/stall/late") + get("/small"), answers: 2}}},
+		{"backend read timeout in the body", []h1DiffStep{{raw: get("/stall/body"), answers: 1}}},
+		{"backend send timeout, request taken", []h1DiffStep{{raw: post("/stall/post", "taken at once"), answers: 1}}},
 		{"HTTP/1.0", []h1DiffStep{{raw: "GET /small HTTP/1.0\r\n" + host + "\r\n", answers: 1}}},
 		{"Connection: close", []h1DiffStep{{raw: "GET /small HTTP/1.1\r\n" + host + "Connection: close\r\n\r\n", answers: 1}}},
 	}

@@ -61,6 +61,9 @@ type conn struct {
 	headLen, reqLen  int
 	keep, replayable bool
 	sentAt           time.Time
+	// readStall and sendStall are the rule's backend read and send
+	// timeouts (armTry).
+	readStall, sendStall time.Duration
 	// The response's relay: its head went out (headSent), its body's
 	// framing (rmode, rleft of a length or chunk, chunk the state of
 	// chunked framing), whether it goes to the client chunked, whether
@@ -342,7 +345,7 @@ func (w *worker) flushOut(c *conn) {
 	switch {
 	case c.forwarding:
 		// Caught up: the wait is the backend's again.
-		w.wheel.arm(c, c.ex.AttemptDeadline())
+		w.armTry(c, c.readStall)
 		if u := c.up; u != nil && u.mayRead {
 			w.upReadable(u)
 		}

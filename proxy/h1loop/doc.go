@@ -36,10 +36,10 @@
 //
 // Forwarding. Requests to backends go over the worker's own keep-alive
 // connections to them, in its epoll set, with the request path's tries,
-// statuses and health (forward.go, backend.go); what the loop does not
-// forward yet (a rule with a retry policy or backend read or send
-// timeouts, Expect: 100-continue with a body, an endpoint named rather
-// than an IP) goes over before anything is sent.
+// statuses, timeouts and health (forward.go, backend.go); what the loop
+// does not forward yet (a rule with a retry policy, Expect: 100-continue
+// with a body, an endpoint named rather than an IP) goes over before
+// anything is sent.
 //
 // Timeouts. ReadHeaderTimeout from the accept for the first head and
 // from its first bytes for the next ones, IdleTimeout between requests

@@ -12,8 +12,10 @@ package h1loop
 //
 // What the loop forwards: a request whose body, if any, came whole with
 // its head (Content-Length), to an endpoint given as an IP and port, for
-// a rule with no retry policy and no backend read or send timeout, and
-// no Expect: 100-continue with a body. Everything else is handed over
+// a rule with no retry policy, and no Expect: 100-continue with a body.
+// A rule's backend read and send timeouts bound each wait for the
+// response's next bytes and for the backend to take the request's, as
+// the netpoll engine's deadlines per read and write do (armTry). Everything else is handed over
 // before anything is sent. The response is relayed as the netpoll engine
 // relays it: with its length, or chunked (a body of unknown length to an
 // HTTP/1.1 client too; an HTTP/1.0 client's connection ends with it),
@@ -29,6 +31,7 @@ import (
 	"net/http"
 	"net/netip"
 	"os"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -81,6 +84,7 @@ func (w *worker) forward(c *conn, headLen int) bool {
 	c.headLen, c.reqLen = headLen, headLen+int(length)
 	c.keep = !req.Close && (!req.HTTP10 || req.KeepAlive) && !w.s.cfg.Path.Draining() && !w.s.closing.Load()
 	c.replayable = length == 0 && pipeline.Repeatable(req.Method, req.Get("Idempotency-Key"))
+	c.readStall, c.sendStall = ex.Stalls()
 	c.forwarding, c.headSent, c.sent = true, false, 0
 	w.try(c, h)
 	return false
@@ -105,14 +109,22 @@ func (w *worker) try(c *conn, h *upstream.Host) {
 		u.buf = w.upBuffer()
 	}
 	u.c, c.up = c, u
-	deadline := c.ex.AttemptDeadline()
 	if u.connecting {
-		deadline = upstream.Earliest(deadline, w.now.Add(c.ex.ConnectTimeout()))
+		w.wheel.arm(c, upstream.Earliest(c.ex.AttemptDeadline(), w.now.Add(c.ex.ConnectTimeout())))
+		return
+	}
+	w.sendRequest(c, u)
+}
+
+// armTry arms c's timer for the try under way, which waits stall at most
+// (the rule's backend read or send timeout, 0 for none) within the
+// try's deadline.
+func (w *worker) armTry(c *conn, stall time.Duration) {
+	deadline := c.ex.AttemptDeadline()
+	if stall > 0 {
+		deadline = upstream.Earliest(w.now.Add(stall), deadline)
 	}
 	w.wheel.arm(c, deadline)
-	if !u.connecting {
-		w.sendRequest(c, u)
-	}
 }
 
 // sendRequest writes the request, head and body, in one write.
@@ -129,6 +141,12 @@ func (w *worker) sendRequest(c *conn, u *upConn) {
 	if err := w.uerr; err != nil {
 		w.uerr = nil
 		w.tryFailed(c, err)
+		return
+	}
+	if len(u.out) > 0 {
+		w.armTry(c, c.sendStall)
+	} else {
+		w.armTry(c, c.readStall)
 	}
 }
 
@@ -169,7 +187,6 @@ func (w *worker) upEvent(u *upConn, events uint32) {
 			w.tryFailed(c, err)
 			return
 		}
-		w.wheel.arm(c, c.ex.AttemptDeadline())
 		w.sendRequest(c, u)
 		return
 	}
@@ -201,8 +218,11 @@ func (w *worker) flushUp(c *conn, u *upConn) {
 			return
 		}
 		u.out = u.out[n:]
+		// The backend takes the request: the send timeout starts over.
+		w.armTry(c, c.sendStall)
 	}
 	u.out = nil
+	w.armTry(c, c.readStall)
 }
 
 // upReadable reads the response and relays it. Readiness is edge-
@@ -249,6 +269,11 @@ func (w *worker) upReadable(u *upConn) {
 		}
 		u.n += n
 		u.answered = true
+		if c.readStall > 0 {
+			// Bytes came: the read timeout starts over (relay arms
+			// the client's instead, if it stops reading them).
+			w.armTry(c, c.readStall)
+		}
 		if !w.relay(c, u) || n < room && !u.hup {
 			return
 		}

@@ -248,13 +248,17 @@ type Tries struct{ t tries }
 // closed.
 func (t *Tries) Fresh() bool { return t.t.fresh }
 
-// SendsOnce reports whether the request's rule asks for nothing an engine
-// that drives its own tries does not do: no retry policy (its waits and
-// budget) and no backend read or send timeout between two reads or
-// writes.
-func (e *Exchange) SendsOnce() bool {
-	r := e.ex.plan.target.Rule
-	return r.Retry == nil && r.Timeouts.BackendRead == 0 && r.Timeouts.BackendSend == 0
+// SendsOnce reports whether the request's rule has no retry policy (its
+// waits and budget), which an engine that drives its own tries does not
+// follow.
+func (e *Exchange) SendsOnce() bool { return e.ex.plan.target.Rule.Retry == nil }
+
+// Stalls are the rule's backend read and send timeouts: how long the
+// response's next bytes, or the backend's taking the request's next
+// ones, may keep the exchange waiting; 0 for no bound but the attempt's.
+func (e *Exchange) Stalls() (read, send time.Duration) {
+	t := &e.ex.plan.target.Rule.Timeouts
+	return t.BackendRead, t.BackendSend
 }
 
 // NextTry picks the endpoint of the attempt's next try, which counts as
