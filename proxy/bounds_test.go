@@ -97,8 +97,11 @@ func timeoutListeners(t *testing.T, readHeaderTimeout, idleTimeout time.Duration
 // trickle, and then nothing.
 func TestSlowloris(t *testing.T) {
 	const (
-		conns   = 200 // every tenth over TLS
-		timeout = 3 * time.Second
+		conns = 200 // every tenth over TLS
+		// Long enough to open them all well within it: twenty TLS
+		// handshakes under the race detector took up to 2 s on a loaded
+		// machine.
+		timeout = 6 * time.Second
 		// Per connection, measured: one goroutine (net/http's) and at
 		// most 18 KiB of heap (its 4 KiB read and write buffers, the
 		// guard's state, TLS state on both ends for some). The bounds are
