@@ -273,6 +273,10 @@ func (c *conn) processTrailer(st *stream, f *headerBlock) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	switch {
+	case st.remoteClosed && st.localClosed:
+		// Closed both ways, its END_STREAM maybe read by the client
+		// already: as for a stream whose handler returned.
+		return connError{http2.ErrCodeStreamClosed, "HEADERS on a closed stream"}
 	case st.remoteClosed:
 		return streamErr(st.id, http2.ErrCodeStreamClosed)
 	case !f.StreamEnded() || len(f.PseudoFields()) > 0:

@@ -38,8 +38,10 @@ type stream struct {
 	sendWindow int64
 	// inflow holds what arrived of the request body and is unread.
 	inflow
-	// remoteClosed says the client ended its side (END_STREAM).
-	remoteClosed bool
+	// remoteClosed says the client ended its side (END_STREAM), and
+	// localClosed that the response's END_STREAM is queued: with both,
+	// the stream is closed, though its handler may not have returned.
+	remoteClosed, localClosed bool
 	// aborted is why the stream was reset or its connection lost:
 	// writes fail with it.
 	aborted error
@@ -585,10 +587,11 @@ func (st *stream) Write(p []byte) (int, error) {
 
 // send queues the header if it has not gone out, then what wbuf holds
 // and p, as DATA frames, ending the stream if end.
-func (st *stream) send(p []byte, end bool) error {
+func (st *stream) send(p []byte, end bool) (err error) {
 	c := st.c
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	defer func() { st.localClosed = st.localClosed || end && err == nil }()
 	if err := st.writeErr(); err != nil {
 		return err
 	}
@@ -664,6 +667,7 @@ func (st *stream) endResponse() error {
 		return err
 	}
 	c.queueHeaders(st.id, 0, trailer, -1, true)
+	st.localClosed = true
 	return nil
 }
 
