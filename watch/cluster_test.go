@@ -40,12 +40,32 @@ type recorder struct {
 	mu      sync.Mutex
 	snap    *Snapshot
 	reports *Reports
+	last    time.Time // of the last publish
 }
 
 func (r *recorder) publish(s *Snapshot, rep *Reports) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.snap, r.reports = s, rep
+	r.snap, r.reports, r.last = s, rep, time.Now()
+}
+
+// settle waits until nothing was published for quiet: the events of the
+// objects made before (which a loaded machine may deliver late) are
+// translated, so that what comes next is the next change's alone.
+func (r *recorder) settle(t *testing.T, quiet time.Duration) {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		r.mu.Lock()
+		since := time.Since(r.last)
+		r.mu.Unlock()
+		if since >= quiet {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("still publishing after 30 s")
+		}
+		time.Sleep(quiet - since)
+	}
 }
 
 // waitFor polls the last translation until cond holds.
@@ -219,6 +239,7 @@ func TestClusterServesChanges(t *testing.T) {
 	t.Run("endpoints", func(t *testing.T) {
 		// Endpoints change without a translation: the Reports published
 		// with them are the last translation's.
+		rec.settle(t, 500*time.Millisecond)
 		rec.mu.Lock()
 		translated := rec.reports
 		rec.mu.Unlock()
