@@ -195,6 +195,8 @@ type listener struct {
 	outranked      bool
 	sockets        []*socket
 	attachedRoutes int32
+	// index is the listener's place in translator.listeners.
+	index int
 }
 
 // serving reports whether the listener takes traffic.
@@ -281,7 +283,8 @@ var routeKinds = map[gatewayv1.ProtocolType][]router.Kind{
 // listener validates spec, a listener of g or of set, one of g's
 // ListenerSets.
 func (t *translator) listener(g *gateway, set *listenerSet, spec *gatewayv1.Listener) *listener {
-	l := &listener{gw: g, set: set, spec: spec}
+	l := &listener{gw: g, set: set, spec: spec, index: len(t.listeners)}
+	t.listeners = append(t.listeners, l)
 	if spec.Hostname != nil {
 		l.hostname = strings.ToLower(string(*spec.Hostname))
 		// The router's hostname rules apply, since every route attached

@@ -99,6 +99,10 @@ func (g *groups[K, T]) changedKey(k K) bool {
 	return ok
 }
 
+// changedAny reports whether any group may differ from the one of the
+// translation before the last update.
+func (g *groups[K, T]) changedAny() bool { return g.all || len(g.changed) > 0 }
+
 // object is an API object as informers hand it out: a pointer.
 type object interface {
 	comparable

@@ -44,6 +44,10 @@ type route struct {
 	// certRules are its rules as placed on Gateways with a client
 	// certificate for backends (see rulesOn).
 	certRules []certRules
+	// counted are the indices of the listeners whose attached routes it
+	// counted when last attached, which a translation that splices its
+	// removal in takes back (incremental.go).
+	counted []int
 }
 
 func (t *translator) newRoute(kind router.Kind, meta *metav1.ObjectMeta, common *gatewayv1.CommonRouteSpec, hostnames []gatewayv1.Hostname, status []gatewayv1.RouteParentStatus) *route {
@@ -111,8 +115,15 @@ func (t *translator) backendFor(r *route, field string, ref gatewayv1.BackendRef
 }
 
 func (t *translator) routes() {
-	t.reports.HTTPRoutes = translateRoutes(t, t.objs.httpRoutes, t.httpRoute)
-	t.reports.GRPCRoutes = translateRoutes(t, t.objs.grpcRoutes, t.grpcRoute)
+	t.startRoutePorts()
+	t.reports.HTTPRoutes = kindRoutes(t, spliceHTTP, &t.order.httpRoutes, t.objs.httpRoutes, t.httpRoute,
+		func(r *Reports) []RouteReport[*gatewayv1.HTTPRoute] { return r.HTTPRoutes })
+	t.reports.GRPCRoutes = kindRoutes(t, spliceGRPC, &t.order.grpcRoutes, t.objs.grpcRoutes, t.grpcRoute,
+		func(r *Reports) []RouteReport[*gatewayv1.GRPCRoute] { return r.GRPCRoutes })
+	if t.next != nil {
+		t.next.routePorts = t.routePorts
+	}
+	t.splice = nil
 	t.reports.TLSRoutes = translateRoutes(t, t.objs.tlsRoutes, t.tlsRoute)
 	t.reports.TCPRoutes = translateRoutes(t, t.objs.tcpRoutes, t.tcpRoute)
 	t.reports.UDPRoutes = translateRoutes(t, t.objs.udpRoutes, t.udpRoute)
@@ -121,6 +132,12 @@ func (t *translator) routes() {
 // translateRoutes translates and attaches the routes of one kind and
 // returns the reports of those that are ours.
 func translateRoutes[T RouteObject](t *translator, objs []T, build func(T) *route) []RouteReport[T] {
+	return attachRoutes(t, objs, build, false)
+}
+
+// attachRoutes is translateRoutes, counting the endpoint entries each
+// route registered when countPorts is set.
+func attachRoutes[T RouteObject](t *translator, objs []T, build func(T) *route, countPorts bool) []RouteReport[T] {
 	if len(objs) == 0 {
 		return nil
 	}
@@ -128,7 +145,10 @@ func translateRoutes[T RouteObject](t *translator, objs []T, build func(T) *rout
 	// dozen copies of a growing list of 10,000.
 	reports := make([]RouteReport[T], 0, len(objs))
 	for _, obj := range objs {
-		r := memoized(t, obj, func() *route { return build(obj) })
+		r, e := memoizedEntry(t, obj, func() *route { return build(obj) })
+		if countPorts {
+			t.countPorts(e, 1)
+		}
 		if parents, ours := t.attachRoute(r); ours {
 			reports = append(reports, RouteReport[T]{Object: obj, Parents: parents})
 		}
@@ -200,6 +220,10 @@ func (t *translator) attachRoute(r *route) (parents []gatewayv1.RouteParentStatu
 		outcomes = append(outcomes, parentOutcome{ref.index, accepted})
 	}
 	t.outcomes = outcomes
+	r.counted = r.counted[:0]
+	for _, l := range t.attachedTo {
+		r.counted = append(r.counted, l.index)
+	}
 	return t.memoParents(r, controller, outcomes), ours
 }
 

@@ -214,7 +214,7 @@ func (s *Source) translate() {
 	s.log.Info("translated",
 		"list_seconds", listed.Sub(start).Seconds(),
 		"translate_seconds", done.Sub(listed).Seconds(),
-		"publish_seconds", time.Since(done).Seconds(),
+		"publish_seconds", time.Since(done).Seconds(), "spliced", s.memo.spliced,
 		"listeners", len(snap.Listeners), "routes", snap.RouteCount(), "endpoint_sets", len(snap.Endpoints))
 	s.logProblems(reports)
 }

@@ -148,11 +148,18 @@ type order[T object] struct {
 	// spare is room for the next merge.
 	spare   []T
 	members membership[T]
+	// added and removed are the objects the last sort found new and gone,
+	// but for allNew: every object was new, the list before empty, and
+	// added lists none. wasStrict is strict before it. A translation that
+	// splices route changes reads them (incremental.go).
+	added, removed    []T
+	allNew, wasStrict bool
 }
 
 // sort sorts list as sortObjects does.
 func (o *order[T]) sort(list []T) {
 	added, removed, first := o.members.update(list)
+	o.added, o.removed, o.allNew, o.wasStrict = added, removed, first && len(list) > 0, o.strict
 	if first || !o.strict || o.members.len() != len(list) || !o.merge(list, added, removed) {
 		// Everything is new, a list holds an object twice, or keys tie,
 		// which a stable sort orders by position in list.

@@ -181,7 +181,12 @@ type translator struct {
 	gateways map[types.NamespacedName]*gateway
 	// listenerSets are the ListenerSets of those Gateways.
 	listenerSets map[types.NamespacedName]*listenerSet
-	sockets      map[string]*socket
+	// listeners are those of both in the order they were made, the same
+	// in two translations of the same Gateways and ListenerSets: a
+	// translation that splices route changes finds the listeners of the
+	// last one by their index here.
+	listeners []*listener
+	sockets   map[string]*socket
 	// endpoints are the endpoint sets registered without a memo, eps
 	// those registered with one.
 	endpoints map[string][]Endpoint
@@ -194,6 +199,12 @@ type translator struct {
 	prev, next *results
 	// deps records the lookups of the object being memoized, if any.
 	deps *deps
+	// splice is set when this translation splices the route changes
+	// since the last one into its results (incremental.go), and
+	// routePorts are the endpoint entries HTTPRoutes and GRPCRoutes
+	// registered.
+	splice     *splice
+	routePorts []*endpointEntry
 	// attachedTo and placed are where the route being attached went so
 	// far. Only a route's own parentRefs can select a listener twice, so
 	// these short lists, emptied for every route, tell a repeat apart
@@ -251,6 +262,9 @@ func translateWith(objs *objects, opts Options, groups *lookups, prev, next *res
 	t.ingressListeners()
 	t.gatewayClasses()
 	t.gatewaysOfOurClasses()
+	if t.canSplice() {
+		t.startSplice()
+	}
 	t.ingresses()
 	t.routes()
 	t.backendTLSPolicies()
@@ -258,6 +272,9 @@ func translateWith(objs *objects, opts Options, groups *lookups, prev, next *res
 	// Translation adds its own (ingressDefaultCert) to what the source
 	// could not read.
 	t.reports.Read = append(slices.Clip(objs.readProblems), t.reports.Read...)
+	if next != nil {
+		next.reports, next.inputs = &t.reports, inputsOf(objs)
+	}
 	return t.snapshot(), &t.reports
 }
 
@@ -421,6 +438,10 @@ func (t *translator) place(s *socket, route router.Route) {
 		return
 	}
 	t.placed = append(t.placed, placement{s, route.Listener})
+	if t.splice != nil && t.splice.placed != nil {
+		t.splice.placed[s] = append(t.splice.placed[s], route)
+		return
+	}
 	s.add(route)
 }
 

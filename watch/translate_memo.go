@@ -24,6 +24,10 @@ package watch
 // on when everything in them is the same: the map of endpoint sets, and a
 // socket's list of routes.
 //
+// When nothing but HTTPRoutes and GRPCRoutes changed, a translation does
+// not even walk the routes that did not: it splices those that came and
+// went into the last translation's results (incremental.go).
+//
 // In cluster mode an EndpointSlice change is no translation at all:
 // changeEndpoints makes the endpoint sets of its Service again, from the
 // entries of the last translation, and the Source publishes the last
@@ -65,6 +69,9 @@ type memo struct {
 	groups *lookups
 	// endpoints are the endpoint sets of the last translation.
 	endpoints endpointRegistry
+	// spliced says the last translation spliced route changes into the
+	// one before (incremental.go).
+	spliced bool
 }
 
 // results are what one translation leaves for the next.
@@ -80,6 +87,17 @@ type results struct {
 	// conditions are the conditions of good routes by generation (see
 	// goodConditions).
 	conditions map[int64][]metav1.Condition
+	// What a translation that splices route changes reads of the last
+	// one (incremental.go): its Reports and inputs besides the routes it
+	// splices (inputsOf), what the HTTPRoutes and GRPCRoutes added to each
+	// listener's attached routes, and the endpoint entries they
+	// registered. spliced says this translation's objects are the last
+	// one's map, brought up to date in place.
+	reports    *Reports
+	inputs     *objects
+	kindCounts [spliceKinds][]int32
+	routePorts []*endpointEntry
+	spliced    bool
 }
 
 func newMemo() *memo {
@@ -104,6 +122,9 @@ func (r *results) clear() {
 	clear(r.certs)
 	clear(r.routes)
 	clear(r.conditions)
+	clear(r.routePorts)
+	r.routePorts = r.routePorts[:0]
+	r.reports, r.inputs, r.spliced = nil, nil, false
 }
 
 // translate is translate with the results of m's previous translation,
@@ -113,7 +134,14 @@ func (m *memo) translate(objs *objects, opts Options) (*Snapshot, *Reports) {
 		m.spare = newResults(&m.results)
 	}
 	next := m.spare
+	own := next.objects
 	snap, reports := translateWith(objs, opts, m.groups, &m.results, &next, &m.endpoints)
+	m.spliced = next.spliced
+	if next.spliced {
+		// next.objects is the last translation's map, brought up to
+		// date: the spare takes next's own.
+		m.results.objects = own
+	}
 	m.results, m.spare = next, m.results
 	// Emptied now rather than when the next translation starts: the
 	// results of the one before hold the objects replaced since, every
@@ -173,6 +201,11 @@ type endpointEntry struct {
 	// translation is the number of the last translation that registered
 	// the entry.
 	translation uint64
+	// routeRefs counts the HTTPRoutes and GRPCRoutes of the last
+	// translation whose memoized results registered the entry (each
+	// once per port it registered): a translation that splices route
+	// changes keeps the entry while some route still does.
+	routeRefs int32
 }
 
 // endpointRegistry holds the endpoint sets of the last translation, which
@@ -207,15 +240,22 @@ type certEntry struct {
 // memoized returns build's result for obj, reused from the previous
 // translation when nothing it read has changed.
 func memoized[T any](t *translator, obj any, build func() T) T {
+	v, _ := memoizedEntry(t, obj, build)
+	return v
+}
+
+// memoizedEntry is memoized that also returns the memo's entry for obj,
+// nil without a memo.
+func memoizedEntry[T any](t *translator, obj any, build func() T) (T, *memoEntry) {
 	if t.next == nil {
-		return build()
+		return build(), nil
 	}
 	if e, ok := t.prev.objects[obj]; ok && t.unchanged(&e.deps) {
 		for _, p := range e.deps.ports {
 			t.register(p.entry, p.port)
 		}
 		t.next.objects[obj] = e
-		return e.value.(T)
+		return e.value.(T), e
 	}
 	e := &memoEntry{}
 	t.deps = &e.deps
@@ -223,7 +263,7 @@ func memoized[T any](t *translator, obj any, build func() T) T {
 	e.value = v
 	t.next.objects[obj] = e
 	t.deps = nil
-	return v
+	return v, e
 }
 
 // unchanged reports whether every lookup recorded in d finds what it

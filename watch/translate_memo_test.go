@@ -188,15 +188,7 @@ func TestChangeEndpointsMatchesTranslation(t *testing.T) {
 		original := slices.Clone(objs.endpointSlices)
 		current := slices.Clone(original) // nil where removed
 		others := slices.DeleteFunc(objs.all(), func(o any) bool { _, ok := o.(*discoveryv1.EndpointSlice); return ok })
-		list := func() []any {
-			l := slices.Clone(others)
-			for _, s := range current {
-				if s != nil {
-					l = append(l, s)
-				}
-			}
-			return l
-		}
+		list := func() []any { return present(others, current) }
 		slicesOf := func(key types.NamespacedName) ([]*discoveryv1.EndpointSlice, error) {
 			var out []*discoveryv1.EndpointSlice
 			for _, s := range current {
@@ -269,16 +261,37 @@ func TestChangeEndpointsMatchesTranslation(t *testing.T) {
 					changed++
 				}
 			}
-			wantSnap, wantReports := translate(store(objs, list()), opts)
-			if !reflect.DeepEqual(snap, wantSnap) {
-				t.Fatalf("%s: snapshot differs:\n--- served\n%s\n--- translated\n%s", what, describeSnapshot(snap), describeSnapshot(wantSnap))
-			}
-			if !reflect.DeepEqual(reports, wantReports) {
-				t.Fatalf("%s: reports differ:\n--- served\n%s\n--- translated\n%s", what, describeReports(t, reports), describeReports(t, wantReports))
-			}
+			checkServed(t, what, objs, list(), opts, snap, reports)
 		}
 	})
 	if changed == 0 {
 		t.Error("changeEndpoints changed nothing: the test checked nothing")
+	}
+}
+
+// present is others and the objects of current that are not nil (those
+// removed).
+func present[T comparable](others []any, current []T) []any {
+	var none T
+	l := slices.Clone(others)
+	for _, obj := range current {
+		if obj != none {
+			l = append(l, obj)
+		}
+	}
+	return l
+}
+
+// checkServed stops t when snap and reports, served after what, differ
+// from a translation without memo of the store of like's kind holding
+// list.
+func checkServed(t *testing.T, what string, like *objects, list []any, opts Options, snap *Snapshot, reports *Reports) {
+	t.Helper()
+	wantSnap, wantReports := translate(store(like, list), opts)
+	if !reflect.DeepEqual(snap, wantSnap) {
+		t.Fatalf("%s: snapshot differs:\n--- served\n%s\n--- translated\n%s", what, describeSnapshot(snap), describeSnapshot(wantSnap))
+	}
+	if !reflect.DeepEqual(reports, wantReports) {
+		t.Fatalf("%s: reports differ:\n--- served\n%s\n--- translated\n%s", what, describeReports(t, reports), describeReports(t, wantReports))
 	}
 }

@@ -1,0 +1,329 @@
+package watch
+
+// Incremental translation of route changes.
+//
+// With the memo, a translation reuses the result of every route that did
+// not change, but it still attaches every route to its listeners: at
+// 10,000 HTTPRoutes that walk was most of what a route change cost. When
+// nothing but HTTPRoutes and GRPCRoutes changed since the last
+// translation, an unchanged route attaches exactly as it did then, so a
+// translation splices: it runs every other step as usual and, for those
+// two kinds, starts from the last translation's results and changes only
+// what the routes that came and went change (a changed route is one that
+// went and one that came):
+//
+//   - each listener's attached routes: the kind's last count, less those
+//     of the routes gone, plus those of the routes come;
+//   - each socket's routes of the kind, a block in precedence order: the
+//     last block without the routes gone, with the new ones in their places;
+//   - the kind's reports, in the same order, likewise;
+//   - the endpoint entries the kind's routes registered, counted by how
+//     many routes registered each, so that an entry stays while one does;
+//   - the memo's entries, kept in place, those of the routes gone deleted.
+//
+// Anything else that changed (a Gateway, ListenerSet, class, Ingress, L4
+// route, Service, EndpointSlice, ReferenceGrant, Secret, ConfigMap,
+// namespace or node), a BackendTLSPolicy, or a Gateway with a client
+// certificate for backends (both make what a route attaches depend on the
+// routes before it) makes a full translation, which records what the next
+// splice reads. The result equals a full translation of the same store
+// (TestSpliceMatchesTranslation).
+
+import (
+	"slices"
+	"sort"
+
+	"github.com/hostgate/hostgate/router"
+)
+
+// The kinds a translation splices, by their index in results.kindCounts.
+const (
+	spliceHTTP = iota
+	spliceGRPC
+	spliceKinds
+)
+
+// splice is the state of a translation that splices route changes.
+type splice struct {
+	// placed are the routes that the routes being attached placed on each
+	// socket, in order; nil outside the attaching of a kind's new routes.
+	placed map[*socket][]router.Route
+	// at is where in its last routes each socket's block of the kind
+	// being spliced starts.
+	at map[*socket]int
+}
+
+// canSplice reports whether this translation, with the Gateways and
+// ListenerSets made, may splice the route changes since the last one.
+func (t *translator) canSplice() bool {
+	if t.next == nil || t.prev.reports == nil || t.prev.inputs == nil || len(t.objs.backendTLS) > 0 ||
+		!sameInputs(t.prev.inputs, t.objs) || len(t.listeners) != len(t.prev.kindCounts[spliceHTTP]) {
+		return false
+	}
+	l := t.lookups
+	if l.services.changedAny() || l.secrets.changedAny() || l.configMaps.changedAny() || l.trustBundles.changedAny() ||
+		l.namespaces.changedAny() || l.slices.changedAny() || l.grants.changedAny() || l.policies.changedAny() {
+		return false
+	}
+	if o := &l.order.ingresses; o.allNew || len(o.added) > 0 || len(o.removed) > 0 {
+		return false
+	}
+	if !spliceable(t, &l.order.httpRoutes) || !spliceable(t, &l.order.grpcRoutes) {
+		return false
+	}
+	for _, g := range t.gateways {
+		if g.hasBackendTLS {
+			return false
+		}
+	}
+	return true
+}
+
+// spliceable reports whether the routes of o can be spliced: o lists
+// those that came, neither the last list nor this one has two routes of
+// one key (a route's key finds its places), and the last translation
+// memoized every route gone.
+func spliceable[T object](t *translator, o *order[T]) bool {
+	if o.allNew || !o.strict || !o.wasStrict {
+		return false
+	}
+	for _, obj := range o.removed {
+		e := t.prev.objects[obj]
+		if e == nil {
+			return false
+		}
+		if _, ok := e.value.(*route); !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// sameInputs reports whether b holds the objects of a, the inputs of the
+// last translation, outside the kinds that translation's lookups tell
+// apart (Services, EndpointSlices, Secrets, ConfigMaps, ClusterTrustBundles,
+// namespaces, ReferenceGrants, BackendTLSPolicies), Ingresses, whose
+// order does, and the routes spliced. The kinds compared are sorted
+// before this.
+func sameInputs(a, b *objects) bool {
+	return slices.Equal(a.ingressClasses, b.ingressClasses) && slices.Equal(a.gatewayClasses, b.gatewayClasses) &&
+		slices.Equal(a.gateways, b.gateways) && slices.Equal(a.listenerSets, b.listenerSets) &&
+		slices.Equal(a.tlsRoutes, b.tlsRoutes) && slices.Equal(a.tcpRoutes, b.tcpRoutes) && slices.Equal(a.udpRoutes, b.udpRoutes) &&
+		slices.Equal(a.nodes, b.nodes) && slices.Equal(a.readProblems, b.readProblems) &&
+		a.crdBundleVersion == b.crdBundleVersion && a.crdChannel == b.crdChannel
+}
+
+// inputsOf is what sameInputs compares of objs, copied: a source may
+// reuse its lists.
+func inputsOf(objs *objects) *objects {
+	return &objects{
+		ingressClasses: slices.Clone(objs.ingressClasses), gatewayClasses: slices.Clone(objs.gatewayClasses),
+		gateways: slices.Clone(objs.gateways), listenerSets: slices.Clone(objs.listenerSets),
+		tlsRoutes: slices.Clone(objs.tlsRoutes), tcpRoutes: slices.Clone(objs.tcpRoutes), udpRoutes: slices.Clone(objs.udpRoutes),
+		nodes: slices.Clone(objs.nodes), readProblems: slices.Clone(objs.readProblems),
+		crdBundleVersion: objs.crdBundleVersion, crdChannel: objs.crdChannel,
+	}
+}
+
+// startSplice makes this translation splice: its memo entries are the
+// last one's, brought up to date in place, and the conditions shared by
+// good routes the last one's too.
+func (t *translator) startSplice() {
+	t.splice = &splice{at: make(map[*socket]int, len(t.sockets))}
+	t.next.objects = t.prev.objects
+	t.next.spliced = true
+	for generation, conds := range t.prev.conditions {
+		t.next.conditions[generation] = conds
+	}
+}
+
+// startRoutePorts begins the counting of the endpoint entries that
+// HTTPRoutes and GRPCRoutes register. A full translation counts them all
+// again; one that splices takes back those of the routes gone and
+// registers the entries some route still registers.
+func (t *translator) startRoutePorts() {
+	if t.next == nil {
+		return
+	}
+	t.routePorts = t.next.routePorts[:0]
+	if t.splice == nil {
+		for _, e := range t.prev.routePorts {
+			e.routeRefs = 0
+		}
+		return
+	}
+	uncountRemoved(t, &t.order.httpRoutes)
+	uncountRemoved(t, &t.order.grpcRoutes)
+	for _, e := range t.prev.routePorts {
+		if e.routeRefs > 0 {
+			t.routePorts = append(t.routePorts, e)
+			t.register(e, e.port)
+		}
+	}
+}
+
+// uncountRemoved takes back the endpoint entries the routes gone from o
+// registered.
+func uncountRemoved[T object](t *translator, o *order[T]) {
+	for _, obj := range o.removed {
+		t.countPorts(t.prev.objects[obj], -1)
+	}
+}
+
+// countPorts adds delta to the count of routes that registered each
+// endpoint entry e's route registered, and lists the entries counted.
+func (t *translator) countPorts(e *memoEntry, delta int32) {
+	if e == nil {
+		return
+	}
+	for _, p := range e.deps.ports {
+		if p.entry.routeRefs == 0 && delta > 0 {
+			t.routePorts = append(t.routePorts, p.entry)
+		}
+		p.entry.routeRefs += delta
+	}
+}
+
+// kindRoutes translates and attaches the routes of kind, the HTTPRoutes
+// or GRPCRoutes objs in the order o, or splices those that came and went
+// into the last translation's (last picks its reports of the kind), and
+// records what the kind added to each listener's attached routes.
+func kindRoutes[T object](t *translator, kind int, o *order[T], objs []T, build func(T) *route, last func(*Reports) []RouteReport[T]) []RouteReport[T] {
+	if t.next == nil {
+		return translateRoutes(t, objs, build)
+	}
+	before := make([]int32, len(t.listeners))
+	for i, l := range t.listeners {
+		before[i] = l.attachedRoutes
+	}
+	var reports []RouteReport[T]
+	if t.splice == nil {
+		reports = attachRoutes(t, objs, build, true)
+	} else {
+		reports = spliceRoutes(t, kind, o, len(objs), last(t.prev.reports), build)
+	}
+	counts := t.next.kindCounts[kind][:0]
+	for i, l := range t.listeners {
+		counts = append(counts, l.attachedRoutes-before[i])
+	}
+	t.next.kindCounts[kind] = counts
+	return reports
+}
+
+// spliceRoutes is kindRoutes splicing: the routes of o (n of them now)
+// that came are translated and attached as a full translation would, and
+// those that went are taken out of what last and the sockets' last routes
+// hold.
+func spliceRoutes[T object](t *translator, kind int, o *order[T], n int, last []RouteReport[T], build func(T) *route) []RouteReport[T] {
+	for i, l := range t.listeners {
+		l.attachedRoutes += t.prev.kindCounts[kind][i]
+	}
+	gone := make([]sortKey, 0, len(o.removed))
+	for _, obj := range o.removed {
+		r := t.prev.objects[obj].value.(*route)
+		for _, i := range r.counted {
+			t.listeners[i].attachedRoutes--
+		}
+		delete(t.next.objects, obj)
+		gone = append(gone, keyOf(obj))
+	}
+	slices.SortFunc(gone, sortKey.compare)
+	added := slices.Clone(o.added)
+	sortObjects(added)
+	var come []RouteReport[T]
+	t.splice.placed = map[*socket][]router.Route{}
+	for _, obj := range added {
+		r, e := memoizedEntry(t, obj, func() *route { return build(obj) })
+		t.countPorts(e, 1)
+		if parents, ours := t.attachRoute(r); ours {
+			come = append(come, RouteReport[T]{Object: obj, Parents: parents})
+		}
+	}
+	t.spliceSockets(kind, gone)
+	t.splice.placed = nil
+	switch {
+	case n == 0:
+		return nil // as a full translation leaves it
+	case len(gone) == 0 && len(come) == 0:
+		return last
+	}
+	return spliceSorted(make([]RouteReport[T], 0, len(last)+len(come)), last, gone, come,
+		func(r *RouteReport[T]) sortKey { return keyOf(r.Object) })
+}
+
+// spliceSockets splices the routes of the kind that went (by key) and
+// came (splice.placed) into each socket's block of that kind. A socket
+// whose block did not change goes on sharing its last routes.
+func (t *translator) spliceSockets(kind int, gone []sortKey) {
+	routeKind := router.KindHTTPRoute
+	if kind == spliceGRPC {
+		routeKind = router.KindGRPCRoute
+	}
+	for _, s := range t.sockets {
+		lo, ok := t.splice.at[s]
+		if !ok {
+			// The first kind: everything placed so far is the last
+			// translation's, so the block starts where they end.
+			lo = s.len()
+		}
+		// The block holds every route of the kind on the socket, in
+		// one piece, as the kinds are attached one after another.
+		hi := lo + sort.Search(len(s.last)-lo, func(i int) bool { return s.last[lo+i].ID.Kind != routeKind })
+		t.splice.at[s] = hi
+		block, placed := s.last[lo:hi], t.splice.placed[s]
+		if len(placed) == 0 && !slices.ContainsFunc(gone, func(k sortKey) bool { return containsKey(block, k, routeKey) }) {
+			if s.sharing >= 0 {
+				s.sharing = hi
+			} else {
+				s.routes = append(s.routes, block...)
+			}
+			continue
+		}
+		s.own()
+		s.routes = spliceSorted(s.routes, block, gone, placed, routeKey)
+	}
+}
+
+// routeKey is the key of the object a route was translated from.
+func routeKey(r *router.Route) sortKey {
+	return sortKey{r.Created, r.ID.Namespace, r.ID.Name}
+}
+
+// spliceSorted appends to dst list, whose elements are in the order of
+// their keys, without those of a key in gone and with those of come (in
+// the same order, several may have one key) in their places. A key both
+// gone and come is that of an object replaced: its old elements make way
+// for the new.
+func spliceSorted[E any](dst, list []E, gone []sortKey, come []E, key func(*E) sortKey) []E {
+	i, j, k := 0, 0, 0
+	for j < len(gone) || k < len(come) {
+		remove := k == len(come) || (j < len(gone) && gone[j].compare(key(&come[k])) <= 0)
+		var at sortKey
+		if remove {
+			at = gone[j]
+			j++
+		} else {
+			at = key(&come[k])
+		}
+		p := i + sort.Search(len(list)-i, func(n int) bool { return key(&list[i+n]).compare(at) >= 0 })
+		dst = append(dst, list[i:p]...)
+		i = p
+		if remove {
+			for i < len(list) && key(&list[i]).compare(at) == 0 {
+				i++
+			}
+			continue
+		}
+		for k < len(come) && key(&come[k]).compare(at) == 0 {
+			dst = append(dst, come[k])
+			k++
+		}
+	}
+	return append(dst, list[i:]...)
+}
+
+// containsKey reports whether list, in the order of key, has an element of k.
+func containsKey[E any](list []E, k sortKey, key func(*E) sortKey) bool {
+	i := sort.Search(len(list), func(n int) bool { return key(&list[n]).compare(k) >= 0 })
+	return i < len(list) && key(&list[i]).compare(k) == 0
+}
