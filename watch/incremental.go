@@ -23,15 +23,19 @@ package watch
 //
 // Anything else that changed (a Gateway, ListenerSet, class, Ingress, L4
 // route, Service, EndpointSlice, ReferenceGrant, Secret, ConfigMap,
-// namespace or node), a BackendTLSPolicy, or a Gateway with a client
+// namespace or node; the status hostgate writes on Gateways, ListenerSets
+// and GatewayClasses aside), a BackendTLSPolicy, or a Gateway with a client
 // certificate for backends (both make what a route attaches depend on the
 // routes before it) makes a full translation, which records what the next
 // splice reads. The result equals a full translation of the same store
 // (TestSpliceMatchesTranslation).
 
 import (
+	"reflect"
 	"slices"
 	"sort"
+
+	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/hostgate/hostgate/router"
 )
@@ -105,12 +109,26 @@ func spliceable[T object](t *translator, o *order[T]) bool {
 // namespaces, ReferenceGrants, BackendTLSPolicies), Ingresses, whose
 // order does, and the routes spliced. The kinds compared are sorted
 // before this.
+//
+// GatewayClasses, Gateways and ListenerSets may also be new objects whose
+// status alone changed, save a Gateway's addresses: the status writer
+// updates a Gateway's attached routes after every route that comes or
+// goes, and translation reads nothing else of their status.
 func sameInputs(a, b *objects) bool {
-	return slices.Equal(a.ingressClasses, b.ingressClasses) && slices.Equal(a.gatewayClasses, b.gatewayClasses) &&
-		slices.Equal(a.gateways, b.gateways) && slices.Equal(a.listenerSets, b.listenerSets) &&
-		slices.Equal(a.tlsRoutes, b.tlsRoutes) && slices.Equal(a.tcpRoutes, b.tcpRoutes) && slices.Equal(a.udpRoutes, b.udpRoutes) &&
+	return slices.EqualFunc(a.gatewayClasses, b.gatewayClasses, sameButStatus) &&
+		slices.EqualFunc(a.gateways, b.gateways, func(x, y *gatewayv1.Gateway) bool {
+			return sameButStatus(x, y) && reflect.DeepEqual(x.Status.Addresses, y.Status.Addresses)
+		}) &&
+		slices.EqualFunc(a.listenerSets, b.listenerSets, sameButStatus) &&
+		slices.Equal(a.ingressClasses, b.ingressClasses) && slices.Equal(a.tlsRoutes, b.tlsRoutes) && slices.Equal(a.tcpRoutes, b.tcpRoutes) && slices.Equal(a.udpRoutes, b.udpRoutes) &&
 		slices.Equal(a.nodes, b.nodes) && slices.Equal(a.readProblems, b.readProblems) &&
 		a.crdBundleVersion == b.crdBundleVersion && a.crdChannel == b.crdChannel
+}
+
+// sameButStatus reports whether b is a, or a copy of it whose status alone
+// changed.
+func sameButStatus[T object](a, b T) bool {
+	return a == b || onlyStatusChanged(b, a, b)
 }
 
 // inputsOf is what sameInputs compares of objs, copied: a source may

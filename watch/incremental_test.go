@@ -18,11 +18,13 @@ import (
 // hostnames, rules or first parentRef's section changed), each followed by
 // a translation with the memo, which splices them, and checks its Snapshot
 // and Reports against a translation of the same store without memo. One
-// step in eight also replaces another object with a copy, which must make
-// a full translation: whatever a splice does not follow would otherwise
-// go unnoticed.
+// step in eight also replaces another object with a copy of a new
+// generation, which must make a full translation: whatever a splice does
+// not follow would otherwise go unnoticed. Another one in eight writes a
+// Gateway's status, as hostgate does when its attached routes change,
+// which a splice may pass over.
 func TestSpliceMatchesTranslation(t *testing.T) {
-	spliced := 0
+	spliced, afterStatus := 0, 0
 	eachCase(t, func(t *testing.T, _ string, objs *objects, opts Options) {
 		var original []any
 		for _, r := range objs.httpRoutes {
@@ -43,6 +45,17 @@ func TestSpliceMatchesTranslation(t *testing.T) {
 			}
 			return false
 		})
+		var gateways []int // in others
+		for j, o := range others {
+			if meta := o.(metav1.Object); meta.GetGeneration() == 0 {
+				// A status write is told apart from a change of
+				// spec by the generation, which the API server sets.
+				meta.SetGeneration(1)
+			}
+			if _, ok := o.(*gatewayv1.Gateway); ok {
+				gateways = append(gateways, j)
+			}
+		}
 		list := func() []any { return present(others, current) }
 		m := newMemo()
 		m.translate(store(objs, list()), opts)
@@ -69,11 +82,29 @@ func TestSpliceMatchesTranslation(t *testing.T) {
 				v.change(rng, c)
 				current[i] = c
 			}
-			full := rng.IntN(8) == 0
-			if full {
+			full, status := false, false
+			switch rng.IntN(8) {
+			case 0:
+				full = true
 				j := rng.IntN(len(others))
-				what += ", " + describeObject(others[j]) + " replaced"
-				others[j] = copyObject(others[j])
+				what += ", " + describeObject(others[j]) + " changed"
+				c := copyObject(others[j])
+				meta := c.(metav1.Object)
+				meta.SetGeneration(meta.GetGeneration() + 1)
+				others[j] = c
+			case 1:
+				if len(gateways) == 0 {
+					break
+				}
+				j := gateways[rng.IntN(len(gateways))]
+				what += ", " + describeObject(others[j]) + " status written"
+				g := copyObject(others[j]).(*gatewayv1.Gateway)
+				for l := range g.Status.Listeners {
+					g.Status.Listeners[l].AttachedRoutes = int32(rng.IntN(5))
+				}
+				g.Status.Conditions = append(g.Status.Conditions, metav1.Condition{Type: "Spliced", Status: metav1.ConditionTrue, ObservedGeneration: int64(step)})
+				others[j] = g
+				status = true
 			}
 			snap, reports := m.translate(store(objs, list()), opts)
 			if full && m.spliced {
@@ -81,12 +112,15 @@ func TestSpliceMatchesTranslation(t *testing.T) {
 			}
 			if m.spliced {
 				spliced++
+				if status {
+					afterStatus++
+				}
 			}
 			checkServed(t, fmt.Sprintf("%s (spliced: %v)", what, m.spliced), objs, list(), opts, snap, reports)
 		}
 	})
-	if spliced == 0 {
-		t.Error("no translation spliced: the test checked nothing")
+	if spliced == 0 || afterStatus == 0 {
+		t.Errorf("%d translations spliced, %d of them after a Gateway's status was written: the test checked too little", spliced, afterStatus)
 	}
 }
 
