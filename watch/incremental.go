@@ -25,9 +25,9 @@ package watch
 // route, Service, EndpointSlice, ReferenceGrant, Secret, ConfigMap,
 // namespace or node; the status hostgate writes on Gateways, ListenerSets
 // and GatewayClasses aside), a BackendTLSPolicy, or a Gateway with a client
-// certificate for backends (both make what a route attaches depend on the
-// routes before it) makes a full translation, which records what the next
-// splice reads. The result equals a full translation of the same store
+// certificate for backends (attaching routes then gathers state across
+// them, per Service and per Gateway, that a splice does not keep) makes a
+// full translation, which records what the next splice reads. The result equals a full translation of the same store
 // (TestSpliceMatchesTranslation).
 
 import (
