@@ -220,9 +220,13 @@ func (t *translator) attachRoute(r *route) (parents []gatewayv1.RouteParentStatu
 		outcomes = append(outcomes, parentOutcome{ref.index, accepted})
 	}
 	t.outcomes = outcomes
-	r.counted = r.counted[:0]
-	for _, l := range t.attachedTo {
-		r.counted = append(r.counted, l.index)
+	if t.next != nil {
+		// Only a translation with a memo has a next one to splice into
+		// it: without, this would be a list for each route for nothing.
+		r.counted = r.counted[:0]
+		for _, l := range t.attachedTo {
+			r.counted = append(r.counted, l.index)
+		}
 	}
 	return t.memoParents(r, controller, outcomes), ours
 }
