@@ -128,7 +128,14 @@ func startHostgate(t *testing.T, args ...string) *runningHostgate {
 	listening := make(chan net.Addr, 1)
 	h := &runningHostgate{cancel: cancel, done: make(chan error, 1), logs: &syncBuffer{}}
 	// A zero --shutdown-delay would mean the default, 5s on every stop.
-	args = append([]string{"--admin-addr", "127.0.0.1:0", "--http-addr", "", "--https-addr", "", "--shutdown-delay", "1ms"}, args...)
+	defaults := []string{"--admin-addr", "127.0.0.1:0", "--http-addr", "", "--https-addr", "", "--shutdown-delay", "1ms"}
+	// HOSTGATE_TEST_HTTP1_ENGINE runs every hostgate of these tests on
+	// that HTTP/1.1 engine, as it does the proxy's tests; a test that
+	// names an engine itself still gets it, its flag coming later.
+	if engine := os.Getenv("HOSTGATE_TEST_HTTP1_ENGINE"); engine != "" {
+		defaults = append(defaults, "--http1-engine", engine)
+	}
+	args = append(defaults, args...)
 	go func() { h.done <- run(ctx, args, h.logs, &hooks{adminListening: listening}) }()
 	select {
 	case addr := <-listening:
