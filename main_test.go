@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -310,8 +311,21 @@ func TestConnectionCapFlags(t *testing.T) {
 	}
 }
 
-// TestHTTP1EngineFlag: each engine is spelled as the README spells it.
+// TestHTTP1EngineFlag: each engine is spelled as the README spells it,
+// and without the flag plain HTTP is on the loop where the loop runs, as
+// the README says.
 func TestHTTP1EngineFlag(t *testing.T) {
+	c, err := parseFlags(nil, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := proxy.EngineNative
+	if runtime.GOOS == "linux" {
+		want = proxy.EngineLoop
+	}
+	if c.proxy.HTTP1Engine != want {
+		t.Errorf("no --http1-engine on %s: engine %q, want %q", runtime.GOOS, c.proxy.HTTP1Engine, want)
+	}
 	for _, engine := range []proxy.Engine{proxy.EngineNative, proxy.EngineLoop, proxy.EngineStdlib} {
 		c, err := parseFlags([]string{"--http1-engine", string(engine)}, io.Discard)
 		if err != nil {

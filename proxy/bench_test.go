@@ -39,7 +39,7 @@ func benchRoutes(b *testing.B) *router.Table {
 func BenchmarkProxyHTTP1(b *testing.B) {
 	for _, size := range benchBodySizes {
 		backend := startBackend(b, bodyOfSize(size))
-		for _, engine := range []Engine{EngineNative, EngineStdlib} {
+		for _, engine := range []Engine{EngineLoop, EngineNative, EngineStdlib} {
 			b.Run(fmt.Sprintf("body=%d/engine=%s", size, engine), func(b *testing.B) {
 				benchGet(b, "http://"+benchProxy(b, engine, backend, benchRoutes(b))+"/api/users", "a.example.com", size)
 			})

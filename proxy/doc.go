@@ -15,11 +15,10 @@
 // backend connection pool (package upstream), which hands whatever it
 // does not serve itself (upgrades, gRPC, mirrors, TLS or h2 backends,
 // unusual requests) to net/http for the rest of the connection. With
-// Options.HTTP1Engine = EngineLoop, the connections of plain HTTP
-// listeners are served on readiness loops of hostgate's own (package
-// h1loop, Linux), which hand what they do not serve to that engine.
-// HTTP/2
-// connections, recognized at the first read (ALPN h2 or the client
+// Options.HTTP1Engine = EngineLoop, the default on Linux, the
+// connections of plain HTTP listeners are served on readiness loops of
+// hostgate's own (package h1loop), which hand what they do not serve to
+// that engine. HTTP/2 connections, recognized at the first read (ALPN h2 or the client
 // preface) or after an h2c upgrade, go to hostgate's HTTP/2 engine
 // (package h2), and with Options.HTTP2Engine = EngineStdlib to net/http's.
 // net/http serves what the HTTP/1.1 engine hands over, and every HTTP/1.1

@@ -62,7 +62,7 @@ type Options struct {
 	// own engine, which hands what it does not serve to net/http,
 	// EngineLoop, the readiness loop in front of it on plain HTTP
 	// listeners (Linux), or EngineStdlib, net/http for all. Default
-	// EngineNative.
+	// EngineLoop where it runs (Linux), EngineNative elsewhere.
 	HTTP1Engine Engine
 	// HTTP2Engine serves HTTP/2 connections, over TLS, with prior
 	// knowledge and upgraded from HTTP/1.1: EngineNative, hostgate's own
@@ -209,7 +209,7 @@ func DefaultOptions() Options {
 		MaxConcurrentStreams:     100,
 		MaxConnections:           4096,
 		MaxConnectionsPerAddress: 1024,
-		HTTP1Engine:              EngineNative,
+		HTTP1Engine:              defaultHTTP1Engine(),
 		HTTP2Engine:              EngineNative,
 		LoadBalancing:            RoundRobin,
 		DialTimeout:              5 * time.Second,
@@ -226,6 +226,16 @@ func DefaultOptions() Options {
 		MaxUDPFlows:              4096,
 		Logger:                   slog.Default(),
 	}
+}
+
+// defaultHTTP1Engine is the readiness loop where it runs, for its lower
+// CPU per request and shorter tail on plain HTTP, and the netpoll engine
+// elsewhere, which the loop falls back to anyway.
+func defaultHTTP1Engine() Engine {
+	if h1loop.Supported {
+		return EngineLoop
+	}
+	return EngineNative
 }
 
 // complete fills zero fields with defaults and rejects invalid values.
