@@ -44,7 +44,7 @@ func (h *Fields) Add(name, value string) {
 func (h *Fields) Del(name string) {
 	out := (*h)[:0]
 	for _, f := range *h {
-		if !strings.EqualFold(f.Name, name) {
+		if !equalName(f.Name, name) {
 			out = append(out, f)
 		}
 	}
@@ -55,7 +55,7 @@ func (h *Fields) Del(name string) {
 // Has reports whether a forwarded field is named name.
 func (h Fields) Has(name string) bool {
 	for i := range h {
-		if !h[i].Hop && strings.EqualFold(h[i].Name, name) {
+		if !h[i].Hop && equalName(h[i].Name, name) {
 			return true
 		}
 	}
@@ -117,7 +117,7 @@ func (h *Head) Values(name string) []string {
 // Get is the first value of a field, "" when absent.
 func (h *Head) Get(name string) string {
 	for i := range h.Fields {
-		if strings.EqualFold(h.Fields[i].Name, name) {
+		if equalName(h.Fields[i].Name, name) {
 			return h.Fields[i].Value
 		}
 	}
@@ -265,7 +265,10 @@ func checkRequestField(h *Head, f *Field) bool {
 // goes through check, if set, which may refuse it. Request field names are
 // canonicalized, for the router; response names are relayed as they came.
 func parseFields(s string, h *Head, request bool, check func(*Head, *Field) bool) bool {
-	var connection []string
+	// connection holds the Connection fields, on the stack for the one or
+	// two a head has.
+	var connBuf [2]string
+	connection := connBuf[:0]
 	var lengthText string
 	for {
 		line, rest, ok := nextLine(s, request)
@@ -280,7 +283,7 @@ func parseFields(s string, h *Head, request bool, check func(*Head, *Field) bool
 		if !ok || !IsToken(name) {
 			return false
 		}
-		value = strings.Trim(value, " \t")
+		value = trimOWS(value)
 		if !ValidValue(value) {
 			return false
 		}
@@ -290,7 +293,7 @@ func parseFields(s string, h *Head, request bool, check func(*Head, *Field) bool
 		h.Fields = append(h.Fields, Field{Name: name, Value: value})
 		f := &h.Fields[len(h.Fields)-1]
 		switch {
-		case strings.EqualFold(name, "Content-Length"):
+		case equalName(name, "Content-Length"):
 			n, ok := parseLength(value)
 			// A repeat of the same text is taken in a response, as
 			// net/http takes it ("03" after "3" is not, though the same
@@ -302,16 +305,16 @@ func parseFields(s string, h *Head, request bool, check func(*Head, *Field) bool
 			}
 			h.ContentLength, lengthText = n, value
 			f.Hop = true // written by the engine from its framing
-		case strings.EqualFold(name, "Transfer-Encoding"):
+		case equalName(name, "Transfer-Encoding"):
 			if h.Chunked || !strings.EqualFold(value, "chunked") {
 				return false
 			}
 			h.Chunked = true
 			f.Hop = true
-		case strings.EqualFold(name, "Connection"):
+		case equalName(name, "Connection"):
 			connection = append(connection, value)
 			f.Hop = true
-		case strings.EqualFold(name, "Te"):
+		case equalName(name, "Te"):
 			h.TETrailers = h.TETrailers || HasToken([]string{value}, "trailers")
 			f.Hop = true
 		case IsHopByHop(name):
@@ -337,7 +340,7 @@ func parseFields(s string, h *Head, request bool, check func(*Head, *Field) bool
 			// The fields a Connection names are hop-by-hop too (RFC
 			// 9110 section 7.6.1).
 			for i := range h.Fields {
-				if strings.EqualFold(h.Fields[i].Name, opt) {
+				if equalName(h.Fields[i].Name, opt) {
 					h.Fields[i].Hop = true
 				}
 			}
@@ -391,11 +394,31 @@ func (h *Head) Reusable(mode BodyMode) bool {
 // besides those parseFields handles itself.
 func IsHopByHop(name string) bool {
 	for _, h := range [...]string{"Keep-Alive", "Proxy-Connection", "Proxy-Authenticate", "Proxy-Authorization", "Trailer", "Upgrade"} {
-		if strings.EqualFold(name, h) {
+		if equalName(name, h) {
 			return true
 		}
 	}
 	return false
+}
+
+// equalName reports whether field names a and b are the same, case
+// aside. Names of other lengths, most of those compared, are told apart
+// before strings.EqualFold, a call not inlined: a head's fields meet a
+// dozen such comparisons each.
+func equalName(a, b string) bool {
+	return len(a) == len(b) && strings.EqualFold(a, b)
+}
+
+// trimOWS drops the spaces and tabs around a field value (RFC 9112
+// section 5.1), without the set strings.Trim builds on every call.
+func trimOWS(s string) string {
+	for len(s) > 0 && (s[0] == ' ' || s[0] == '\t') {
+		s = s[1:]
+	}
+	for len(s) > 0 && (s[len(s)-1] == ' ' || s[len(s)-1] == '\t') {
+		s = s[:len(s)-1]
+	}
+	return s
 }
 
 func IsToken(s string) bool {

@@ -8,7 +8,6 @@ import (
 	"bufio"
 	"net/http"
 	"strconv"
-	"strings"
 	"time"
 )
 
@@ -38,7 +37,7 @@ func WriteStatusLine(bw *bufio.Writer, http10 bool, code int) {
 func WriteFields(bw *bufio.Writer, fields Fields, keepTrailer bool) {
 	for i := range fields {
 		f := &fields[i]
-		if f.Hop && !(keepTrailer && strings.EqualFold(f.Name, "Trailer")) {
+		if f.Hop && !(keepTrailer && equalName(f.Name, "Trailer")) {
 			continue
 		}
 		bw.WriteString(f.Name)
@@ -101,7 +100,7 @@ func EndHead(bw *bufio.Writer, altSvc []string, now time.Time, http10, keep bool
 func WriteRequestFields(bw *bufio.Writer, fields Fields) {
 	for i := range fields {
 		f := &fields[i]
-		if f.Hop || strings.EqualFold(f.Name, "Host") || strings.EqualFold(f.Name, "Content-Length") || strings.EqualFold(f.Name, "Transfer-Encoding") || strings.EqualFold(f.Name, "Trailer") {
+		if f.Hop || equalName(f.Name, "Host") || equalName(f.Name, "Content-Length") || equalName(f.Name, "Transfer-Encoding") || equalName(f.Name, "Trailer") {
 			continue
 		}
 		bw.WriteString(f.Name)
