@@ -181,7 +181,7 @@ func ChunkLine(line []byte) (_ []byte, ok bool) {
 // is a field, which may be relayed as it came.
 func TrailerField(line []byte) bool {
 	name, value, ok := strings.Cut(string(line), ":")
-	return ok && IsToken(name) && ValidValue(strings.Trim(value, " \t"))
+	return ok && IsToken(name) && ValidValue(trimOWS(value))
 }
 
 // Relay copies a body from src to dst through buf, writing it chunked when
