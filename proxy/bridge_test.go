@@ -74,7 +74,7 @@ func TestBridge(t *testing.T) {
 	backend := startBackendServer(t, srv)
 
 	opts := testOptions()
-	opts.HTTP1Engine = EngineNative
+	bridgingEngine(&opts)
 	s := startServer(t, opts)
 	// sink reads nothing of an upload for a second, and never answers: it
 	// tells when the proxy closes the connection. (net/http's server
@@ -286,12 +286,21 @@ func idleInPool(s *Server, addr string) int {
 	return s.pool.IdleConns(addr)
 }
 
+// bridgingEngine keeps the HTTP/1.1 engine the tests run on (the
+// default, the loop, or native) unless it is stdlib, which has no pool to
+// bridge over.
+func bridgingEngine(opts *Options) {
+	if opts.HTTP1Engine == EngineStdlib {
+		opts.HTTP1Engine = EngineNative
+	}
+}
+
 // http3BridgeServer serves app.example.com over HTTPS and HTTP/3 with the
 // native engine, from an echoing backend.
 func http3BridgeServer(t *testing.T) (*tlsFixture, *Server, string, string) {
 	f := newTLSFixture(t)
 	opts := testOptions()
-	opts.HTTP1Engine = EngineNative
+	bridgingEngine(&opts)
 	s := startServer(t, opts)
 	backend := startBackend(t, echo("web"))
 	s.UpdateEndpoints(map[string][]Endpoint{"web": {{Address: backend}}})

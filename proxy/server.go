@@ -93,7 +93,7 @@ func New(opts Options) (*Server, error) {
 		TrustedProxies:          opts.TrustedProxies,
 		DisableRequestID:        opts.DisableRequestID,
 		DisableServerHeader:     opts.DisableServerHeader,
-		Bridge:                  opts.HTTP1Engine == EngineNative,
+		Bridge:                  opts.HTTP1Engine != EngineStdlib,
 		StdlibHTTP2:             opts.HTTP2Engine == EngineStdlib,
 		Pool:                    s.pool,
 		Logger:                  opts.Logger,

@@ -34,8 +34,9 @@ type Config struct {
 	DisableRequestID        bool
 	DisableServerHeader     bool
 	// Bridge has requests that net/http's HTTP/2 and HTTP/3 servers
-	// take, to HTTP/1.1 backends, go over Pool (bridge.go): set with the
-	// native HTTP/1.1 engine.
+	// take, to HTTP/1.1 backends, go over Pool (bridge.go): set unless
+	// the HTTP/1.1 engine is net/http's (the loop's HTTPS listeners and
+	// hand-offs are the native engine's, which owns Pool).
 	Bridge bool
 	// StdlibHTTP2 speaks HTTP/2 to backends with net/http's Transport
 	// rather than proxy/h2's.
