@@ -198,6 +198,14 @@ func (w *worker) run() {
 			}
 		}
 		w.wheel.advance(w.now, w.expire)
+		// A loop that never blocks holds its P until the scheduler
+		// preempts it after 10 ms: the goroutines that need the P (the
+		// collector's workers, the native engine's, timers) then run in
+		// one long stretch that every request on the loop waits out.
+		// Yielding at each turn gives them short, frequent ones.
+		if n > 0 {
+			runtime.Gosched()
+		}
 		if w.now.Sub(w.swept) >= time.Second {
 			w.sweepIdle()
 			w.swept = w.now
