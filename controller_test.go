@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"crypto/tls"
 	"encoding/pem"
 	"fmt"
@@ -21,17 +22,25 @@ import (
 	"github.com/hostgate/hostgate/watch"
 )
 
-// TestEndpointChurnDoesNotRecompile: a snapshot that differs only in its
-// endpoints swaps the endpoint sets and keeps the compiled generation, so
-// pod churn never recompiles routes; a route change makes a new one.
-func TestEndpointChurnDoesNotRecompile(t *testing.T) {
+// startController is a controller publishing to a proxy server of its
+// own, which stops with the test, and the generation it serves.
+func startController(t *testing.T) (*proxy.Server, *controller, *atomic.Pointer[generation]) {
+	t.Helper()
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	srv, err := proxy.New(proxy.Options{Logger: quiet, ShutdownDelay: time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
-	var current atomic.Pointer[generation]
-	ctrl := newController(srv, &current, quiet, prometheus.NewRegistry())
+	t.Cleanup(func() { srv.Shutdown(context.Background()) })
+	current := new(atomic.Pointer[generation])
+	return srv, newController(srv, current, quiet, prometheus.NewRegistry()), current
+}
+
+// TestEndpointChurnDoesNotRecompile: a snapshot that differs only in its
+// endpoints swaps the endpoint sets and keeps the compiled generation, so
+// pod churn never recompiles routes; a route change makes a new one.
+func TestEndpointChurnDoesNotRecompile(t *testing.T) {
+	srv, ctrl, current := startController(t)
 	listener := func(path string) []watch.Listener {
 		return []watch.Listener{{Name: "127.0.0.1:0", Address: "127.0.0.1", Port: 0, Protocol: watch.ProtocolHTTP, Routes: []router.Route{{
 			ID:    router.RouteID{Kind: router.KindHTTPRoute, Namespace: "default", Name: "web"},
@@ -81,7 +90,6 @@ func TestEndpointChurnDoesNotRecompile(t *testing.T) {
 	if got := current.Load().Problems; !reflect.DeepEqual(got, []string{"Ingress default/old: no rules"}) || current.Load().Number != 3 {
 		t.Errorf("after a route change with another problem: generation %d, problems %q", current.Load().Number, got)
 	}
-	srv.Shutdown(t.Context())
 }
 
 // TestUnchangedListenersKeepTheirCompilation: a route change at one
@@ -89,14 +97,7 @@ func TestEndpointChurnDoesNotRecompile(t *testing.T) {
 // were, a certificate change still reaches the TLS handshake, and
 // listeners with the same routes share a table.
 func TestUnchangedListenersKeepTheirCompilation(t *testing.T) {
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	srv, err := proxy.New(proxy.Options{Logger: quiet, ShutdownDelay: time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Shutdown(t.Context())
-	var current atomic.Pointer[generation]
-	ctrl := newController(srv, &current, quiet, prometheus.NewRegistry())
+	_, ctrl, current := startController(t)
 	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "backend") }))
 	defer backend.Close()
 	httpPort, httpsPort := freePort(t), freePort(t)
@@ -252,14 +253,7 @@ func (problemList) IngressAnnotations() []watch.IngressAnnotations { return nil 
 // that renames a Service, or the first live configuration replacing the
 // state file's).
 func TestBackendSwitchFailsNoRequest(t *testing.T) {
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	srv, err := proxy.New(proxy.Options{Logger: quiet, ShutdownDelay: time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Shutdown(t.Context())
-	var current atomic.Pointer[generation]
-	ctrl := newController(srv, &current, quiet, prometheus.NewRegistry())
+	_, ctrl, _ := startController(t)
 	_, blue := serveHTTP(t, "127.0.0.1", answer("blue"))
 	_, green := serveHTTP(t, "127.0.0.1", answer("green"))
 	// Many listeners make applying a generation take long enough for a
