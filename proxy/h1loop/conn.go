@@ -351,9 +351,17 @@ func (w *worker) flushOut(c *conn) {
 		}
 	case c.handOffAfter:
 		w.handOff(c)
-	case c.closeAfter:
+	default:
+		w.next(c)
+	}
+}
+
+// next goes on with c once its answer is written: it closes if it must,
+// or serves what the client sent next.
+func (w *worker) next(c *conn) {
+	if c.closeAfter {
 		w.close(c)
-	case w.process(c) && c.mayRead:
+	} else if w.process(c) && c.mayRead {
 		w.readable(c)
 	}
 }

@@ -549,13 +549,10 @@ func (w *worker) done(c *conn, status int, sent int64, keep bool) {
 	if !keep {
 		c.closeAfter = true
 	}
-	switch {
-	case len(c.out) > 0:
+	if len(c.out) > 0 {
 		w.settle(c)
-	case c.closeAfter:
-		w.close(c)
-	case w.process(c) && c.mayRead:
-		w.readable(c)
+	} else {
+		w.next(c)
 	}
 }
 
