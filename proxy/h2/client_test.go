@@ -255,6 +255,57 @@ func TestClientRetriesUnprocessed(t *testing.T) {
 			t.Errorf("got %q after %d connections", b, accepted.Load())
 		}
 	})
+	// The client sends half the body, and the rest, or an error, only
+	// once the backend, having seen the first half, has gone away: the
+	// whole body goes to the next connection, or the request fails.
+	cut := errors.New("client went away")
+	for _, rest := range []error{io.EOF, cut} {
+		t.Run(fmt.Sprintf("goaway while the body is read, then %v", rest), func(t *testing.T) {
+			gone := make(chan struct{})
+			base, accepted := rawServer(t, func(fr *http2.Framer, nc net.Conn) {
+				id, err := readHeadersOf(fr)
+				if err != nil {
+					return
+				}
+				for {
+					f, err := fr.ReadFrame()
+					if err != nil {
+						return
+					}
+					if _, ok := f.(*http2.DataFrame); ok {
+						break
+					}
+				}
+				fr.WriteGoAway(id-1, http2.ErrCodeNo, nil)
+				close(gone)
+				io.Copy(io.Discard, nc)
+			}, ok)
+			body := io.MultiReader(strings.NewReader("bo"), readerFunc(func(p []byte) (int, error) {
+				<-gone
+				if rest != io.EOF {
+					return 0, rest
+				}
+				return copy(p, "dy"), io.EOF
+			}))
+			req, _ := http.NewRequest(http.MethodPost, base, body)
+			req.ContentLength = 4
+			resp, err := clientOf(t, &Transport{}).Do(req)
+			if rest == cut {
+				if !errors.Is(err, cut) || accepted.Load() != 1 {
+					t.Errorf("got %v after %d connections", err, accepted.Load())
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if string(b) != "second body" || accepted.Load() != 2 {
+				t.Errorf("got %q after %d connections", b, accepted.Load())
+			}
+		})
+	}
 
 	base, _ := rawServer(t, func(fr *http2.Framer, nc net.Conn) {
 		id, err := readHeadersOf(fr)
@@ -745,3 +796,7 @@ func TestClientStreamEndsWithResponse(t *testing.T) {
 		t.Error("the connection was not idle with the request body still unread")
 	}
 }
+
+type readerFunc func([]byte) (int, error)
+
+func (f readerFunc) Read(p []byte) (int, error) { return f(p) }

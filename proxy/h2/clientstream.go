@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"maps"
 	"net/http"
@@ -43,9 +44,13 @@ type clientStream struct {
 	// that meets the end of the body.
 	trailer http.Header
 	// bodyStarted says a read of the request body began: the request
-	// cannot be sent again unless replay holds all of the body.
-	bodyStarted bool
-	replay      []byte
+	// cannot be sent again unless replay holds all of the body. keep
+	// says sendBody keeps the body whole, reading all of it even once
+	// the backend turned the stream away; sendDone that sendBody is
+	// done with the body, and keepErr why it could not read all of it.
+	bodyStarted, keep, sendDone bool
+	keepErr                     error
+	replay                      []byte
 }
 
 // roundTrip sends req on a stream of cc, for which the caller reserved
@@ -90,14 +95,26 @@ func (cc *clientConn) roundTrip(req *http.Request) (*http.Response, error) {
 	for cs.resp == nil && cs.aborted == nil {
 		cs.cond.Wait()
 	}
+	ue, unprocessed := cs.aborted.(*unprocessedError)
+	if unprocessed && cs.keep {
+		// The backend turned the stream away while the body was being
+		// read: sendBody reads the rest into the buffer kept for the
+		// next attempt.
+		for !cs.sendDone {
+			cs.cond.Wait()
+		}
+	}
 	// Nothing sends the body again once the response came.
 	replay := cs.replay
 	cs.replay = nil
 	if cs.resp == nil {
-		if ue, ok := cs.aborted.(*unprocessedError); ok && replay != nil {
+		if unprocessed && replay != nil {
 			ue.body = bytes.Clone(replay)
 		}
 		putBodyBuffer(replay)
+		if unprocessed && cs.keepErr != nil {
+			return nil, bodyTakenError{fmt.Errorf("%v, and its body could not be read again: %w", ue, cs.keepErr)}
+		}
 		if cs.bodyStarted {
 			// sendBody may still read the body, or be about to.
 			return nil, bodyTakenError{cs.aborted}
@@ -152,23 +169,24 @@ func notForwarded(key string) bool {
 func (cs *clientStream) sendBody() {
 	cc := cs.cc
 	body := cs.req.Body
-	cc.mu.Lock()
-	if cs.aborted != nil {
-		// Refused before a byte was read: the body is the next
-		// attempt's.
-		cc.mu.Unlock()
-		return
-	}
-	cs.bodyStarted = true
-	cc.mu.Unlock()
-	defer body.Close()
-	buf := (*bodyBuffers.Get().(*[]byte))[:bodyBufferSize]
 	declared := cs.req.ContentLength
 	// A body that fits the buffer whole is kept in it until the response
 	// comes, to be sent again if the backend refuses the stream: the
 	// stream a server has just closed can still count against its limit
 	// when the next one opens.
 	keep := declared > 0 && declared <= bodyBufferSize && len(cs.req.Trailer) == 0
+	cc.mu.Lock()
+	if cs.aborted != nil {
+		// Refused before a byte was read: the body is the next
+		// attempt's.
+		cs.sendDone = true
+		cc.mu.Unlock()
+		return
+	}
+	cs.bodyStarted, cs.keep = true, keep
+	cc.mu.Unlock()
+	defer body.Close()
+	buf := (*bodyBuffers.Get().(*[]byte))[:bodyBufferSize]
 	sent := int64(0)
 	for {
 		chunk := buf
@@ -190,7 +208,22 @@ func (cs *clientStream) sendBody() {
 			// The trailer goes only on a stream still open.
 			werr = cs.writeErr()
 		}
+		_, unprocessed := cs.aborted.(*unprocessedError)
 		switch {
+		case unprocessed && keep:
+			// The backend never acted on the stream: the rest of
+			// the body is read for the next attempt.
+			if err == nil && sent < declared {
+				cc.mu.Unlock()
+				n, err = io.ReadFull(body, buf[sent:declared])
+				sent += int64(n)
+				cc.mu.Lock()
+			}
+			if sent == declared {
+				cs.replay, buf = buf[:declared], nil
+			} else if cs.keepErr = err; err == io.EOF {
+				cs.keepErr = io.ErrUnexpectedEOF
+			}
 		case werr != nil:
 			// The stream ended: reset it if the response ended
 			// while the request went on, which the backend did not
@@ -216,8 +249,13 @@ func (cs *clientStream) sendBody() {
 				_ = cc.resetStreamLocked(cs.id, http2.ErrCodeCancel, err)
 			}
 		}
+		finished := werr != nil || last || err != nil || unprocessed && keep
+		if finished {
+			cs.sendDone = true
+			cs.cond.Broadcast()
+		}
 		cc.mu.Unlock()
-		if werr != nil || last || err != nil {
+		if finished {
 			putBodyBuffer(buf)
 			return
 		}
@@ -259,7 +297,7 @@ func (e *unprocessedError) Is(target error) bool { return target == errUnprocess
 // send again if the body is still unread or kept whole, else cause.
 // cc.mu is held.
 func (cs *clientStream) unprocessed(cause error) error {
-	if !cs.bodyStarted || cs.localClosed && cs.replay != nil {
+	if !cs.bodyStarted || cs.keep {
 		return &unprocessedError{}
 	}
 	return cause
