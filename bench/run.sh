@@ -25,7 +25,7 @@ ROUNDS=${ROUNDS:-3}
 DURATION=${DURATION:-10s}
 WARMUP=${WARMUP:-2s}
 PROXIES=${PROXIES:-nginx haproxy caddy hostgate}
-SCENARIOS=${SCENARIOS:-h1-small h1-16k h2-tls h2-streams h2-fixed h2-1m tls-new grpc h3 tcp-new tcp-1m pass-new}
+SCENARIOS=${SCENARIOS:-h1-small h1-16k h1-small-200 h1-16k-200 h2-tls h2-streams h2-fixed h2-1m tls-new grpc h3 tcp-new tcp-1m pass-new}
 PROXY_CPU=${PROXY_CPU:-0}
 LOAD_CPU=${LOAD_CPU:-1}
 CADDY_VERSION=${CADDY_VERSION:-v2.11.9}
@@ -435,6 +435,8 @@ load() {
 	case $s in
 	h1-small) cmd=(wrk -t1 -c64 -d"$d" --latency "http://$http/") ;;
 	h1-16k) cmd=(wrk -t1 -c64 -d"$d" --latency "http://$http/16k") ;;
+	h1-small-200) cmd=(wrk -t1 -c200 -d"$d" --latency "http://$http/") ;;
+	h1-16k-200) cmd=(wrk -t1 -c200 -d"$d" --latency "http://$http/16k") ;;
 	h2-tls) cmd=(h2load -t1 -c16 -m32 -D "$(secs "$d")" "--log-file=$out.log" "https://$tls/") ;;
 	h2-streams) cmd=(h2load -t1 -c4 -m100 -D "$(secs "$d")" "--log-file=$out.log" "https://$tls/") ;;
 	h2-fixed) cmd=(h2load -t1 -c16 -m32 "--rps=$((H2_FIXED_RPS / 16))" -D "$(secs "$d")" "--log-file=$out.log" "https://$tls/") ;;
@@ -669,6 +671,7 @@ EOF
 		case $s in
 		h1-small) what="HTTP/1.1 keep-alive, small response, 64 connections" ;;
 		h1-16k) what="HTTP/1.1 keep-alive, 16 KiB response, 64 connections" ;;
+		h1-small-200 | h1-16k-200) what="as ${s%-200}, with 200 connections: more connections than a loop's turn can serve at once" ;;
 		h2-tls) what="HTTP/2 over TLS, 16 connections × 32 concurrent streams; the percentiles come from h2load's per-request log" ;;
 		h2-streams) what="HTTP/2 over TLS, many streams per connection: 4 connections × 100 concurrent streams, small response" ;;
 		h2-fixed) what="HTTP/2 over TLS at a fixed offered load (H2_FIXED_RPS=$H2_FIXED_RPS requests/s over 16 connections × 32 streams): every proxy serves the same load, so its CPU per request is the figure to compare, and p99 is latency below saturation" ;;
