@@ -3,10 +3,13 @@
 // than a goroutine each on Go's netpoller, running the same request path
 // (proxy/pipeline) as every engine.
 //
-// Workers. One per GOMAXPROCS, each a goroutine locked to its OS thread
-// with its own epoll set, its own connections and its own timer wheel
-// (wheel.go), so that a connection is only ever touched by one thread
-// and takes no lock. A worker waits with a zero timeout first and blocks
+// Workers. One per GOMAXPROCS, each a goroutine with its own epoll set,
+// its own connections and its own timer wheel (wheel.go), so that a
+// connection is only ever touched by one goroutine and takes no lock.
+// The goroutine is not locked to its OS thread: its yield at each busy
+// turn (loop.go) would then hand its P to another thread and take it
+// back, two futex wake-ups, where an unlocked goroutine with nothing
+// else runnable just goes on. A worker waits with a zero timeout first and blocks
 // only when nothing is ready. Sockets are non-blocking and registered
 // once, edge-triggered for reading and writing: a read that fills less
 // than the room it had drained the socket (no read that finds nothing),

@@ -93,8 +93,8 @@ func (s *Server) Close() {
 	s.done.Wait()
 }
 
-// worker is one loop: a locked OS thread with its own epoll set and its
-// own connections.
+// worker is one loop: a goroutine with its own epoll set and its own
+// connections.
 type worker struct {
 	s    *Server
 	ep   int
@@ -161,8 +161,6 @@ func (w *worker) wakeUp() {
 // run is the loop: it waits for readiness without blocking first, and
 // blocks, until the next tick of its timers, only when nothing is ready.
 func (w *worker) run() {
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
 	for !w.s.stopped.Load() {
 		n := epollWaitNow(w.ep, w.events[:])
 		if n == 0 {
