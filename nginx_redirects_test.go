@@ -2,11 +2,13 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 )
@@ -37,6 +39,7 @@ metadata:
   annotations:
     nginx.ingress.kubernetes.io/mirror-target: "http://shadow.tests.svc:8080/copies"
     nginx.ingress.kubernetes.io/mirror-host: copies.example.com
+    nginx.ingress.kubernetes.io/mirror-request-body: "off"
 spec:
   ingressClassName: nginx
   rules:
@@ -111,8 +114,9 @@ spec:
 // TestIngressNginxMirrorAliasRedirects serves ingress-nginx's
 // mirror-target over real sockets: a second backend, named by its
 // Service's DNS name, gets a copy of each request with the target's Host
-// and the request's path, or with mirror-host and the target's fixed
-// path, while the client gets the app's answer; server-alias serves the
+// and the request's path and body, or with mirror-host and the target's
+// fixed path and without the body (mirror-request-body: off), while the
+// client gets the app's answer; server-alias serves the
 // Ingress under another name, except one another Ingress serves as its
 // host; use-port-in-redirects and preserve-trailing-slash shape the
 // redirect to HTTPS.
@@ -123,7 +127,11 @@ func TestIngressNginxMirrorAliasRedirects(t *testing.T) {
 	defer other.Close()
 	copies := make(chan string, 16)
 	shadow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		copies <- r.Method + " " + r.Host + " " + r.URL.RequestURI()
+		copy := r.Method + " " + r.Host + " " + r.URL.RequestURI()
+		if b, _ := io.ReadAll(r.Body); len(b) > 0 {
+			copy += " body=" + string(b)
+		}
+		copies <- copy
 		fmt.Fprint(w, "shadow")
 	}))
 	defer shadow.Close()
@@ -143,22 +151,37 @@ func TestIngressNginxMirrorAliasRedirects(t *testing.T) {
 			base := fmt.Sprintf("http://127.0.0.1:%d", port)
 			eventually(t, "served", expect(base+"/", "main.example.com", 200, "app"))
 
-			mirrored := func(host, path, want string) {
+			mirrored := func(host, path, body, want string) {
 				t.Helper()
-				if code, body := get(base+path, host); code != 200 || body != "app" {
-					t.Errorf("GET %s%s: %d %q, want the app's answer", host, path, code, body)
+				method := http.MethodGet
+				if body != "" {
+					method = http.MethodPost
+				}
+				req, _ := http.NewRequest(method, base+path, strings.NewReader(body))
+				req.Host = host
+				resp, err := client.Do(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				answer, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != 200 || string(answer) != "app" {
+					t.Errorf("%s %s%s: %d %q, want the app's answer", method, host, path, resp.StatusCode, answer)
 				}
 				select {
 				case got := <-copies:
 					if got != want {
-						t.Errorf("GET %s%s: the mirror got %q, want %q", host, path, got, want)
+						t.Errorf("%s %s%s: the mirror got %q, want %q", method, host, path, got, want)
 					}
 				case <-time.After(5 * time.Second):
-					t.Errorf("GET %s%s: no copy reached the mirror", host, path)
+					t.Errorf("%s %s%s: no copy reached the mirror", method, host, path)
 				}
 			}
-			mirrored("mirror.example.com", "/orders/7?x=1", "GET shadow.tests.svc.cluster.local /orders/7?x=1")
-			mirrored("mirror-path.example.com", "/orders/7?x=1", "GET copies.example.com /copies?x=1")
+			mirrored("mirror.example.com", "/orders/7?x=1", "", "GET shadow.tests.svc.cluster.local /orders/7?x=1")
+			mirrored("mirror-path.example.com", "/orders/7?x=1", "", "GET copies.example.com /copies?x=1")
+			mirrored("mirror.example.com", "/orders", "order 8", "POST shadow.tests.svc.cluster.local /orders body=order 8")
+			// mirror-request-body: off.
+			mirrored("mirror-path.example.com", "/orders", "order 8", "POST copies.example.com /copies")
 			if code, body := get(base+"/", "main.example.com"); code != 200 || body != "app" {
 				t.Errorf("an Ingress without mirror-target: %d %q", code, body)
 			}

@@ -1,6 +1,8 @@
 package proxy
 
 import (
+	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"sync/atomic"
@@ -165,5 +167,67 @@ func TestWeightedBackends(t *testing.T) {
 	}
 	if counts["c"] != 0 || counts["a"] < n*3/4-60 || counts["a"] > n*3/4+60 {
 		t.Errorf("counts %v, want about 300/100/0", counts)
+	}
+}
+
+// TestMirrorBodies sends requests with bodies through mirrors: the copy
+// carries the whole body, of known length or chunked, or none where the
+// mirror says so; a body past the mirror's bound is not mirrored, and the
+// request itself is served either way.
+func TestMirrorBodies(t *testing.T) {
+	s := startServer(t, testOptions())
+	seen := make(chan string, 16)
+	s.UpdateEndpoints(map[string][]Endpoint{
+		"web": {{Address: startBackend(t, echo("web"))}},
+		"mirror": {{Address: startBackend(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			b, err := io.ReadAll(r.Body)
+			if err != nil {
+				seen <- "error: " + err.Error()
+				return
+			}
+			seen <- fmt.Sprintf("%s %s %d %d", r.Method, r.URL.Path, r.ContentLength, len(b))
+		}))}},
+	})
+	// Both the backend and the mirror speak protocol: the body is copied
+	// as the backend's request reads it, which over h2c ends at its
+	// declared length, without a read for EOF.
+	mirrorTo := func(path, protocol string, m router.Mirror) router.Route {
+		m.Backend = router.BackendRef{Name: "mirror", Weight: 1, Protocol: protocol}
+		return route(path, nil, router.Rule{Matches: prefix(path),
+			Backends: []router.BackendRef{{Name: "web", Weight: 1, Protocol: protocol}},
+			Filters:  []router.Filter{{Type: router.FilterRequestMirror, Mirror: &m}}})
+	}
+	addr := apply(t, s, Listener{Address: "127.0.0.1:0", Routes: compile(t,
+		mirrorTo("/copy", "", router.Mirror{}), mirrorTo("/nobody", "", router.Mirror{NoBody: true}),
+		mirrorTo("/h2c", "h2c", router.Mirror{}))})[0]
+	chunked := func(s string) io.Reader { return io.MultiReader(strings.NewReader(s)) }
+	big := strings.Repeat("x", 1<<20+1)
+	for _, tt := range []struct {
+		name, path string
+		body       io.Reader
+		want       string
+	}{
+		{"known length", "/copy", strings.NewReader("hello"), "POST /copy 5 5"},
+		{"chunked", "/copy", chunked("hello, chunked"), "POST /copy 14 14"},
+		{"to an h2c backend", "/h2c", strings.NewReader("hello"), "POST /h2c 5 5"},
+		{"without the body", "/nobody", strings.NewReader("hello"), "POST /nobody 0 0"},
+		{"past the bound", "/copy", strings.NewReader(big), ""},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			resp, err := http.Post("http://"+addr+tt.path, "text/plain", tt.body)
+			if body := bodyOf(t, resp, err); resp.StatusCode != http.StatusOK || !strings.Contains(body, "backend=web") {
+				t.Fatalf("status %d: %s", resp.StatusCode, body)
+			}
+			select {
+			case got := <-seen:
+				if got != tt.want {
+					t.Errorf("mirror saw %q, want %q", got, tt.want)
+				}
+			case <-time.After(2 * time.Second):
+				if tt.want != "" {
+					t.Errorf("mirror saw nothing, want %q", tt.want)
+				}
+			}
+		})
 	}
 }

@@ -306,6 +306,9 @@ func describeFilter(f *Filter) string {
 		}
 		describeSet(&b, "hostname", m.Hostname)
 		describeSet(&b, "path", m.Path)
+		if m.NoBody {
+			b.WriteString(" without-body")
+		}
 	case FilterCORS:
 		describeCORS(&b, f.CORS)
 	case FilterAccess:

@@ -416,6 +416,9 @@ type Mirror struct {
 	// own Host and path.
 	Hostname string `json:",omitempty"`
 	Path     string `json:",omitempty"`
+	// NoBody sends the copy of a request that has a body without it
+	// (ingress-nginx's mirror-request-body: off).
+	NoBody bool `json:",omitempty"`
 }
 
 // BackendRef names an endpoint set that proxy/ resolves; Weight is relative

@@ -27,7 +27,9 @@ type nginxRedirects struct {
 	mirrorURL  *url.URL
 	mirrorPath string
 	mirrorHost string
-	mirror     *router.Mirror
+	// mirrorNoBody is mirror-request-body: off.
+	mirrorNoBody bool
+	mirror       *router.Mirror
 	// aliases are server-alias's hostnames, sorted.
 	aliases []string
 	// noRedirectPort (use-port-in-redirects false) leaves the HTTPS
@@ -67,8 +69,10 @@ var nginxRedirectAnnotations = map[string]nginxParse{
 		s.redirects.mirrorHost = strings.ToLower(v)
 		return nil
 	},
-	// Settled as ignored, with the reason.
-	"mirror-request-body": func(v string, s *nginxSettings) error { return checkOnOff(v) },
+	"mirror-request-body": func(v string, s *nginxSettings) error {
+		s.redirects.mirrorNoBody = v == "off"
+		return checkOnOff(v)
+	},
 	"server-alias": func(v string, s *nginxSettings) error {
 		aliases, err := parseServerAliases(v)
 		s.redirects.aliases = aliases
@@ -122,11 +126,11 @@ func (s *nginxSettings) settleMirror(outcomes []AnnotationOutcome) {
 		ignore("mirror-request-body", "without mirror-target")
 		return
 	}
-	ignore("mirror-request-body", "hostgate mirrors only requests without a body, whatever this says")
 	if _, err := nginxServiceKey(s.redirects.mirrorURL); err != nil {
 		s.redirects.mirrorURL = nil
 		ignore("mirror-target", err.Error()+"; nothing is mirrored")
 		ignore("mirror-host", "without a mirror-target that hostgate serves")
+		ignore("mirror-request-body", "without a mirror-target that hostgate serves")
 	}
 }
 
@@ -147,7 +151,7 @@ func (t *translator) resolveNginxMirror(s *nginxSettings, outcomes []AnnotationO
 		if host == "" {
 			host = strings.ToLower(u.Hostname())
 		}
-		s.redirects.mirror = &router.Mirror{Backend: ref, Hostname: host, Path: s.redirects.mirrorPath}
+		s.redirects.mirror = &router.Mirror{Backend: ref, Hostname: host, Path: s.redirects.mirrorPath, NoBody: s.redirects.mirrorNoBody}
 	}
 }
 

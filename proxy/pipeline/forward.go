@@ -6,7 +6,6 @@ import (
 	"errors"
 	"io"
 	"log/slog"
-	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/http/httputil"
@@ -166,19 +165,16 @@ type forwarder struct {
 	applies    uint64
 	// dialer is every transport's.
 	dialer *net.Dialer
-	// mirrorSlots bounds the mirrored requests in flight; a mirror that
-	// finds no slot is dropped, never queued.
+	// mirrorSlots bounds the mirrored requests in flight, and
+	// mirrorBytes counts the request bodies they hold (mirror.go).
 	mirrorSlots chan struct{}
+	mirrorBytes atomic.Int64
 }
 
 const (
 	// upstreamMaxHeaderBytes bounds a backend's response header; backends
 	// are trusted more than clients, hence the larger bound.
 	upstreamMaxHeaderBytes = 1 << 20
-	// mirrorTimeout ends a mirrored request that is slower than any
-	// response worth comparing.
-	mirrorTimeout = 30 * time.Second
-	mirrorSlots   = 256
 )
 
 // newTransport makes a transport to backends speaking the protocols
@@ -627,48 +623,4 @@ func (f *forwarder) fail(w http.ResponseWriter, r *http.Request, err error) {
 func deadlinePassed(ctx context.Context) bool {
 	d, ok := ctx.Deadline()
 	return ok && !time.Now().Before(d)
-}
-
-// mirror sends a copy of out to an endpoint of m's backend and drops the
-// response. It never delays the request: the copy goes out on its own
-// goroutine, and only requests without a body are mirrored, as a body
-// would have to be buffered or read in lockstep with the backend's.
-func (f *forwarder) mirror(out *http.Request, m *router.Mirror, ex *exchange) {
-	if m.Denominator > 0 && rand.Int32N(m.Denominator) >= m.Numerator {
-		return
-	}
-	if out.Body != nil && out.Body != http.NoBody {
-		return
-	}
-	set := ex.sets[m.Backend.Name]
-	rt := f.transport(m.Backend.Protocol, m.Backend.TLS, ex.backendTLS)
-	if set == nil || set.Len() == 0 || rt == nil {
-		return
-	}
-	select {
-	case f.mirrorSlots <- struct{}{}:
-	default:
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), mirrorTimeout)
-	copyReq := out.Clone(ctx)
-	h := set.Pick(nil)
-	copyReq.URL.Host = h.Address()
-	copyReq.URL.Scheme = upstreamScheme(m.Backend.Protocol)
-	if m.Hostname != "" {
-		copyReq.Host = m.Hostname
-	}
-	if m.Path != "" {
-		copyReq.URL.Path, copyReq.URL.RawPath = m.Path, ""
-	}
-	go func() {
-		defer func() { <-f.mirrorSlots }()
-		defer cancel()
-		resp, err := rt.RoundTrip(copyReq)
-		if err != nil {
-			return
-		}
-		_, _ = io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-	}()
 }
