@@ -32,6 +32,7 @@ import (
 	"net/netip"
 	"os"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -340,7 +341,12 @@ func (w *worker) responseHead(c *conn, u *upConn) bool {
 			return false
 		}
 		resp := &c.resp
-		if !h1wire.ParseResponse(string(avail[:end]), resp) {
+		// The head's strings alias the backend's read buffer rather than
+		// a copy of it, the last allocation of each response: they are
+		// read only until responseFields has written them to the
+		// client's buffer, before anything is read into this one again
+		// (the status alone is kept, and c.resp is Reset before reuse).
+		if !h1wire.ParseResponse(unsafe.String(&avail[0], end), resp) {
 			w.tryFailed(c, errBadResponse)
 			return false
 		}
