@@ -80,7 +80,10 @@ func compileSnapshot(snap *watch.Snapshot, number uint64, prev *generation, log 
 			gen.addL4(address, l, previous[l.Name])
 			continue
 		}
+		// Changes are read here, and would keep the last snapshot's
+		// routes with the generation.
 		state := listenerState{Address: address, spec: l}
+		state.spec.Changes = nil
 		p := previous[l.Name]
 		routes, tlsRoutes := l.SplitTLS()
 		sameInput := func(s *listenerState) bool {
@@ -91,11 +94,7 @@ func compileSnapshot(snap *watch.Snapshot, number uint64, prev *generation, log 
 		} else if sameInput(p) {
 			state.table, state.routeErrs = p.table, p.routeErrs
 		} else {
-			var from *router.Table
-			if p != nil {
-				from = p.table
-			}
-			state.table, state.routeErrs = router.Recompile(from, routes, l.ListenerHostnames...)
+			state.table, state.routeErrs = recompile(p, l, routes)
 		}
 		pl := proxy.Listener{Address: address, Routes: state.table}
 		if len(l.TLSHostnames) > 0 {
@@ -133,6 +132,20 @@ func compileSnapshot(snap *watch.Snapshot, number uint64, prev *generation, log 
 		log.Warn("left out of the configuration", "problem", msg)
 	}
 	return gen
+}
+
+// recompile compiles routes, those of l's routing table, from the table
+// of prev, the listener of the same name in the last generation (nil for
+// none). When l's Changes are from the routes prev was compiled from, only
+// the routes they name are compared and compiled.
+func recompile(prev *listenerState, l watch.Listener, routes []router.Route) (*router.Table, []error) {
+	if prev == nil {
+		return router.Compile(routes, l.ListenerHostnames...)
+	}
+	if c := l.Changes; c != nil && len(c.Base) > 0 && len(c.Base) == len(prev.spec.Routes) && &c.Base[0] == &prev.spec.Routes[0] {
+		return router.RecompileChanged(prev.table, routes, c.IDs, l.ListenerHostnames...)
+	}
+	return router.Recompile(prev.table, routes, l.ListenerHostnames...)
 }
 
 // addL4 compiles a TLS, TCP or UDP listener. Its table is small

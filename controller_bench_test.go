@@ -17,8 +17,8 @@ import (
 
 // BenchmarkPublish takes snapshots of n routes, each with its own host and
 // endpoint set, to a proxy listening on loopback: route-change is a
-// snapshot in which one route changed its path, endpoints-only one in
-// which one endpoint set changed.
+// snapshot in which one route changed its path, saying so as a spliced
+// translation does, endpoints-only one in which one endpoint set changed.
 func BenchmarkPublish(b *testing.B) {
 	for _, n := range []int{1000, 10000} {
 		for _, kind := range []string{"route-change", "endpoints-only"} {
@@ -43,6 +43,8 @@ func BenchmarkPublish(b *testing.B) {
 					if kind == "route-change" {
 						l.Routes = append([]router.Route(nil), l.Routes...)
 						l.Routes[i%n].Rules = []router.Rule{benchRule(fmt.Sprintf("/changed-%d", i), l.Routes[i%n].Rules[0].Backends[0].Name)}
+						l.Changes = &watch.RouteChanges{Base: snap.Listeners[0].Routes, IDs: []router.RouteID{l.Routes[i%n].ID}}
+						snap = &next
 					} else {
 						next.Endpoints = make(map[string][]watch.Endpoint, len(snap.Endpoints))
 						for k, v := range snap.Endpoints {

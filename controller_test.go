@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"reflect"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -174,11 +175,54 @@ func TestUnchangedListenersKeepTheirCompilation(t *testing.T) {
 	}
 }
 
+// TestRouteChangesFromAnotherSnapshotAreNotTrusted: a listener's Changes
+// are followed only from the routes the served table was compiled from.
+// Changes from a snapshot the controller never got (the source skipped
+// it) would leave a changed route out, and its old version served.
+func TestRouteChangesFromAnotherSnapshotAreNotTrusted(t *testing.T) {
+	_, ctrl, current := startController(t)
+	routes := func(webPath, apiPath string) []router.Route {
+		route := func(name, path string) router.Route {
+			return router.Route{
+				ID:        router.RouteID{Kind: router.KindHTTPRoute, Namespace: "default", Name: name},
+				Hostnames: []string{name + ".example.com"},
+				Rules:     []router.Rule{{Matches: []router.Match{{Path: router.PathMatch{Type: router.PathPrefix, Value: path}}}, Backends: []router.BackendRef{{Name: "default/" + name + ":80", Weight: 1}}}},
+			}
+		}
+		return []router.Route{route("web", webPath), route("api", apiPath)}
+	}
+	listener := func(routes []router.Route, changes *watch.RouteChanges) []watch.Listener {
+		return []watch.Listener{{Name: "127.0.0.1:0", Address: "127.0.0.1", Protocol: watch.ProtocolHTTP, ListenerHostnames: []string{""}, Routes: routes, Changes: changes}}
+	}
+	served := func() []router.HostDescription { return current.Load().Listeners[0].table.Describe() }
+	first := routes("/a", "/x")
+	ctrl.publish(&watch.Snapshot{Listeners: listener(first, nil)}, nil)
+
+	skipped := routes("/b", "/x")
+	last := routes("/b", "/y")
+	last[0] = skipped[0]
+	ctrl.publish(&watch.Snapshot{Listeners: listener(last, &watch.RouteChanges{Base: skipped, IDs: []router.RouteID{last[1].ID}})}, nil)
+	want, _ := router.Compile(last, "")
+	if got := served(); !reflect.DeepEqual(got, want.Describe()) {
+		t.Errorf("after changes from a skipped snapshot, serving\n%+v\nwant\n%+v", got, want.Describe())
+	}
+
+	// From the routes served, they are followed.
+	next := slices.Clone(last)
+	next[1] = routes("/b", "/z")[1]
+	ctrl.publish(&watch.Snapshot{Listeners: listener(next, &watch.RouteChanges{Base: last, IDs: []router.RouteID{next[1].ID}})}, nil)
+	want, _ = router.Compile(next, "")
+	if got := served(); !reflect.DeepEqual(got, want.Describe()) {
+		t.Errorf("after changes from the last snapshot, serving\n%+v\nwant\n%+v", got, want.Describe())
+	}
+}
+
 // TestAnyListenerOrRouteChangeIsSeen: the controller compares snapshots
 // field by field, not with reflect.DeepEqual, so a change of any field of
 // a listener or of one of its routes must still count as a change (and be
 // compiled), including fields added to watch.Listener or router.Route
-// later.
+// later. A listener's Changes say how its Routes came to be, not what it
+// serves, and a route's unexported fields are the router's own.
 func TestAnyListenerOrRouteChangeIsSeen(t *testing.T) {
 	base := func() []watch.Listener {
 		return []watch.Listener{{
@@ -205,10 +249,16 @@ func TestAnyListenerOrRouteChangeIsSeen(t *testing.T) {
 	}
 	listenerType := reflect.TypeFor[watch.Listener]()
 	for i := range listenerType.NumField() {
+		if listenerType.Field(i).Name == "Changes" {
+			continue
+		}
 		check("Listener."+listenerType.Field(i).Name, func(l *watch.Listener) reflect.Value { return reflect.ValueOf(l).Elem().Field(i) })
 	}
 	routeType := reflect.TypeFor[router.Route]()
 	for i := range routeType.NumField() {
+		if !routeType.Field(i).IsExported() {
+			continue
+		}
 		check("Route."+routeType.Field(i).Name, func(l *watch.Listener) reflect.Value { return reflect.ValueOf(&l.Routes[0]).Elem().Field(i) })
 	}
 	check("a rule's backend", func(l *watch.Listener) reflect.Value {

@@ -67,6 +67,7 @@ func compile(reuse *reuse, routes []Route, listenerHostnames []string) (*Table, 
 		rebuild = reuse.rebuilds
 	}
 	var errs []error
+	var sc *scope
 	for i := range routes {
 		// An unchanged route is the previous Table's copy, which the
 		// entries of its tables, copied as they are, point to.
@@ -75,10 +76,15 @@ func compile(reuse *reuse, routes []Route, listenerHostnames []string) (*Table, 
 		if !kept {
 			r = new(Route)
 			*r = routes[i]
+			r.hasRefs = hasRefs(r)
 		}
 		if kept && !reuse.touches(r) {
-			// Its tables are copied: nothing of it to compile.
-			c.table.scope(r.Listener)
+			// Its tables are copied: nothing of it to compile. Routes of
+			// a listener mostly follow one another: its scope is the
+			// last one's.
+			if sc == nil || sc.listener != r.Listener {
+				sc = c.table.scope(r.Listener)
+			}
 		} else {
 			// The whole route is compiled before any of its entries is
 			// added, so a route is either served completely or not at all.
@@ -92,6 +98,9 @@ func compile(reuse *reuse, routes []Route, listenerHostnames []string) (*Table, 
 			c.insert(r, conds, rebuild)
 		}
 		c.table.routes = append(c.table.routes, r)
+		if r.hasRefs {
+			c.table.withRefs = append(c.table.withRefs, r)
+		}
 	}
 	for _, l := range listenerHostnames {
 		if err := validateHostname(l); l != "" && err != nil {

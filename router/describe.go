@@ -62,7 +62,7 @@ func (t *Table) RouteIDs() iter.Seq[RouteID] {
 // Filters yields every rule filter of t, once per reference.
 func (t *Table) Filters() iter.Seq[*Filter] {
 	return func(yield func(*Filter) bool) {
-		for _, r := range t.routes {
+		for _, r := range t.withRefs {
 			for ri := range r.Rules {
 				for fi := range r.Rules[ri].Filters {
 					if !yield(&r.Rules[ri].Filters[fi]) {
@@ -96,7 +96,7 @@ func (t *Table) BackendTLS() iter.Seq[*BackendTLS] {
 				}
 			}
 		}
-		for _, r := range t.routes {
+		for _, r := range t.withRefs {
 			for ri := range r.Rules {
 				rule := &r.Rules[ri]
 				for fi := range rule.Filters {
@@ -115,6 +115,15 @@ func (t *Table) BackendTLS() iter.Seq[*BackendTLS] {
 			}
 		}
 	}
+}
+
+// hasRefs reports whether Filters or BackendTLS find anything in r.
+func hasRefs(r *Route) bool {
+	return slices.ContainsFunc(r.Rules, func(rule Rule) bool {
+		return len(rule.Filters) > 0 || slices.ContainsFunc(rule.Backends, func(b BackendRef) bool {
+			return b.TLS != nil || len(b.Filters) > 0
+		})
+	})
 }
 
 // Describe lists every host of t and its matches: exact hosts by name, then

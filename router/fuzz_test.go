@@ -160,7 +160,9 @@ func FuzzLookup(f *testing.F) {
 // routes and adding others; the Table that Recompile builds for it from
 // the first set's Table must report the same errors, describe the same
 // hosts and answer every request as Compile's for it does, and so must a
-// second Recompile that keeps everything.
+// second Recompile that keeps everything. When the second set keeps the
+// order of the first, RecompileChanged told the IDs of the routes that
+// changed must build the same Table.
 func FuzzRecompile(f *testing.F) {
 	f.Add([]byte("\x05\x02\x01\x00\x00\x02\x02\x03\x02\x02\x01\x01\x00\x01\x01\x01\x02\x01\x00\x03\x02\x01\x00\x01\x02\x03"))
 	f.Add([]byte("\x03\x00\x01\x00\x02\x02\x01\x01\x02\x00\x05\x01\x00\x01\x02\x03\x04\x05\x06\x07\x08\x09\x02\x02\x03\x03"))
@@ -185,10 +187,12 @@ func FuzzRecompile(f *testing.F) {
 		before := routes("a")
 		prev, _ := Compile(before, listeners...)
 		var after []Route
+		var changedIDs []RouteID
 		for _, r := range before {
 			switch s.intn(5) {
 			case 0, 1:
 				after = append(after, r)
+				continue
 			case 2: // dropped
 			case 3:
 				changed := routes("c")[0]
@@ -199,20 +203,34 @@ func FuzzRecompile(f *testing.F) {
 				r.Created = r.Created.Add(time.Duration(s.intn(2)) * time.Second)
 				after = append(after, r)
 			}
+			changedIDs = append(changedIDs, r.ID)
 		}
 		added := routes("b")
-		after = append(after, added[:s.intn(len(added)+1)]...)
-		if len(after) > 0 {
-			k := s.intn(len(after))
+		added = added[:s.intn(len(added)+1)]
+		for _, r := range added {
+			changedIDs = append(changedIDs, r.ID)
+		}
+		after = append(after, added...)
+		inOrder := true
+		if k := s.intn(len(after) + 1); k > 0 && k < len(after) {
 			after = append(after[k:], after[:k]...)
+			inOrder = false
 		}
 		want, wantErrs := Compile(after, listeners...)
 		got, gotErrs := Recompile(prev, after, listeners...)
 		again, _ := Recompile(got, after, listeners...)
+		tables := map[string]*Table{"recompiled": got, "recompiled again": again}
+		if inOrder {
+			var changedErrs []error
+			tables["recompiled with changes"], changedErrs = RecompileChanged(prev, after, changedIDs, listeners...)
+			if fmt.Sprint(changedErrs) != fmt.Sprint(wantErrs) {
+				t.Fatalf("errors:\n recompiled with changes: %v\n compiled:   %v", changedErrs, wantErrs)
+			}
+		}
 		if fmt.Sprint(gotErrs) != fmt.Sprint(wantErrs) {
 			t.Fatalf("errors:\n recompiled: %v\n compiled:   %v", gotErrs, wantErrs)
 		}
-		for name, table := range map[string]*Table{"recompiled": got, "recompiled again": again} {
+		for name, table := range tables {
 			if g, w := table.Describe(), want.Describe(); !reflect.DeepEqual(g, w) {
 				t.Fatalf("%s describes\n %+v\nwant\n %+v", name, g, w)
 			}
@@ -220,7 +238,7 @@ func FuzzRecompile(f *testing.F) {
 		for range 8 {
 			req := s.request()
 			w := want.Lookup(req)
-			for name, table := range map[string]*Table{"recompiled": got, "recompiled again": again} {
+			for name, table := range tables {
 				g := table.Lookup(req)
 				if g == nil && w == nil {
 					continue

@@ -18,6 +18,10 @@ type Table struct {
 	exactScopes map[string]*scope
 	// routes are the routes that compiled, in input order.
 	routes []*Route
+	// withRefs are those of routes that have filters or backends with a
+	// TLS identity, in the same order: what Filters and BackendTLS walk on
+	// every change, where most routes have neither.
+	withRefs []*Route
 	// listenerHostnames are Compile's, which Recompile must see again to
 	// reuse anything.
 	listenerHostnames []string

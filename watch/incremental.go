@@ -299,7 +299,22 @@ func (t *translator) spliceSockets(kind int, gone []sortKey) {
 		}
 		s.own()
 		s.routes = spliceSorted(s.routes, block, gone, placed, routeKey)
+		for _, k := range gone {
+			s.spliced = append(s.spliced, router.RouteID{Kind: routeKind, Namespace: k.namespace, Name: k.name})
+		}
+		for _, r := range placed {
+			s.spliced = append(s.spliced, r.ID)
+		}
 	}
+}
+
+// routeChanges are the Changes of s's Listener: nil unless routes were
+// spliced into s's last.
+func (s *socket) routeChanges() *RouteChanges {
+	if s.spliced == nil {
+		return nil
+	}
+	return &RouteChanges{Base: s.last, IDs: s.spliced}
 }
 
 // routeKey is the key of the object a route was translated from.

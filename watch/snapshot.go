@@ -90,6 +90,20 @@ type Listener struct {
 	// among ListenerHostnames of a TLS listener or TLSHostnames of an
 	// HTTPS one; Certs has their certificates.
 	Terminate []string `json:",omitempty"`
+	// Changes, when not nil, say how Routes differ from this listener's
+	// Routes in an earlier Snapshot, so that the routing table built from
+	// those can be brought up to date without comparing every route.
+	// Translation equals without them, so they are not kept in state
+	// files.
+	Changes *RouteChanges `json:"-"`
+}
+
+// RouteChanges say how a listener's Routes differ from Base, the
+// listener's Routes in an earlier Snapshot: the routes of the IDs listed
+// came, went or changed, and the others are Base's, in the same order.
+type RouteChanges struct {
+	Base []router.Route
+	IDs  []router.RouteID
 }
 
 // SplitTLS returns the routes of l's HTTP routing table and those of the

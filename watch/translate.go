@@ -332,6 +332,9 @@ type socket struct {
 	// -1 once routes holds them all.
 	last    []router.Route
 	sharing int
+	// spliced are the IDs of the routes a splice took out of last or put
+	// in (the Listener's Changes); nil when none was.
+	spliced []router.RouteID
 	certs   []Cert
 	// validations hold the client validation of each listener hostname
 	// bound, nil for a hostname bound without one.
@@ -494,6 +497,7 @@ func (t *translator) snapshot() *Snapshot {
 			Protocol: s.protocol,
 			Routes:   s.routes,
 			Certs:    s.certs,
+			Changes:  s.routeChanges(),
 		}
 		for hostname, filters := range s.filters {
 			if len(filters) > 0 {
