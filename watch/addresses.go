@@ -325,6 +325,7 @@ func (t *translator) clusterAddresses(g *gateway) {
 // name, which hostgate leaves alone, does not lead to the Gateway.
 func (t *translator) gatewayServiceIPs(name types.NamespacedName) ([]netip.Addr, string) {
 	svc := t.services.last(name)
+	t.dependOnService(name)
 	switch {
 	case svc == nil:
 		return nil, fmt.Sprintf("the Service %s that hostgate keeps for the Gateway is not there yet", name)

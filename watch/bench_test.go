@@ -49,8 +49,10 @@ func benchObjects(n int) *objects {
 
 // BenchmarkTranslate translates the whole store: cold is a first
 // translation (or one without memo, as in file mode), one-change a
-// translation after one HTTPRoute changed, as in cluster mode, and
-// endpoints-change one after an EndpointSlice changed.
+// translation after one HTTPRoute changed, as in cluster mode,
+// endpoints-change one after an EndpointSlice changed, and service-change
+// one after a Service changed the protocol of its port (of one route's
+// backends).
 func BenchmarkTranslate(b *testing.B) {
 	for _, n := range []int{100, 1000, 10000} {
 		b.Run(fmt.Sprintf("routes=%d/cold", n), func(b *testing.B) {
@@ -70,6 +72,15 @@ func BenchmarkTranslate(b *testing.B) {
 			slice := objs.endpointSlices[i%n].DeepCopy()
 			slice.Endpoints[0].Addresses = []string{fmt.Sprintf("10.255.%d.%d", i/250%250, i%250)}
 			objs.endpointSlices[i%n] = slice
+		}))
+		b.Run(fmt.Sprintf("routes=%d/service-change", n), benchChanges(n, func(objs *objects, i int) {
+			svc := objs.services[i%n].DeepCopy()
+			if svc.Spec.Ports[0].AppProtocol == nil {
+				svc.Spec.Ports[0].AppProtocol = new("kubernetes.io/h2c")
+			} else {
+				svc.Spec.Ports[0].AppProtocol = nil
+			}
+			objs.services[i%n] = svc
 		}))
 	}
 }

@@ -19,16 +19,24 @@ package watch
 //   - the kind's reports, in the same order, likewise;
 //   - the endpoint entries the kind's routes registered, counted by how
 //     many routes registered each, so that an entry stays while one does;
-//   - the memo's entries, kept in place, those of the routes gone deleted.
+//   - the memo's entries, kept in place, those of the routes gone deleted;
+//   - each socket's Listener says which routes came and went (Changes),
+//     so that its routing table is rebuilt for those alone.
+//
+// A Service or the ReferenceGrants of a namespace that changed splice too:
+// the routes that looked them up are taken out and translated again, as
+// if they went and came (splice.stale), unless the Gateways, ListenerSets
+// and classes looked them up as well (translator.early), or an Ingress or
+// a Layer 4 route did, whose results a splice does not take apart.
 //
 // Anything else that changed (a Gateway, ListenerSet, class, Ingress, L4
-// route, Service, EndpointSlice, ReferenceGrant, Secret, ConfigMap,
-// namespace or node; the status hostgate writes on Gateways, ListenerSets
-// and GatewayClasses aside), a BackendTLSPolicy, or a Gateway with a client
-// certificate for backends (attaching routes then gathers state across
-// them, per Service and per Gateway, that a splice does not keep) makes a
-// full translation, which records what the next splice reads. The result equals a full translation of the same store
-// (TestSpliceMatchesTranslation).
+// route, EndpointSlice, Secret, ConfigMap, namespace or node; the status
+// hostgate writes on Gateways, ListenerSets and GatewayClasses aside), a
+// BackendTLSPolicy, or a Gateway with a client certificate for backends
+// (attaching routes then gathers state across them, per Service and per
+// Gateway, that a splice does not keep) makes a full translation, which
+// records what the next splice reads. The result equals a full
+// translation of the same store (TestSpliceMatchesTranslation).
 
 import (
 	"reflect"
@@ -49,6 +57,10 @@ const (
 
 // splice is the state of a translation that splices route changes.
 type splice struct {
+	// stale are the routes of each kind that did not change but looked up
+	// a Service, or the ReferenceGrants of a namespace, that did: they
+	// are spliced as routes that went and came again.
+	stale [spliceKinds][]any
 	// placed are the routes that the routes being attached placed on each
 	// socket, in order; nil outside the attaching of a kind's new routes.
 	placed map[*socket][]router.Route
@@ -58,29 +70,70 @@ type splice struct {
 }
 
 // canSplice reports whether this translation, with the Gateways and
-// ListenerSets made, may splice the route changes since the last one.
-func (t *translator) canSplice() bool {
+// ListenerSets made, may splice the route changes since the last one, and
+// the routes of each kind it then translates again though they did not
+// change (splice.stale).
+func (t *translator) canSplice() (stale [spliceKinds][]any, ok bool) {
 	if t.next == nil || t.prev.reports == nil || t.prev.inputs == nil || len(t.objs.backendTLS) > 0 ||
 		!sameInputs(t.prev.inputs, t.objs) || len(t.listeners) != len(t.prev.kindCounts[spliceHTTP]) {
-		return false
+		return stale, false
 	}
 	l := t.lookups
-	if l.services.changedAny() || l.secrets.changedAny() || l.configMaps.changedAny() || l.trustBundles.changedAny() ||
-		l.namespaces.changedAny() || l.slices.changedAny() || l.grants.changedAny() || l.policies.changedAny() {
-		return false
+	if l.secrets.changedAny() || l.configMaps.changedAny() || l.trustBundles.changedAny() ||
+		l.namespaces.changedAny() || l.slices.changedAny() || l.policies.changedAny() || !t.unchanged(&t.early) {
+		return stale, false
 	}
 	if o := &l.order.ingresses; o.allNew || len(o.added) > 0 || len(o.removed) > 0 {
-		return false
+		return stale, false
 	}
 	if !spliceable(t, &l.order.httpRoutes) || !spliceable(t, &l.order.grpcRoutes) {
-		return false
+		return stale, false
 	}
 	for _, g := range t.gateways {
 		if g.hasBackendTLS {
-			return false
+			return stale, false
 		}
 	}
-	return true
+	if !l.services.changedAny() && !l.grants.changedAny() {
+		return stale, true
+	}
+	return t.staleRoutes()
+}
+
+// staleRoutes are the HTTPRoutes and GRPCRoutes of the last translation,
+// by kind, that looked up a Service or the ReferenceGrants of a namespace
+// that changed since (nothing else they look up did), save those gone;
+// not ok when something else of the last translation did (an Ingress, a
+// Layer 4 route), which the splice would not make again.
+func (t *translator) staleRoutes() (stale [spliceKinds][]any, ok bool) {
+	services, grants := t.services, t.grants
+	if services.all || grants.all {
+		return stale, false
+	}
+	// Every result of the last translation is looked at: what looked up
+	// the keys that changed is not indexed. Only those two kinds of its
+	// lookups are, as nothing else changed.
+	for obj, e := range t.prev.objects {
+		if !anyChanged(services, e.deps.services) && !anyChanged(grants, e.deps.grants) {
+			continue
+		}
+		kind := spliceHTTP
+		switch o := obj.(type) {
+		case *gatewayv1.HTTPRoute:
+			if slices.Contains(t.order.httpRoutes.removed, o) {
+				continue
+			}
+		case *gatewayv1.GRPCRoute:
+			if slices.Contains(t.order.grpcRoutes.removed, o) {
+				continue
+			}
+			kind = spliceGRPC
+		default:
+			return stale, false
+		}
+		stale[kind] = append(stale[kind], obj)
+	}
+	return stale, true
 }
 
 // spliceable reports whether the routes of o can be spliced: o lists
@@ -143,11 +196,22 @@ func inputsOf(objs *objects) *objects {
 	}
 }
 
-// startSplice makes this translation splice: its memo entries are the
-// last one's, brought up to date in place, and the conditions shared by
-// good routes the last one's too.
-func (t *translator) startSplice() {
-	t.splice = &splice{at: make(map[*socket]int, len(t.sockets))}
+// anyChanged reports whether the group of one of keys changed.
+func anyChanged[K comparable, T object](g *groups[K, T], keys []K) bool {
+	if len(g.changed) == 0 {
+		return false
+	}
+	return slices.ContainsFunc(keys, func(k K) bool {
+		_, ok := g.changed[k]
+		return ok
+	})
+}
+
+// startSplice makes this translation splice, translating stale again:
+// its memo entries are the last one's, brought up to date in place, and
+// the conditions shared by good routes the last one's too.
+func (t *translator) startSplice(stale [spliceKinds][]any) {
+	t.splice = &splice{stale: stale, at: make(map[*socket]int, len(t.sockets))}
 	t.next.objects = t.prev.objects
 	t.next.spliced = true
 	for generation, conds := range t.prev.conditions {
@@ -170,8 +234,8 @@ func (t *translator) startRoutePorts() {
 		}
 		return
 	}
-	uncountRemoved(t, &t.order.httpRoutes)
-	uncountRemoved(t, &t.order.grpcRoutes)
+	uncountRemoved(t, spliceHTTP, &t.order.httpRoutes)
+	uncountRemoved(t, spliceGRPC, &t.order.grpcRoutes)
 	for _, e := range t.prev.routePorts {
 		if e.routeRefs > 0 {
 			t.routePorts = append(t.routePorts, e)
@@ -180,12 +244,25 @@ func (t *translator) startRoutePorts() {
 	}
 }
 
-// uncountRemoved takes back the endpoint entries the routes gone from o
-// registered.
-func uncountRemoved[T object](t *translator, o *order[T]) {
-	for _, obj := range o.removed {
+// uncountRemoved takes back the endpoint entries the routes of kind gone
+// from o, and the stale ones, registered.
+func uncountRemoved[T object](t *translator, kind int, o *order[T]) {
+	for _, obj := range gone(t.splice, kind, o) {
 		t.countPorts(t.prev.objects[obj], -1)
 	}
+}
+
+// gone are the routes of kind that the splice takes out: those gone from
+// o, and the stale ones.
+func gone[T object](s *splice, kind int, o *order[T]) []T {
+	if len(s.stale[kind]) == 0 {
+		return o.removed
+	}
+	out := slices.Clip(o.removed)
+	for _, obj := range s.stale[kind] {
+		out = append(out, obj.(T))
+	}
+	return out
 }
 
 // countPorts adds delta to the count of routes that registered each
@@ -236,17 +313,21 @@ func spliceRoutes[T object](t *translator, kind int, o *order[T], n int, last []
 	for i, l := range t.listeners {
 		l.attachedRoutes += t.prev.kindCounts[kind][i]
 	}
-	gone := make([]sortKey, 0, len(o.removed))
-	for _, obj := range o.removed {
+	removed := gone(t.splice, kind, o)
+	goneKeys := make([]sortKey, 0, len(removed))
+	for _, obj := range removed {
 		r := t.prev.objects[obj].value.(*route)
 		for _, i := range r.counted {
 			t.listeners[i].attachedRoutes--
 		}
 		delete(t.next.objects, obj)
-		gone = append(gone, keyOf(obj))
+		goneKeys = append(goneKeys, keyOf(obj))
 	}
-	slices.SortFunc(gone, sortKey.compare)
+	slices.SortFunc(goneKeys, sortKey.compare)
 	added := slices.Clone(o.added)
+	for _, obj := range t.splice.stale[kind] {
+		added = append(added, obj.(T))
+	}
 	sortObjects(added)
 	var come []RouteReport[T]
 	t.splice.placed = map[*socket][]router.Route{}
@@ -257,15 +338,15 @@ func spliceRoutes[T object](t *translator, kind int, o *order[T], n int, last []
 			come = append(come, RouteReport[T]{Object: obj, Parents: parents})
 		}
 	}
-	t.spliceSockets(kind, gone)
+	t.spliceSockets(kind, goneKeys)
 	t.splice.placed = nil
 	switch {
 	case n == 0:
 		return nil // as a full translation leaves it
-	case len(gone) == 0 && len(come) == 0:
+	case len(goneKeys) == 0 && len(come) == 0:
 		return last
 	}
-	return spliceSorted(make([]RouteReport[T], 0, len(last)+len(come)), last, gone, come,
+	return spliceSorted(make([]RouteReport[T], 0, len(last)+len(come)), last, goneKeys, come,
 		func(r *RouteReport[T]) sortKey { return keyOf(r.Object) })
 }
 

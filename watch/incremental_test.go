@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
@@ -22,9 +23,11 @@ import (
 // generation, which must make a full translation: whatever a splice does
 // not follow would otherwise go unnoticed. Another one in eight writes a
 // Gateway's status, as hostgate does when its attached routes change,
-// which a splice may pass over.
+// which a splice may pass over. And one in four removes, puts back or
+// changes a Service or ReferenceGrant, which a splice follows by
+// translating again the routes that looked it up.
 func TestSpliceMatchesTranslation(t *testing.T) {
-	spliced, afterStatus := 0, 0
+	spliced, afterStatus, afterLookedUp := 0, 0, 0
 	eachCase(t, func(t *testing.T, _ string, objs *objects, opts Options) {
 		var original []any
 		for _, r := range objs.httpRoutes {
@@ -38,13 +41,18 @@ func TestSpliceMatchesTranslation(t *testing.T) {
 		}
 		rng := rand.New(rand.NewPCG(29, uint64(len(original))))
 		current := slices.Clone(original) // nil where removed
+		var lookedUp []any                // Services and ReferenceGrants, nil where removed
 		others := slices.DeleteFunc(objs.all(), func(o any) bool {
 			switch o.(type) {
 			case *gatewayv1.HTTPRoute, *gatewayv1.GRPCRoute:
 				return true
+			case *corev1.Service, *gatewayv1.ReferenceGrant:
+				lookedUp = append(lookedUp, o)
+				return true
 			}
 			return false
 		})
+		lookedUpOriginal := slices.Clone(lookedUp)
 		var gateways []int // in others
 		for j, o := range others {
 			if meta := o.(metav1.Object); meta.GetGeneration() == 0 {
@@ -56,7 +64,7 @@ func TestSpliceMatchesTranslation(t *testing.T) {
 				gateways = append(gateways, j)
 			}
 		}
-		list := func() []any { return present(others, current) }
+		list := func() []any { return present(present(others, lookedUp), current) }
 		m := newMemo()
 		m.translate(store(objs, list()), opts)
 		for step := range 200 {
@@ -82,7 +90,7 @@ func TestSpliceMatchesTranslation(t *testing.T) {
 				v.change(rng, c)
 				current[i] = c
 			}
-			full, status := false, false
+			full, status, changedLookedUp := false, false, false
 			switch rng.IntN(8) {
 			case 0:
 				full = true
@@ -105,6 +113,15 @@ func TestSpliceMatchesTranslation(t *testing.T) {
 				g.Status.Conditions = append(g.Status.Conditions, metav1.Condition{Type: "Spliced", Status: metav1.ConditionTrue, ObservedGeneration: int64(step)})
 				others[j] = g
 				status = true
+			case 2, 3:
+				if len(lookedUp) == 0 {
+					break
+				}
+				j := rng.IntN(len(lookedUp))
+				v := lookedUpVariants[rng.IntN(len(lookedUpVariants))]
+				what += ", " + describeObject(lookedUpOriginal[j]) + " " + v.name
+				lookedUp[j] = v.change(lookedUpOriginal[j])
+				changedLookedUp = true
 			}
 			snap, reports := m.translate(store(objs, list()), opts)
 			if full && m.spliced {
@@ -115,13 +132,51 @@ func TestSpliceMatchesTranslation(t *testing.T) {
 				if status {
 					afterStatus++
 				}
+				if changedLookedUp {
+					afterLookedUp++
+				}
 			}
 			checkServed(t, fmt.Sprintf("%s (spliced: %v)", what, m.spliced), objs, list(), opts, snap, reports)
 		}
 	})
-	if spliced == 0 || afterStatus == 0 {
-		t.Errorf("%d translations spliced, %d of them after a Gateway's status was written: the test checked too little", spliced, afterStatus)
+	if spliced == 0 || afterStatus == 0 || afterLookedUp == 0 {
+		t.Errorf("%d translations spliced, %d of them after a Gateway's status was written, %d after a Service or ReferenceGrant changed: the test checked too little", spliced, afterStatus, afterLookedUp)
 	}
+}
+
+// lookedUpVariants are the changes TestSpliceMatchesTranslation makes to
+// a Service or ReferenceGrant: each returns what the store holds
+// instead of the original, nil for nothing.
+var lookedUpVariants = []struct {
+	name   string
+	change func(original any) any
+}{
+	{"removed", func(any) any { return nil }},
+	{"back", func(original any) any { return original }},
+	{"changed", func(original any) any {
+		switch o := copyObject(original).(type) {
+		case *corev1.Service:
+			// Routes that name the port find none; those that name
+			// the next one find it, with another protocol.
+			for i := range o.Spec.Ports {
+				o.Spec.Ports[i].Port++
+				o.Spec.Ports[i].AppProtocol = new("kubernetes.io/h2c")
+			}
+			return o
+		case *gatewayv1.ReferenceGrant:
+			// Grants to Gateways what it granted to routes, and the
+			// other way round.
+			for i := range o.Spec.From {
+				if o.Spec.From[i].Kind == "Gateway" {
+					o.Spec.From[i].Kind = "HTTPRoute"
+				} else {
+					o.Spec.From[i].Kind = "Gateway"
+				}
+			}
+			return o
+		}
+		panic(fmt.Sprintf("not a Service or ReferenceGrant: %T", original))
+	}},
 }
 
 // spliceVariants are the changes TestSpliceMatchesTranslation makes to a

@@ -197,8 +197,11 @@ type translator struct {
 	// prev holds the results of the previous translation that this one
 	// may reuse, next collects this one's; both are nil without a memo.
 	prev, next *results
-	// deps records the lookups of the object being memoized, if any.
-	deps *deps
+	// deps records the lookups of the object being memoized, if any, and
+	// early those of the Gateways, ListenerSets and classes, which every
+	// route attaches to.
+	deps  *deps
+	early deps
 	// splice is set when this translation splices the route changes
 	// since the last one into its results (incremental.go), and
 	// routePorts are the endpoint entries HTTPRoutes and GRPCRoutes
@@ -259,11 +262,15 @@ func translateWith(objs *objects, opts Options, groups *lookups, prev, next *res
 		t.nodeAddresses = nodeAddresses(objs.nodes)
 	}
 
+	if next != nil {
+		t.deps = &t.early
+	}
 	t.ingressListeners()
 	t.gatewayClasses()
 	t.gatewaysOfOurClasses()
-	if t.canSplice() {
-		t.startSplice()
+	t.deps = nil
+	if stale, ok := t.canSplice(); ok {
+		t.startSplice(stale)
 	}
 	t.ingresses()
 	t.routes()

@@ -24,9 +24,11 @@ package watch
 // on when everything in them is the same: the map of endpoint sets, and a
 // socket's list of routes.
 //
-// When nothing but HTTPRoutes and GRPCRoutes changed, a translation does
-// not even walk the routes that did not: it splices those that came and
-// went into the last translation's results (incremental.go).
+// When nothing but HTTPRoutes, GRPCRoutes, and Services or ReferenceGrants
+// only routes looked up, changed, a translation does not even walk the
+// routes that did not: it splices those that came and went, and those
+// that looked up what changed, into the last translation's results
+// (incremental.go).
 //
 // In cluster mode an EndpointSlice change is no translation at all:
 // changeEndpoints makes the endpoint sets of its Service again, from the
