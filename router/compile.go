@@ -57,7 +57,7 @@ func Compile(routes []Route, listenerHostnames ...string) (*Table, []error) {
 
 func compile(reuse *reuse, routes []Route, listenerHostnames []string) (*Table, []error) {
 	c := compiler{
-		table:   &Table{exactScopes: map[string]*scope{}, listenerHostnames: slices.Clone(listenerHostnames), routes: make([]*Route, 0, len(routes))},
+		table:   &Table{exactScopes: map[string]*scope{}, listenerHostnames: slices.Clone(listenerHostnames), routes: make([]*tableRoute, 0, len(routes))},
 		indexes: map[*scope]*indexBuilder{},
 		regexps: map[string]*regexp.Regexp{},
 		strings: map[string]string{},
@@ -71,13 +71,13 @@ func compile(reuse *reuse, routes []Route, listenerHostnames []string) (*Table, 
 	for i := range routes {
 		// An unchanged route is the previous Table's copy, which the
 		// entries of its tables, copied as they are, point to.
-		r := reuse.keptAt(i)
-		kept := r != nil
+		tr := reuse.keptAt(i)
+		kept := tr != nil
 		if !kept {
-			r = new(Route)
-			*r = routes[i]
-			r.hasRefs = hasRefs(r)
+			tr = &tableRoute{Route: routes[i]}
+			tr.hasRefs = hasRefs(&tr.Route)
 		}
+		r := &tr.Route
 		if kept && !reuse.touches(r) {
 			// Its tables are copied: nothing of it to compile. Routes of
 			// a listener mostly follow one another: its scope is the
@@ -97,8 +97,8 @@ func compile(reuse *reuse, routes []Route, listenerHostnames []string) (*Table, 
 			}
 			c.insert(r, conds, rebuild)
 		}
-		c.table.routes = append(c.table.routes, r)
-		if r.hasRefs {
+		c.table.routes = append(c.table.routes, tr)
+		if tr.hasRefs {
 			c.table.withRefs = append(c.table.withRefs, r)
 		}
 	}

@@ -53,11 +53,6 @@ type Route struct {
 	// host, and only that listener's routes can serve it.
 	Listener string
 	Rules    []Rule
-
-	// hasRefs is set on a Table's copy of a route that has filters or a
-	// backend with a TLS identity (Table.withRefs). An unchanged route
-	// is the previous Table's copy, which keeps it.
-	hasRefs bool
 }
 
 // SameRoute reports whether a and b are the same route: equal, with the

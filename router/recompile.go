@@ -41,7 +41,7 @@ type reuse struct {
 	prev *Table
 	// kept holds, by index in the routes being compiled, prev's copy of
 	// each route that is unchanged; nil for the others.
-	kept []*Route
+	kept []*tableRoute
 	// rebuilt are the host tables that a new, changed or removed route is
 	// or was in.
 	rebuilt smallSet[hostKey]
@@ -96,7 +96,7 @@ func newReuse(prev *Table, routes []Route, listenerHostnames []string) *reuse {
 	if !reusable(prev, listenerHostnames) {
 		return nil
 	}
-	u := &reuse{prev: prev, kept: make([]*Route, len(routes))}
+	u := &reuse{prev: prev, kept: make([]*tableRoute, len(routes))}
 	paired := make([]bool, len(prev.routes))
 	var missed []int // of routes
 	j := 0
@@ -164,7 +164,7 @@ func newReuse(prev *Table, routes []Route, listenerHostnames []string) *reuse {
 	}
 	for k, old := range prev.routes {
 		if !paired[k] {
-			u.rebuild(old)
+			u.rebuild(&old.Route)
 		}
 	}
 	return u
@@ -182,7 +182,7 @@ func newReuseChanged(prev *Table, routes []Route, changed []RouteID, listenerHos
 	for _, id := range changed {
 		ids.add(id)
 	}
-	u := &reuse{prev: prev, kept: make([]*Route, len(routes))}
+	u := &reuse{prev: prev, kept: make([]*tableRoute, len(routes))}
 	j := 0
 	for i := range routes {
 		r := &routes[i]
@@ -196,7 +196,7 @@ func newReuseChanged(prev *Table, routes []Route, changed []RouteID, listenerHos
 			if !ids.has(prev.routes[j].ID) {
 				return nil
 			}
-			u.rebuild(prev.routes[j])
+			u.rebuild(&prev.routes[j].Route)
 		}
 		if j == len(prev.routes) || prev.routes[j].Listener != r.Listener {
 			return nil
@@ -208,7 +208,7 @@ func newReuseChanged(prev *Table, routes []Route, changed []RouteID, listenerHos
 		if !ids.has(old.ID) {
 			return nil
 		}
-		u.rebuild(old)
+		u.rebuild(&old.Route)
 	}
 	return u
 }
@@ -220,7 +220,7 @@ func reusable(prev *Table, listenerHostnames []string) bool {
 }
 
 // keptAt returns prev's copy of routes[i] when it is unchanged, else nil.
-func (u *reuse) keptAt(i int) *Route {
+func (u *reuse) keptAt(i int) *tableRoute {
 	if u == nil {
 		return nil
 	}
@@ -230,7 +230,7 @@ func (u *reuse) keptAt(i int) *Route {
 // pair keeps prev's route k for routes[i] and reports whether the two are
 // the same.
 func (u *reuse) pair(routes []Route, i, k int, paired []bool) bool {
-	if !SameRoute(u.prev.routes[k], &routes[i]) {
+	if !SameRoute(&u.prev.routes[k].Route, &routes[i]) {
 		return false
 	}
 	u.kept[i], paired[k] = u.prev.routes[k], true

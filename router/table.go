@@ -17,7 +17,7 @@ type Table struct {
 	scopes      []*scope
 	exactScopes map[string]*scope
 	// routes are the routes that compiled, in input order.
-	routes []*Route
+	routes []*tableRoute
 	// withRefs are those of routes that have filters or backends with a
 	// TLS identity, in the same order: what Filters and BackendTLS walk on
 	// every change, where most routes have neither.
@@ -28,6 +28,14 @@ type Table struct {
 	// listenerFilters run before route matching, by listener hostname
 	// (WithListenerFilters); nil for none.
 	listenerFilters map[string][]Filter
+}
+
+// tableRoute is a Table's copy of a route. An unchanged route is the
+// previous Table's copy, which keeps what was found of it.
+type tableRoute struct {
+	Route
+	// hasRefs says whether the route is among withRefs.
+	hasRefs bool
 }
 
 // scope is what one listener hostname serves. A request goes to the most

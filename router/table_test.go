@@ -575,3 +575,32 @@ func TestRecompileTwinsReordered(t *testing.T) {
 		}
 	}
 }
+
+// TestRecompileKeepsFilters: the filters and backend TLS identities the
+// proxy keeps state for (rate limits, credentials, transports) are those
+// of every route after a recompilation, the unchanged routes' included,
+// whether or not the caller says what changed.
+func TestRecompileKeepsFilters(t *testing.T) {
+	routes := benchRoutes(100)
+	routes[10].Rules = []Rule{{
+		Filters:  []Filter{{Type: FilterBasicAuth, BasicAuth: &BasicAuth{Source: "Secret default/u", Realm: "r"}}},
+		Backends: []BackendRef{{Name: "tls", Weight: 1, Protocol: "https", TLS: &BackendTLS{ServerName: "backend.example.com"}}},
+	}}
+	table, errs := Compile(routes)
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	changed := slices.Clone(routes)
+	changed[50].Rules = []Rule{{Matches: []Match{{Path: PathMatch{Type: PathExact, Value: "/changed"}}}, Backends: changed[50].Rules[0].Backends}}
+	want, _ := Compile(changed)
+	recompiled, _ := Recompile(table, changed)
+	told, _ := RecompileChanged(table, changed, []RouteID{changed[50].ID})
+	for name, got := range map[string]*Table{"recompiled": recompiled, "recompiled with changes": told} {
+		if g, w := slices.Collect(got.Filters()), slices.Collect(want.Filters()); len(w) != 1 || !slices.Equal(g, w) {
+			t.Errorf("%s: filters %v, want %v", name, g, w)
+		}
+		if g, w := slices.Collect(got.BackendTLS()), slices.Collect(want.BackendTLS()); len(w) != 1 || !slices.Equal(g, w) {
+			t.Errorf("%s: backend TLS %v, want %v", name, g, w)
+		}
+	}
+}
