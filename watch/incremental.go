@@ -110,9 +110,9 @@ func (t *translator) staleRoutes() (stale [spliceKinds][]any, ok bool) {
 	if services.all || grants.all {
 		return stale, false
 	}
-	// Every result of the last translation is looked at: what looked up
-	// the keys that changed is not indexed. Only those two kinds of its
-	// lookups are, as nothing else changed.
+	// Every result of the last translation is looked at (what looked up
+	// a key is not indexed), and only its lookups of Services and
+	// ReferenceGrants: nothing else it looks up changed.
 	for obj, e := range t.prev.objects {
 		if !anyChanged(services, e.deps.services) && !anyChanged(grants, e.deps.grants) {
 			continue
