@@ -13,7 +13,8 @@
 #   ROUNDS=1 DURATION=3s OUT=/tmp/b.md bench/run.sh
 #   PROXIES="nginx hostgate" SCENARIOS="h1-small h2-tls" bench/run.sh
 #   HOSTGATE_FLAGS=--profiling bench/run.sh     # extra flags for hostgate, e.g. to profile it
-#   PROFILE_DIR=/tmp/p bench/run.sh             # hostgate's CPU profile of each run, SCENARIO.ROUND.pprof
+#   PROXIES="nginx hostgate hostgate-native" …  # hostgate-native: --http1-engine=native beside the default
+#   PROFILE_DIR=/tmp/p bench/run.sh             # hostgate's CPU profile of each run, SCENARIO.PROXY.ROUND.pprof
 #
 # Not part of hack/test.sh: a full run takes about 15 minutes.
 set -euo pipefail
@@ -25,7 +26,7 @@ ROUNDS=${ROUNDS:-3}
 DURATION=${DURATION:-10s}
 WARMUP=${WARMUP:-2s}
 PROXIES=${PROXIES:-nginx haproxy caddy hostgate}
-SCENARIOS=${SCENARIOS:-h1-small h1-16k h1-small-200 h1-16k-200 h2-tls h2-streams h2-fixed h2-1m tls-new grpc h3 tcp-new tcp-1m pass-new}
+SCENARIOS=${SCENARIOS:-h1-small h1-16k h1-small-200 h1-16k-200 h1-fixed h2-tls h2-streams h2-fixed h2-1m tls-new grpc h3 tcp-new tcp-1m pass-new}
 PROXY_CPU=${PROXY_CPU:-0}
 LOAD_CPU=${LOAD_CPU:-1}
 CADDY_VERSION=${CADDY_VERSION:-v2.11.9}
@@ -33,6 +34,9 @@ CADDY_VERSION=${CADDY_VERSION:-v2.11.9}
 # every proxy here serves, so that each serves all of it and the CPU per
 # request compares like with like.
 H2_FIXED_RPS=${H2_FIXED_RPS:-20000}
+# h1-fixed's, HTTP/1.1 over 64 connections: below what the load generator
+# (h2load, one thread) offers with the upstream on its core.
+H1_FIXED_RPS=${H1_FIXED_RPS:-30000}
 BIN=${BIN:-$HOME/.cache/hostgate-bench/bin}
 
 repo=$(cd "$(dirname "$0")/.." && pwd)
@@ -117,22 +121,25 @@ openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 
 	-keyout "$work/key.pem" -out "$work/cert.pem" 2>/dev/null
 
 UP_HTTP=18000 UP_GRPC=18001 UP_HTTPS=18002
-declare -A HTTP_PORT=([nginx]=18100 [haproxy]=18200 [caddy]=18300 [hostgate]=18400)
-declare -A TLS_PORT=([nginx]=18101 [haproxy]=18201 [caddy]=18301 [hostgate]=18401)
+# hostgate-native is hostgate with --http1-engine=native, its netpoll
+# engine, measured in the same run as the readiness loop (the default).
+declare -A HTTP_PORT=([nginx]=18100 [haproxy]=18200 [caddy]=18300 [hostgate]=18400 [hostgate-native]=18500)
+declare -A TLS_PORT=([nginx]=18101 [haproxy]=18201 [caddy]=18301 [hostgate]=18401 [hostgate-native]=18501)
+declare -A ADMIN_PORT=([hostgate]=18409 [hostgate-native]=18509)
 # Layer 4: a TCP port passing bytes to the HTTP upstream, and a TLS port
 # passing connections through, by ClientHello, to its HTTPS listener.
 # Caddy has none: its Layer 4 proxy is a plugin (caddy-l4).
-declare -A TCP_PORT=([nginx]=18102 [haproxy]=18202 [hostgate]=18402)
-declare -A PASS_PORT=([nginx]=18103 [haproxy]=18203 [hostgate]=18403)
+declare -A TCP_PORT=([nginx]=18102 [haproxy]=18202 [hostgate]=18402 [hostgate-native]=18502)
+declare -A PASS_PORT=([nginx]=18103 [haproxy]=18203 [hostgate]=18403 [hostgate-native]=18503)
 GRPC_PATH=/grpc.health.v1.Health/
 
-for port in $UP_HTTP $UP_GRPC $UP_HTTPS "${HTTP_PORT[@]}" "${TLS_PORT[@]}" "${TCP_PORT[@]}" "${PASS_PORT[@]}" 18409; do
+for port in $UP_HTTP $UP_GRPC $UP_HTTPS "${HTTP_PORT[@]}" "${TLS_PORT[@]}" "${TCP_PORT[@]}" "${PASS_PORT[@]}" "${ADMIN_PORT[@]}"; do
 	if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
 		echo "run.sh: 127.0.0.1:$port is taken (another run?); it must be free" >&2
 		exit 1
 	fi
 done
-mkdir -p "$work/upstream" "$work/nginx" "$work/hostgate"
+mkdir -p "$work/upstream" "$work/nginx" "$work/hostgate" "$work/hostgate-native"
 # The HTTP upstream is nginx answering from memory: "return 200" for the
 # small response, a 16 KiB file held open by open_file_cache (so from the
 # page cache) for the large one. It reaches about 100,000 small responses/s
@@ -295,7 +302,9 @@ https://:${TLS_PORT[caddy]} {
 }
 EOF
 indent() { sed 's/^/    /' "$1"; }
-cat >"$work/hostgate/bench.yaml" <<EOF
+# hostgate_config NAME: the configuration of hostgate NAME, on its ports.
+hostgate_config() {
+	cat <<EOF
 apiVersion: gateway.networking.k8s.io/v1
 kind: GatewayClass
 metadata: {name: hostgate}
@@ -308,10 +317,10 @@ spec:
   gatewayClassName: hostgate
   addresses: [{value: 127.0.0.1}]
   listeners:
-  - {name: http, port: ${HTTP_PORT[hostgate]}, protocol: HTTP}
-  - {name: https, port: ${TLS_PORT[hostgate]}, protocol: HTTPS, tls: {certificateRefs: [{name: bench-tls}]}}
-  - {name: tcp, port: ${TCP_PORT[hostgate]}, protocol: TCP}
-  - {name: pass, port: ${PASS_PORT[hostgate]}, protocol: TLS, tls: {mode: Passthrough}}
+  - {name: http, port: ${HTTP_PORT[$1]}, protocol: HTTP}
+  - {name: https, port: ${TLS_PORT[$1]}, protocol: HTTPS, tls: {certificateRefs: [{name: bench-tls}]}}
+  - {name: tcp, port: ${TCP_PORT[$1]}, protocol: TCP}
+  - {name: pass, port: ${PASS_PORT[$1]}, protocol: TLS, tls: {mode: Passthrough}}
 ---
 apiVersion: gateway.networking.k8s.io/v1
 kind: TCPRoute
@@ -385,12 +394,20 @@ $(indent "$work/cert.pem")
   tls.key: |
 $(indent "$work/key.pem")
 EOF
+}
+hostgate_config hostgate >"$work/hostgate/bench.yaml"
+hostgate_config hostgate-native >"$work/hostgate-native/bench.yaml"
 
+# hostgate_command NAME: how hostgate NAME runs.
+hostgate_command() {
+	echo "env GOMAXPROCS=1 $work/bin/hostgate --config $work/$1 --admin-addr 127.0.0.1:${ADMIN_PORT[$1]} --http-addr= --https-addr= --access-log=false --gateway-class= --shutdown-delay=0s --shutdown-grace=1s ${PROFILE_DIR:+--profiling} ${HOSTGATE_FLAGS:-}"
+}
 declare -A COMMAND=(
 	[nginx]="nginx -e stderr -p $work/nginx -c $work/nginx/nginx.conf"
 	[haproxy]="haproxy -db -f $work/haproxy.cfg"
 	[caddy]="env GOMAXPROCS=1 $caddy run --config $work/Caddyfile --adapter caddyfile"
-	[hostgate]="env GOMAXPROCS=1 $work/bin/hostgate --config $work/hostgate --admin-addr 127.0.0.1:18409 --http-addr= --https-addr= --access-log=false --gateway-class= --shutdown-delay=0s --shutdown-grace=1s ${PROFILE_DIR:+--profiling} ${HOSTGATE_FLAGS:-}"
+	[hostgate]="$(hostgate_command hostgate)"
+	[hostgate-native]="$(hostgate_command hostgate-native) --http1-engine=native"
 )
 wait_port "$UP_HTTP" upstream
 wait_port "$UP_GRPC" grpc-upstream
@@ -437,6 +454,7 @@ load() {
 	h1-16k) cmd=(wrk -t1 -c64 -d"$d" --latency "http://$http/16k") ;;
 	h1-small-200) cmd=(wrk -t1 -c200 -d"$d" --latency "http://$http/") ;;
 	h1-16k-200) cmd=(wrk -t1 -c200 -d"$d" --latency "http://$http/16k") ;;
+	h1-fixed) cmd=(h2load --h1 -t1 -c64 "--rps=$((H1_FIXED_RPS / 64))" -D "$(secs "$d")" "--log-file=$out.log" "http://$http/") ;;
 	h2-tls) cmd=(h2load -t1 -c16 -m32 -D "$(secs "$d")" "--log-file=$out.log" "https://$tls/") ;;
 	h2-streams) cmd=(h2load -t1 -c4 -m100 -D "$(secs "$d")" "--log-file=$out.log" "https://$tls/") ;;
 	h2-fixed) cmd=(h2load -t1 -c16 -m32 "--rps=$((H2_FIXED_RPS / 16))" -D "$(secs "$d")" "--log-file=$out.log" "https://$tls/") ;;
@@ -469,9 +487,9 @@ measure() {
 	local s=$1 p=$2 r=$3 d=$4 out=$work/out/$1.$2.$3 pid t0 t1 c0 c1 line
 	local profile=
 	pid=${PID[$p]}
-	if [[ -n ${PROFILE_DIR:-} && $p == hostgate && $r != 0 ]]; then
+	if [[ -n ${PROFILE_DIR:-} && -v "ADMIN_PORT[$p]" && $r != 0 ]]; then
 		# Past the load's first second, to its last.
-		(sleep 1 && curl -sSf --create-dirs -o "$PROFILE_DIR/$s.$r.pprof" "http://127.0.0.1:18409/debug/pprof/profile?seconds=$(($(secs "$d") - 2))") &
+		(sleep 1 && curl -sSf --create-dirs -o "$PROFILE_DIR/$s.$p.$r.pprof" "http://127.0.0.1:${ADMIN_PORT[$p]}/debug/pprof/profile?seconds=$(($(secs "$d") - 2))") &
 		profile=$!
 	fi
 	c0=$(cpu_ticks "$pid") t0=$(date +%s%N)
@@ -484,7 +502,7 @@ measure() {
 	fi
 	t1=$(date +%s%N) c1=$(cpu_ticks "$pid")
 	case $s in
-	h2-*) line=$("$loadgen" parse h2load "$out" "$out.log") ;;
+	h2-* | h1-fixed) line=$("$loadgen" parse h2load "$out" "$out.log") ;;
 	h1-* | tls-new | tcp-* | pass-*) line=$("$loadgen" parse wrk "$out") ;;
 	*) line=$(grep '^requests=' "$out") ;;
 	esac
@@ -672,6 +690,7 @@ EOF
 		h1-small) what="HTTP/1.1 keep-alive, small response, 64 connections" ;;
 		h1-16k) what="HTTP/1.1 keep-alive, 16 KiB response, 64 connections" ;;
 		h1-small-200 | h1-16k-200) what="as ${s%-200}, with 200 connections: more connections than a loop's turn can serve at once" ;;
+		h1-fixed) what="HTTP/1.1 keep-alive, small response, at a fixed offered load (H1_FIXED_RPS=$H1_FIXED_RPS requests/s over 64 connections, h2load --h1): every proxy serves the same load, so its CPU per request is the figure to compare, and p99 is latency below saturation, where a saturated load generator cannot hide the proxy's cost" ;;
 		h2-tls) what="HTTP/2 over TLS, 16 connections × 32 concurrent streams; the percentiles come from h2load's per-request log" ;;
 		h2-streams) what="HTTP/2 over TLS, many streams per connection: 4 connections × 100 concurrent streams, small response" ;;
 		h2-fixed) what="HTTP/2 over TLS at a fixed offered load (H2_FIXED_RPS=$H2_FIXED_RPS requests/s over 16 connections × 32 streams): every proxy serves the same load, so its CPU per request is the figure to compare, and p99 is latency below saturation" ;;
@@ -690,7 +709,8 @@ EOF
 - **Ports**, all on 127.0.0.1: upstream HTTP $UP_HTTP, gRPC $UP_GRPC;
   plain and TLS (TCP, and UDP for HTTP/3): nginx ${HTTP_PORT[nginx]}/${TLS_PORT[nginx]},
   HAProxy ${HTTP_PORT[haproxy]}/${TLS_PORT[haproxy]}, Caddy ${HTTP_PORT[caddy]}/${TLS_PORT[caddy]},
-  hostgate ${HTTP_PORT[hostgate]}/${TLS_PORT[hostgate]} (admin 18409).
+  hostgate ${HTTP_PORT[hostgate]}/${TLS_PORT[hostgate]} (admin ${ADMIN_PORT[hostgate]}), hostgate-native
+  ${HTTP_PORT[hostgate-native]}/${TLS_PORT[hostgate-native]} (admin ${ADMIN_PORT[hostgate-native]}).
 - **Not claimed.** Loopback only, so no network latency or bandwidth
   limit; one upstream endpoint; a shared machine (see the load average
   above). Numbers from different runs are not comparable; ratios within a
