@@ -12,7 +12,7 @@ package watch
 // each one's routes read those of its hosts, of their www. alternatives,
 // of its server-alias names and of the host "" for its defaultBackend, and
 // add facts to its hosts and the hosts of its spec.tls (touchedHosts lists
-// all of them). An Ingress that touches no host another touches translates
+// all of them, by hash). An Ingress that touches no host another touches translates
 // the same alone as with all of them, and changes nothing of theirs. So
 // Ingress changes splice when no Ingress of ours that stayed touches a
 // host that one of ours that came or went touches; the ones that came are
@@ -35,6 +35,7 @@ package watch
 // are counted with the routes' (endpointEntry.routeRefs).
 
 import (
+	"hash/maphash"
 	"slices"
 	"sort"
 	"strings"
@@ -49,8 +50,11 @@ import (
 type ingressState struct {
 	// keys are the memo keys of each Ingress's routes.
 	keys map[*networkingv1.Ingress]ingressKey
-	// hosts count the Ingresses that touch each host (touchedHosts).
-	hosts map[string]int32
+	// hosts count, by hash, how many times the Ingresses touch each host
+	// (touchedHosts). Hosts of one hash only make a splice translate in
+	// full; hashes instead of names kept counting them from being a
+	// sixth of a full translation of 10,000 Ingresses.
+	hosts map[uint64]int32
 	// certs are the certificates the Ingresses added to the HTTPS
 	// socket, in Ingress order.
 	certs []ingressCert
@@ -64,16 +68,15 @@ type ingressCert struct {
 	cert Cert
 }
 
-func newIngressState() *ingressState {
-	return &ingressState{keys: map[*networkingv1.Ingress]ingressKey{}, hosts: map[string]int32{}}
+// newIngressState returns an empty state with room for n Ingresses.
+func newIngressState(n int) *ingressState {
+	return &ingressState{keys: make(map[*networkingv1.Ingress]ingressKey, n), hosts: make(map[uint64]int32, 2*n)}
 }
 
 // add records ing, translated under key.
 func (st *ingressState) add(ing *networkingv1.Ingress, key ingressKey) {
 	st.keys[ing] = key
-	for _, h := range touchedHosts(ing) {
-		st.hosts[h]++
-	}
+	touchedHosts(ing, func(h uint64) { st.hosts[h]++ })
 }
 
 // appendCerts appends certs, ing's, to dst.
@@ -84,24 +87,43 @@ func appendCerts(dst []ingressCert, ing *networkingv1.Ingress, certs []Cert) []i
 	return dst
 }
 
-// touchedHosts are the hosts whose facts the translation of ing reads or
-// adds to, once each.
-func touchedHosts(ing *networkingv1.Ingress) []string {
-	hosts := ingressHosts(ing)
+// hostSeed seeds the hashes of touchedHosts.
+var hostSeed = maphash.MakeSeed()
+
+// touchedHosts calls touch with the hash of each host whose facts the
+// translation of ing reads or adds to, as many times as ing names it.
+func touchedHosts(ing *networkingv1.Ingress, touch func(uint64)) {
+	hash := func(prefix, host string) {
+		var h maphash.Hash
+		h.SetSeed(hostSeed)
+		h.WriteString(prefix)
+		h.WriteString(strings.ToLower(host))
+		touch(h.Sum64())
+	}
 	for _, rule := range ing.Spec.Rules {
-		hosts = append(hosts, wwwAlternative(strings.ToLower(rule.Host)))
+		host := strings.ToLower(rule.Host)
+		hash("", host)
+		// wwwAlternative, without making the string.
+		if rest, ok := strings.CutPrefix(host, "www."); ok {
+			hash("", rest)
+		} else {
+			hash("www.", host)
+		}
+	}
+	if ing.Spec.DefaultBackend != nil {
+		hash("", "")
 	}
 	for _, tls := range ing.Spec.TLS {
-		for _, h := range tls.Hosts {
-			hosts = append(hosts, strings.ToLower(h))
+		for _, host := range tls.Hosts {
+			hash("", host)
 		}
 	}
 	if v, ok := ing.Annotations[NginxAnnotationPrefix+"server-alias"]; ok {
 		aliases, _ := parseServerAliases(v)
-		hosts = append(hosts, aliases...)
+		for _, alias := range aliases {
+			hash("", alias)
+		}
 	}
-	slices.Sort(hosts)
-	return slices.Compact(hosts)
 }
 
 // ingressChanges are the Ingresses of ours a splice takes out and puts
@@ -147,18 +169,16 @@ func (t *translator) spliceableIngresses() (*ingressChanges, bool) {
 	}
 	// Each host an Ingress gone touched is touched by as many fewer:
 	// those that stayed are what is left.
-	touchedByGone := map[string]int32{}
+	touchedByGone := map[uint64]int32{}
 	for _, ing := range gone {
-		for _, h := range touchedHosts(ing) {
-			touchedByGone[h]++
-		}
+		touchedHosts(ing, func(h uint64) { touchedByGone[h]++ })
 	}
+	shared := false
 	for _, ing := range slices.Concat(gone, come) {
-		for _, h := range touchedHosts(ing) {
-			if st.hosts[h] > touchedByGone[h] {
-				return nil, false
-			}
-		}
+		touchedHosts(ing, func(h uint64) { shared = shared || st.hosts[h] > touchedByGone[h] })
+	}
+	if shared {
+		return nil, false
 	}
 	return &ingressChanges{gone: gone, come: come}, true
 }
@@ -203,11 +223,11 @@ func (t *translator) spliceIngresses(sockets []*socket) {
 		goneKeys = append(goneKeys, keyOf(ing))
 		delete(t.next.objects, st.keys[ing])
 		delete(st.keys, ing)
-		for _, h := range touchedHosts(ing) {
+		touchedHosts(ing, func(h uint64) {
 			if st.hosts[h]--; st.hosts[h] == 0 {
 				delete(st.hosts, h)
 			}
-		}
+		})
 	}
 	placed := map[*socket][]router.Route{}
 	var reports []IngressReport

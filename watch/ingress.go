@@ -113,7 +113,7 @@ func (t *translator) translateIngresses(sockets []*socket) {
 	var st *ingressState
 	spliceable := t.next != nil
 	if spliceable {
-		st = newIngressState()
+		st = newIngressState(len(t.objs.ingresses))
 	}
 	hosts := t.nginxHosts(t.objs.ingresses)
 	loadBalancer := t.ingressLoadBalancer()
