@@ -413,3 +413,50 @@ var ingressVariants = slices.Concat(objectVariants, []spliceVariant{
 func copyObject(obj any) any {
 	return obj.(runtime.Object).DeepCopyObject()
 }
+
+// TestSpliceIngressesFallBack checks Ingress changes that reach past the
+// hosts two Ingresses name in common, which a splice must not take: the
+// first Ingress of ours binds the Ingress HTTPS address, here the port of
+// a Gateway's HTTP listener, which it then turns away with its routes (and
+// the last Ingress lets it back in); a defaultBackend reads the client
+// certificate check of the rules without host of another Ingress.
+func TestSpliceIngressesFallBack(t *testing.T) {
+	backend := networkingv1.IngressBackend{Service: &networkingv1.IngressServiceBackend{Name: "r0", Port: networkingv1.ServiceBackendPort{Number: 80}}}
+	ingress := func(name string, annotations map[string]string, spec networkingv1.IngressSpec) *networkingv1.Ingress {
+		spec.IngressClassName = new(DefaultIngressClass)
+		return &networkingv1.Ingress{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns0", Annotations: annotations}, Spec: spec}
+	}
+	withHost := ingress("first", nil, networkingv1.IngressSpec{Rules: []networkingv1.IngressRule{{Host: "first.example.com", IngressRuleValue: networkingv1.IngressRuleValue{
+		HTTP: &networkingv1.HTTPIngressRuleValue{Paths: []networkingv1.HTTPIngressPath{{Path: "/", PathType: new(networkingv1.PathTypePrefix), Backend: backend}}},
+	}}}})
+	clientChecked := ingress("checked", map[string]string{NginxAnnotationPrefix + "auth-tls-secret": "ns0/ca"}, networkingv1.IngressSpec{Rules: []networkingv1.IngressRule{{IngressRuleValue: networkingv1.IngressRuleValue{
+		HTTP: &networkingv1.HTTPIngressRuleValue{Paths: []networkingv1.HTTPIngressPath{{Path: "/checked", PathType: new(networkingv1.PathTypePrefix), Backend: backend}}},
+	}}}})
+	byDefault := ingress("default", nil, networkingv1.IngressSpec{DefaultBackend: &backend})
+	changed := func(ing *networkingv1.Ingress) *networkingv1.Ingress {
+		c := ing.DeepCopy()
+		c.Generation++
+		return c
+	}
+	for _, c := range []struct {
+		name  string
+		opts  Options
+		steps [][]*networkingv1.Ingress // the Ingresses of each translation
+	}{
+		{"first and last Ingress", Options{IngressHTTPAddr: ":8080", IngressHTTPSAddr: ":80"}, [][]*networkingv1.Ingress{nil, {withHost}, nil}},
+		{"defaultBackend", goldenOptions, [][]*networkingv1.Ingress{{clientChecked, byDefault}, {clientChecked, changed(byDefault)}}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			objs := benchObjects(3)
+			m := newMemo()
+			for i, ingresses := range c.steps {
+				list := slices.DeleteFunc(objs.all(), func(o any) bool { _, ok := o.(*networkingv1.Ingress); return ok })
+				for _, ing := range ingresses {
+					list = append(list, ing)
+				}
+				snap, reports := m.translate(store(objs, list), c.opts)
+				checkServed(t, fmt.Sprintf("translation %d (spliced: %v)", i, m.spliced), objs, list, c.opts, snap, reports)
+			}
+		})
+	}
+}
