@@ -43,6 +43,7 @@ package watch
 // translation of the same store (TestSpliceMatchesTranslation).
 
 import (
+	"maps"
 	"reflect"
 	"slices"
 	"sort"
@@ -218,10 +219,15 @@ func anyChanged[K comparable, T object](g *groups[K, T], keys []K) bool {
 
 // startSplice makes this translation splice s: its memo entries are the
 // last one's, brought up to date in place, and the conditions shared by
-// good routes the last one's too.
+// good routes the last one's too. So are its key pair checks, with those
+// the Gateways made so far: the Ingresses that stay do not read their
+// Secrets again, which did not change, and the next full translation
+// would check every key pair anew.
 func (t *translator) startSplice(s *splice) {
 	t.splice = s
 	t.next.objects = t.prev.objects
+	maps.Copy(t.prev.certs, t.next.certs)
+	t.next.certs = t.prev.certs
 	t.next.spliced = true
 	for generation, conds := range t.prev.conditions {
 		t.next.conditions[generation] = conds

@@ -172,11 +172,16 @@ func TestSpliceMatchesTranslation(t *testing.T) {
 			checkServed(t, what, objs, list(), opts, snap, reports)
 			// What a splice leaves for the next one is what a full
 			// translation would: no more memo entries, the same
-			// Ingresses.
+			// Ingresses, and the checks of every key pair in use.
 			fresh := newMemo()
 			fresh.translate(store(objs, list()), opts)
 			if len(m.objects) != len(fresh.objects) || !sameIngressState(m.ingresses, fresh.ingresses) {
 				t.Fatalf("%s: the memo keeps %d entries and Ingresses %+v, a full translation %d and %+v", what, len(m.objects), m.ingresses, len(fresh.objects), fresh.ingresses)
+			}
+			for secret := range fresh.certs {
+				if _, ok := m.certs[secret]; !ok {
+					t.Fatalf("%s: the memo lost the key pair check of Secret %s/%s", what, secret.Namespace, secret.Name)
+				}
 			}
 			last = snap
 		}

@@ -94,8 +94,8 @@ type results struct {
 	// splices (inputsOf), what the HTTPRoutes and GRPCRoutes added to each
 	// listener's attached routes, the endpoint entries they and the
 	// Ingresses registered, and its Ingresses (nil when a splice cannot
-	// splice their changes). spliced says this translation's objects are
-	// the last one's map, brought up to date in place.
+	// splice their changes). spliced says this translation's objects and
+	// certs are the last one's maps, brought up to date in place.
 	reports    *Reports
 	inputs     *objects
 	kindCounts [spliceKinds][]int32
@@ -138,13 +138,13 @@ func (m *memo) translate(objs *objects, opts Options) (*Snapshot, *Reports) {
 		m.spare = newResults(&m.results)
 	}
 	next := m.spare
-	own := next.objects
+	own, ownCerts := next.objects, next.certs
 	snap, reports := translateWith(objs, opts, m.groups, &m.results, &next, &m.endpoints)
 	m.spliced = next.spliced
 	if next.spliced {
-		// next.objects is the last translation's map, brought up to
-		// date: the spare takes next's own.
-		m.results.objects = own
+		// next.objects and next.certs are the last translation's maps,
+		// brought up to date: the spare takes next's own.
+		m.results.objects, m.results.certs = own, ownCerts
 	}
 	m.results, m.spare = next, m.results
 	// Emptied now rather than when the next translation starts: the
