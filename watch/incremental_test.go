@@ -218,7 +218,7 @@ func sameIngressState(a, b *ingressState) bool {
 	if a == nil || b == nil {
 		return a == b
 	}
-	return reflect.DeepEqual(a.keys, b.keys) && reflect.DeepEqual(a.hosts, b.hosts) &&
+	return reflect.DeepEqual(a.keys, b.keys) && slices.Equal(a.hosts, b.hosts) &&
 		slices.EqualFunc(a.certs, b.certs, func(x, y ingressCert) bool { return reflect.DeepEqual(x, y) }) &&
 		reflect.DeepEqual(a.clientAuth, b.clientAuth)
 }

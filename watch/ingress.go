@@ -113,7 +113,7 @@ func (t *translator) translateIngresses(sockets []*socket) {
 	var st *ingressState
 	spliceable := t.next != nil
 	if spliceable {
-		st = newIngressState(len(t.objs.ingresses))
+		st = newIngressState(t.prev.ingresses, len(t.objs.ingresses))
 	}
 	hosts := t.nginxHosts(t.objs.ingresses)
 	loadBalancer := t.ingressLoadBalancer()
@@ -150,6 +150,7 @@ func (t *translator) translateIngresses(sockets []*socket) {
 		}
 	}
 	if spliceable {
+		slices.Sort(st.hosts)
 		st.clientAuth = hosts.clientAuth
 		t.next.ingresses = st
 	}
