@@ -27,8 +27,9 @@ package watch
 //
 // What a splice takes from the last translation is its ingressState,
 // brought up to date in place: the memo key of each Ingress of ours (to
-// delete the entries of those gone), how many of them touch each host, and
-// the HTTPS socket's Ingress certificates, by Ingress. Each Ingress
+// delete the entries of those gone), the hashes of the hosts they touch,
+// the HTTPS socket's Ingress certificates, by Ingress, and the hosts'
+// client certificate checks. Each Ingress
 // socket's routes start with the Ingresses' block, in Ingress order,
 // where the routes of those gone are taken out and those of the ones come
 // put in by key, as for routes; reports likewise. Their endpoint entries
