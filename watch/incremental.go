@@ -29,7 +29,11 @@ package watch
 // and classes looked them up as well (translator.early), or an Ingress or
 // a Layer 4 route did, whose results a splice does not take apart.
 //
-// Anything else that changed (a Gateway, ListenerSet, class, Ingress, L4
+// Ingresses that came and went splice as well, where they share no host
+// with an Ingress that stayed (incremental_ingress.go); their block of
+// routes comes first on each Ingress socket (splice.at).
+//
+// Anything else that changed (a Gateway, ListenerSet, class, L4
 // route, EndpointSlice, Secret, ConfigMap, namespace or node; the status
 // hostgate writes on Gateways, ListenerSets and GatewayClasses aside), a
 // BackendTLSPolicy, or a Gateway with a client certificate for backends
@@ -39,6 +43,7 @@ package watch
 // translation of the same store (TestSpliceMatchesTranslation).
 
 import (
+	"maps"
 	"reflect"
 	"slices"
 	"sort"
@@ -67,37 +72,42 @@ type splice struct {
 	// at is where in its last routes each socket's block of the kind
 	// being spliced starts.
 	at map[*socket]int
+	// ingresses are the Ingress changes spliced; nil when every
+	// Ingress is translated again (incremental_ingress.go).
+	ingresses *ingressChanges
 }
 
-// canSplice reports whether this translation, with the Gateways and
-// ListenerSets made, may splice the route changes since the last one, and
-// the routes of each kind it then translates again though they did not
-// change (splice.stale).
-func (t *translator) canSplice() (stale [spliceKinds][]any, ok bool) {
+// canSplice returns, when this translation, with the Gateways and
+// ListenerSets made, may splice the changes since the last one, the
+// splice: the Ingress changes, and the routes of each kind it translates
+// again though they did not change (splice.stale). Otherwise nil.
+func (t *translator) canSplice() *splice {
 	if t.next == nil || t.prev.reports == nil || t.prev.inputs == nil || len(t.objs.backendTLS) > 0 ||
 		!sameInputs(t.prev.inputs, t.objs) || len(t.listeners) != len(t.prev.kindCounts[spliceHTTP]) {
-		return stale, false
+		return nil
 	}
 	l := t.lookups
 	if l.secrets.changedAny() || l.configMaps.changedAny() || l.trustBundles.changedAny() ||
 		l.namespaces.changedAny() || l.slices.changedAny() || l.policies.changedAny() || !t.unchanged(&t.early) {
-		return stale, false
+		return nil
 	}
-	if o := &l.order.ingresses; o.allNew || len(o.added) > 0 || len(o.removed) > 0 {
-		return stale, false
-	}
-	if !spliceable(t, &l.order.httpRoutes) || !spliceable(t, &l.order.grpcRoutes) {
-		return stale, false
+	ingresses, ok := t.spliceableIngresses()
+	if !ok || !spliceable(t, &l.order.httpRoutes) || !spliceable(t, &l.order.grpcRoutes) {
+		return nil
 	}
 	for _, g := range t.gateways {
 		if g.hasBackendTLS {
-			return stale, false
+			return nil
 		}
 	}
+	s := &splice{ingresses: ingresses, at: make(map[*socket]int, len(t.sockets))}
 	if !l.services.changedAny() && !l.grants.changedAny() {
-		return stale, true
+		return s
 	}
-	return t.staleRoutes()
+	if s.stale, ok = t.staleRoutes(); !ok {
+		return nil
+	}
+	return s
 }
 
 // staleRoutes are the HTTPRoutes and GRPCRoutes of the last translation,
@@ -207,12 +217,17 @@ func anyChanged[K comparable, T object](g *groups[K, T], keys []K) bool {
 	})
 }
 
-// startSplice makes this translation splice, translating stale again:
-// its memo entries are the last one's, brought up to date in place, and
-// the conditions shared by good routes the last one's too.
-func (t *translator) startSplice(stale [spliceKinds][]any) {
-	t.splice = &splice{stale: stale, at: make(map[*socket]int, len(t.sockets))}
+// startSplice makes this translation splice s: its memo entries are the
+// last one's, brought up to date in place, and the conditions shared by
+// good routes the last one's too. So are its key pair checks, with those
+// the Gateways made so far: the Ingresses that stay do not read their
+// Secrets again, which did not change, and the next full translation
+// would check every key pair anew.
+func (t *translator) startSplice(s *splice) {
+	t.splice = s
 	t.next.objects = t.prev.objects
+	maps.Copy(t.prev.certs, t.next.certs)
+	t.next.certs = t.prev.certs
 	t.next.spliced = true
 	for generation, conds := range t.prev.conditions {
 		t.next.conditions[generation] = conds
@@ -220,9 +235,10 @@ func (t *translator) startSplice(stale [spliceKinds][]any) {
 }
 
 // startRoutePorts begins the counting of the endpoint entries that
-// HTTPRoutes and GRPCRoutes register. A full translation counts them all
-// again; one that splices takes back those of the routes gone and
-// registers the entries some route still registers.
+// Ingresses, HTTPRoutes and GRPCRoutes register. A full translation
+// counts them all again; one that splices takes back those of the
+// Ingresses and routes gone and registers the entries one still
+// registers.
 func (t *translator) startRoutePorts() {
 	if t.next == nil {
 		return
@@ -234,6 +250,7 @@ func (t *translator) startRoutePorts() {
 		}
 		return
 	}
+	t.uncountGoneIngresses()
 	uncountRemoved(t, spliceHTTP, &t.order.httpRoutes)
 	uncountRemoved(t, spliceGRPC, &t.order.grpcRoutes)
 	for _, e := range t.prev.routePorts {
@@ -351,8 +368,7 @@ func spliceRoutes[T object](t *translator, kind int, o *order[T], n int, last []
 }
 
 // spliceSockets splices the routes of the kind that went (by key) and
-// came (splice.placed) into each socket's block of that kind. A socket
-// whose block did not change goes on sharing its last routes.
+// came (splice.placed) into each socket's block of that kind.
 func (t *translator) spliceSockets(kind int, gone []sortKey) {
 	routeKind := router.KindHTTPRoute
 	if kind == spliceGRPC {
@@ -369,23 +385,30 @@ func (t *translator) spliceSockets(kind int, gone []sortKey) {
 		// one piece, as the kinds are attached one after another.
 		hi := lo + sort.Search(len(s.last)-lo, func(i int) bool { return s.last[lo+i].ID.Kind != routeKind })
 		t.splice.at[s] = hi
-		block, placed := s.last[lo:hi], t.splice.placed[s]
-		if len(placed) == 0 && !slices.ContainsFunc(gone, func(k sortKey) bool { return containsKey(block, k, routeKey) }) {
-			if s.sharing >= 0 {
-				s.sharing = hi
-			} else {
-				s.routes = append(s.routes, block...)
-			}
-			continue
+		t.spliceBlock(s, s.last[lo:hi], routeKind, gone, t.splice.placed[s])
+	}
+}
+
+// spliceBlock appends to s's routes block, the next routes of its last
+// ones, without the routes of kind of a key in gone and with placed in
+// their places. A socket whose block did not change goes on sharing its
+// last routes.
+func (t *translator) spliceBlock(s *socket, block []router.Route, kind router.Kind, gone []sortKey, placed []router.Route) {
+	if len(placed) == 0 && !slices.ContainsFunc(gone, func(k sortKey) bool { return containsKey(block, k, routeKey) }) {
+		if s.sharing >= 0 {
+			s.sharing += len(block)
+		} else {
+			s.routes = append(s.routes, block...)
 		}
-		s.own()
-		s.routes = spliceSorted(s.routes, block, gone, placed, routeKey)
-		for _, k := range gone {
-			s.spliced = append(s.spliced, router.RouteID{Kind: routeKind, Namespace: k.namespace, Name: k.name})
-		}
-		for _, r := range placed {
-			s.spliced = append(s.spliced, r.ID)
-		}
+		return
+	}
+	s.own()
+	s.routes = spliceSorted(s.routes, block, gone, placed, routeKey)
+	for _, k := range gone {
+		s.spliced = append(s.spliced, router.RouteID{Kind: kind, Namespace: k.namespace, Name: k.name})
+	}
+	for _, r := range placed {
+		s.spliced = append(s.spliced, r.ID)
 	}
 }
 

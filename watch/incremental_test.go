@@ -2,32 +2,40 @@ package watch
 
 import (
 	"fmt"
+	"maps"
 	"math/rand/v2"
+	"reflect"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 )
 
-// TestSpliceMatchesTranslation makes random sequences of HTTPRoute and
-// GRPCRoute changes in every golden case (a route removed, put back,
-// copied under a new name, recreated at another time, its generation,
-// hostnames, rules or first parentRef's section changed), each followed by
-// a translation with the memo, which splices them, and checks its Snapshot
-// and Reports against a translation of the same store without memo. One
-// step in eight also replaces another object with a copy of a new
-// generation, which must make a full translation: whatever a splice does
-// not follow would otherwise go unnoticed. Another one in eight writes a
-// Gateway's status, as hostgate does when its attached routes change,
-// which a splice may pass over. And one in four removes, puts back or
-// changes a Service or ReferenceGrant, which a splice follows by
-// translating again the routes that looked it up.
+// TestSpliceMatchesTranslation makes random sequences of HTTPRoute,
+// GRPCRoute and Ingress changes in every golden case (an object removed,
+// put back, copied under a new name, recreated at another time, its
+// generation changed; a route's hostnames, rules or first parentRef's
+// section; an Ingress's hosts, rules, TLS, class, deletion or annotations
+// that act across Ingresses), each followed by a translation with the
+// memo, which splices them where it can, and checks its Snapshot and
+// Reports against a translation of the same store without memo. One step
+// in eight also replaces another object with a copy of a new generation,
+// which must make a full translation: whatever a splice does not follow
+// would otherwise go unnoticed. Another one in eight writes a Gateway's
+// status, as hostgate does when its attached routes change, which a
+// splice may pass over. And one in four removes, puts back or changes a
+// Service or ReferenceGrant, which a splice follows by translating again
+// the routes that looked it up.
 func TestSpliceMatchesTranslation(t *testing.T) {
 	spliced, afterStatus, afterLookedUp := 0, 0, 0
+	var ingressSteps [2]int // Ingress changes translated in full, spliced
+	certsSpliced := 0       // splices that changed a listener's certificates
 	eachCase(t, func(t *testing.T, _ string, objs *objects, opts Options) {
 		var original []any
 		for _, r := range objs.httpRoutes {
@@ -35,6 +43,9 @@ func TestSpliceMatchesTranslation(t *testing.T) {
 		}
 		for _, r := range objs.grpcRoutes {
 			original = append(original, r)
+		}
+		for _, ing := range objs.ingresses {
+			original = append(original, ing)
 		}
 		if len(original) == 0 {
 			return
@@ -44,7 +55,7 @@ func TestSpliceMatchesTranslation(t *testing.T) {
 		var lookedUp []any                // Services and ReferenceGrants, nil where removed
 		others := slices.DeleteFunc(objs.all(), func(o any) bool {
 			switch o.(type) {
-			case *gatewayv1.HTTPRoute, *gatewayv1.GRPCRoute:
+			case *gatewayv1.HTTPRoute, *gatewayv1.GRPCRoute, *networkingv1.Ingress:
 				return true
 			case *corev1.Service, *gatewayv1.ReferenceGrant:
 				lookedUp = append(lookedUp, o)
@@ -66,14 +77,22 @@ func TestSpliceMatchesTranslation(t *testing.T) {
 		}
 		list := func() []any { return present(present(others, lookedUp), current) }
 		m := newMemo()
-		m.translate(store(objs, list()), opts)
+		last, _ := m.translate(store(objs, list()), opts)
 		for step := range 200 {
 			i := rng.IntN(len(current))
-			v := spliceVariants[rng.IntN(len(spliceVariants))]
 			base := current[i]
 			if base == nil {
 				base = original[i]
 			}
+			_, ingress := base.(*networkingv1.Ingress)
+			variants := routeVariants
+			if ingress {
+				variants = ingressVariants
+				// One change at a time: those that keep Ingresses
+				// from splicing (deletion, a canary) would pile up.
+				base = original[i]
+			}
+			v := variants[rng.IntN(len(variants))]
 			what := fmt.Sprintf("step %d: %s %s", step, describeObject(base), v.name)
 			switch v.name {
 			case "removed":
@@ -84,6 +103,10 @@ func TestSpliceMatchesTranslation(t *testing.T) {
 				c := copyObject(base)
 				meta := c.(metav1.Object)
 				meta.SetName(fmt.Sprintf("%s-copy-%d", meta.GetName(), step))
+				if ing, ok := c.(*networkingv1.Ingress); ok && rng.IntN(2) == 0 {
+					what += " elsewhere"
+					moveIngress(ing, fmt.Sprintf("c%d", step))
+				}
 				current, original = append(current, c), append(original, c)
 			default:
 				c := copyObject(base)
@@ -93,6 +116,9 @@ func TestSpliceMatchesTranslation(t *testing.T) {
 			full, status, changedLookedUp := false, false, false
 			switch rng.IntN(8) {
 			case 0:
+				if len(others) == 0 {
+					break
+				}
 				full = true
 				j := rng.IntN(len(others))
 				what += ", " + describeObject(others[j]) + " changed"
@@ -127,8 +153,14 @@ func TestSpliceMatchesTranslation(t *testing.T) {
 			if full && m.spliced {
 				t.Fatalf("%s: spliced, where another object changed", what)
 			}
+			if ingress && !full {
+				ingressSteps[btoi(m.spliced)]++
+			}
 			if m.spliced {
 				spliced++
+				if !reflect.DeepEqual(listenerCerts(snap), listenerCerts(last)) {
+					certsSpliced++
+				}
 				if status {
 					afterStatus++
 				}
@@ -136,12 +168,68 @@ func TestSpliceMatchesTranslation(t *testing.T) {
 					afterLookedUp++
 				}
 			}
-			checkServed(t, fmt.Sprintf("%s (spliced: %v)", what, m.spliced), objs, list(), opts, snap, reports)
+			what = fmt.Sprintf("%s (spliced: %v)", what, m.spliced)
+			checkServed(t, what, objs, list(), opts, snap, reports)
+			// What a splice leaves for the next one is what a full
+			// translation would: no more memo entries, the same
+			// Ingresses, and the checks of every key pair in use.
+			fresh := newMemo()
+			fresh.translate(store(objs, list()), opts)
+			if len(m.objects) != len(fresh.objects) || !sameIngressState(m.ingresses, fresh.ingresses) {
+				t.Fatalf("%s: the memo keeps %d entries and Ingresses %+v, a full translation %d and %+v", what, len(m.objects), m.ingresses, len(fresh.objects), fresh.ingresses)
+			}
+			for secret := range fresh.certs {
+				if _, ok := m.certs[secret]; !ok {
+					t.Fatalf("%s: the memo lost the key pair check of Secret %s/%s", what, secret.Namespace, secret.Name)
+				}
+			}
+			last = snap
 		}
 	})
-	if spliced == 0 || afterStatus == 0 || afterLookedUp == 0 {
-		t.Errorf("%d translations spliced, %d of them after a Gateway's status was written, %d after a Service or ReferenceGrant changed: the test checked too little", spliced, afterStatus, afterLookedUp)
+	if spliced == 0 || afterStatus == 0 || afterLookedUp == 0 || certsSpliced == 0 || ingressSteps[0] == 0 || ingressSteps[1] == 0 {
+		t.Errorf("%d translations spliced, %d of them after a Gateway's status was written, %d after a Service or ReferenceGrant changed, %d changing certificates; of those after an Ingress changed, %d spliced, %d not: the test checked too little",
+			spliced, afterStatus, afterLookedUp, certsSpliced, ingressSteps[1], ingressSteps[0])
 	}
+}
+
+// moveIngress gives ing hosts of its own, label added to each of its
+// hosts, and takes its defaultBackend away: a copy that shares nothing
+// with its original.
+func moveIngress(ing *networkingv1.Ingress, label string) {
+	move := func(host string) string {
+		if rest, ok := strings.CutPrefix(host, "*."); ok {
+			return "*." + label + "." + rest
+		}
+		return label + "." + host
+	}
+	for i := range ing.Spec.Rules {
+		ing.Spec.Rules[i].Host = move(ing.Spec.Rules[i].Host)
+	}
+	for i := range ing.Spec.TLS {
+		for j := range ing.Spec.TLS[i].Hosts {
+			ing.Spec.TLS[i].Hosts[j] = move(ing.Spec.TLS[i].Hosts[j])
+		}
+	}
+	ing.Spec.DefaultBackend = nil
+}
+
+// sameIngressState reports whether a and b hold the same.
+func sameIngressState(a, b *ingressState) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return reflect.DeepEqual(a.keys, b.keys) && slices.Equal(a.hosts, b.hosts) &&
+		slices.EqualFunc(a.certs, b.certs, func(x, y ingressCert) bool { return reflect.DeepEqual(x, y) }) &&
+		reflect.DeepEqual(a.clientAuth, b.clientAuth)
+}
+
+// listenerCerts are the certificates of each listener of snap.
+func listenerCerts(snap *Snapshot) [][]Cert {
+	var out [][]Cert
+	for _, l := range snap.Listeners {
+		out = append(out, l.Certs)
+	}
+	return out
 }
 
 // lookedUpVariants are the changes TestSpliceMatchesTranslation makes to
@@ -179,12 +267,15 @@ var lookedUpVariants = []struct {
 	}},
 }
 
-// spliceVariants are the changes TestSpliceMatchesTranslation makes to a
-// route; removed, back and copied are made by the test itself.
-var spliceVariants = []struct {
+// spliceVariant is a change TestSpliceMatchesTranslation makes to an
+// object; removed, back and copied are made by the test itself.
+type spliceVariant struct {
 	name   string
 	change func(*rand.Rand, any)
-}{
+}
+
+// objectVariants are the changes made to an object of any kind.
+var objectVariants = []spliceVariant{
 	{"removed", nil},
 	{"back", nil},
 	{"copied", nil},
@@ -197,6 +288,10 @@ var spliceVariants = []struct {
 		meta := obj.(metav1.Object)
 		meta.SetGeneration(meta.GetGeneration() + 1)
 	}},
+}
+
+// routeVariants are the changes made to an HTTPRoute or GRPCRoute.
+var routeVariants = slices.Concat(objectVariants, []spliceVariant{
 	{"hostname added", func(rng *rand.Rand, obj any) {
 		h := gatewayv1.Hostname(fmt.Sprintf("spliced-%d.example.com", rng.IntN(3)))
 		switch r := obj.(type) {
@@ -243,10 +338,130 @@ var spliceVariants = []struct {
 			refs[0].SectionName = new(gatewayv1.SectionName("spliced"))
 		}
 	}},
+})
+
+// splicedHosts are the hosts Ingresses move to: a few, so that some
+// share them, with a www. alternative of another and the rules without
+// host.
+var splicedHosts = []string{"spliced-0.example.com", "www.spliced-0.example.com", "spliced-1.example.com", ""}
+
+// crossAnnotations are ingress-nginx annotations whose effect reaches
+// past their Ingress (its host's paths, certificates, client checks, a
+// main Ingress, the HTTPS socket), with a value each.
+var crossAnnotations = map[string]string{
+	"use-regex": "true", "rewrite-target": "/$1", "from-to-www-redirect": "true", "server-alias": "spliced-0.example.com",
+	"canary": "true", "canary-weight": "50", "auth-tls-secret": "default/spliced", "ssl-passthrough": "true", "ssl-redirect": "false",
 }
+
+// ingressVariants are the changes made to an Ingress.
+var ingressVariants = slices.Concat(objectVariants, []spliceVariant{
+	{"host moved", func(rng *rand.Rand, obj any) {
+		ing := obj.(*networkingv1.Ingress)
+		if len(ing.Spec.Rules) > 0 {
+			ing.Spec.Rules[rng.IntN(len(ing.Spec.Rules))].Host = splicedHosts[rng.IntN(len(splicedHosts))]
+		}
+	}},
+	{"last rule dropped", func(_ *rand.Rand, obj any) {
+		ing := obj.(*networkingv1.Ingress)
+		if len(ing.Spec.Rules) > 0 {
+			ing.Spec.Rules = ing.Spec.Rules[:len(ing.Spec.Rules)-1]
+		}
+	}},
+	{"defaultBackend dropped", func(_ *rand.Rand, obj any) {
+		obj.(*networkingv1.Ingress).Spec.DefaultBackend = nil
+	}},
+	{"TLS host added", func(rng *rand.Rand, obj any) {
+		ing := obj.(*networkingv1.Ingress)
+		tls := networkingv1.IngressTLS{Hosts: []string{splicedHosts[rng.IntN(len(splicedHosts))]}}
+		if len(ing.Spec.TLS) > 0 {
+			tls.SecretName = ing.Spec.TLS[0].SecretName
+		}
+		ing.Spec.TLS = append(ing.Spec.TLS, tls)
+	}},
+	{"TLS dropped", func(_ *rand.Rand, obj any) {
+		obj.(*networkingv1.Ingress).Spec.TLS = nil
+	}},
+	{"class changed", func(_ *rand.Rand, obj any) {
+		ing := obj.(*networkingv1.Ingress)
+		delete(ing.Annotations, annotationIngressClass)
+		if ing.Spec.IngressClassName == nil {
+			ing.Spec.IngressClassName = new("elsewhere")
+		} else {
+			ing.Spec.IngressClassName = nil
+		}
+	}},
+	{"deleting", func(_ *rand.Rand, obj any) {
+		ing := obj.(*networkingv1.Ingress)
+		if ing.DeletionTimestamp == nil {
+			ing.DeletionTimestamp = new(metav1.NewTime(time.Unix(1e9, 0)))
+		} else {
+			ing.DeletionTimestamp = nil
+		}
+	}},
+	{"annotation toggled", func(rng *rand.Rand, obj any) {
+		ing := obj.(*networkingv1.Ingress)
+		names := slices.Sorted(maps.Keys(crossAnnotations))
+		name := names[rng.IntN(len(names))]
+		if _, ok := ing.Annotations[NginxAnnotationPrefix+name]; ok {
+			delete(ing.Annotations, NginxAnnotationPrefix+name)
+			return
+		}
+		if ing.Annotations == nil {
+			ing.Annotations = map[string]string{}
+		}
+		ing.Annotations[NginxAnnotationPrefix+name] = crossAnnotations[name]
+	}},
+})
 
 // copyObject is a deep copy of obj, a new object as an informer hands out
 // for a changed one.
 func copyObject(obj any) any {
 	return obj.(runtime.Object).DeepCopyObject()
+}
+
+// TestSpliceIngressesFallBack checks Ingress changes that reach past the
+// hosts two Ingresses name in common, which a splice must not take: the
+// first Ingress of ours binds the Ingress HTTPS address, here the port of
+// a Gateway's HTTP listener, which it then turns away with its routes (and
+// the last Ingress lets it back in); a defaultBackend reads the client
+// certificate check of the rules without host of another Ingress.
+func TestSpliceIngressesFallBack(t *testing.T) {
+	backend := networkingv1.IngressBackend{Service: &networkingv1.IngressServiceBackend{Name: "r0", Port: networkingv1.ServiceBackendPort{Number: 80}}}
+	ingress := func(name string, annotations map[string]string, spec networkingv1.IngressSpec) *networkingv1.Ingress {
+		spec.IngressClassName = new(DefaultIngressClass)
+		return &networkingv1.Ingress{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns0", Annotations: annotations}, Spec: spec}
+	}
+	withHost := ingress("first", nil, networkingv1.IngressSpec{Rules: []networkingv1.IngressRule{{Host: "first.example.com", IngressRuleValue: networkingv1.IngressRuleValue{
+		HTTP: &networkingv1.HTTPIngressRuleValue{Paths: []networkingv1.HTTPIngressPath{{Path: "/", PathType: new(networkingv1.PathTypePrefix), Backend: backend}}},
+	}}}})
+	clientChecked := ingress("checked", map[string]string{NginxAnnotationPrefix + "auth-tls-secret": "ns0/ca"}, networkingv1.IngressSpec{Rules: []networkingv1.IngressRule{{IngressRuleValue: networkingv1.IngressRuleValue{
+		HTTP: &networkingv1.HTTPIngressRuleValue{Paths: []networkingv1.HTTPIngressPath{{Path: "/checked", PathType: new(networkingv1.PathTypePrefix), Backend: backend}}},
+	}}}})
+	byDefault := ingress("default", nil, networkingv1.IngressSpec{DefaultBackend: &backend})
+	changed := func(ing *networkingv1.Ingress) *networkingv1.Ingress {
+		c := ing.DeepCopy()
+		c.Generation++
+		return c
+	}
+	for _, c := range []struct {
+		name  string
+		opts  Options
+		steps [][]*networkingv1.Ingress // the Ingresses of each translation
+	}{
+		{"first and last Ingress", Options{IngressHTTPAddr: ":8080", IngressHTTPSAddr: ":80"}, [][]*networkingv1.Ingress{nil, {withHost}, nil}},
+		{"defaultBackend", goldenOptions, [][]*networkingv1.Ingress{{clientChecked, byDefault}, {clientChecked, changed(byDefault)}}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			objs := benchObjects(3)
+			m := newMemo()
+			for i, ingresses := range c.steps {
+				list := slices.DeleteFunc(objs.all(), func(o any) bool { _, ok := o.(*networkingv1.Ingress); return ok })
+				for _, ing := range ingresses {
+					list = append(list, ing)
+				}
+				snap, reports := m.translate(store(objs, list), c.opts)
+				checkServed(t, fmt.Sprintf("translation %d (spliced: %v)", i, m.spliced), objs, list, c.opts, snap, reports)
+			}
+		})
+	}
 }

@@ -91,50 +91,10 @@ func (t *translator) ourIngress(ing *networkingv1.Ingress) bool {
 
 func (t *translator) ingresses() {
 	sockets := t.ingressSockets()
-	// Every Ingress gets the same addresses; reports only read them.
-	var loadBalancer networkingv1.IngressLoadBalancerStatus
-	for _, a := range t.nodeAddresses {
-		loadBalancer.Ingress = append(loadBalancer.Ingress, networkingv1.IngressLoadBalancerIngress{IP: a})
-	}
-	hosts := t.nginxHosts()
-	for _, ing := range t.objs.ingresses {
-		if !t.ourIngress(ing) {
-			continue
-		}
-		if isNginxCanary(ing) {
-			report := t.canaryReport(ing, hosts)
-			report.LoadBalancer = loadBalancer
-			t.reports.Ingresses = append(t.reports.Ingresses, report)
-			continue
-		}
-		report := IngressReport{Object: ing, LoadBalancer: loadBalancer}
-		// The key holds what the routes read of other Ingresses.
-		key := ingressKey{ing, hosts.context(ing), t.yields(ing)}
-		translated := memoized(t, key, func() ingressRoutes { return t.ingressRoutes(ing, hosts, key.yields) })
-		certs, certProblems := t.ingressCerts(ing)
-		for i := range certs {
-			certs[i].CipherSuites = translated.sslCiphers
-		}
-		// A new slice: the memoized one is shared with other translations.
-		report.Problems = slices.Concat(translated.problems, certProblems)
-		report.Annotations = translated.annotations
-		for _, s := range sockets {
-			routes := translated.plain
-			if s.protocol == ProtocolHTTPS {
-				s.certs = append(s.certs, certs...)
-				routes = translated.secure
-				report.Problems = append(report.Problems, s.addPassthrough(translated.passthrough)...)
-			}
-			for _, r := range routes {
-				s.add(r)
-			}
-		}
-		t.reports.Ingresses = append(t.reports.Ingresses, report)
-	}
-	for _, s := range sockets {
-		if s.protocol == ProtocolHTTPS {
-			hosts.clientValidations(s)
-		}
+	if t.splice != nil && t.splice.ingresses != nil {
+		t.spliceIngresses(sockets)
+	} else {
+		t.translateIngresses(sockets)
 	}
 	if def := t.ingressDefaultCert(); def != nil {
 		for _, s := range sockets {
@@ -143,6 +103,103 @@ func (t *translator) ingresses() {
 			}
 		}
 	}
+}
+
+// translateIngresses translates every Ingress of ours onto sockets and,
+// with a memo, records what the next translation needs to splice
+// Ingress changes (ingressState), unless something of them keeps it from
+// splicing.
+func (t *translator) translateIngresses(sockets []*socket) {
+	var st *ingressState
+	spliceable := t.next != nil
+	if spliceable {
+		st = newIngressState(t.prev.ingresses, len(t.objs.ingresses))
+	}
+	hosts := t.nginxHosts(t.objs.ingresses)
+	loadBalancer := t.ingressLoadBalancer()
+	for _, ing := range t.objs.ingresses {
+		if !t.ourIngress(ing) {
+			continue
+		}
+		if isNginxCanary(ing) {
+			// Its report reads the lookups of other Ingresses' paths,
+			// and its backends register endpoint sets unmemoized.
+			spliceable = false
+			report := t.canaryReport(ing, hosts)
+			report.LoadBalancer = loadBalancer
+			t.reports.Ingresses = append(t.reports.Ingresses, report)
+			continue
+		}
+		spliceable = spliceable && !t.yields(ing)
+		report, certs, passthrough := t.ingress(ing, hosts, sockets, st, func(s *socket, r router.Route) { s.add(r) })
+		spliceable = spliceable && !passthrough
+		report.LoadBalancer = loadBalancer
+		for _, s := range sockets {
+			if s.protocol == ProtocolHTTPS {
+				s.certs = append(s.certs, certs...)
+			}
+		}
+		if st != nil {
+			st.certs = appendCerts(st.certs, ing, certs)
+		}
+		t.reports.Ingresses = append(t.reports.Ingresses, report)
+	}
+	for _, s := range sockets {
+		if s.protocol == ProtocolHTTPS {
+			hosts.clientValidations(s)
+		}
+	}
+	if spliceable {
+		slices.Sort(st.hosts)
+		st.clientAuth = hosts.clientAuth
+		t.next.ingresses = st
+	}
+}
+
+// ingressLoadBalancer is the status every Ingress gets: the same
+// addresses for all, which reports only read.
+func (t *translator) ingressLoadBalancer() networkingv1.IngressLoadBalancerStatus {
+	var loadBalancer networkingv1.IngressLoadBalancerStatus
+	for _, a := range t.nodeAddresses {
+		loadBalancer.Ingress = append(loadBalancer.Ingress, networkingv1.IngressLoadBalancerIngress{IP: a})
+	}
+	return loadBalancer
+}
+
+// ingress translates ing, an Ingress of ours that is no canary, handing
+// its routes for each of sockets to add, and returns its report (without
+// addresses), the certificates of its spec.tls and whether it has TLS
+// passthrough routes. st, when not nil, records it (ingressState).
+func (t *translator) ingress(ing *networkingv1.Ingress, hosts nginxHosts, sockets []*socket, st *ingressState, add func(*socket, router.Route)) (IngressReport, []Cert, bool) {
+	report := IngressReport{Object: ing}
+	// The key holds what the routes read of other Ingresses.
+	key := ingressKey{ing, hosts.context(ing), t.yields(ing)}
+	translated, e := memoizedEntry(t, key, func() ingressRoutes { return t.ingressRoutes(ing, hosts, key.yields) })
+	if t.splice == nil || t.splice.ingresses != nil {
+		// A splice that walks every Ingress keeps the last counts.
+		t.countPorts(e, 1)
+	}
+	certs, certProblems := t.ingressCerts(ing)
+	for i := range certs {
+		certs[i].CipherSuites = translated.sslCiphers
+	}
+	if st != nil {
+		st.add(ing, key)
+	}
+	// A new slice: the memoized one is shared with other translations.
+	report.Problems = slices.Concat(translated.problems, certProblems)
+	report.Annotations = translated.annotations
+	for _, s := range sockets {
+		routes := translated.plain
+		if s.protocol == ProtocolHTTPS {
+			routes = translated.secure
+			report.Problems = append(report.Problems, s.addPassthrough(translated.passthrough)...)
+		}
+		for _, r := range routes {
+			add(s, r)
+		}
+	}
+	return report, certs, len(translated.passthrough) > 0
 }
 
 // ingressDefaultCert is the certificate of the Ingress HTTPS listener for

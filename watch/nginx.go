@@ -608,9 +608,10 @@ type hostFacts struct {
 	canaries map[canaryPath]*nginxCanary
 }
 
-func (t *translator) nginxHosts() nginxHosts {
-	h := collectNginxHosts(t.objs.ingresses, t.ourIngress)
-	t.nginxSecrets(&h)
+// nginxHosts are the hosts of ingresses, those of ours.
+func (t *translator) nginxHosts(ingresses []*networkingv1.Ingress) nginxHosts {
+	h := collectNginxHosts(ingresses, t.ourIngress)
+	t.nginxSecrets(&h, ingresses)
 	return h
 }
 

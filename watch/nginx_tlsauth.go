@@ -171,12 +171,13 @@ type proxySSLSecret struct {
 
 // nginxSecrets resolves the Secrets of ingress-nginx annotations: the
 // client certificate check of each host (by the oldest Ingress of ours
-// with auth-tls-secret for it) and each Ingress's proxy-ssl-secret.
-func (t *translator) nginxSecrets(h *nginxHosts) {
+// among ingresses with auth-tls-secret for it) and each Ingress's
+// proxy-ssl-secret.
+func (t *translator) nginxSecrets(h *nginxHosts, ingresses []*networkingv1.Ingress) {
 	h.clientAuth = map[string]*hostClientAuth{}
 	h.proxySSL = map[*networkingv1.Ingress]*proxySSLSecret{}
 	var withAuth []*networkingv1.Ingress
-	for _, ing := range t.objs.ingresses {
+	for _, ing := range ingresses {
 		auth, proxy := ing.Annotations[NginxAnnotationPrefix+"auth-tls-secret"] != "", ing.Annotations[NginxAnnotationPrefix+"proxy-ssl-secret"] != ""
 		if !(auth || proxy) || !t.ourIngress(ing) {
 			continue

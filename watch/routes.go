@@ -115,7 +115,6 @@ func (t *translator) backendFor(r *route, field string, ref gatewayv1.BackendRef
 }
 
 func (t *translator) routes() {
-	t.startRoutePorts()
 	t.reports.HTTPRoutes = kindRoutes(t, spliceHTTP, &t.order.httpRoutes, t.objs.httpRoutes, t.httpRoute,
 		func(r *Reports) []RouteReport[*gatewayv1.HTTPRoute] { return r.HTTPRoutes })
 	t.reports.GRPCRoutes = kindRoutes(t, spliceGRPC, &t.order.grpcRoutes, t.objs.grpcRoutes, t.grpcRoute,

@@ -269,9 +269,10 @@ func translateWith(objs *objects, opts Options, groups *lookups, prev, next *res
 	t.gatewayClasses()
 	t.gatewaysOfOurClasses()
 	t.deps = nil
-	if stale, ok := t.canSplice(); ok {
-		t.startSplice(stale)
+	if s := t.canSplice(); s != nil {
+		t.startSplice(s)
 	}
+	t.startRoutePorts()
 	t.ingresses()
 	t.routes()
 	t.backendTLSPolicies()

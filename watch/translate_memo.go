@@ -24,11 +24,11 @@ package watch
 // on when everything in them is the same: the map of endpoint sets, and a
 // socket's list of routes.
 //
-// When nothing but HTTPRoutes, GRPCRoutes, and Services or ReferenceGrants
-// only routes looked up, changed, a translation does not even walk the
-// routes that did not: it splices those that came and went, and those
-// that looked up what changed, into the last translation's results
-// (incremental.go).
+// When nothing but HTTPRoutes, GRPCRoutes, Ingresses, and Services or
+// ReferenceGrants only routes looked up, changed, a translation does not
+// even walk the routes and Ingresses that did not: it splices those that
+// came and went, and the routes that looked up what changed, into the
+// last translation's results (incremental.go, incremental_ingress.go).
 //
 // In cluster mode an EndpointSlice change is no translation at all:
 // changeEndpoints makes the endpoint sets of its Service again, from the
@@ -89,16 +89,18 @@ type results struct {
 	// conditions are the conditions of good routes by generation (see
 	// goodConditions).
 	conditions map[int64][]metav1.Condition
-	// What a translation that splices route changes reads of the last
-	// one (incremental.go): its Reports and inputs besides the routes it
+	// What a translation that splices changes reads of the last one
+	// (incremental.go): its Reports and inputs besides the routes it
 	// splices (inputsOf), what the HTTPRoutes and GRPCRoutes added to each
-	// listener's attached routes, and the endpoint entries they
-	// registered. spliced says this translation's objects are the last
-	// one's map, brought up to date in place.
+	// listener's attached routes, the endpoint entries they and the
+	// Ingresses registered, and its Ingresses (nil when a splice cannot
+	// splice their changes). spliced says this translation's objects and
+	// certs are the last one's maps, brought up to date in place.
 	reports    *Reports
 	inputs     *objects
 	kindCounts [spliceKinds][]int32
 	routePorts []*endpointEntry
+	ingresses  *ingressState
 	spliced    bool
 }
 
@@ -126,7 +128,7 @@ func (r *results) clear() {
 	clear(r.conditions)
 	clear(r.routePorts)
 	r.routePorts = r.routePorts[:0]
-	r.reports, r.inputs, r.spliced = nil, nil, false
+	r.reports, r.inputs, r.ingresses, r.spliced = nil, nil, nil, false
 }
 
 // translate is translate with the results of m's previous translation,
@@ -136,13 +138,13 @@ func (m *memo) translate(objs *objects, opts Options) (*Snapshot, *Reports) {
 		m.spare = newResults(&m.results)
 	}
 	next := m.spare
-	own := next.objects
+	own, ownCerts := next.objects, next.certs
 	snap, reports := translateWith(objs, opts, m.groups, &m.results, &next, &m.endpoints)
 	m.spliced = next.spliced
 	if next.spliced {
-		// next.objects is the last translation's map, brought up to
-		// date: the spare takes next's own.
-		m.results.objects = own
+		// next.objects and next.certs are the last translation's maps,
+		// brought up to date: the spare takes next's own.
+		m.results.objects, m.results.certs = own, ownCerts
 	}
 	m.results, m.spare = next, m.results
 	// Emptied now rather than when the next translation starts: the
