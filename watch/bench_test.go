@@ -74,15 +74,21 @@ func BenchmarkTranslate(b *testing.B) {
 			objs.endpointSlices[i%n] = slice
 		}))
 		b.Run(fmt.Sprintf("routes=%d/service-change", n), benchChanges(n, func(objs *objects, i int) {
-			svc := objs.services[i%n].DeepCopy()
-			if svc.Spec.Ports[0].AppProtocol == nil {
-				svc.Spec.Ports[0].AppProtocol = new("kubernetes.io/h2c")
-			} else {
-				svc.Spec.Ports[0].AppProtocol = nil
-			}
-			objs.services[i%n] = svc
+			toggleServiceProtocol(objs, i%n)
 		}))
 	}
+}
+
+// toggleServiceProtocol replaces Service i with a copy whose first port
+// has or loses the appProtocol kubernetes.io/h2c, as an informer would.
+func toggleServiceProtocol(objs *objects, i int) {
+	svc := objs.services[i].DeepCopy()
+	if svc.Spec.Ports[0].AppProtocol == nil {
+		svc.Spec.Ports[0].AppProtocol = new("kubernetes.io/h2c")
+	} else {
+		svc.Spec.Ports[0].AppProtocol = nil
+	}
+	objs.services[i] = svc
 }
 
 // BenchmarkChangeEndpoints changes one EndpointSlice of the Services of n
@@ -264,13 +270,7 @@ func BenchmarkTranslateIngresses(b *testing.B) {
 			objs.ingresses[i%n] = objs.ingresses[i%n].DeepCopy()
 		}},
 		{"service-change", func(objs *objects, i int) {
-			svc := objs.services[i%n].DeepCopy()
-			if svc.Spec.Ports[0].AppProtocol == nil {
-				svc.Spec.Ports[0].AppProtocol = new("kubernetes.io/h2c")
-			} else {
-				svc.Spec.Ports[0].AppProtocol = nil
-			}
-			objs.services[i%n] = svc
+			toggleServiceProtocol(objs, i%n)
 		}},
 	} {
 		b.Run(c.name, func(b *testing.B) {
