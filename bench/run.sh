@@ -45,6 +45,10 @@ secs() { [[ $1 =~ ^([0-9]+)s$ ]] || { echo "run.sh: durations are whole seconds 
 secs "$DURATION" >/dev/null
 secs "$WARMUP" >/dev/null
 [[ $ROUNDS =~ ^[1-9][0-9]*$ ]] || { echo "run.sh: ROUNDS must be a positive number" >&2; exit 2; }
+# The fixed loads are spread over the scenarios' connections (16 and 64),
+# each of which must be given at least one request a second.
+[[ $H2_FIXED_RPS =~ ^[0-9]+$ && $H2_FIXED_RPS -ge 16 ]] || { echo "run.sh: H2_FIXED_RPS must be a whole number of requests/s, at least 16, not $H2_FIXED_RPS" >&2; exit 2; }
+[[ $H1_FIXED_RPS =~ ^[0-9]+$ && $H1_FIXED_RPS -ge 64 ]] || { echo "run.sh: H1_FIXED_RPS must be a whole number of requests/s, at least 64, not $H1_FIXED_RPS" >&2; exit 2; }
 
 # --- tools ------------------------------------------------------------------
 missing=()

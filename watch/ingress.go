@@ -130,9 +130,8 @@ func (t *translator) translateIngresses(sockets []*socket) {
 			t.reports.Ingresses = append(t.reports.Ingresses, report)
 			continue
 		}
-		spliceable = spliceable && !t.yields(ing)
-		report, certs, passthrough := t.ingress(ing, hosts, sockets, st, func(s *socket, r router.Route) { s.add(r) })
-		spliceable = spliceable && !passthrough
+		report, certs, splices := t.ingress(ing, hosts, sockets, st, func(s *socket, r router.Route) { s.add(r) })
+		spliceable = spliceable && splices
 		report.LoadBalancer = loadBalancer
 		for _, s := range sockets {
 			if s.protocol == ProtocolHTTPS {
@@ -168,8 +167,11 @@ func (t *translator) ingressLoadBalancer() networkingv1.IngressLoadBalancerStatu
 
 // ingress translates ing, an Ingress of ours that is no canary, handing
 // its routes for each of sockets to add, and returns its report (without
-// addresses), the certificates of its spec.tls and whether it has TLS
-// passthrough routes. st, when not nil, records it (ingressState).
+// addresses), the certificates of its spec.tls and whether a later
+// change may splice with it in place: not while it yields (its routes
+// sort by a creation time that is not its own) or has TLS passthrough
+// routes (they change the HTTPS socket's protocols). st, when not nil,
+// records it (ingressState).
 func (t *translator) ingress(ing *networkingv1.Ingress, hosts nginxHosts, sockets []*socket, st *ingressState, add func(*socket, router.Route)) (IngressReport, []Cert, bool) {
 	report := IngressReport{Object: ing}
 	// The key holds what the routes read of other Ingresses.
@@ -199,7 +201,7 @@ func (t *translator) ingress(ing *networkingv1.Ingress, hosts nginxHosts, socket
 			add(s, r)
 		}
 	}
-	return report, certs, len(translated.passthrough) > 0
+	return report, certs, !key.yields && len(translated.passthrough) == 0
 }
 
 // ingressDefaultCert is the certificate of the Ingress HTTPS listener for
