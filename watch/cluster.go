@@ -20,6 +20,7 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/discovery"
@@ -37,6 +38,10 @@ import (
 // How often cluster mode asks discovery whether Gateway API kinds are
 // installed: often while some are missing, so that installing the CRDs
 // takes effect quickly, rarely afterwards (to follow CRD upgrades).
+// startupQPS is the watch client's rate limit when the kubeconfig sets
+// none.
+const startupQPS = 50
+
 const (
 	crdPollMissing   = 10 * time.Second
 	crdPollInstalled = time.Minute
@@ -57,7 +62,17 @@ func NewCluster(cfg *rest.Config, opts Options, publish Publish, log *slog.Logge
 	if cfg.Dial == nil {
 		cfg.Dial = patientDial
 	}
-	kube, err := kubernetes.NewForConfig(cfg)
+	// Start-up makes about sixty requests: for each of twenty kinds a
+	// streaming watch tried, a list and a watch, then discovery one round
+	// trip after another. client-go's default of 5 requests/s after a
+	// burst of 10 held the first translation back by 0.6 to 1.5 s on an
+	// empty cluster, against 0.16 s at 50/s. Afterwards informers ask
+	// again only when a watch ends, and the API server's priority and
+	// fairness still protects it from this one client.
+	if cfg.QPS == 0 {
+		cfg.QPS, cfg.Burst = startupQPS, 2*startupQPS
+	}
+	kube, err := kubernetes.NewForConfig(protobufConfig(cfg))
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes client: %w", err)
 	}
@@ -88,6 +103,24 @@ func NewCluster(cfg *rest.Config, opts Options, publish Publish, log *slog.Logge
 	}
 	s.run, s.list, s.slicesOf = c.run, c.current, c.slicesOf
 	return s, nil
+}
+
+// protobufConfig asks the API server for the built-in kinds (Services,
+// EndpointSlices, Secrets, Ingresses: two thirds of what a cluster of
+// 10,000 HTTPRoutes lists at start-up) in protobuf, as
+// kube-controller-manager does: client-go decodes a list of 10,000
+// Services in 55 ms of CPU from protobuf against 309 from JSON, and one
+// of 10,000 EndpointSlices in 29 against 114, from half the bytes. The Gateway API kinds are custom
+// resources, which the API server serves in JSON only, so their client
+// keeps cfg. A content type the kubeconfig chose is left alone.
+func protobufConfig(cfg *rest.Config) *rest.Config {
+	if cfg.ContentType != "" {
+		return cfg
+	}
+	cfg = rest.CopyConfig(cfg)
+	cfg.ContentType = runtime.ContentTypeProtobuf
+	cfg.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
+	return cfg
 }
 
 // While the API server refuses connections, a dial is retried every
