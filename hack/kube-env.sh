@@ -1,20 +1,18 @@
 #!/usr/bin/env bash
 # Prepares the real control plane that hostgate's tests run against
-# (internal/kubetest): etcd from Debian's etcd-server package, and
-# kube-apiserver and kube-controller-manager built from source with the go
-# command through the tools module in hack/kube. Prebuilt Kubernetes
-# downloads are deliberately not used: they are unreachable on the machines
-# this project is built on, and a source build needs only Go and apt.
+# (internal/kubetest): etcd, kube-apiserver and kube-controller-manager built
+# from source with the go command through the tools module in hack/kube.
+# Prebuilt downloads are deliberately not used: they are unreachable on the
+# machines this project is built on, and a source build needs only Go.
 #
-# Idempotent: binaries already in the cache at the pinned version are reused,
-# and etcd is installed only when it is not on PATH.
+# Idempotent: binaries already in the cache at the pinned versions are reused.
 #
 # Usage:
 #   HOSTGATE_KUBE_BIN=$(hack/kube-env.sh)   # the last line of stdout is the directory
 #   eval "$(hack/kube-env.sh --export)"      # or: export HOSTGATE_KUBE_BIN=...
 #
-# The directory holds kube-apiserver, kube-controller-manager and a link to
-# etcd. Progress goes to stderr. The cache is
+# The directory holds etcd, kube-apiserver and kube-controller-manager.
+# Progress goes to stderr. The cache is
 # ${HOSTGATE_KUBE_CACHE:-$HOME/.cache/hostgate/kube/v1.36.3}.
 set -euo pipefail
 # gateway-api v1.7 needs Go 1.27; machines whose go command is older (or set
@@ -37,28 +35,26 @@ esac
 
 log() { echo "kube-env: $*" >&2; }
 
-# install_etcd installs Debian's etcd-server (3.4.23 on bookworm is known to
-# serve kube-apiserver v1.36) when no etcd is on PATH.
-install_etcd() {
-	if command -v etcd >/dev/null; then
+# etcd_version is the etcd the tools module pins: the release of the etcd
+# client Kubernetes v1.36.3 is built with. Kubernetes v1.36 needs etcd 3.5 or
+# newer; with 3.4 the API server also turns off the streaming lists
+# (WatchList) that client-go's informers use on a real cluster.
+etcd_version=3.6.8
+
+# build_etcd builds etcd's server command (package main of
+# go.etcd.io/etcd/server/v3) unless the cache holds that version.
+build_etcd() {
+	if [ -x "$cache/etcd" ] && "$cache/etcd" --version 2>/dev/null | grep -qxF "etcd Version: $etcd_version"; then
+		log "etcd $etcd_version already built in $cache"
 		return
 	fi
-	if ! command -v apt-get >/dev/null; then
-		log "etcd is not on PATH and apt-get is missing: install etcd (3.4 or newer) yourself"
-		exit 1
-	fi
-	local sudo=()
-	if [ "$(id -u)" != 0 ]; then
-		if ! command -v sudo >/dev/null; then
-			log "etcd is not on PATH and installing it needs root (no sudo found)"
-			exit 1
-		fi
-		sudo=(sudo)
-	fi
-	log "installing etcd-server with apt-get"
-	"${sudo[@]}" apt-get update -q >&2
-	"${sudo[@]}" env DEBIAN_FRONTEND=noninteractive \
-		apt-get install -y -q --no-install-recommends etcd-server >&2
+	log "building etcd $etcd_version"
+	local start=$SECONDS tmp="$cache/.etcd.$$"
+	(cd "$here/kube" && GOWORK=off CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" \
+		-o "$tmp" go.etcd.io/etcd/server/v3)
+	# A link to Debian's etcd, which the cache held before, is replaced.
+	mv -f -T "$tmp" "$cache/etcd"
+	log "built etcd in $((SECONDS - start))s"
 }
 
 # built reports whether $1 is a binary of the pinned version, so that a
@@ -94,8 +90,7 @@ build_kube() {
 }
 
 mkdir -p "$cache"
-install_etcd
-ln -sf "$(command -v etcd)" "$cache/etcd"
+build_etcd
 # kube-apiserver first: most of kube-controller-manager's packages are shared
 # with it, so the second build is mostly linking.
 build_kube kube-apiserver

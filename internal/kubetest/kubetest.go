@@ -178,7 +178,7 @@ type binaries struct {
 
 // findBinaries looks in $HOSTGATE_KUBE_BIN, else in hack/kube-env.sh's
 // default cache, so that a developer who ran the script once needs no
-// variable; etcd may also come from PATH (Debian's etcd-server).
+// variable; etcd may also come from PATH.
 func findBinaries(o options) (binaries, error) {
 	dir := os.Getenv("HOSTGATE_KUBE_BIN")
 	if dir == "" {
