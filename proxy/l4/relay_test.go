@@ -6,7 +6,9 @@ import (
 	"crypto/rand"
 	"io"
 	"net"
+	"strconv"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -193,5 +195,59 @@ func testTCPListenerDrain(t *testing.T, path func(*Options)) {
 	}
 	if got := value(t, m.connsOpen.WithLabelValues("test", "TCPRoute ns/app")); got != 0 {
 		t.Errorf("hostgate_l4_connections_open = %v after the drain, want 0", got)
+	}
+}
+
+// fullAddr is the address of a listener whose accept queue is full and
+// never taken from: the system drops the SYN of a connect to it, which
+// then waits until it times out.
+func fullAddr(t *testing.T) string {
+	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { syscall.Close(fd) })
+	if err := syscall.Bind(fd, &syscall.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Listen(fd, 0); err != nil {
+		t.Fatal(err)
+	}
+	sa, err := syscall.Getsockname(fd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(sa.(*syscall.SockaddrInet4).Port))
+	for {
+		c, err := net.DialTimeout("tcp", addr, 100*time.Millisecond)
+		if err != nil {
+			return addr
+		}
+		t.Cleanup(func() { c.Close() })
+	}
+}
+
+// TestTCPConnectTimeout: a connect that takes longer than DialTimeout
+// fails, and the client's connection is closed and counted as
+// connect_failed, not held until the system gives up.
+func TestTCPConnectTimeout(t *testing.T) { tcpPaths(t, testTCPConnectTimeout) }
+
+func testTCPConnectTimeout(t *testing.T, path func(*Options)) {
+	const timeout = 200 * time.Millisecond
+	full := fullAddr(t)
+	_, addr, m := serveL4With(t, TCP, compile(t, route(router.KindTCPRoute, "app", []string{"app"})), nil, func(o *Options) {
+		path(o)
+		withEndpoints(full)(o)
+		o.DialTimeout, o.ConnectAttempts = timeout, 1
+	})
+	start := time.Now()
+	if !closedWithin(t, dialTCP(t, addr), 5*time.Second) {
+		t.Fatal("the connection stayed open past the connect timeout")
+	}
+	if waited := time.Since(start); waited < timeout {
+		t.Errorf("closed after %v, before the connect timeout of %v", waited, timeout)
+	}
+	if got := value(t, m.refusedTotal.WithLabelValues("test", refusedDial)); got != 1 {
+		t.Errorf("refused connect_failed = %v, want 1", got)
 	}
 }
