@@ -18,7 +18,8 @@
 // Options.HTTP1Engine = EngineLoop, the default on Linux, the
 // connections of plain HTTP listeners are served on readiness loops of
 // hostgate's own (package h1loop), which hand what they do not serve to
-// that engine. HTTP/2 connections, recognized at the first read (ALPN h2 or the client
+// that engine, and so are the connections of TCP listeners (package
+// l4/relay). HTTP/2 connections, recognized at the first read (ALPN h2 or the client
 // preface) or after an h2c upgrade, go to hostgate's HTTP/2 engine
 // (package h2), and with Options.HTTP2Engine = EngineStdlib to net/http's.
 // net/http serves what the HTTP/1.1 engine hands over, and every HTTP/1.1
@@ -44,6 +45,8 @@
 //	proxy/h1        the HTTP/1.1 engine
 //	proxy/h1loop    the readiness loops for plain HTTP/1.1 (Linux),
 //	                in front of h1
+//	proxy/evloop    what the readiness loops share: epoll sets, raw
+//	                non-blocking reads and writes, connects (Linux)
 //	proxy/pipeline  the request path of every HTTP engine: lookup,
 //	                filters, backend choice, retries and timeouts,
 //	                forwarding, the proxy's own answers, request metrics
@@ -58,11 +61,15 @@
 //	proxy/upstream  endpoint sets, passive health, balancing, and the pool
 //	                of HTTP/1.1 connections to endpoints
 //	proxy/l4        Layer 4 listeners (TLS passthrough and terminate, TCP, UDP)
+//	proxy/l4/relay  the readiness loops that carry TCP listeners'
+//	                connections (Linux)
 //
 // Imports point down that list and never back to proxy: h1loop imports
-// pipeline, guard, h1wire and upstream (and h1 in its tests); h1 imports
+// pipeline, guard, h1wire, upstream and evloop (and h1 in its tests); h1 imports
 // pipeline, guard, h1wire and upstream; pipeline imports guard, h1wire,
 // h2 (its backend client) and upstream; h3 imports nothing of hostgate
 // (its handler is a pipeline.Listener); guard, h1wire and upstream import
-// nothing of hostgate but guard (h1wire, for HTTP's token syntax).
+// nothing of hostgate but guard (h1wire, for HTTP's token syntax); l4
+// imports upstream and relay, relay evloop, and evloop nothing of
+// hostgate.
 package proxy

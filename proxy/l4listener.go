@@ -8,6 +8,7 @@ import (
 
 	"github.com/hostgate/hostgate/proxy/guard"
 	"github.com/hostgate/hostgate/proxy/l4"
+	"github.com/hostgate/hostgate/proxy/l4/relay"
 	"github.com/hostgate/hostgate/proxy/pipeline"
 	"github.com/hostgate/hostgate/router"
 )
@@ -21,6 +22,26 @@ func (s *Server) openL4Listener(cfg *Listener, ln net.Listener, port int) *liste
 	if cfg.Protocol == TLSPassthrough {
 		mode = l4.Passthrough
 	}
+	opts := s.l4Options(cfg.Address, mode)
+	var loop *relay.Loop
+	if mode == l4.TCP && s.opts.HTTP1Engine == EngineLoop {
+		// Beneath the caps, which then wrap its sockets; not beneath a
+		// PROXY header's listener, whose bytes are read in Go
+		// (relay.Listen leaves it as it is).
+		if rl := relay.Listen(ln); rl != ln {
+			var err error
+			if loop, err = relay.New(); err != nil {
+				s.log.Error("TCP relay loops", "listener", cfg.Address, "error", err)
+			} else {
+				ln = rl
+				opts.Relay = loop
+				opts.RelaySocket = func(c net.Conn) *relay.Socket {
+					sock, _ := guard.Beneath[*relay.Socket](c)
+					return sock
+				}
+			}
+		}
+	}
 	l := &listener{
 		srv:      s,
 		protocol: cfg.Protocol,
@@ -28,8 +49,9 @@ func (s *Server) openL4Listener(cfg *Listener, ln net.Listener, port int) *liste
 		port:     port,
 		tcp:      guard.NewTracker(ln, s.conns, s.connMetrics),
 		path:     s.path.NewListener(cfg.Address, "", port, nil, nil),
+		relay:    loop,
 	}
-	l.stream = l4.New(s.l4Options(cfg.Address, mode), cfg.L4, cfg.TLS)
+	l.stream = l4.New(opts, cfg.L4, cfg.TLS)
 	l.serving.Go(func() {
 		if err := l.stream.Serve(l.tcp); !errors.Is(err, net.ErrClosed) {
 			s.log.Error("listener stopped", "listener", l.addr, "error", err)
@@ -105,6 +127,10 @@ func (s *Server) l4Options(address string, mode l4.Mode) l4.Options {
 func (l *listener) drainL4(ctx context.Context) bool {
 	clean := l.stream.Drain(ctx)
 	l.serving.Wait()
+	if l.relay != nil {
+		// Every connection on it has ended.
+		l.relay.Close()
+	}
 	l.srv.l4metrics.Forget(l.addr)
 	l.srv.log.Info("listener closed", "listener", l.addr, "clean", clean)
 	return clean

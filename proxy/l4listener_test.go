@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/hostgate/hostgate/internal/udptest"
+	"github.com/hostgate/hostgate/proxy/l4/relay"
 	"github.com/hostgate/hostgate/router"
 	"github.com/hostgate/hostgate/tlsstore/tlstest"
 )
@@ -277,5 +278,43 @@ func TestApplyUDPBesideTCP(t *testing.T) {
 	}
 	if got, err := ask("tcp"); err != nil || got != "tcp q" {
 		t.Errorf("tcp after the UDP listener went: answer %q, %v", got, err)
+	}
+}
+
+// TestTCPConnectionCap: a TCP listener's connections count against the
+// caps, relayed on loops or on goroutines: past the cap of an address a
+// connection is closed unanswered, and there is room again once the
+// connection within it closed. The series count them.
+func TestTCPConnectionCap(t *testing.T) {
+	for _, engine := range []Engine{EngineNative, EngineLoop} {
+		t.Run(string(engine), func(t *testing.T) {
+			if engine == EngineLoop && !relay.Supported {
+				t.Skip("no relay loops here")
+			}
+			backend := startBackend(t, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok") }))
+			opts := testOptions()
+			opts.HTTP1Engine = engine
+			opts.MaxConnections, opts.MaxConnectionsPerAddress = NoCap, 1
+			s := startServer(t, opts)
+			s.UpdateEndpoints(map[string][]Endpoint{"ns/web:80": {{Address: backend}}})
+			addr := freeAddr(t)
+			f := &capFixture{t: t, s: s, addr: apply(t, s, Listener{Address: addr, Protocol: TCP, L4: l4Table(t, router.KindTCPRoute, "ns/web:80")})[0]}
+			first := f.idle("127.0.0.1")
+			second := f.dial("127.0.0.1")
+			second.send("/")
+			wantClosed(t, second, "a connection past the cap")
+			first.send("/")
+			if err := first.answered(); err != nil {
+				t.Fatalf("the connection within the cap: %v", err)
+			}
+			first.Close()
+			eventuallyMetric(t, s, 0, "hostgate_l4_connections_open", "listener", addr)
+			third := f.dial("127.0.0.1")
+			third.send("/")
+			if err := third.answered(); err != nil {
+				t.Errorf("a connection once the first closed: %v", err)
+			}
+			wantMetric(t, s, 2, "hostgate_l4_connections_total", "listener", addr)
+		})
 	}
 }

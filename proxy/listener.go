@@ -19,6 +19,7 @@ import (
 	"github.com/hostgate/hostgate/proxy/h2"
 	"github.com/hostgate/hostgate/proxy/h3"
 	"github.com/hostgate/hostgate/proxy/l4"
+	"github.com/hostgate/hostgate/proxy/l4/relay"
 	"github.com/hostgate/hostgate/proxy/pipeline"
 	"github.com/hostgate/hostgate/tlsstore"
 )
@@ -70,8 +71,10 @@ type listener struct {
 
 	serving sync.WaitGroup
 	// stream serves a Layer 4 listener, which has none of the above but
-	// tcp and stats.
+	// tcp and stats; relay carries its connections when it is a TCP
+	// listener with EngineLoop.
 	stream *l4.Listener
+	relay  *relay.Loop
 	// flows serve a UDP listener, whose socket is udp.
 	flows *l4.UDPListener
 	// sharedTLS serves, on an HTTPS listener, the connections of the TLS

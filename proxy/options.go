@@ -38,7 +38,9 @@ const (
 	// readiness loops of hostgate's own (package h1loop, Linux only),
 	// which hand what they do not serve to EngineNative; HTTPS
 	// listeners keep EngineNative, as crypto/tls needs blocking I/O.
-	// HTTP/1.1 only.
+	// HTTP/1.1 only. It also carries the connections of TCP listeners
+	// on loops (package l4/relay) rather than goroutines, unless they
+	// start with a PROXY header.
 	EngineLoop Engine = "loop"
 )
 

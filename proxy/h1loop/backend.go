@@ -141,35 +141,11 @@ func (w *worker) dial(addr string) (*upConn, error) {
 	if err != nil {
 		return nil, err
 	}
-	family := unix.AF_INET6
-	var sa unix.Sockaddr
-	if ip := ap.Addr().Unmap(); ip.Is4() {
-		family = unix.AF_INET
-		sa = &unix.SockaddrInet4{Port: int(ap.Port()), Addr: ip.As4()}
-	} else {
-		sa = &unix.SockaddrInet6{Port: int(ap.Port()), Addr: ip.As16()}
-	}
-	fd, err := unix.Socket(family, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
+	fd, connecting, err := w.poll.Connect(ap)
 	if err != nil {
 		return nil, dialError(err)
 	}
-	// As Go's dialer: no Nagle delay, and keep-alive probes.
-	_ = unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_NODELAY, 1)
-	_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_KEEPALIVE, 1)
-	u := &upConn{fd: fd, addr: addr}
-	switch err := unix.Connect(fd, sa); err {
-	case nil:
-	case unix.EINPROGRESS:
-		u.connecting = true
-	default:
-		unix.Close(fd)
-		return nil, dialError(err)
-	}
-	ev := unix.EpollEvent{Events: unix.EPOLLIN | unix.EPOLLOUT | unix.EPOLLRDHUP | unix.EPOLLET, Fd: int32(fd)}
-	if err := unix.EpollCtl(w.ep, unix.EPOLL_CTL_ADD, fd, &ev); err != nil {
-		unix.Close(fd)
-		return nil, dialError(err)
-	}
+	u := &upConn{fd: fd, addr: addr, connecting: connecting}
 	for fd >= len(w.ups) {
 		w.ups = append(w.ups, nil)
 	}

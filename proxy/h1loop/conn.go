@@ -11,6 +11,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/hostgate/hostgate/proxy/evloop"
 	"github.com/hostgate/hostgate/proxy/guard"
 	"github.com/hostgate/hostgate/proxy/h1wire"
 	"github.com/hostgate/hostgate/proxy/pipeline"
@@ -110,7 +111,7 @@ func (w *worker) readable(c *conn) {
 			c.start = 0
 		}
 		room := len(c.buf) - c.n
-		n, errno := read(c.fd, c.buf[c.n:])
+		n, errno := evloop.Read(c.fd, c.buf[c.n:])
 		switch {
 		case errno == unix.EINTR:
 			continue
@@ -293,41 +294,17 @@ func (w *worker) Write(p []byte) (int, error) {
 	if w.conn(c.fd) != c {
 		return len(p), nil
 	}
-	if sendNow(c.fd, p, &c.out) != 0 {
+	if evloop.SendNow(c.fd, p, &c.out) != 0 {
 		w.close(c)
 	}
 	return len(p), nil
-}
-
-// sendNow writes p to fd at once as far as the socket takes it, after
-// what *out holds, and leaves the rest in *out: writable again is the
-// next edge the loop waits for. It returns the write's failure.
-func sendNow(fd int, p []byte, out *[]byte) unix.Errno {
-	if len(*out) > 0 {
-		*out = append(*out, p...)
-		return 0
-	}
-	for len(p) > 0 {
-		n, errno := write(fd, p)
-		switch {
-		case errno == unix.EINTR:
-			continue
-		case errno == unix.EAGAIN:
-			*out = append(*out, p...)
-			return 0
-		case errno != 0:
-			return errno
-		}
-		p = p[n:]
-	}
-	return 0
 }
 
 // flushOut writes what a client had left unread, now that it reads, and
 // goes on with what waited for it.
 func (w *worker) flushOut(c *conn) {
 	for len(c.out) > 0 {
-		n, errno := write(c.fd, c.out)
+		n, errno := evloop.Write(c.fd, c.out)
 		switch {
 		case errno == unix.EINTR:
 			continue
@@ -372,7 +349,7 @@ func (w *worker) next(c *conn) {
 func (w *worker) handOff(c *conn) {
 	w.conns[c.fd] = nil
 	w.wheel.disarm(c)
-	_ = unix.EpollCtl(w.ep, unix.EPOLL_CTL_DEL, c.fd, nil)
+	_ = unix.EpollCtl(w.poll.FD, unix.EPOLL_CTL_DEL, c.fd, nil)
 	var ahead []byte
 	if c.start < c.n {
 		ahead = bytes.Clone(c.buf[c.start:c.n])

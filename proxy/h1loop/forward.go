@@ -36,6 +36,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/hostgate/hostgate/proxy/evloop"
 	"github.com/hostgate/hostgate/proxy/h1wire"
 	"github.com/hostgate/hostgate/proxy/pipeline"
 	"github.com/hostgate/hostgate/proxy/upstream"
@@ -162,7 +163,7 @@ func (s upSink) Write(p []byte) (int, error) {
 	if w.up(u.fd) != u || w.uerr != nil {
 		return len(p), nil
 	}
-	if errno := sendNow(u.fd, p, &u.out); errno != 0 {
+	if errno := evloop.SendNow(u.fd, p, &u.out); errno != 0 {
 		w.uerr = errno
 	}
 	return len(p), nil
@@ -208,7 +209,7 @@ func (w *worker) upEvent(u *upConn, events uint32) {
 // flushUp writes what the backend had left of the request.
 func (w *worker) flushUp(c *conn, u *upConn) {
 	for len(u.out) > 0 {
-		n, errno := write(u.fd, u.out)
+		n, errno := evloop.Write(u.fd, u.out)
 		switch {
 		case errno == unix.EINTR:
 			continue
@@ -258,7 +259,7 @@ func (w *worker) upReadable(u *upConn) {
 			}
 		}
 		room := len(u.buf) - u.n
-		n, errno := read(u.fd, u.buf[u.n:])
+		n, errno := evloop.Read(u.fd, u.buf[u.n:])
 		switch {
 		case errno == unix.EINTR:
 			continue

@@ -5,16 +5,15 @@ package h1loop
 import (
 	"bufio"
 	"errors"
+	"golang.org/x/sys/unix"
 	"net"
 	"net/netip"
 	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
-	"unsafe"
 
-	"golang.org/x/sys/unix"
-
+	"github.com/hostgate/hostgate/proxy/evloop"
 	"github.com/hostgate/hostgate/proxy/guard"
 )
 
@@ -96,9 +95,9 @@ func (s *Server) Close() {
 // worker is one loop: a goroutine with its own epoll set and its own
 // connections.
 type worker struct {
-	s    *Server
-	ep   int
-	wake int // eventfd that ServeConn, CloseIdle and Close signal
+	s *Server
+	// poll wakes up for ServeConn, CloseIdle and Close too.
+	poll evloop.Poller
 	// conns are the loop's connections by descriptor.
 	conns  []*conn
 	wheel  wheel
@@ -130,22 +129,11 @@ type worker struct {
 }
 
 func newWorker(s *Server) (*worker, error) {
-	ep, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
+	poll, err := evloop.NewPoller()
 	if err != nil {
 		return nil, err
 	}
-	wake, err := unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC)
-	if err != nil {
-		unix.Close(ep)
-		return nil, err
-	}
-	ev := unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(wake)}
-	if err := unix.EpollCtl(ep, unix.EPOLL_CTL_ADD, wake, &ev); err != nil {
-		unix.Close(ep)
-		unix.Close(wake)
-		return nil, err
-	}
-	w := &worker{s: s, ep: ep, wake: wake, idle: map[string][]*upConn{}}
+	w := &worker{s: s, poll: poll, idle: map[string][]*upConn{}}
 	w.bw = bufio.NewWriterSize(w, writeBufferSize)
 	w.ubw = bufio.NewWriterSize(upSink{w}, writeBufferSize)
 	w.now = time.Now()
@@ -153,28 +141,21 @@ func newWorker(s *Server) (*worker, error) {
 	return w, nil
 }
 
-func (w *worker) wakeUp() {
-	one := [8]byte{1}
-	_, _ = unix.Write(w.wake, one[:])
-}
+func (w *worker) wakeUp() { w.poll.WakeUp() }
 
 // run is the loop: it waits for readiness without blocking first, and
 // blocks, until the next tick of its timers, only when nothing is ready.
 func (w *worker) run() {
 	for !w.s.stopped.Load() {
-		n := epollWaitNow(w.ep, w.events[:])
+		n := w.poll.WaitNow(w.events[:])
 		if n == 0 {
-			var err error
-			n, err = unix.EpollWait(w.ep, w.events[:], w.wheel.wait(time.Now()))
-			if err != nil {
-				n = 0 // EINTR
-			}
+			n = w.poll.Wait(w.events[:], w.wheel.wait(time.Now()))
 		}
 		w.now = time.Now()
 		for i := range n {
 			ev := &w.events[i]
 			fd := int(ev.Fd)
-			if fd == w.wake {
+			if fd == w.poll.Wake {
 				w.woken()
 				continue
 			}
@@ -226,8 +207,7 @@ func (w *worker) run() {
 	for _, c := range queued {
 		c.Close()
 	}
-	unix.Close(w.ep)
-	unix.Close(w.wake)
+	w.poll.Close()
 }
 
 func (w *worker) conn(fd int) *conn {
@@ -240,8 +220,7 @@ func (w *worker) conn(fd int) *conn {
 // woken takes the connections handed in, and closes the idle ones when
 // the listener drains.
 func (w *worker) woken() {
-	var b [8]byte
-	_, _ = unix.Read(w.wake, b[:])
+	w.poll.Woken()
 	w.mu.Lock()
 	w.taken, w.queue = w.queue, w.taken[:0]
 	w.mu.Unlock()
@@ -288,8 +267,7 @@ func (w *worker) adopt(nc net.Conn) {
 		w.conns = append(w.conns, nil)
 	}
 	w.conns[fd] = c
-	ev := unix.EpollEvent{Events: unix.EPOLLIN | unix.EPOLLOUT | unix.EPOLLRDHUP | unix.EPOLLET, Fd: int32(fd)}
-	if err := unix.EpollCtl(w.ep, unix.EPOLL_CTL_ADD, fd, &ev); err != nil {
+	if err := w.poll.Add(fd); err != nil {
 		w.close(c)
 		return
 	}
@@ -347,26 +325,4 @@ func (w *worker) close(c *conn) {
 	c.out = nil
 	c.sock.release()
 	c.tc.Close()
-}
-
-// epollWaitNow takes the events ready now, without blocking and without
-// the runtime's bookkeeping around a system call that may block.
-func epollWaitNow(ep int, evs []unix.EpollEvent) int {
-	n, _, errno := unix.RawSyscall6(unix.SYS_EPOLL_PWAIT, uintptr(ep), uintptr(unsafe.Pointer(&evs[0])), uintptr(len(evs)), 0, 0, 0)
-	if errno != 0 {
-		return 0
-	}
-	return int(n)
-}
-
-// read and write are the raw non-blocking system calls: the descriptors
-// never block, so the runtime need not know.
-func read(fd int, p []byte) (int, unix.Errno) {
-	n, _, errno := unix.RawSyscall(unix.SYS_READ, uintptr(fd), uintptr(unsafe.Pointer(unsafe.SliceData(p))), uintptr(len(p)))
-	return int(n), errno
-}
-
-func write(fd int, p []byte) (int, unix.Errno) {
-	n, _, errno := unix.RawSyscall(unix.SYS_WRITE, uintptr(fd), uintptr(unsafe.Pointer(unsafe.SliceData(p))), uintptr(len(p)))
-	return int(n), errno
 }

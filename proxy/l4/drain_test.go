@@ -44,13 +44,18 @@ func closedWithin(t *testing.T, c net.Conn, d time.Duration) bool {
 // goes on for the grace and is then closed; a connection whose route
 // stays (another listener's table keeps it) is not; one whose route comes
 // back within the grace stays.
-func TestTCPDrainRemovedRoute(t *testing.T) {
+func TestTCPDrainRemovedRoute(t *testing.T) { tcpPaths(t, testTCPDrainRemovedRoute) }
+
+func testTCPDrainRemovedRoute(t *testing.T, path func(*Options)) {
 	const grace = 300 * time.Millisecond
 	plain := func(c net.Conn) net.Conn { return c }
 	blue := startBackend(t, plain, "blue")
 	green := startBackend(t, plain, "green")
 	app := route(router.KindTCPRoute, "app", []string{"blue"})
-	l, addr, m := serveL4With(t, TCP, compile(t, app), map[string]*backend{"blue": blue, "green": green}, func(o *Options) { o.DrainGrace = grace })
+	l, addr, m := serveL4With(t, TCP, compile(t, app), map[string]*backend{"blue": blue, "green": green}, func(o *Options) {
+		path(o)
+		o.DrainGrace = grace
+	})
 
 	// Removed and back within the grace: kept.
 	kept := dialTCP(t, addr)
@@ -91,7 +96,9 @@ func TestTCPDrainRemovedRoute(t *testing.T) {
 // TestTCPDrainRemovedEndpoint: a connection to an endpoint that left its
 // backend's set is closed after the grace; one to an endpoint that stays
 // is not.
-func TestTCPDrainRemovedEndpoint(t *testing.T) {
+func TestTCPDrainRemovedEndpoint(t *testing.T) { tcpPaths(t, testTCPDrainRemovedEndpoint) }
+
+func testTCPDrainRemovedEndpoint(t *testing.T, path func(*Options)) {
 	const grace = 200 * time.Millisecond
 	plain := func(c net.Conn) net.Conn { return c }
 	a := startBackend(t, plain, "a")
@@ -108,6 +115,7 @@ func TestTCPDrainRemovedEndpoint(t *testing.T) {
 	}
 	use(a.addr)
 	_, addr, _ := serveL4With(t, TCP, compile(t, route(router.KindTCPRoute, "app", []string{"app"})), nil, func(o *Options) {
+		path(o)
 		o.DrainGrace = grace
 		o.Sets = func() map[string]*upstream.Set { return *sets.Load() }
 	})

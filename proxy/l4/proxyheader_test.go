@@ -52,7 +52,9 @@ func TestProxyHeader(t *testing.T) {
 // TestBackendProxyProtocol: a backend asking for the PROXY protocol gets
 // a header naming the client and the address it connected to before the
 // client's bytes; a backend that does not gets none.
-func TestBackendProxyProtocol(t *testing.T) {
+func TestBackendProxyProtocol(t *testing.T) { tcpPaths(t, testBackendProxyProtocol) }
+
+func testBackendProxyProtocol(t *testing.T, path func(*Options)) {
 	headers := make(chan string, 4)
 	readHeader := func(version uint8) func(net.Conn) net.Conn {
 		return func(c net.Conn) net.Conn {
@@ -81,7 +83,7 @@ func TestBackendProxyProtocol(t *testing.T) {
 	}{{"v1", 1}, {"v2", 2}, {"none", 0}} {
 		r := route(router.KindTCPRoute, "app", []string{tc.backend})
 		r.Rules[0].Backends[0].ProxyProtocol = tc.version
-		_, addr, _ := serveL4(t, TCP, compile(t, r), map[string]*backend{"v1": v1, "v2": v2, "none": none})
+		_, addr, _ := serveL4With(t, TCP, compile(t, r), map[string]*backend{"v1": v1, "v2": v2, "none": none}, path)
 		c := dialTCP(t, addr)
 		// The echo says the client's bytes came whole after the header.
 		if got := roundTrip(t, c, "hello"); got != tc.backend+" hello\n" {

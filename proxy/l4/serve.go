@@ -4,7 +4,8 @@
 // backends (passthrough) or its TLS ends here and the plaintext goes
 // (terminate); and TCP, where a listener's TCPRoute does. It owns reading
 // the ClientHello (hello.go), the choice of route and endpoint, and the
-// copy of bytes both ways.
+// copy of bytes both ways: on a goroutine per connection, or for TCP
+// listeners on readiness loops (relay.go, package relay).
 //
 // It parses nothing past the ClientHello but through crypto/tls, and
 // never touches Kubernetes types: routes come as a compiled
@@ -27,6 +28,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/hostgate/hostgate/proxy/l4/relay"
 	"github.com/hostgate/hostgate/proxy/upstream"
 	"github.com/hostgate/hostgate/router"
 	"github.com/hostgate/hostgate/tlsstore"
@@ -76,6 +78,11 @@ type Options struct {
 	// nil. Copies between two sockets splice; the wrappers' Read and
 	// Write would not. Nil: only a bare *net.TCPConn is its own socket.
 	Socket func(net.Conn) *net.TCPConn
+	// Relay, with mode TCP, carries the connections that are a
+	// relay.Socket beneath the caps' wrapper (RelaySocket finds it, nil
+	// for others) on its loops (relay.go).
+	Relay       *relay.Loop
+	RelaySocket func(net.Conn) *relay.Socket
 	// BackendTLS is the client configuration that checks a backend as
 	// its BackendTLSPolicy says, for the plaintext of a connection whose
 	// TLS ended here; nil connects to such backends in plain text.
@@ -200,6 +207,10 @@ func (l *Listener) Serve(ln net.Listener) error {
 		delay = 0
 		if !l.track(c) {
 			c.Close()
+			continue
+		}
+		if s := l.relaySocket(c); s != nil {
+			l.relay(c, s)
 			continue
 		}
 		go l.serve(c)
@@ -357,27 +368,16 @@ func (l *Listener) Divert(c net.Conn) (read []byte, taken bool) {
 // st, and writes its access log record.
 func (l *Listener) route(c net.Conn, rec *Record, st *state, hello []byte, err error) {
 	tracked := c
-	defer func() {
-		rec.Duration = time.Since(rec.Start)
-		if l.opts.AccessLog != nil {
-			l.opts.AccessLog(rec)
-		}
-	}()
+	defer l.log(rec)
 	rec.BytesIn = int64(len(hello))
 	if err != nil {
 		l.refuseHello(c, rec, err)
 		return
 	}
-	target := st.routes.Lookup(rec.ServerName)
+	target := l.lookup(st, rec)
 	if target == nil {
-		// Closed without an alert: the Gateway API asks that a
-		// connection no route takes be rejected at the transport, and
-		// its conformance tests take an EOF or a reset for that, not an
-		// unrecognized_name alert (TLSRouteHostnameIntersection).
-		l.refuse(rec, refusedNoRoute)
 		return
 	}
-	rec.Route = target.Route
 	var raw *net.TCPConn
 	if target.Terminate {
 		// The handshake first: a client that fails it costs no
@@ -393,11 +393,7 @@ func (l *Listener) route(c net.Conn, rec *Record, st *state, hello []byte, err e
 	} else {
 		raw, _ = c.(*net.TCPConn)
 	}
-	var local netip.AddrPort
-	if a, ok := c.LocalAddr().(*net.TCPAddr); ok {
-		local = a.AddrPort()
-	}
-	backend, host := l.connect(target, st, rec, local)
+	backend, host := l.connect(target, st, rec, c)
 	if backend == nil {
 		return
 	}
@@ -419,6 +415,30 @@ func (l *Listener) route(c net.Conn, rec *Record, st *state, hello []byte, err e
 	in, out := pipe(c, raw, backend)
 	rec.BytesIn += in
 	rec.BytesOut = out
+}
+
+// lookup is the route of a connection, nil (refused and counted) when
+// none takes it.
+func (l *Listener) lookup(st *state, rec *Record) *router.L4Target {
+	target := st.routes.Lookup(rec.ServerName)
+	if target == nil {
+		// Closed without an alert: the Gateway API asks that a
+		// connection no route takes be rejected at the transport, and
+		// its conformance tests take an EOF or a reset for that, not an
+		// unrecognized_name alert (TLSRouteHostnameIntersection).
+		l.refuse(rec, refusedNoRoute)
+		return nil
+	}
+	rec.Route = target.Route
+	return target
+}
+
+// log gives rec, a connection's that ended, to the access log.
+func (l *Listener) log(rec *Record) {
+	rec.Duration = time.Since(rec.Start)
+	if l.opts.AccessLog != nil {
+		l.opts.AccessLog(rec)
+	}
 }
 
 // terminate ends the TLS of c, whose ClientHello was hello, with st's
@@ -493,11 +513,9 @@ func (o *Options) refuse(rec *Record, reason string) {
 	o.Metrics.refused(o.Address, reason)
 }
 
-// connect picks the target's backend and one of its endpoints, trying
-// others of the set on a failed connect, with passive health.
 // connect draws a backend of target and connects to one of its endpoints
-// for a connection to local.
-func (l *Listener) connect(target *router.L4Target, st *state, rec *Record, local netip.AddrPort) (halfCloser, *upstream.Host) {
+// for c.
+func (l *Listener) connect(target *router.L4Target, st *state, rec *Record, c net.Conn) (halfCloser, *upstream.Host) {
 	b := chooseBackend(&l.opts, target, rec)
 	if b == nil {
 		return nil, nil
@@ -512,12 +530,8 @@ func (l *Listener) connect(target *router.L4Target, st *state, rec *Record, loca
 			return nil, nil
 		}
 	}
-	var header []byte
-	if b.ProxyProtocol != 0 {
-		header = proxyHeader(b.ProxyProtocol, rec.Client, local)
-	}
 	return connectEndpoint(&l.opts, b, rec, func(address string) (halfCloser, error) {
-		return dial(address, l.opts.DialTimeout, header, tlsConfig)
+		return dial(address, l.opts.DialTimeout, header(b, rec, c), tlsConfig)
 	}, true)
 }
 
@@ -542,21 +556,8 @@ func chooseBackend(o *Options, target *router.L4Target, rec *Record) *router.Bac
 // connects without sending anything). The endpoint returned has begun
 // (upstream.Host.Begin); its End is the caller's.
 func connectEndpoint[C any](o *Options, b *router.BackendRef, rec *Record, dial func(address string) (C, error), succeeded bool) (C, *upstream.Host) {
-	var none C
-	set := o.Sets()[b.Name]
-	if set == nil {
-		o.refuse(rec, refusedNoBackend)
-		return none, nil
-	}
-	var tried []*upstream.Host
-	for range o.ConnectAttempts {
-		h := set.Pick(tried)
-		if h == nil {
-			break
-		}
-		tried = append(tried, h)
-		rec.Endpoint = h.Address()
-		h.Begin()
+	a := newAttempts(o, b, rec)
+	for h := a.next(); h != nil; h = a.next() {
 		conn, err := dial(h.Address())
 		if err == nil {
 			if succeeded {
@@ -564,17 +565,70 @@ func connectEndpoint[C any](o *Options, b *router.BackendRef, rec *Record, dial 
 			}
 			return conn, h
 		}
-		h.End()
-		if h.Failed() {
-			o.Log.Warn("endpoint ejected", "listener", o.Address, "backend", b.Name, "endpoint", h.Address(), "error", err)
+		a.failed(err)
+	}
+	var none C
+	return none, nil
+}
+
+// attempts are the endpoints of a backend's set that one connection
+// tries, up to Options.ConnectAttempts, with passive health.
+type attempts struct {
+	o     *Options
+	b     *router.BackendRef
+	rec   *Record
+	set   *upstream.Set
+	tried []*upstream.Host
+	// host is the endpoint of the attempt under way, begun; nil once
+	// it failed.
+	host *upstream.Host
+}
+
+func newAttempts(o *Options, b *router.BackendRef, rec *Record) attempts {
+	return attempts{o: o, b: b, rec: rec, set: o.Sets()[b.Name]}
+}
+
+// next begins an endpoint to connect to; nil when none is left, and the
+// connection is refused and counted.
+func (a *attempts) next() *upstream.Host {
+	if a.set != nil && len(a.tried) < a.o.ConnectAttempts {
+		if h := a.set.Pick(a.tried); h != nil {
+			a.tried = append(a.tried, h)
+			a.rec.Endpoint = h.Address()
+			h.Begin()
+			a.host = h
+			return h
 		}
 	}
-	if len(tried) == 0 {
-		o.refuse(rec, refusedNoBackend)
+	if len(a.tried) == 0 {
+		a.o.refuse(a.rec, refusedNoBackend)
 	} else {
-		o.refuse(rec, refusedDial)
+		a.o.refuse(a.rec, refusedDial)
 	}
-	return none, nil
+	return nil
+}
+
+// failed ends the attempt under way, whose connect failed with err.
+func (a *attempts) failed(err error) {
+	h := a.host
+	a.host = nil
+	h.End()
+	if h.Failed() {
+		a.o.Log.Warn("endpoint ejected", "listener", a.o.Address, "backend", a.b.Name, "endpoint", h.Address(), "error", err)
+	}
+}
+
+// header is the PROXY protocol header b asks for at the start of the
+// connection of rec to c's local address, nil when it asks for none.
+func header(b *router.BackendRef, rec *Record, c net.Conn) []byte {
+	if b.ProxyProtocol == 0 {
+		return nil
+	}
+	var local netip.AddrPort
+	if a, ok := c.LocalAddr().(*net.TCPAddr); ok {
+		local = a.AddrPort()
+	}
+	return proxyHeader(b.ProxyProtocol, rec.Client, local)
 }
 
 // halfCloser is a backend connection: TCP, or TLS over it.
@@ -588,7 +642,7 @@ type halfCloser interface {
 // is not nil, all within the same timeout.
 func dial(address string, timeout time.Duration, header []byte, cfg *tls.Config) (halfCloser, error) {
 	deadline := time.Now().Add(timeout)
-	conn, err := (&net.Dialer{Deadline: deadline}).Dial("tcp", address)
+	conn, err := (&net.Dialer{Deadline: deadline, KeepAliveConfig: backendKeepAlive}).Dial("tcp", address)
 	if err != nil {
 		return nil, err
 	}
@@ -625,6 +679,12 @@ func dial(address string, timeout time.Duration, header []byte, cfg *tls.Config)
 	return backend, nil
 }
 
+// backendKeepAlive turns keep-alive probes on with the system's timings,
+// as nginx's proxy_socket_keepalive does: one system call per backend
+// connection where Go's defaults (15 s probes) take four, a tenth of what
+// a short connection costs.
+var backendKeepAlive = net.KeepAliveConfig{Enable: true, Idle: -1, Interval: -1, Count: -1}
+
 // backendConfig is the client configuration of identity b, made by build
 // once per state.
 func (st *state) backendConfig(b *router.BackendTLS, build func(*router.BackendTLS) (*tls.Config, error)) (*tls.Config, error) {
@@ -647,6 +707,9 @@ func (st *state) backendConfig(b *router.BackendTLS, build func(*router.BackendT
 // when it must be read through client. Either way client is what is
 // closed, so that the proxy's accounting of it sees the close.
 func pipe(client net.Conn, raw *net.TCPConn, backend halfCloser) (in, out int64) {
+	// ended counts the directions that ended: the second need not pass
+	// its half-close on, as both connections close at once after it.
+	var ended atomic.Int32
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		var err error
@@ -658,16 +721,20 @@ func pipe(client net.Conn, raw *net.TCPConn, backend halfCloser) (in, out int64)
 			client.Close()
 			return
 		}
-		_ = backend.CloseWrite()
+		if ended.Add(1) == 1 {
+			_ = backend.CloseWrite()
+		}
 	})
 	var err error
 	out, err = io.Copy(writerOf(client, raw), backend)
-	if err != nil {
+	switch {
+	case err != nil:
 		backend.Close()
 		client.Close()
-	} else if raw != nil {
+	case ended.Add(1) > 1:
+	case raw != nil:
 		_ = raw.CloseWrite()
-	} else {
+	default:
 		client.Close()
 	}
 	wg.Wait()

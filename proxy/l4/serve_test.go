@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/hostgate/hostgate/proxy/l4/relay"
 	"github.com/hostgate/hostgate/proxy/upstream"
 	"github.com/hostgate/hostgate/router"
 	"github.com/hostgate/hostgate/tlsstore"
@@ -115,6 +116,9 @@ func serveL4With(t *testing.T, mode Mode, table *router.L4Table, backends map[st
 	if change != nil {
 		change(&o)
 	}
+	if o.Relay != nil {
+		ln = relay.Listen(ln)
+	}
 	l := New(o, table, nil)
 	done := make(chan error, 1)
 	go func() { done <- l.Serve(ln) }()
@@ -126,6 +130,29 @@ func serveL4With(t *testing.T, mode Mode, table *router.L4Table, backends map[st
 		l.Drain(t.Context())
 	})
 	return l, ln.Addr().String(), m
+}
+
+// tcpPaths runs test with TCP connections carried by goroutines and by
+// relay loops (relay.go), which must behave alike: path sets the
+// Options of the one tested.
+func tcpPaths(t *testing.T, test func(t *testing.T, path func(*Options))) {
+	t.Run("goroutines", func(t *testing.T) { test(t, func(*Options) {}) })
+	t.Run("loop", func(t *testing.T) {
+		loop, err := relay.New()
+		if err != nil {
+			t.Skip(err)
+		}
+		// After the listeners' Drain, which cleanups registered later
+		// run first.
+		t.Cleanup(loop.Close)
+		test(t, func(o *Options) {
+			o.Relay = loop
+			o.RelaySocket = func(c net.Conn) *relay.Socket {
+				s, _ := c.(*relay.Socket)
+				return s
+			}
+		})
+	})
 }
 
 func roundTrip(t *testing.T, c net.Conn, line string) string {
@@ -244,11 +271,13 @@ func readAll(t *testing.T, c net.Conn) []byte {
 // TestTCPRouteChange: a TCP connection is echoed by the route's backend,
 // and keeps its backend when the route changes, while a new connection
 // gets the new one.
-func TestTCPRouteChange(t *testing.T) {
+func TestTCPRouteChange(t *testing.T) { tcpPaths(t, testTCPRouteChange) }
+
+func testTCPRouteChange(t *testing.T, path func(*Options)) {
 	plain := func(c net.Conn) net.Conn { return c }
 	blue := startBackend(t, plain, "blue")
 	green := startBackend(t, plain, "green")
-	l, addr, m := serveL4(t, TCP, compile(t, route(router.KindTCPRoute, "app", []string{"blue"})), map[string]*backend{"blue": blue, "green": green})
+	l, addr, m := serveL4With(t, TCP, compile(t, route(router.KindTCPRoute, "app", []string{"blue"})), map[string]*backend{"blue": blue, "green": green}, path)
 	old, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
@@ -278,13 +307,15 @@ func TestTCPRouteChange(t *testing.T) {
 // route taken off the listener at the first change after its last
 // connection ended: not under an open connection, whose gauge would come
 // back at -1, nor before what its last connection carried can be scraped.
-func TestRouteSeries(t *testing.T) {
+func TestRouteSeries(t *testing.T) { tcpPaths(t, testRouteSeries) }
+
+func testRouteSeries(t *testing.T, path func(*Options)) {
 	plain := func(c net.Conn) net.Conn { return c }
 	blue := startBackend(t, plain, "blue")
 	green := startBackend(t, plain, "green")
 	app := compile(t, route(router.KindTCPRoute, "app", []string{"blue"}))
 	next := compile(t, route(router.KindTCPRoute, "next", []string{"green"}))
-	l, addr, m := serveL4(t, TCP, app, map[string]*backend{"blue": blue, "green": green})
+	l, addr, m := serveL4With(t, TCP, app, map[string]*backend{"blue": blue, "green": green}, path)
 	first := dialTCP(t, addr)
 	roundTrip(t, first, "one")
 	second := dialTCP(t, addr)
@@ -340,7 +371,9 @@ func hasSeries(t *testing.T, c prometheus.Collector, route string) bool {
 
 // TestTCPHalfClose: the client's half-close reaches the backend, whose
 // answer after it still reaches the client.
-func TestTCPHalfClose(t *testing.T) {
+func TestTCPHalfClose(t *testing.T) { tcpPaths(t, testTCPHalfClose) }
+
+func testTCPHalfClose(t *testing.T, path func(*Options)) {
 	// Answers with what it read once the client finished sending.
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -356,7 +389,7 @@ func TestTCPHalfClose(t *testing.T) {
 		got, _ := io.ReadAll(c)
 		_, _ = c.Write(append([]byte("got "), got...))
 	}()
-	_, addr, _ := serveL4(t, TCP, compile(t, route(router.KindTCPRoute, "app", []string{"b"})), map[string]*backend{"b": {addr: ln.Addr().String()}})
+	_, addr, _ := serveL4With(t, TCP, compile(t, route(router.KindTCPRoute, "app", []string{"b"})), map[string]*backend{"b": {addr: ln.Addr().String()}}, path)
 	c, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
@@ -372,10 +405,12 @@ func TestTCPHalfClose(t *testing.T) {
 
 // TestInvalidBackendRefused: a route whose backend did not resolve refuses
 // the connection rather than give it to another.
-func TestInvalidBackendRefused(t *testing.T) {
+func TestInvalidBackendRefused(t *testing.T) { tcpPaths(t, testInvalidBackendRefused) }
+
+func testInvalidBackendRefused(t *testing.T, path func(*Options)) {
 	r := route(router.KindTCPRoute, "app", nil)
 	r.Rules[0].Backends = []router.BackendRef{{Invalid: true, Weight: 1}}
-	_, addr, m := serveL4(t, TCP, compile(t, r), nil)
+	_, addr, m := serveL4With(t, TCP, compile(t, r), nil, path)
 	c, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)

@@ -1,0 +1,553 @@
+//go:build linux
+
+package relay
+
+import (
+	"container/heap"
+	"net"
+	"os"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/hostgate/hostgate/proxy/evloop"
+)
+
+// Supported says whether the loop runs on this system (other.go).
+const Supported = true
+
+const (
+	// bufferSize is what one read takes: as much as a splice through
+	// Go's pipe moved at a time.
+	bufferSize = 64 << 10
+	// events is how many readiness events one epoll_wait takes.
+	events = 256
+)
+
+// Loop relays connections on its workers.
+type Loop struct {
+	workers []*worker
+	next    atomic.Uint32
+	stopped atomic.Bool
+	done    sync.WaitGroup
+}
+
+// New starts a Loop's workers, one per GOMAXPROCS.
+func New() (*Loop, error) {
+	l := &Loop{}
+	for range runtime.GOMAXPROCS(0) {
+		w, err := newWorker(l)
+		if err != nil {
+			l.Close()
+			return nil, err
+		}
+		l.workers = append(l.workers, w)
+		l.done.Go(w.run)
+	}
+	return l, nil
+}
+
+// Relay relays s, a Socket of Listen's, to the endpoints h gives, sending
+// first to the backend before any of the client's bytes (a PROXY
+// header). A connect that has not succeeded within dialTimeout fails.
+func (l *Loop) Relay(s *Socket, h Handler, first []byte, dialTimeout time.Duration) {
+	w := l.workers[l.next.Add(1)%uint32(len(l.workers))]
+	p := &pipe{w: w, sock: s, h: h, first: first, dialTimeout: dialTimeout, cfd: s.fd, bfd: -1, index: -1}
+	w.mu.Lock()
+	wake := len(w.queue) == 0
+	w.queue = append(w.queue, p)
+	w.mu.Unlock()
+	// The worker takes the whole queue after each wake-up: one that
+	// found it non-empty is already due.
+	if wake {
+		w.wakeUp()
+	}
+}
+
+// Close stops the workers, ending every connection on them, and returns
+// once they are stopped.
+func (l *Loop) Close() {
+	l.stopped.Store(true)
+	for _, w := range l.workers {
+		w.wakeUp()
+	}
+	l.done.Wait()
+}
+
+// worker is one loop: a goroutine with its own epoll set and its own
+// connections.
+type worker struct {
+	l *Loop
+	// poll wakes up for Relay, kill and Close too. Its epoll set waits
+	// as a file on Go's netpoller (park).
+	poll    evloop.Poller
+	file    *os.File
+	raw     syscall.RawConn
+	waitFor time.Time
+	// fds are the connections by descriptor, client's and backend's.
+	fds    []*pipe
+	events [events]unix.EpollEvent
+	buf    []byte
+	// dialing are the connects under way, by deadline.
+	dialing dialHeap
+	// closing are descriptors to close once the events of the current
+	// wait are handled: a number closed and reused within them would
+	// have the events left of the old socket taken for the new one's.
+	closing []int
+	now     time.Time
+
+	mu     sync.Mutex
+	queue  []*pipe
+	kills  []*pipe
+	taken  []*pipe
+	killed []*pipe
+}
+
+func newWorker(l *Loop) (*worker, error) {
+	poll, err := evloop.NewPoller()
+	if err != nil {
+		return nil, err
+	}
+	// Non-blocking, so that os.NewFile puts it on the netpoller.
+	if err := unix.SetNonblock(poll.FD, true); err != nil {
+		poll.Close()
+		return nil, err
+	}
+	w := &worker{l: l, poll: poll, file: os.NewFile(uintptr(poll.FD), "relay"), buf: make([]byte, bufferSize)}
+	if w.raw, err = w.file.SyscallConn(); err != nil {
+		w.close()
+		return nil, err
+	}
+	return w, nil
+}
+
+func (w *worker) close() {
+	// The file closes the epoll set.
+	w.file.Close()
+	unix.Close(w.poll.Wake)
+}
+
+func (w *worker) wakeUp() { w.poll.WakeUp() }
+
+// kill has the worker end p, from any goroutine.
+func (w *worker) kill(p *pipe) {
+	w.mu.Lock()
+	w.kills = append(w.kills, p)
+	w.mu.Unlock()
+	w.wakeUp()
+}
+
+// run is the loop: it waits for readiness without blocking first, and
+// blocks, until the next connect's deadline, only when nothing is ready.
+func (w *worker) run() {
+	for !w.l.stopped.Load() {
+		n := w.poll.WaitNow(w.events[:])
+		if n == 0 {
+			n = w.park()
+		}
+		w.now = time.Now()
+		for i := range n {
+			ev := &w.events[i]
+			fd := int(ev.Fd)
+			if fd == w.poll.Wake {
+				w.woken()
+			} else if p := w.pipe(fd); p != nil {
+				w.event(p, fd, ev.Events)
+			}
+		}
+		for len(w.dialing) > 0 && !w.now.Before(w.dialing[0].deadline) {
+			p := heap.Pop(&w.dialing).(*pipe)
+			w.connectFailed(p, os.ErrDeadlineExceeded)
+		}
+		w.closeAll()
+		// As proxy/h1loop's: a loop that never blocks would hold its P
+		// until preempted, and the goroutines that need it (the accept
+		// loop, the collector) would run in long stretches that every
+		// connection waits out.
+		if n > 0 {
+			runtime.Gosched()
+		}
+	}
+	for _, p := range w.fds {
+		if p != nil {
+			w.end(p)
+		}
+	}
+	w.mu.Lock()
+	queued := w.queue
+	w.queue = nil
+	w.mu.Unlock()
+	for _, p := range queued {
+		if w.own(p) {
+			w.end(p)
+		}
+	}
+	w.closeAll()
+	w.close()
+}
+
+// park waits until the epoll set has events, or the first connect under
+// way is due, and takes the events. It waits on Go's netpoller, as the
+// accept loop does, not in epoll_wait: a worker blocked in a system call
+// has its P handed to another thread for the accept loop, and then must
+// wait for it back, a few futex wake-ups and thread switches per
+// connection that cost more than the relay itself (strace, perf).
+func (w *worker) park() int {
+	var until time.Time
+	if len(w.dialing) > 0 {
+		until = w.dialing[0].deadline
+	}
+	if !until.Equal(w.waitFor) {
+		_ = w.file.SetReadDeadline(until)
+		w.waitFor = until
+	}
+	n := 0
+	// Fails once the deadline passed, with no events: then connects
+	// are due.
+	_ = w.raw.Read(func(uintptr) bool {
+		n = w.poll.WaitNow(w.events[:])
+		return n > 0
+	})
+	return n
+}
+
+func (w *worker) pipe(fd int) *pipe {
+	if fd < len(w.fds) {
+		return w.fds[fd]
+	}
+	return nil
+}
+
+func (w *worker) set(fd int, p *pipe) {
+	for fd >= len(w.fds) {
+		w.fds = append(w.fds, nil)
+	}
+	w.fds[fd] = p
+}
+
+// woken takes the connections handed in and ends those asked to.
+func (w *worker) woken() {
+	w.poll.Woken()
+	w.mu.Lock()
+	w.taken, w.queue = w.queue, w.taken[:0]
+	w.killed, w.kills = w.kills, w.killed[:0]
+	w.mu.Unlock()
+	for i, p := range w.taken {
+		w.taken[i] = nil
+		w.adopt(p)
+	}
+	for i, p := range w.killed {
+		w.killed[i] = nil
+		if !p.ended {
+			w.end(p)
+		}
+	}
+}
+
+func (w *worker) closeAll() {
+	for _, fd := range w.closing {
+		unix.Close(fd)
+	}
+	w.closing = w.closing[:0]
+}
+
+// own takes p's socket, or ends p if it was closed on its way here (a
+// drain, the caps).
+func (w *worker) own(p *pipe) bool {
+	if !p.sock.take(p) {
+		p.ended = true
+		p.h.Ended(0, 0)
+		return false
+	}
+	return true
+}
+
+func (w *worker) adopt(p *pipe) {
+	if !w.own(p) {
+		return
+	}
+	w.set(p.cfd, p)
+	if err := w.poll.Add(p.cfd); err != nil {
+		w.end(p)
+		return
+	}
+	w.dial(p, nil)
+}
+
+// pipe is a relayed connection.
+type pipe struct {
+	w    *worker
+	sock *Socket
+	h    Handler
+	// cfd is the client's descriptor, bfd the backend's (-1 before a
+	// connect).
+	cfd, bfd int
+	// first goes to the backend before the client's bytes.
+	first       []byte
+	dialTimeout time.Duration
+	// connecting says a connect is under way, until deadline; index is
+	// its place in the worker's dialHeap, -1 when not there.
+	connecting bool
+	deadline   time.Time
+	index      int
+	// dirs are the two directions: from the client to the backend (0)
+	// and back (1).
+	dirs    [2]direction
+	in, out int64
+	ended   bool
+}
+
+// direction is one way of a pipe.
+type direction struct {
+	// pending is what the destination has yet to take; the source is not
+	// read while there is some.
+	pending []byte
+	// ready says the source may hold bytes that no edge will announce
+	// again: a read was held back (pending, a connect) or cut short by a
+	// full buffer. hup says an edge told the source sends no more: reads
+	// go on to the end of the stream.
+	ready, hup bool
+	// eof says the source ended, done that its end was passed on.
+	eof, done bool
+}
+
+func (p *pipe) fds(d int) (src, dst int) {
+	if d == 0 {
+		return p.cfd, p.bfd
+	}
+	return p.bfd, p.cfd
+}
+
+// dial connects p to the next endpoint its handler gives, after failed.
+func (w *worker) dial(p *pipe, failed error) {
+	for {
+		ap, ok := p.h.Next(failed)
+		if !ok {
+			w.end(p)
+			return
+		}
+		fd, inProgress, err := w.poll.Connect(ap)
+		if err != nil {
+			failed = &net.OpError{Op: "dial", Net: "tcp", Addr: net.TCPAddrFromAddrPort(ap), Err: err}
+			continue
+		}
+		p.bfd = fd
+		w.set(fd, p)
+		if !inProgress {
+			w.connected(p)
+			return
+		}
+		p.connecting = true
+		p.deadline = w.now.Add(p.dialTimeout)
+		heap.Push(&w.dialing, p)
+		return
+	}
+}
+
+// connectFailed drops p's connect under way and tries the next endpoint.
+func (w *worker) connectFailed(p *pipe, err error) {
+	if p.index >= 0 {
+		heap.Remove(&w.dialing, p.index)
+	}
+	p.connecting = false
+	w.fds[p.bfd] = nil
+	w.closing = append(w.closing, p.bfd)
+	p.bfd = -1
+	w.dial(p, err)
+}
+
+func (w *worker) connected(p *pipe) {
+	if p.index >= 0 {
+		heap.Remove(&w.dialing, p.index)
+	}
+	p.connecting = false
+	p.h.Connected()
+	if len(p.first) > 0 {
+		first := p.first
+		p.first = nil
+		if !w.send(p, 0, first) {
+			return
+		}
+	}
+	if p.dirs[0].ready {
+		w.pump(p, 0)
+	}
+}
+
+// event handles the readiness of fd, one of p's descriptors.
+func (w *worker) event(p *pipe, fd int, ev uint32) {
+	if p.connecting && fd == p.bfd {
+		if ev&(unix.EPOLLERR|unix.EPOLLHUP) != 0 {
+			w.connectFailed(p, evloop.ConnectError(fd))
+			return
+		}
+		if ev&unix.EPOLLOUT == 0 {
+			return
+		}
+		// Writable without an error: connected, with no system call to
+		// ask.
+		w.connected(p)
+		if p.ended || w.pipe(fd) != p {
+			return
+		}
+	}
+	// The client's descriptor is the source of direction 0 and the
+	// destination of 1, the backend's the other way round.
+	d := 0
+	if fd == p.bfd {
+		d = 1
+	}
+	if ev&(unix.EPOLLOUT|unix.EPOLLERR|unix.EPOLLHUP) != 0 && len(p.dirs[1-d].pending) > 0 {
+		w.flush(p, 1-d)
+		if p.ended {
+			return
+		}
+	}
+	if ev&(unix.EPOLLRDHUP|unix.EPOLLERR|unix.EPOLLHUP) != 0 {
+		p.dirs[d].hup = true
+	}
+	if ev&(unix.EPOLLIN|unix.EPOLLRDHUP|unix.EPOLLERR|unix.EPOLLHUP) != 0 {
+		w.pump(p, d)
+	}
+}
+
+// pump reads direction d's source and writes what it read on, until the
+// source is drained, ends, or the destination takes no more.
+func (w *worker) pump(p *pipe, d int) {
+	x := &p.dirs[d]
+	if x.eof {
+		return
+	}
+	if p.connecting || len(x.pending) > 0 {
+		x.ready = true
+		return
+	}
+	x.ready = false
+	src, _ := p.fds(d)
+	for {
+		n, errno := evloop.Read(src, w.buf)
+		switch {
+		case errno == unix.EINTR:
+			continue
+		case errno == unix.EAGAIN:
+			return
+		case errno != 0:
+			// A reset: nothing more goes either way.
+			w.end(p)
+			return
+		case n == 0:
+			x.eof = true
+			w.shut(p, d)
+			return
+		}
+		if d == 0 {
+			p.in += int64(n)
+		} else {
+			p.out += int64(n)
+		}
+		if !w.send(p, d, w.buf[:n]) {
+			x.ready = true
+			return
+		}
+		if n < len(w.buf) && !x.hup {
+			// Edge-triggered: a short read drained the socket.
+			return
+		}
+	}
+}
+
+// send writes b to direction d's destination, keeping what it does not
+// take; it reports whether all was taken.
+func (w *worker) send(p *pipe, d int, b []byte) bool {
+	_, dst := p.fds(d)
+	if evloop.SendNow(dst, b, &p.dirs[d].pending) != 0 {
+		w.end(p)
+		return false
+	}
+	return len(p.dirs[d].pending) == 0
+}
+
+// flush writes what direction d's destination had not taken, now that it
+// may, and goes on with the direction once it is all taken.
+func (w *worker) flush(p *pipe, d int) {
+	x := &p.dirs[d]
+	pending := x.pending
+	x.pending = nil
+	if !w.send(p, d, pending) {
+		// send kept what is left, or ended p.
+		return
+	}
+	switch {
+	case x.eof:
+		w.shut(p, d)
+	case x.ready:
+		w.pump(p, d)
+	}
+}
+
+// shut passes on the end of direction d, whose source ended and whose
+// bytes were all taken: by a half-close, or, when the other direction
+// ended too, by closing both.
+func (w *worker) shut(p *pipe, d int) {
+	if len(p.dirs[d].pending) > 0 {
+		return
+	}
+	p.dirs[d].done = true
+	if p.dirs[1-d].done {
+		w.end(p)
+		return
+	}
+	_, dst := p.fds(d)
+	_ = unix.Shutdown(dst, unix.SHUT_WR)
+}
+
+// end closes both of p's descriptors (which takes them out of the epoll
+// set) and tells its handler.
+func (w *worker) end(p *pipe) {
+	if p.ended {
+		return
+	}
+	p.ended = true
+	if p.index >= 0 {
+		heap.Remove(&w.dialing, p.index)
+	}
+	if p.bfd >= 0 {
+		w.fds[p.bfd] = nil
+		w.closing = append(w.closing, p.bfd)
+		p.bfd = -1
+	}
+	if w.pipe(p.cfd) == p {
+		w.fds[p.cfd] = nil
+	}
+	p.sock.release()
+	w.closing = append(w.closing, p.cfd)
+	p.dirs = [2]direction{}
+	p.h.Ended(p.in, p.out)
+}
+
+// dialHeap orders the connects under way by deadline.
+type dialHeap []*pipe
+
+func (h dialHeap) Len() int           { return len(h) }
+func (h dialHeap) Less(i, j int) bool { return h[i].deadline.Before(h[j].deadline) }
+func (h dialHeap) Swap(i, j int) {
+	h[i], h[j] = h[j], h[i]
+	h[i].index, h[j].index = i, j
+}
+func (h *dialHeap) Push(x any) {
+	p := x.(*pipe)
+	p.index = len(*h)
+	*h = append(*h, p)
+}
+func (h *dialHeap) Pop() any {
+	old := *h
+	p := old[len(old)-1]
+	old[len(old)-1] = nil
+	*h = old[:len(old)-1]
+	p.index = -1
+	return p
+}
