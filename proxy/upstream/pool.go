@@ -38,6 +38,10 @@ type Conn struct {
 	// readStall and sendStall bound each read and write of the exchange
 	// under way (a rule's backend read and send timeouts); zero: only its deadline does.
 	readStall, sendStall time.Duration
+	// held, while holding, takes what Writer flushes, for FlushAwait to
+	// write itself.
+	held    []byte
+	holding bool
 }
 
 // ClientWatch is what a watched read asks: the HTTP/1.1 engine's client
@@ -122,6 +126,10 @@ func (uc *Conn) stallDeadline(stall time.Duration) time.Time {
 
 // Write is what bw writes to.
 func (uc *Conn) Write(p []byte) (int, error) {
+	if uc.holding {
+		uc.held = p
+		return len(p), nil
+	}
 	if uc.sendStall > 0 {
 		if err := uc.Conn.SetWriteDeadline(uc.stallDeadline(uc.sendStall)); err != nil {
 			return 0, err

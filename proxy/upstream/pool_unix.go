@@ -5,6 +5,7 @@ package upstream
 import (
 	"errors"
 	"net"
+	"os"
 	"syscall"
 )
 
@@ -43,4 +44,60 @@ func SocketState(c net.Conn) socketStatus {
 		return socketData
 	}
 	return SocketClosed
+}
+
+// FlushAwait writes what Writer holds, the end of a request, and waits
+// until the backend's answer can be read, or the read deadline passes: a
+// read right after the write mostly finds nothing yet, a system call for
+// nothing before the goroutine parks on the netpoller. The write is made
+// from within the wait (RawConn.Read), once the netpoller has forgotten
+// the readiness it saw before, so that every byte the backend sends after
+// the request wakes the wait. What the socket does not take at once is
+// written as Write writes; the wait ends at any error, which the read
+// after it then meets. It reports the write's error.
+func (uc *Conn) FlushAwait() error {
+	sc, ok := uc.Conn.(syscall.Conn)
+	if !ok || uc.readStall > 0 {
+		// A read stall is measured from the read that waits.
+		return uc.Writer.Flush()
+	}
+	raw, err := sc.SyscallConn()
+	if err != nil {
+		return uc.Writer.Flush()
+	}
+	uc.holding = true
+	err = uc.Writer.Flush()
+	uc.holding = false
+	out := uc.held
+	uc.held = nil
+	if err != nil || len(out) == 0 {
+		return err
+	}
+	var writeErr error
+	wrote := false
+	_ = raw.Read(func(fd uintptr) bool {
+		if wrote {
+			return true
+		}
+		wrote = true
+		n, err := syscall.Write(int(fd), out)
+		if n > 0 {
+			out = out[n:]
+		}
+		switch {
+		case err == syscall.EAGAIN || err == syscall.EINTR:
+			return true
+		case err != nil:
+			writeErr = &net.OpError{Op: "write", Net: "tcp", Source: uc.LocalAddr(), Addr: uc.RemoteAddr(), Err: os.NewSyscallError("write", err)}
+			return true
+		}
+		return len(out) > 0
+	})
+	if writeErr != nil || wrote && len(out) == 0 {
+		return writeErr
+	}
+	// Unwritten (the read deadline had passed, or the connection was
+	// closed), or written in part.
+	_, err = uc.Write(out)
+	return err
 }
