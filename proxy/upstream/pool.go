@@ -16,6 +16,7 @@ import (
 	"errors"
 	"net"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/hostgate/hostgate/router"
@@ -39,9 +40,17 @@ type Conn struct {
 	// under way (a rule's backend read and send timeouts); zero: only its deadline does.
 	readStall, sendStall time.Duration
 	// held, while holding, takes what Writer flushes, for FlushAwait to
-	// write itself.
-	held    []byte
-	holding bool
+	// write itself: out is what is left of it to write, wrote says the
+	// write was made, writeErr how it failed. raw and step are made once
+	// for all of the connection's FlushAwait, which then allocates
+	// nothing.
+	held     []byte
+	holding  bool
+	out      []byte
+	wrote    bool
+	writeErr error
+	raw      syscall.RawConn
+	step     func(fd uintptr) bool
 }
 
 // ClientWatch is what a watched read asks: the HTTP/1.1 engine's client
