@@ -68,19 +68,28 @@ type Server struct {
 	draining bool
 
 	// work hands streams to idle handler goroutines, idle counts them,
-	// and quit, closed by EndIdleHandlers, ends them.
+	// busy counts those running a handler, and quit, closed by
+	// EndIdleHandlers, ends them.
 	work     chan *stream
 	idle     atomic.Int32
+	busy     atomic.Int32
 	initOnce sync.Once
 	quit     chan struct{}
 	quitOnce sync.Once
 }
 
-// maxIdleHandlers bounds the handler goroutines a Server keeps waiting for
-// streams. A goroutine that served a request has grown its stack to what
+// minIdleHandlers is how many handler goroutines a Server keeps waiting
+// for streams at least; past it, no more than there are handlers
+// running. A goroutine that served a request has grown its stack to what
 // serving one takes; a new goroutine per stream grew it again for each
-// (stack copying was 4.5% of the core in bench/run.sh's h2-tls).
-const maxIdleHandlers = 64
+// (stack copying was 4.5% of the core in bench/run.sh's h2-tls). A fixed
+// bound of 64 still had h2-tls, 512 streams at once, end and start
+// goroutines all along (stack growth, goroutine exits and starts 8.6% of
+// the core): what finishes in one burst is what the next burst's streams
+// need. With no more idle than busy, the goroutines a burst started
+// mostly wait for the next one, and once the load is gone, at most half
+// of those of its peak stay (with the stacks the GC shrinks).
+const minIdleHandlers = 64
 
 func (s *Server) init() {
 	s.initOnce.Do(func() {
@@ -91,6 +100,7 @@ func (s *Server) init() {
 
 // dispatch runs st's handler on an idle handler goroutine, or a new one.
 func (s *Server) dispatch(st *stream) {
+	s.busy.Add(1)
 	select {
 	case s.work <- st:
 	default:
@@ -99,11 +109,13 @@ func (s *Server) dispatch(st *stream) {
 }
 
 // handle runs st's handler, then those of the streams handed to it while
-// there are fewer than maxIdleHandlers idle, until EndIdleHandlers.
+// the idle handlers are within their bound (minIdleHandlers), until
+// EndIdleHandlers.
 func (s *Server) handle(st *stream) {
 	for {
 		st.run()
-		if s.idle.Add(1) > maxIdleHandlers {
+		busy := s.busy.Add(-1)
+		if s.idle.Add(1) > max(minIdleHandlers, busy) {
 			s.idle.Add(-1)
 			return
 		}

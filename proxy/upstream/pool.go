@@ -16,6 +16,7 @@ import (
 	"errors"
 	"net"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/hostgate/hostgate/router"
@@ -38,6 +39,18 @@ type Conn struct {
 	// readStall and sendStall bound each read and write of the exchange
 	// under way (a rule's backend read and send timeouts); zero: only its deadline does.
 	readStall, sendStall time.Duration
+	// held, while holding, takes what Writer flushes, for FlushAwait to
+	// write itself: out is what is left of it to write, wrote says the
+	// write was made, writeErr how it failed. raw and step are made once
+	// for all of the connection's FlushAwait, which then allocates
+	// nothing.
+	held     []byte
+	holding  bool
+	out      []byte
+	wrote    bool
+	writeErr error
+	raw      syscall.RawConn
+	step     func(fd uintptr) bool
 }
 
 // ClientWatch is what a watched read asks: the HTTP/1.1 engine's client
@@ -122,6 +135,10 @@ func (uc *Conn) stallDeadline(stall time.Duration) time.Time {
 
 // Write is what bw writes to.
 func (uc *Conn) Write(p []byte) (int, error) {
+	if uc.holding {
+		uc.held = p
+		return len(p), nil
+	}
 	if uc.sendStall > 0 {
 		if err := uc.Conn.SetWriteDeadline(uc.stallDeadline(uc.sendStall)); err != nil {
 			return 0, err

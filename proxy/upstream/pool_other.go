@@ -8,3 +8,6 @@ import "net"
 // then fails the request that takes it (502), and a client that hangs up
 // is noticed only when its response is written.
 func socketState(net.Conn) socketStatus { return socketUnknown }
+
+// FlushAwait writes what Writer holds; the read that follows waits.
+func (uc *Conn) FlushAwait() error { return uc.Writer.Flush() }

@@ -5,6 +5,7 @@ package upstream
 import (
 	"errors"
 	"net"
+	"os"
 	"syscall"
 )
 
@@ -43,4 +44,78 @@ func SocketState(c net.Conn) socketStatus {
 		return socketData
 	}
 	return SocketClosed
+}
+
+// FlushAwait writes what Writer holds, the end of a request, and waits
+// until the backend's answer can be read, or the read deadline passes: a
+// read right after the write mostly finds nothing yet, a system call for
+// nothing before the goroutine parks on the netpoller. The write is made
+// from within the wait (RawConn.Read), once the netpoller has forgotten
+// the readiness it saw before, so that every byte the backend sends after
+// the request wakes the wait. What the socket does not take at once is
+// written as Write writes; the wait ends at any error, which the read
+// after it then meets. It reports the write's error.
+func (uc *Conn) FlushAwait() error {
+	if uc.readStall > 0 || !uc.rawConn() {
+		// A read stall is measured from the read that waits.
+		return uc.Writer.Flush()
+	}
+	uc.holding = true
+	err := uc.Writer.Flush()
+	uc.holding = false
+	uc.out, uc.held = uc.held, nil
+	if err != nil || len(uc.out) == 0 {
+		return err
+	}
+	uc.wrote, uc.writeErr = false, nil
+	_ = uc.raw.Read(uc.step)
+	out, wrote, err := uc.out, uc.wrote, uc.writeErr
+	uc.out, uc.writeErr = nil, nil
+	if err != nil || wrote && len(out) == 0 {
+		return err
+	}
+	// Unwritten (the read deadline had passed, or the connection was
+	// closed), or written in part.
+	_, err = uc.Write(out)
+	return err
+}
+
+// rawConn readies raw and step, reporting whether the connection has a
+// socket of its own.
+func (uc *Conn) rawConn() bool {
+	if uc.step != nil {
+		return true
+	}
+	sc, ok := uc.Conn.(syscall.Conn)
+	if !ok {
+		return false
+	}
+	raw, err := sc.SyscallConn()
+	if err != nil {
+		return false
+	}
+	uc.raw, uc.step = raw, uc.writeThenWait
+	return true
+}
+
+// writeThenWait is FlushAwait's RawConn.Read function: the first call
+// writes out, and asks to wait unless that failed or the socket took
+// part of it; the next one, the wait over, ends the read.
+func (uc *Conn) writeThenWait(fd uintptr) bool {
+	if uc.wrote {
+		return true
+	}
+	uc.wrote = true
+	n, err := syscall.Write(int(fd), uc.out)
+	if n > 0 {
+		uc.out = uc.out[n:]
+	}
+	switch {
+	case err == syscall.EAGAIN || err == syscall.EINTR:
+		return true
+	case err != nil:
+		uc.writeErr = &net.OpError{Op: "write", Net: "tcp", Source: uc.LocalAddr(), Addr: uc.RemoteAddr(), Err: os.NewSyscallError("write", err)}
+		return true
+	}
+	return len(uc.out) > 0
 }
