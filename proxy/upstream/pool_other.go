@@ -7,7 +7,7 @@ import "net"
 // SocketState cannot peek at a socket here. A closed pooled connection
 // then fails the request that takes it (502), and a client that hangs up
 // is noticed only when its response is written.
-func socketState(net.Conn) socketStatus { return socketUnknown }
+func SocketState(net.Conn) socketStatus { return socketUnknown }
 
 // FlushAwait writes what Writer holds; the read that follows waits.
 func (uc *Conn) FlushAwait() error { return uc.Writer.Flush() }
