@@ -167,7 +167,7 @@ func parseFlags(args []string, output io.Writer) (*config, error) {
 	fs.BoolVar(&requestID, "request-id", true, "send backends an X-Request-ID, generated unless a trusted proxy sent one (false: the client's goes on as it came)")
 	fs.BoolVar(&serverHeader, "server-header", true, "answers carry \"Server: hostgate\" unless the backend sent its own (false: hostgate adds none)")
 	fs.Func("load-balancing", "round-robin or least-request (default round-robin)", oneOf(&c.proxy.LoadBalancing, proxy.RoundRobin, proxy.LeastRequest))
-	fs.Func("http1-engine", "native (hostgate's own HTTP/1.1 engine, on Go's netpoller), loop (plain HTTP listeners on hostgate's own epoll loops, Linux only; HTTPS stays native) or stdlib (net/http for every connection) (default loop on Linux, native elsewhere)", oneOf(&c.proxy.HTTP1Engine, proxy.EngineNative, proxy.EngineLoop, proxy.EngineStdlib))
+	fs.Func("http1-engine", "native (hostgate's own HTTP/1.1 engine, on Go's netpoller), loop (plain HTTP listeners and TCP listeners' connections on hostgate's own epoll loops, Linux only; HTTPS stays native) or stdlib (net/http for every connection) (default loop on Linux, native elsewhere)", oneOf(&c.proxy.HTTP1Engine, proxy.EngineNative, proxy.EngineLoop, proxy.EngineStdlib))
 	fs.Func("http2-engine", "native (hostgate's own HTTP/2 engine) or stdlib (net/http's HTTP/2 server, an escape hatch) (default native)", oneOf(&c.proxy.HTTP2Engine, proxy.EngineNative, proxy.EngineStdlib))
 	fs.DurationVar(&c.proxy.ReadHeaderTimeout, "read-header-timeout", c.proxy.ReadHeaderTimeout, "time a client has to send request headers")
 	fs.DurationVar(&c.proxy.IdleTimeout, "idle-timeout", c.proxy.IdleTimeout, "how long an idle client connection is kept")
