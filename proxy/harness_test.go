@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -162,7 +163,26 @@ func startTLSBackend(t testing.TB, ca *tlstest.CA, protos []string, h http.Handl
 
 // deadAddr returns a loopback address that refuses connections.
 func deadAddr(t *testing.T) string {
-	return freeAddr(t)
+	t.Helper()
+	// A socket bound to the address that never listens, held until the
+	// test ends: a closed listener's port could be given to the next
+	// listener of the test process, whose connects then succeed (a
+	// hostgate listener there took a "refused" endpoint's requests and
+	// passed them round to the live one).
+	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	syscall.CloseOnExec(fd)
+	t.Cleanup(func() { syscall.Close(fd) })
+	if err := syscall.Bind(fd, &syscall.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+		t.Fatal(err)
+	}
+	sa, err := syscall.Getsockname(fd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fmt.Sprintf("127.0.0.1:%d", sa.(*syscall.SockaddrInet4).Port)
 }
 
 func get(t *testing.T, c *http.Client, url string, header ...string) (*http.Response, string) {
