@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"syscall"
+	"time"
 )
 
 // SocketState peeks at a TCP connection without blocking or taking bytes:
@@ -46,6 +47,14 @@ func SocketState(c net.Conn) socketStatus {
 	return SocketClosed
 }
 
+// staleAfterIdle is how long a connection waits in the pool before
+// FlushAwait looks whether the backend closed it: backends close idle
+// connections after seconds, and a busy pool reuses its connections
+// within milliseconds, which then pay no look.
+const staleAfterIdle = 100 * time.Millisecond
+
+var errClosedWhileIdle = errors.New("the backend closed the pooled connection while it was idle")
+
 // FlushAwait writes what Writer holds, the end of a request, and waits
 // until the backend's answer can be read, or the read deadline passes: a
 // read right after the write mostly finds nothing yet, a system call for
@@ -59,6 +68,15 @@ func (uc *Conn) FlushAwait() error {
 	if uc.readStall > 0 || !uc.rawConn() {
 		// A read stall is measured from the read that waits.
 		return uc.Writer.Flush()
+	}
+	// The wait forgets what the netpoller saw while the connection was
+	// pooled: a backend's FIN then, with its socket still open (a
+	// half-close, a host gone), would wake it only at the deadline. A
+	// connection the pool held long enough for a backend's idle timeout
+	// to end is looked at first, and one found closed fails before
+	// anything is sent, for the request to go on a fresh one.
+	if !uc.idleSince.IsZero() && time.Since(uc.idleSince) >= staleAfterIdle && uc.Stale() {
+		return errClosedWhileIdle
 	}
 	uc.holding = true
 	err := uc.Writer.Flush()

@@ -79,3 +79,54 @@ func TestFlushAwait(t *testing.T) {
 		})
 	}
 }
+
+// TestFlushAwaitClosedWhileIdle pools a connection whose backend
+// half-closes it while idle and keeps its socket open, as a host that
+// went away leaves it: no reset comes to end a wait, so FlushAwait must
+// find the close itself and fail at once, with nothing sent, for the
+// request to go on a fresh connection.
+func TestFlushAwaitClosedWhileIdle(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	received := make(chan int, 1)
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			received <- -1
+			return
+		}
+		defer c.Close()
+		_ = c.(*net.TCPConn).CloseWrite()
+		n, _ := io.Copy(io.Discard, c)
+		received <- int(n)
+	}()
+	pool := NewPool(time.Second, 1, time.Minute)
+	defer pool.Close()
+	addr := ln.Addr().String()
+	uc, _, err := pool.Get(addr, time.Time{}, 0, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool.Put(addr, uc)
+	time.Sleep(staleAfterIdle + 50*time.Millisecond)
+	uc, reused, err := pool.Get(addr, time.Time{}, 0, false)
+	if err != nil || !reused {
+		t.Fatalf("Get: reused %v, %v; want the pooled connection", reused, err)
+	}
+	if err := uc.SetReadDeadline(time.Now().Add(5 * time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	_, _ = uc.Writer.WriteString("GET / HTTP/1.1\r\nHost: a\r\n\r\n")
+	start := time.Now()
+	err = uc.FlushAwait()
+	if took := time.Since(start); err == nil || took > time.Second {
+		t.Fatalf("FlushAwait on a connection the backend closed: %v after %v, want an error at once", err, took)
+	}
+	uc.Close()
+	if n := <-received; n != 0 {
+		t.Errorf("the backend got %d bytes of a request on a connection it had closed", n)
+	}
+}
