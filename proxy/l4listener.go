@@ -27,18 +27,20 @@ func (s *Server) openL4Listener(cfg *Listener, ln net.Listener, port int) *liste
 	if mode == l4.TCP && s.opts.HTTP1Engine == EngineLoop {
 		// Beneath the caps, which then wrap its sockets; not beneath a
 		// PROXY header's listener, whose bytes are read in Go
-		// (relay.Listen leaves it as it is).
-		if rl := relay.Listen(ln); rl != ln {
-			var err error
-			if loop, err = relay.New(); err != nil {
-				s.log.Error("TCP relay loops", "listener", cfg.Address, "error", err)
-			} else {
-				ln = rl
-				opts.Relay = loop
-				opts.RelaySocket = func(c net.Conn) *relay.Socket {
-					sock, _ := guard.Beneath[*relay.Socket](c)
-					return sock
-				}
+		// (relay.Listen leaves it as it is). The loop first: a
+		// relay.Listen whose loop then failed would leave its copy of
+		// the listening socket open, listening after ln closed.
+		newLoop, err := relay.New()
+		if err != nil {
+			s.log.Error("TCP relay loops", "listener", cfg.Address, "error", err)
+		} else if rl := relay.Listen(ln); rl == ln {
+			newLoop.Close()
+		} else {
+			ln, loop = rl, newLoop
+			opts.Relay = loop
+			opts.RelaySocket = func(c net.Conn) *relay.Socket {
+				sock, _ := guard.Beneath[*relay.Socket](c)
+				return sock
 			}
 		}
 	}
