@@ -26,6 +26,7 @@ import (
 	"os"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/hostgate/hostgate/proxy/l4/relay"
@@ -195,7 +196,7 @@ func (l *Listener) Serve(ln net.Listener) error {
 		c, err := ln.Accept()
 		if err != nil {
 			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
+			if errors.As(err, &ne) && ne.Timeout() || acceptCanRecover(err) {
 				// Out of file descriptors and the like: wait, as
 				// net/http does, rather than spin.
 				delay = min(max(2*delay, 5*time.Millisecond), time.Second)
@@ -215,6 +216,19 @@ func (l *Listener) Serve(ln net.Listener) error {
 		}
 		go l.serve(c)
 	}
+}
+
+// acceptCanRecover reports whether a failed accept leaves the listener
+// able to accept again once the process has descriptors or memory back:
+// an error whose Timeout is false then would have stopped the listener
+// for good at the first spike.
+func acceptCanRecover(err error) bool {
+	for _, errno := range []syscall.Errno{syscall.EMFILE, syscall.ENFILE, syscall.ENOBUFS, syscall.ENOMEM, syscall.ECONNABORTED} {
+		if errors.Is(err, errno) {
+			return true
+		}
+	}
+	return false
 }
 
 func (l *Listener) track(c net.Conn) bool {

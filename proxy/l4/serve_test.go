@@ -6,7 +6,9 @@ import (
 	"errors"
 	"io"
 	"net"
+	"os"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -480,5 +482,56 @@ func TestMixedTermination(t *testing.T) {
 	waitValue(t, m.refusedTotal.WithLabelValues("test", refusedHandshake), 1, "failed handshakes counted")
 	if n := plain.accepted.Load(); n != 1 {
 		t.Errorf("the plain backend got %d connections, want the one terminated", n)
+	}
+}
+
+// exhaustedOnce fails its first Accept as a process out of descriptors
+// does.
+type exhaustedOnce struct {
+	net.Listener
+	failed bool
+}
+
+func (l *exhaustedOnce) Accept() (net.Conn, error) {
+	if !l.failed {
+		l.failed = true
+		return nil, &net.OpError{Op: "accept", Net: "tcp", Err: os.NewSyscallError("accept4", syscall.EMFILE)}
+	}
+	return l.Listener.Accept()
+}
+
+// TestServeOutlivesDescriptorExhaustion: a TCP listener whose accept
+// failed for want of descriptors serves the connections after it, rather
+// than stop for good.
+func TestServeOutlivesDescriptorExhaustion(t *testing.T) {
+	b := startBackend(t, func(c net.Conn) net.Conn { return c }, "app")
+	table := compile(t, route(router.KindTCPRoute, "app", []string{"b"}))
+	sets := upstream.NewRegistry(upstream.RoundRobin, upstream.Health{}).Sets(map[string][]upstream.Endpoint{"b": {{Address: b.addr}}})
+	m, err := NewMetrics(prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := New(Options{Mode: TCP, Address: "test", DialTimeout: time.Second, ConnectAttempts: 1,
+		Sets: func() map[string]*upstream.Set { return sets }, Metrics: m}, table, nil)
+	done := make(chan error, 1)
+	go func() { done <- l.Serve(&exhaustedOnce{Listener: ln}) }()
+	defer func() {
+		ln.Close()
+		if err := <-done; !errors.Is(err, net.ErrClosed) {
+			t.Errorf("Serve: %v", err)
+		}
+		l.Drain(t.Context())
+	}()
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if got := roundTrip(t, c, "hello"); got != "app hello\n" {
+		t.Errorf("answer %q through a listener whose accept failed once, want %q", got, "app hello\n")
 	}
 }
