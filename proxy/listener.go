@@ -342,13 +342,30 @@ func (l *listener) serveHTTP2(conn net.Conn, gc *guard.Conn) {
 	l.h2.ServeConn(conn, h2.ConnOpts{Context: ctx})
 }
 
-// stopAccepting closes the sockets; connections already open stay.
+// stopAccepting closes the sockets. Connections already open stay, but
+// from now on every HTTP/1.1 answer closes its own, connections idle
+// close, and HTTP/2 clients get GOAWAY: here rather than in drain, whose
+// goroutine may start after an answer went out with keep-alive
+// (TestRemovedListenerDrains, on a loaded machine).
 func (l *listener) stopAccepting() {
 	if l.flows != nil {
 		l.udp.Close()
 		return
 	}
 	l.tcp.Close()
+	if l.stream != nil {
+		return
+	}
+	if l.h1 != nil {
+		l.h1.CloseIdle()
+	}
+	if l.loop != nil {
+		l.loop.CloseIdle()
+	}
+	l.http.SetKeepAlivesEnabled(false)
+	if l.h2 != nil {
+		l.h2.Drain()
+	}
 }
 
 // drain waits for the listener's connections to finish their work, closing
@@ -365,16 +382,7 @@ func (l *listener) drain(ctx context.Context) bool {
 	if l.sharedTLS != nil {
 		wg.Go(func() { sharedClean = l.sharedTLS.Drain(ctx) })
 	}
-	if l.h1 != nil {
-		l.h1.CloseIdle()
-	}
-	if l.loop != nil {
-		l.loop.CloseIdle()
-	}
 	wg.Go(func() { _ = l.http.Shutdown(ctx) })
-	if l.h2 != nil {
-		l.h2.Drain()
-	}
 	if l.h3 != nil {
 		wg.Go(func() { _ = l.h3.Shutdown(ctx) })
 	}
