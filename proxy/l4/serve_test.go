@@ -98,16 +98,21 @@ func serveL4(t *testing.T, mode Mode, table *router.L4Table, backends map[string
 
 // serveL4With is serveL4 with options that change sets.
 func serveL4With(t *testing.T, mode Mode, table *router.L4Table, backends map[string]*backend, change func(*Options)) (*Listener, string, *Metrics) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return serveL4On(t, ln, mode, table, backends, change)
+}
+
+// serveL4On is serveL4With on ln.
+func serveL4On(t *testing.T, ln net.Listener, mode Mode, table *router.L4Table, backends map[string]*backend, change func(*Options)) (*Listener, string, *Metrics) {
 	eps := map[string][]upstream.Endpoint{}
 	for name, b := range backends {
 		eps[name] = []upstream.Endpoint{{Address: b.addr}}
 	}
 	sets := upstream.NewRegistry(upstream.RoundRobin, upstream.Health{FailureThreshold: 5, BaseEjection: time.Second, MaxEjection: time.Second}).Sets(eps)
 	m, err := NewMetrics(prometheus.NewRegistry())
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -505,28 +510,12 @@ func (l *exhaustedOnce) Accept() (net.Conn, error) {
 // than stop for good.
 func TestServeOutlivesDescriptorExhaustion(t *testing.T) {
 	b := startBackend(t, func(c net.Conn) net.Conn { return c }, "app")
-	table := compile(t, route(router.KindTCPRoute, "app", []string{"b"}))
-	sets := upstream.NewRegistry(upstream.RoundRobin, upstream.Health{}).Sets(map[string][]upstream.Endpoint{"b": {{Address: b.addr}}})
-	m, err := NewMetrics(prometheus.NewRegistry())
-	if err != nil {
-		t.Fatal(err)
-	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	l := New(Options{Mode: TCP, Address: "test", DialTimeout: time.Second, ConnectAttempts: 1,
-		Sets: func() map[string]*upstream.Set { return sets }, Metrics: m}, table, nil)
-	done := make(chan error, 1)
-	go func() { done <- l.Serve(&exhaustedOnce{Listener: ln}) }()
-	defer func() {
-		ln.Close()
-		if err := <-done; !errors.Is(err, net.ErrClosed) {
-			t.Errorf("Serve: %v", err)
-		}
-		l.Drain(t.Context())
-	}()
-	c, err := net.Dial("tcp", ln.Addr().String())
+	_, addr, _ := serveL4On(t, &exhaustedOnce{Listener: ln}, TCP, compile(t, route(router.KindTCPRoute, "app", []string{"b"})), map[string]*backend{"b": b}, nil)
+	c, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
