@@ -148,6 +148,31 @@ func recompile(prev *listenerState, l watch.Listener, routes []router.Route) (*r
 	return router.Recompile(prev.table, routes, l.ListenerHostnames...)
 }
 
+// adoptRoutes takes, for each of gen's listeners, the routes of the one
+// of listeners, equal to it (sameListeners), where they are another list:
+// the next snapshot's Changes are against listeners, and only against the
+// very routes a table was compiled from does recompile trust them. The
+// routes of a route whose status alone changed are a new list, and until
+// the next change of routes, recompile paired every route of the table
+// again (and at 10,000 routes, rebuilt those of every status written
+// since). It reports whether it took any.
+func (gen *generation) adoptRoutes(listeners []watch.Listener) bool {
+	adopted := false
+	for i := range gen.Listeners {
+		spec, l := &gen.Listeners[i].spec, listeners[i]
+		if len(l.Routes) == 0 || &spec.Routes[0] == &l.Routes[0] {
+			continue
+		}
+		if !adopted {
+			// The generation served now is read by /debug/routes.
+			gen.Listeners = slices.Clone(gen.Listeners)
+			spec, adopted = &gen.Listeners[i].spec, true
+		}
+		spec.Routes = l.Routes
+	}
+	return adopted
+}
+
 // addL4 compiles a TLS, TCP or UDP listener. Its table is small
 // (a route per hostname) and built again whenever its routes change.
 func (gen *generation) addL4(address string, l watch.Listener, prev *listenerState) {

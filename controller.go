@@ -85,8 +85,9 @@ func (c *controller) publish(snap *watch.Snapshot, found findings) {
 		}
 		if gen := c.current.Load(); gen != nil {
 			next := *gen
+			adopted := next.adoptRoutes(snap.Listeners)
 			c.describeFindings(&next, found)
-			if !slices.Equal(gen.Problems, next.Problems) || !slices.EqualFunc(gen.Annotations, next.Annotations, sameIngressAnnotations) {
+			if adopted || !slices.Equal(gen.Problems, next.Problems) || !slices.EqualFunc(gen.Annotations, next.Annotations, sameIngressAnnotations) {
 				c.current.Store(&next)
 			}
 		}

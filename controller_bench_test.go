@@ -18,10 +18,12 @@ import (
 // BenchmarkPublish takes snapshots of n routes, each with its own host and
 // endpoint set, to a proxy listening on loopback: route-change is a
 // snapshot in which one route changed its path, saying so as a spliced
-// translation does, endpoints-only one in which one endpoint set changed.
+// translation does, endpoints-only one in which one endpoint set changed;
+// route-change-after-status makes each route change after a snapshot of
+// the same routes in another list, as a status written on a route gives.
 func BenchmarkPublish(b *testing.B) {
 	for _, n := range []int{1000, 10000} {
-		for _, kind := range []string{"route-change", "endpoints-only"} {
+		for _, kind := range []string{"route-change", "route-change-after-status", "endpoints-only"} {
 			b.Run(fmt.Sprintf("routes=%d/%s", n, kind), func(b *testing.B) {
 				quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 				srv, err := proxy.New(proxy.Options{Logger: quiet, ShutdownDelay: time.Millisecond, Registerer: prometheus.NewRegistry()})
@@ -40,7 +42,18 @@ func BenchmarkPublish(b *testing.B) {
 					next := *snap
 					next.Listeners = []watch.Listener{snap.Listeners[0]}
 					l := &next.Listeners[0]
-					if kind == "route-change" {
+					if kind == "route-change-after-status" {
+						status := next
+						status.Listeners = []watch.Listener{snap.Listeners[0]}
+						s := &status.Listeners[0]
+						s.Routes = append([]router.Route(nil), s.Routes...)
+						s.Changes = &watch.RouteChanges{Base: snap.Listeners[0].Routes, IDs: []router.RouteID{s.Routes[(i+1)%n].ID}}
+						ctrl.publish(&status, nil)
+						snap = &status
+						next.Listeners = []watch.Listener{snap.Listeners[0]}
+						l = &next.Listeners[0]
+					}
+					if kind != "endpoints-only" {
 						l.Routes = append([]router.Route(nil), l.Routes...)
 						l.Routes[i%n].Rules = []router.Rule{benchRule(fmt.Sprintf("/changed-%d", i), l.Routes[i%n].Rules[0].Backends[0].Name)}
 						l.Changes = &watch.RouteChanges{Base: snap.Listeners[0].Routes, IDs: []router.RouteID{l.Routes[i%n].ID}}

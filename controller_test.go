@@ -54,8 +54,14 @@ func TestEndpointChurnDoesNotRecompile(t *testing.T) {
 
 	ctrl.publish(&watch.Snapshot{Listeners: listener("/"), Endpoints: endpoints("10.0.0.1:8080")}, nil)
 	first := current.Load()
+	// The generation served may be another copy, of the same number and
+	// the same compiled table.
+	recompiled := func() bool {
+		gen := current.Load()
+		return gen.Number != first.Number || gen.Listeners[0].table != first.Listeners[0].table
+	}
 	ctrl.publish(&watch.Snapshot{Listeners: listener("/"), Endpoints: endpoints("10.0.0.2:8080")}, nil)
-	if current.Load() != first {
+	if recompiled() {
 		t.Error("an endpoint-only change compiled a new generation")
 	}
 	if got := srv.Endpoints()["default/web:80"]; len(got) != 1 || got[0].Address != "10.0.0.2:8080" {
@@ -73,7 +79,7 @@ func TestEndpointChurnDoesNotRecompile(t *testing.T) {
 	if got := srv.Endpoints(); len(got) != 1 || len(got["default/web:80"]) != 1 {
 		t.Errorf("endpoints after a set was removed = %+v; want web's only", got)
 	}
-	if current.Load() != first {
+	if recompiled() {
 		t.Error("an endpoint-only change compiled a new generation")
 	}
 	ctrl.publish(&watch.Snapshot{Listeners: listener("/api"), Endpoints: endpoints("10.0.0.2:8080")}, nil)

@@ -68,6 +68,13 @@ func BenchmarkTranslate(b *testing.B) {
 		b.Run(fmt.Sprintf("routes=%d/one-change", n), benchChanges(n, func(objs *objects, i int) {
 			objs.httpRoutes[i%n] = objs.httpRoutes[i%n].DeepCopy()
 		}))
+		// The status writer writes 100 routes a second, and a translation
+		// follows each second of them.
+		b.Run(fmt.Sprintf("routes=%d/status-changes", n), benchChanges(n, func(objs *objects, i int) {
+			for j := range min(100, n) {
+				objs.httpRoutes[(i*100+j)%n] = objs.httpRoutes[(i*100+j)%n].DeepCopy()
+			}
+		}))
 		b.Run(fmt.Sprintf("routes=%d/endpoints-change", n), benchChanges(n, func(objs *objects, i int) {
 			slice := objs.endpointSlices[i%n].DeepCopy()
 			slice.Endpoints[0].Addresses = []string{fmt.Sprintf("10.255.%d.%d", i/250%250, i%250)}

@@ -48,6 +48,7 @@ import (
 	"slices"
 	"sort"
 
+	"k8s.io/apimachinery/pkg/types"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/hostgate/hostgate/router"
@@ -282,6 +283,36 @@ func gone[T object](s *splice, kind int, o *order[T]) []T {
 	return out
 }
 
+// sharingRules is build for a translation whose routes of one kind
+// removed are those of the last translation that went or are translated
+// again: a route of the same namespace and name as one of them, whose
+// rules came out equal, gets that one's rules. A route whose status alone
+// changed is translated again, as its report must name the new object;
+// with new rules of equal content the router took it for changed and laid
+// its host tables out again, and at 10,000 HTTPRoutes the status hostgate
+// writes on each made the first route change after it recompile every
+// table (128 ms).
+func sharingRules[T object](t *translator, removed []T, build func(T) *route) func(T) *route {
+	last := make(map[types.NamespacedName]*route, len(removed))
+	for _, obj := range removed {
+		if e := t.prev.objects[obj]; e != nil {
+			if r, ok := e.value.(*route); ok && len(r.rules) > 0 {
+				last[types.NamespacedName{Namespace: obj.GetNamespace(), Name: obj.GetName()}] = r
+			}
+		}
+	}
+	if len(last) == 0 {
+		return build
+	}
+	return func(obj T) *route {
+		r := build(obj)
+		if l := last[types.NamespacedName{Namespace: obj.GetNamespace(), Name: obj.GetName()}]; l != nil && reflect.DeepEqual(l.rules, r.rules) {
+			r.rules = l.rules
+		}
+		return r
+	}
+}
+
 // countPorts adds delta to the count of routes that registered each
 // endpoint entry e's route registered, and lists the entries counted.
 func (t *translator) countPorts(e *memoEntry, delta int32) {
@@ -308,11 +339,16 @@ func kindRoutes[T object](t *translator, kind int, o *order[T], objs []T, build 
 	for i, l := range t.listeners {
 		before[i] = l.attachedRoutes
 	}
+	removed := o.removed
+	if t.splice != nil {
+		removed = gone(t.splice, kind, o)
+	}
+	build = sharingRules(t, removed, build)
 	var reports []RouteReport[T]
 	if t.splice == nil {
 		reports = attachRoutes(t, objs, build, true)
 	} else {
-		reports = spliceRoutes(t, kind, o, len(objs), last(t.prev.reports), build)
+		reports = spliceRoutes(t, kind, removed, o, len(objs), last(t.prev.reports), build)
 	}
 	counts := t.next.kindCounts[kind][:0]
 	for i, l := range t.listeners {
@@ -324,13 +360,12 @@ func kindRoutes[T object](t *translator, kind int, o *order[T], objs []T, build 
 
 // spliceRoutes is kindRoutes splicing: the routes of o (n of them now)
 // that came are translated and attached as a full translation would, and
-// those that went are taken out of what last and the sockets' last routes
-// hold.
-func spliceRoutes[T object](t *translator, kind int, o *order[T], n int, last []RouteReport[T], build func(T) *route) []RouteReport[T] {
+// those removed (gone, or translated again) are taken out of what last
+// and the sockets' last routes hold.
+func spliceRoutes[T object](t *translator, kind int, removed []T, o *order[T], n int, last []RouteReport[T], build func(T) *route) []RouteReport[T] {
 	for i, l := range t.listeners {
 		l.attachedRoutes += t.prev.kindCounts[kind][i]
 	}
-	removed := gone(t.splice, kind, o)
 	goneKeys := make([]sortKey, 0, len(removed))
 	for _, obj := range removed {
 		r := t.prev.objects[obj].value.(*route)

@@ -15,6 +15,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"github.com/hostgate/hostgate/router"
 )
 
 // TestSpliceMatchesTranslation makes random sequences of HTTPRoute,
@@ -463,5 +465,54 @@ func TestSpliceIngressesFallBack(t *testing.T) {
 				checkServed(t, fmt.Sprintf("translation %d (spliced: %v)", i, m.spliced), objs, list, c.opts, snap, reports)
 			}
 		})
+	}
+}
+
+// TestStatusChangeSharesRules checks that an HTTPRoute whose status alone
+// changed, as after each status write of hostgate's, comes out with the
+// rules of its last translation, spliced or not: the router takes a route
+// with other rules for changed and lays its host tables out again, which
+// at 10,000 routes made the first route change after the status writes
+// recompile every table. A route whose rules did change gets new ones.
+func TestStatusChangeSharesRules(t *testing.T) {
+	for _, full := range []bool{false, true} {
+		objs := benchObjects(20)
+		m := newMemo()
+		before, _ := m.translate(objs, Options{})
+		// Translation sorts the list in place.
+		for i, r := range objs.httpRoutes {
+			switch r.Name {
+			case "r3":
+				statusChanged := r.DeepCopy()
+				statusChanged.Status.Parents = []gatewayv1.RouteParentStatus{{ParentRef: gatewayv1.ParentReference{Name: "g"}, ControllerName: DefaultGatewayController}}
+				objs.httpRoutes[i] = statusChanged
+			case "r5":
+				specChanged := r.DeepCopy()
+				specChanged.Spec.Rules[0].Matches[0].Path.Value = new("/v2")
+				objs.httpRoutes[i] = specChanged
+			}
+		}
+		if full {
+			// A Gateway's spec change makes a full translation.
+			gw := objs.gateways[0].DeepCopy()
+			gw.Spec.Listeners[0].Hostname = new(gatewayv1.Hostname("*.example.com"))
+			objs.gateways[0] = gw
+		}
+		after, _ := m.translate(objs, Options{})
+		rulesOf := func(snap *Snapshot, name string) []router.Rule {
+			for _, r := range snap.Listeners[0].Routes {
+				if r.ID.Name == name {
+					return r.Rules
+				}
+			}
+			t.Fatalf("full=%v: no route %s in %+v", full, name, snap.Listeners[0].Routes)
+			return nil
+		}
+		if a, b := rulesOf(before, "r3"), rulesOf(after, "r3"); &a[0] != &b[0] {
+			t.Errorf("full=%v: route r3, whose status alone changed, has rules of its own after the change", full)
+		}
+		if a, b := rulesOf(before, "r5"), rulesOf(after, "r5"); &a[0] == &b[0] || reflect.DeepEqual(a, b) {
+			t.Errorf("full=%v: route r5, whose path changed, kept its rules %+v", full, b)
+		}
 	}
 }
