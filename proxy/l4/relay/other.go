@@ -19,10 +19,13 @@ type Loop struct{}
 
 func New() (*Loop, error) { return nil, errors.New("relay: the loop needs Linux (epoll)") }
 
-func (*Loop) Relay(s *Socket, h Handler, first []byte, dialTimeout time.Duration) {}
-func (*Loop) Close()                                                              {}
+func (*Loop) Relay(s *Socket, h Handler, first []byte, dialTimeout time.Duration)     {}
+func (*Loop) RelayPeeked(s *Socket, h Peeker, readTimeout, dialTimeout time.Duration) {}
+func (*Loop) Close()                                                                  {}
 
 // Socket is never made: Listen returns its listener as it is.
 type Socket struct{ net.Conn }
+
+func (*Socket) Go() error { return nil }
 
 func Listen(ln net.Listener) net.Listener { return ln }
