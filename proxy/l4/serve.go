@@ -80,9 +80,9 @@ type Options struct {
 	// nil. Copies between two sockets splice; the wrappers' Read and
 	// Write would not. Nil: only a bare *net.TCPConn is its own socket.
 	Socket func(net.Conn) *net.TCPConn
-	// Relay, with mode TCP, carries the connections that are a
-	// relay.Socket beneath the caps' wrapper (RelaySocket finds it, nil
-	// for others) on its loops (relay.go).
+	// Relay, with mode TCP or Passthrough, carries the connections that
+	// are a relay.Socket beneath the caps' wrapper (RelaySocket finds
+	// it, nil for others) on its loops (relay.go).
 	Relay       *relay.Loop
 	RelaySocket func(net.Conn) *relay.Socket
 	// BackendTLS is the client configuration that checks a backend as

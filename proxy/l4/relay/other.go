@@ -8,8 +8,8 @@ import (
 	"time"
 )
 
-// The loop is built on epoll: elsewhere New refuses, and TCP listeners
-// keep their goroutines on Go's netpoller.
+// The loop is built on epoll: elsewhere New refuses, and TCP and TLS
+// listeners keep their goroutines on Go's netpoller.
 
 // Supported says whether the loop runs on this system.
 const Supported = false
