@@ -2,6 +2,7 @@ package l4
 
 import (
 	"bufio"
+	"context"
 	"crypto/tls"
 	"errors"
 	"io"
@@ -515,6 +516,42 @@ func testInvalidBackendRefused(t *testing.T, path func(*Options)) {
 	}
 	if got := value(t, m.refusedTotal.WithLabelValues("test", refusedNoBackend)); got != 1 {
 		t.Errorf("refused no_backend = %v, want 1", got)
+	}
+}
+
+// TestDrainDuringHello: a listener that drains closes, once its time is
+// up, a connection whose ClientHello is not whole yet; no backend gets
+// it, and the access log has its line with the bytes it sent.
+func TestDrainDuringHello(t *testing.T) { paths(t, testDrainDuringHello) }
+
+func testDrainDuringHello(t *testing.T, path func(*Options)) {
+	ca := tlstest.NewCA(t)
+	db := startTLSBackend(t, ca, "db", "db.example.com")
+	var log records
+	l, addr, _ := serveL4With(t, Passthrough, compile(t, route(router.KindTLSRoute, "db", []string{"db"}, "db.example.com")), map[string]*backend{"db": db}, func(o *Options) {
+		path(o)
+		o.HelloTimeout = time.Minute
+		o.AccessLog = log.log
+	})
+	c := dialTCP(t, addr)
+	if _, err := c.Write(clientHello(t, "db.example.com")[:10]); err != nil {
+		t.Fatal(err)
+	}
+	// Taken, and its bytes read, before the drain takes no more.
+	time.Sleep(100 * time.Millisecond)
+	ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
+	defer cancel()
+	if l.Drain(ctx) {
+		t.Error("Drain reported the connection ended by itself")
+	}
+	if !closedWithin(t, c, time.Second) {
+		t.Error("the connection stayed open after the drain")
+	}
+	if rec := log.wait(t, 1)[0]; rec.BytesIn != 10 || rec.Route != (router.RouteID{}) {
+		t.Errorf("access log %+v, want 10 bytes in and no route", rec)
+	}
+	if n := db.accepted.Load(); n != 0 {
+		t.Errorf("the backend got %d connections, want none", n)
 	}
 }
 
