@@ -185,20 +185,26 @@ func roundTrip(t *testing.T, c net.Conn, line string) string {
 // TestPassthrough: the client verifies the backend's own certificate, so
 // hostgate did not terminate TLS; the server name chooses the route,
 // exact before wildcard; each connection is counted by route and logged
-// with its server name and bytes, its ClientHello's included.
+// with its server name and bytes, its ClientHello's included. A
+// BackendTLSPolicy of a passthrough backend is not applied: the client's
+// TLS is the backend's.
 func TestPassthrough(t *testing.T) { paths(t, testPassthrough) }
 
 func testPassthrough(t *testing.T, path func(*Options)) {
 	ca := tlstest.NewCA(t)
 	db := startTLSBackend(t, ca, "db", "db.example.com")
 	web := startTLSBackend(t, ca, "web", "*.example.com")
-	table := compile(t,
-		route(router.KindTLSRoute, "db", []string{"db"}, "db.example.com"),
-		route(router.KindTLSRoute, "web", []string{"web"}, "*.example.com"))
+	dbRoute := route(router.KindTLSRoute, "db", []string{"db"}, "db.example.com")
+	dbRoute.Rules[0].Backends[0].TLS = &router.BackendTLS{ServerName: "db.example.com"}
+	table := compile(t, dbRoute, route(router.KindTLSRoute, "web", []string{"web"}, "*.example.com"))
 	var log records
 	_, addr, m := serveL4With(t, Passthrough, table, map[string]*backend{"db": db, "web": web}, func(o *Options) {
 		path(o)
 		o.AccessLog = log.log
+		o.BackendTLS = func(*router.BackendTLS) (*tls.Config, error) {
+			t.Error("TLS to a passthrough backend")
+			return nil, errors.New("not for passthrough")
+		}
 	})
 	for i, sni := range []string{"db.example.com", "shop.example.com"} {
 		c, err := tls.Dial("tcp", addr, &tls.Config{ServerName: sni, RootCAs: ca.Pool})
