@@ -18,8 +18,8 @@
 // Options.HTTP1Engine = EngineLoop, the default on Linux, the
 // connections of plain HTTP listeners are served on readiness loops of
 // hostgate's own (package h1loop), which hand what they do not serve to
-// that engine, and so are the connections of TCP listeners (package
-// l4/relay). HTTP/2 connections, recognized at the first read (ALPN h2 or the client
+// that engine, and so are the connections of TCP listeners and of TLS
+// listeners that pass TLS through (package l4/relay). HTTP/2 connections, recognized at the first read (ALPN h2 or the client
 // preface) or after an h2c upgrade, go to hostgate's HTTP/2 engine
 // (package h2), and with Options.HTTP2Engine = EngineStdlib to net/http's.
 // net/http serves what the HTTP/1.1 engine hands over, and every HTTP/1.1
@@ -61,8 +61,8 @@
 //	proxy/upstream  endpoint sets, passive health, balancing, and the pool
 //	                of HTTP/1.1 connections to endpoints
 //	proxy/l4        Layer 4 listeners (TLS passthrough and terminate, TCP, UDP)
-//	proxy/l4/relay  the readiness loops that carry TCP listeners'
-//	                connections (Linux)
+//	proxy/l4/relay  the readiness loops that carry TCP and TLS
+//	                passthrough connections (Linux)
 //
 // Imports point down that list and never back to proxy: h1loop imports
 // pipeline, guard, h1wire, upstream and evloop (and h1 in its tests); h1 imports

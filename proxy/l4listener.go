@@ -24,15 +24,16 @@ func (s *Server) openL4Listener(cfg *Listener, ln net.Listener, port int) *liste
 	}
 	opts := s.l4Options(cfg.Address, mode)
 	var loop *relay.Loop
-	if mode == l4.TCP && s.opts.HTTP1Engine == EngineLoop {
-		// Beneath the caps, which then wrap its sockets; not beneath a
+	if s.opts.HTTP1Engine == EngineLoop {
+		// TCP and TLS passthrough connections (proxy/l4's relay.go),
+		// beneath the caps, which then wrap its sockets; not beneath a
 		// PROXY header's listener, whose bytes are read in Go
 		// (relay.Listen leaves it as it is). The loop first: a
 		// relay.Listen whose loop then failed would leave its copy of
 		// the listening socket open, listening after ln closed.
 		newLoop, err := relay.New()
 		if err != nil {
-			s.log.Error("TCP relay loops", "listener", cfg.Address, "error", err)
+			s.log.Error("relay loops", "listener", cfg.Address, "error", err)
 		} else if rl := relay.Listen(ln); rl == ln {
 			newLoop.Close()
 		} else {

@@ -71,8 +71,8 @@ type listener struct {
 
 	serving sync.WaitGroup
 	// stream serves a Layer 4 listener, which has none of the above but
-	// tcp and stats; relay carries its connections when it is a TCP
-	// listener with EngineLoop.
+	// tcp and stats; relay carries its connections when it is a TCP or
+	// TLS listener with EngineLoop.
 	stream *l4.Listener
 	relay  *relay.Loop
 	// flows serve a UDP listener, whose socket is udp.

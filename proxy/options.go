@@ -38,9 +38,11 @@ const (
 	// readiness loops of hostgate's own (package h1loop, Linux only),
 	// which hand what they do not serve to EngineNative; HTTPS
 	// listeners keep EngineNative, as crypto/tls needs blocking I/O.
-	// HTTP/1.1 only. It also carries the connections of TCP listeners
-	// on loops (package l4/relay) rather than goroutines, unless they
-	// start with a PROXY header.
+	// HTTP/1.1 only. It also carries the connections of TCP listeners,
+	// and of TLS listeners where TLS is passed through, on loops
+	// (package l4/relay) rather than goroutines, unless they start with
+	// a PROXY header; a TLS socket with a listener in mode Terminate
+	// keeps goroutines.
 	EngineLoop Engine = "loop"
 )
 

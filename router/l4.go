@@ -237,6 +237,20 @@ func (t *L4Table) scopeOf(serverName string) *l4Scope {
 	return nil
 }
 
+// Terminates reports whether a listener of the table is in mode
+// Terminate: its connections' TLS may end at hostgate.
+func (t *L4Table) Terminates() bool {
+	if t == nil {
+		return false
+	}
+	for _, s := range t.scopes {
+		if s.terminate {
+			return true
+		}
+	}
+	return false
+}
+
 // Len is the number of hostnames the table serves, a route without
 // hostname counting one.
 func (t *L4Table) Len() int {

@@ -5,8 +5,9 @@
 // proxy/l4/relay's, which carry TCP connections. Each worker of theirs
 // waits on a Poller of its own; sockets are non-blocking, registered once
 // and edge-triggered, and read and written with raw system calls, which
-// never block and so need none of the runtime's bookkeeping. What a
-// connection is and when it ends is each loop's own.
+// never block and so need none of the runtime's bookkeeping; deadlines
+// are on a timer wheel per worker (wheel.go). What a connection is and
+// when it ends is each loop's own.
 //
 // It imports no other package of hostgate's.
 package evloop

@@ -75,10 +75,8 @@ type conn struct {
 	chunk                        uint8
 	sent                         int64
 
-	// The timer wheel's: the deadline and the slot's tick, in ticks, and
-	// the slot's list.
-	deadline, slotTick int64
-	prev, next         *conn
+	// timer is c's place on the worker's wheel, Of c.
+	timer evloop.Timer[*conn]
 }
 
 // readable reads what the client sent and serves it. Readiness is
@@ -153,7 +151,7 @@ func (w *worker) process(c *conn) bool {
 			if c.served {
 				// The rest of the head has ReadHeaderTimeout from its
 				// first bytes; the first request's runs from the accept.
-				w.wheel.arm(c, w.now.Add(w.s.cfg.ReadHeaderTimeout))
+				w.wheel.Arm(&c.timer, w.now.Add(w.s.cfg.ReadHeaderTimeout))
 			}
 		}
 		served = w.serve(c)
@@ -182,7 +180,7 @@ func (w *worker) settle(c *conn) {
 	case c.forwarding:
 		// Its timer is the try's, or the client's to read (flushOut).
 	case len(c.out) > 0:
-		w.wheel.arm(c, w.now.Add(w.s.cfg.IdleTimeout))
+		w.wheel.Arm(&c.timer, w.now.Add(w.s.cfg.IdleTimeout))
 	case c.start < c.n:
 		// A head not yet whole keeps the deadline of its first bytes.
 	case !c.waiting:
@@ -193,7 +191,7 @@ func (w *worker) settle(c *conn) {
 		w.putBuffer(c)
 		c.waiting = true
 		c.tc.MarkIdle(w.now)
-		w.wheel.arm(c, w.now.Add(w.s.cfg.IdleTimeout))
+		w.wheel.Arm(&c.timer, w.now.Add(w.s.cfg.IdleTimeout))
 	case c.buf != nil:
 		w.putBuffer(c)
 	}
@@ -316,7 +314,7 @@ func (w *worker) flushOut(c *conn) {
 		}
 		c.out = c.out[n:]
 		// A client that reads, however slowly, keeps its connection.
-		w.wheel.arm(c, w.now.Add(w.s.cfg.IdleTimeout))
+		w.wheel.Arm(&c.timer, w.now.Add(w.s.cfg.IdleTimeout))
 	}
 	c.out = nil
 	switch {
@@ -348,7 +346,7 @@ func (w *worker) next(c *conn) {
 // copy of the descriptor would leave it there.
 func (w *worker) handOff(c *conn) {
 	w.conns[c.fd] = nil
-	w.wheel.disarm(c)
+	w.wheel.Disarm(&c.timer)
 	_ = unix.EpollCtl(w.poll.FD, unix.EPOLL_CTL_DEL, c.fd, nil)
 	var ahead []byte
 	if c.start < c.n {

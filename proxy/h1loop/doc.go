@@ -4,7 +4,7 @@
 // (proxy/pipeline) as every engine.
 //
 // Workers. One per GOMAXPROCS, each a goroutine with its own epoll set,
-// its own connections and its own timer wheel (wheel.go), so that a
+// its own connections and its own timer wheel (evloop.Wheel), so that a
 // connection is only ever touched by one goroutine and takes no lock.
 // The goroutine is not locked to its OS thread: its yield at each busy
 // turn (loop.go) would then hand its P to another thread and take it

@@ -112,7 +112,7 @@ func (w *worker) try(c *conn, h *upstream.Host) {
 	}
 	u.c, c.up = c, u
 	if u.connecting {
-		w.wheel.arm(c, upstream.Earliest(c.ex.AttemptDeadline(), w.now.Add(c.ex.ConnectTimeout())))
+		w.wheel.Arm(&c.timer, upstream.Earliest(c.ex.AttemptDeadline(), w.now.Add(c.ex.ConnectTimeout())))
 		return
 	}
 	w.sendRequest(c, u)
@@ -126,7 +126,7 @@ func (w *worker) armTry(c *conn, stall time.Duration) {
 	if stall > 0 {
 		deadline = upstream.Earliest(w.now.Add(stall), deadline)
 	}
-	w.wheel.arm(c, deadline)
+	w.wheel.Arm(&c.timer, deadline)
 }
 
 // sendRequest writes the request, head and body, in one write.
@@ -326,7 +326,7 @@ func (w *worker) relay(c *conn, u *upConn) bool {
 		// unread): it has IdleTimeout to go on, or the connection and
 		// the backend's end (expireForward), as the guard bounds a
 		// write on the netpoll engine.
-		w.wheel.arm(c, w.now.Add(w.s.cfg.IdleTimeout))
+		w.wheel.Arm(&c.timer, w.now.Add(w.s.cfg.IdleTimeout))
 	}
 	return w.conn(c.fd) == c
 }

@@ -100,7 +100,7 @@ type worker struct {
 	poll evloop.Poller
 	// conns are the loop's connections by descriptor.
 	conns  []*conn
-	wheel  wheel
+	wheel  evloop.Wheel[*conn]
 	events [events]unix.EpollEvent
 	// bw builds the answers to the connection served (cur), and writes
 	// them to it (Write).
@@ -137,7 +137,7 @@ func newWorker(s *Server) (*worker, error) {
 	w.bw = bufio.NewWriterSize(w, writeBufferSize)
 	w.ubw = bufio.NewWriterSize(upSink{w}, writeBufferSize)
 	w.now = time.Now()
-	w.wheel.now = ticks(w.now)
+	w.wheel.Start(w.now)
 	return w, nil
 }
 
@@ -149,7 +149,7 @@ func (w *worker) run() {
 	for !w.s.stopped.Load() {
 		n := w.poll.WaitNow(w.events[:])
 		if n == 0 {
-			n = w.poll.Wait(w.events[:], w.wheel.wait(time.Now()))
+			n = w.poll.Wait(w.events[:], w.wheel.Wait(time.Now()))
 		}
 		w.now = time.Now()
 		for i := range n {
@@ -176,7 +176,7 @@ func (w *worker) run() {
 				w.readable(c)
 			}
 		}
-		w.wheel.advance(w.now, w.expire)
+		w.wheel.Advance(w.now, w.expire)
 		// A loop that never blocks holds its P until the scheduler
 		// preempts it after 10 ms: the goroutines that need the P (the
 		// collector's workers, the native engine's, timers) then run in
@@ -258,6 +258,7 @@ func (w *worker) adopt(nc net.Conn) {
 		return
 	}
 	c := &conn{fd: fd, tc: tc, sock: sock, remote: tc.RemoteAddr().String(), waiting: true}
+	c.timer.Of = c
 	c.peer = guard.AddrOf(tc.RemoteAddr())
 	c.client = c.remote
 	if ap, err := netip.ParseAddrPort(c.remote); err == nil {
@@ -271,7 +272,7 @@ func (w *worker) adopt(nc net.Conn) {
 		w.close(c)
 		return
 	}
-	w.wheel.arm(c, w.now.Add(w.s.cfg.ReadHeaderTimeout))
+	w.wheel.Arm(&c.timer, w.now.Add(w.s.cfg.ReadHeaderTimeout))
 	if len(ahead) > 0 {
 		if len(ahead) > readBufferSize {
 			c.buf = ahead
@@ -320,7 +321,7 @@ func (w *worker) close(c *conn) {
 	if c.forwarding {
 		w.abort(c)
 	}
-	w.wheel.disarm(c)
+	w.wheel.Disarm(&c.timer)
 	w.putBuffer(c)
 	c.out = nil
 	c.sock.release()

@@ -44,7 +44,7 @@ func closedWithin(t *testing.T, c net.Conn, d time.Duration) bool {
 // goes on for the grace and is then closed; a connection whose route
 // stays (another listener's table keeps it) is not; one whose route comes
 // back within the grace stays.
-func TestTCPDrainRemovedRoute(t *testing.T) { tcpPaths(t, testTCPDrainRemovedRoute) }
+func TestTCPDrainRemovedRoute(t *testing.T) { paths(t, testTCPDrainRemovedRoute) }
 
 func testTCPDrainRemovedRoute(t *testing.T, path func(*Options)) {
 	const grace = 300 * time.Millisecond
@@ -96,7 +96,7 @@ func testTCPDrainRemovedRoute(t *testing.T, path func(*Options)) {
 // TestTCPDrainRemovedEndpoint: a connection to an endpoint that left its
 // backend's set is closed after the grace; one to an endpoint that stays
 // is not.
-func TestTCPDrainRemovedEndpoint(t *testing.T) { tcpPaths(t, testTCPDrainRemovedEndpoint) }
+func TestTCPDrainRemovedEndpoint(t *testing.T) { paths(t, testTCPDrainRemovedEndpoint) }
 
 func testTCPDrainRemovedEndpoint(t *testing.T, path func(*Options)) {
 	const grace = 200 * time.Millisecond

@@ -49,54 +49,78 @@ var (
 // without a trailing dot ("" when it names none). It reads no byte past
 // the record that completes the message.
 func readHello(r io.Reader) (raw []byte, serverName string, err error) {
-	var msg []byte // the handshake message, reassembled from records
+	var p helloParser
 	raw = make([]byte, 0, 1024)
 	for {
-		start := len(raw)
-		raw, err = readFull(r, raw, recordHeaderSize)
-		if err != nil {
+		need, serverName, err := p.parse(raw)
+		if need == 0 {
+			return raw, serverName, err
+		}
+		if raw, err = readFull(r, raw, need); err != nil {
 			return raw, "", err
 		}
-		hdr := raw[start:]
-		if hdr[0] != recordHandshake {
-			return raw, "", errNotTLS
+	}
+}
+
+// helloParser finds the ClientHello in a connection's first bytes as
+// they come, on a goroutine (readHello) or a relay loop, which gives it
+// whatever each read brought: each record is looked at once.
+type helloParser struct {
+	// next is where the first record not yet taken starts, and msg the
+	// handshake message reassembled from those taken.
+	next int
+	msg  []byte
+}
+
+// parse takes the records of raw, every byte read so far, past those it
+// took before. need > 0 is how many bytes at least it needs before it can
+// say more; otherwise it returns the server name, or why there is none.
+// Bytes past the record that completes the message are not looked at.
+func (p *helloParser) parse(raw []byte) (need int, serverName string, err error) {
+	for {
+		rec := raw[p.next:]
+		if len(rec) < recordHeaderSize {
+			return recordHeaderSize - len(rec), "", nil
 		}
-		n := int(hdr[3])<<8 | int(hdr[4])
+		if rec[0] != recordHandshake {
+			return 0, "", errNotTLS
+		}
+		n := int(rec[3])<<8 | int(rec[4])
 		if n == 0 || n > maxRecord {
 			// An empty handshake fragment is not allowed (RFC 8446
 			// section 5.1).
-			return raw, "", errMalformed
+			return 0, "", errMalformed
 		}
 		// The second bound is on the record headers of a hello sent in
 		// tiny fragments, which cost a read each.
-		if len(msg)+n > MaxHelloSize+4 || len(raw)+n > maxHelloBytes {
-			return raw, "", errTooLarge
+		if len(p.msg)+n > MaxHelloSize+4 || p.next+recordHeaderSize+n > maxHelloBytes {
+			return 0, "", errTooLarge
 		}
-		raw, err = readFull(r, raw, n)
-		if err != nil {
-			return raw, "", err
+		if len(rec) < recordHeaderSize+n {
+			return recordHeaderSize + n - len(rec), "", nil
 		}
-		msg = append(msg, raw[len(raw)-n:]...)
-		if len(msg) < 4 {
+		p.msg = append(p.msg, rec[recordHeaderSize:recordHeaderSize+n]...)
+		p.next += recordHeaderSize + n
+		if len(p.msg) < 4 {
 			continue
 		}
-		if msg[0] != handshakeHello {
-			return raw, "", errMalformed
+		if p.msg[0] != handshakeHello {
+			return 0, "", errMalformed
 		}
-		size := int(msg[1])<<16 | int(msg[2])<<8 | int(msg[3])
+		size := int(p.msg[1])<<16 | int(p.msg[2])<<8 | int(p.msg[3])
 		if size > MaxHelloSize {
-			return raw, "", errTooLarge
+			return 0, "", errTooLarge
 		}
-		if len(msg)-4 < size {
+		if len(p.msg)-4 < size {
 			continue
 		}
-		if len(msg)-4 > size {
+		if len(p.msg)-4 > size {
 			// Another message after the ClientHello before the server
 			// answered: no client does that.
-			return raw, "", errMalformed
+			return 0, "", errMalformed
 		}
-		serverName, err = helloServerName(msg[4:])
-		return raw, serverName, err
+		serverName, err = helloServerName(p.msg[4:])
+		return 0, serverName, err
 	}
 }
 

@@ -3,6 +3,7 @@ package l4
 import (
 	"bufio"
 	"bytes"
+	"crypto/tls"
 	"encoding/hex"
 	"fmt"
 	"io"
@@ -11,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/hostgate/hostgate/router"
+	"github.com/hostgate/hostgate/tlsstore/tlstest"
 )
 
 // TestProxyHeader checks the headers against the bytes
@@ -52,7 +54,7 @@ func TestProxyHeader(t *testing.T) {
 // TestBackendProxyProtocol: a backend asking for the PROXY protocol gets
 // a header naming the client and the address it connected to before the
 // client's bytes; a backend that does not gets none.
-func TestBackendProxyProtocol(t *testing.T) { tcpPaths(t, testBackendProxyProtocol) }
+func TestBackendProxyProtocol(t *testing.T) { paths(t, testBackendProxyProtocol) }
 
 func testBackendProxyProtocol(t *testing.T, path func(*Options)) {
 	headers := make(chan string, 4)
@@ -113,3 +115,38 @@ type readerConn struct {
 }
 
 func (c *readerConn) Read(p []byte) (int, error) { return c.r.Read(p) }
+
+// TestPassthroughProxyProtocol: a passthrough backend asking for version
+// 2 of the PROXY protocol gets the header, then the client's TLS
+// unchanged: the client verifies the backend's certificate.
+func TestPassthroughProxyProtocol(t *testing.T) { paths(t, testPassthroughProxyProtocol) }
+
+func testPassthroughProxyProtocol(t *testing.T, path func(*Options)) {
+	ca := tlstest.NewCA(t)
+	serveTLS := tlsServer(t, ca, "db.example.com")
+	headers := make(chan []byte, 1)
+	db := startBackend(t, func(c net.Conn) net.Conn {
+		r := bufio.NewReader(c)
+		b := make([]byte, 16+12)
+		if _, err := io.ReadFull(r, b); err != nil {
+			t.Errorf("reading the version 2 header: %v", err)
+		}
+		headers <- b
+		return serveTLS(&readerConn{Conn: c, r: r})
+	}, "db")
+	r := route(router.KindTLSRoute, "db", []string{"db"}, "db.example.com")
+	r.Rules[0].Backends[0].ProxyProtocol = 2
+	_, addr, _ := serveL4With(t, Passthrough, compile(t, r), map[string]*backend{"db": db}, path)
+	c, err := tls.Dial("tcp", addr, &tls.Config{ServerName: "db.example.com", RootCAs: ca.Pool})
+	if err != nil {
+		t.Fatalf("handshake through hostgate: %v", err)
+	}
+	defer c.Close()
+	if got := roundTrip(t, c, "hello"); got != "db hello\n" {
+		t.Errorf("answer %q", got)
+	}
+	client, listener := c.LocalAddr().(*net.TCPAddr).AddrPort(), c.RemoteAddr().(*net.TCPAddr).AddrPort()
+	if got, want := <-headers, proxyHeader(2, client, listener); !bytes.Equal(got, want) {
+		t.Errorf("header %x, want %x", got, want)
+	}
+}

@@ -67,7 +67,7 @@ func withEndpoints(addrs ...string) func(*Options) {
 // TestTCPBackendRefuses: an endpoint that refuses the connection is
 // passed over for the next of its set; with none that takes it the
 // client's connection is closed, counted and logged as connect_failed.
-func TestTCPBackendRefuses(t *testing.T) { tcpPaths(t, testTCPBackendRefuses) }
+func TestTCPBackendRefuses(t *testing.T) { paths(t, testTCPBackendRefuses) }
 
 func testTCPBackendRefuses(t *testing.T, path func(*Options)) {
 	up := startBackend(t, func(c net.Conn) net.Conn { return c }, "up")
@@ -105,7 +105,7 @@ func testTCPBackendRefuses(t *testing.T, path func(*Options)) {
 // once it sent all of its own, so that the proxy holds bytes back while a
 // peer takes no more; all arrive in order, and the access log and the
 // byte counters have them.
-func TestTCPLongTransfer(t *testing.T) { tcpPaths(t, testTCPLongTransfer) }
+func TestTCPLongTransfer(t *testing.T) { paths(t, testTCPLongTransfer) }
 
 func testTCPLongTransfer(t *testing.T, path func(*Options)) {
 	const size = 8 << 20
@@ -166,7 +166,7 @@ func testTCPLongTransfer(t *testing.T, path func(*Options)) {
 // TestTCPListenerDrain: a listener that drains lets its open connection
 // run until the drain's time is up, then closes it, and counts and logs
 // its end.
-func TestTCPListenerDrain(t *testing.T) { tcpPaths(t, testTCPListenerDrain) }
+func TestTCPListenerDrain(t *testing.T) { paths(t, testTCPListenerDrain) }
 
 func testTCPListenerDrain(t *testing.T, path func(*Options)) {
 	b := startBackend(t, func(c net.Conn) net.Conn { return c }, "b")
@@ -230,7 +230,7 @@ func fullAddr(t *testing.T) string {
 // TestTCPConnectTimeout: a connect that takes longer than DialTimeout
 // fails, and the client's connection is closed and counted as
 // connect_failed, not held until the system gives up.
-func TestTCPConnectTimeout(t *testing.T) { tcpPaths(t, testTCPConnectTimeout) }
+func TestTCPConnectTimeout(t *testing.T) { paths(t, testTCPConnectTimeout) }
 
 func testTCPConnectTimeout(t *testing.T, path func(*Options)) {
 	const timeout = 200 * time.Millisecond

@@ -4,8 +4,9 @@
 // backends (passthrough) or its TLS ends here and the plaintext goes
 // (terminate); and TCP, where a listener's TCPRoute does. It owns reading
 // the ClientHello (hello.go), the choice of route and endpoint, and the
-// copy of bytes both ways: on a goroutine per connection, or for TCP
-// listeners on readiness loops (relay.go, package relay).
+// copy of bytes both ways: on a goroutine per connection, or on readiness
+// loops (relay.go, package relay) for TCP listeners and TLS listeners
+// that pass TLS through.
 //
 // It parses nothing past the ClientHello but through crypto/tls, and
 // never touches Kubernetes types: routes come as a compiled
@@ -79,9 +80,9 @@ type Options struct {
 	// nil. Copies between two sockets splice; the wrappers' Read and
 	// Write would not. Nil: only a bare *net.TCPConn is its own socket.
 	Socket func(net.Conn) *net.TCPConn
-	// Relay, with mode TCP, carries the connections that are a
-	// relay.Socket beneath the caps' wrapper (RelaySocket finds it, nil
-	// for others) on its loops (relay.go).
+	// Relay, with mode TCP or Passthrough, carries the connections that
+	// are a relay.Socket beneath the caps' wrapper (RelaySocket finds
+	// it, nil for others) on its loops (relay.go).
 	Relay       *relay.Loop
 	RelaySocket func(net.Conn) *relay.Socket
 	// BackendTLS is the client configuration that checks a backend as
@@ -210,9 +211,12 @@ func (l *Listener) Serve(ln net.Listener) error {
 			c.Close()
 			continue
 		}
-		if s := l.relaySocket(c); s != nil {
-			l.relay(c, s)
-			continue
+		if l.opts.Relay != nil {
+			st := l.state.Load()
+			if s := l.relaySocket(c, st); s != nil {
+				l.relay(c, s, st)
+				continue
+			}
 		}
 		go l.serve(c)
 	}
@@ -385,7 +389,9 @@ func (l *Listener) route(c net.Conn, rec *Record, st *state, hello []byte, err e
 	defer l.log(rec)
 	rec.BytesIn = int64(len(hello))
 	if err != nil {
-		l.refuseHello(c, rec, err)
+		if alert := l.opts.refuseHello(rec, err); alert != nil {
+			writeAlert(c, alert)
+		}
 		return
 	}
 	target := l.lookup(st, rec)
@@ -498,26 +504,28 @@ func (c *ReplayConn) Read(p []byte) (int, error) {
 	return n, nil
 }
 
-// refuseHello closes a connection whose ClientHello could not be read,
-// with the alert that says why where there is one.
-func (l *Listener) refuseHello(c net.Conn, rec *Record, err error) {
+// refuseHello counts a connection whose ClientHello could not be read,
+// and returns the alert that tells the client why, nil where there is
+// none.
+func (o *Options) refuseHello(rec *Record, err error) (alert []byte) {
 	var ne net.Error
 	switch {
 	case errors.Is(err, errTooLarge):
-		writeAlert(c, alertDecodeError)
-		l.refuse(rec, refusedTooLarge)
+		o.refuse(rec, refusedTooLarge)
+		return decodeError
 	case errors.Is(err, errMalformed):
-		writeAlert(c, alertDecodeError)
-		l.refuse(rec, refusedMalformed)
+		o.refuse(rec, refusedMalformed)
+		return decodeError
 	case errors.Is(err, errNotTLS):
-		l.refuse(rec, refusedNotTLS)
+		o.refuse(rec, refusedNotTLS)
 	case errors.As(err, &ne) && ne.Timeout(), errors.Is(err, os.ErrDeadlineExceeded):
-		l.refuse(rec, refusedTimeout)
+		o.refuse(rec, refusedTimeout)
 	default:
 		// The client went away before it finished: nothing to count
 		// against it beyond the access log line.
 		rec.Refused = "client_closed"
 	}
+	return nil
 }
 
 func (l *Listener) refuse(rec *Record, reason string) { l.opts.refuse(rec, reason) }
@@ -773,10 +781,13 @@ func writerOf(c net.Conn, raw *net.TCPConn) io.Writer {
 // section 6).
 const alertDecodeError = 50
 
-// writeAlert sends a fatal alert in a TLS 1.0 record, which every client
-// version reads before its handshake picked one. It does not wait: the
-// connection is closed next either way.
-func writeAlert(c net.Conn, desc byte) {
+// decodeError is that alert, fatal, in a TLS 1.0 record, which every
+// client version reads before its handshake picked one.
+var decodeError = []byte{21, 3, 1, 0, 2, 2, alertDecodeError}
+
+// writeAlert sends alert. It does not wait: the connection is closed
+// next either way.
+func writeAlert(c net.Conn, alert []byte) {
 	_ = c.SetWriteDeadline(time.Now().Add(time.Second))
-	_, _ = c.Write([]byte{21, 3, 1, 0, 2, 2, desc})
+	_, _ = c.Write(alert)
 }

@@ -2,6 +2,7 @@ package l4
 
 import (
 	"bufio"
+	"context"
 	"crypto/tls"
 	"errors"
 	"io"
@@ -31,14 +32,20 @@ type backend struct {
 // startTLSBackend serves TLS with its own certificate for hosts and
 // answers each line with name and the line.
 func startTLSBackend(t *testing.T, ca *tlstest.CA, name string, hosts ...string) *backend {
+	return startBackend(t, tlsServer(t, ca, hosts...), name)
+}
+
+// tlsServer serves TLS over a connection with a certificate of ca for
+// hosts.
+func tlsServer(t *testing.T, ca *tlstest.CA, hosts ...string) func(net.Conn) net.Conn {
 	certPEM, keyPEM := ca.Issue(t, hosts...)
 	cert, err := tls.X509KeyPair(certPEM, keyPEM)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return startBackend(t, func(c net.Conn) net.Conn {
+	return func(c net.Conn) net.Conn {
 		return tls.Server(c, &tls.Config{Certificates: []tls.Certificate{cert}})
-	}, name)
+	}
 }
 
 func startBackend(t *testing.T, wrap func(net.Conn) net.Conn, name string) *backend {
@@ -139,10 +146,10 @@ func serveL4On(t *testing.T, ln net.Listener, mode Mode, table *router.L4Table, 
 	return l, ln.Addr().String(), m
 }
 
-// tcpPaths runs test with TCP connections carried by goroutines and by
-// relay loops (relay.go), which must behave alike: path sets the
-// Options of the one tested.
-func tcpPaths(t *testing.T, test func(t *testing.T, path func(*Options))) {
+// paths runs test with TCP and TLS passthrough connections carried by
+// goroutines and by relay loops (relay.go), which must behave alike: path
+// sets the Options of the one tested.
+func paths(t *testing.T, test func(t *testing.T, path func(*Options))) {
 	t.Run("goroutines", func(t *testing.T) { test(t, func(*Options) {}) })
 	t.Run("loop", func(t *testing.T) {
 		loop, err := relay.New()
@@ -177,34 +184,60 @@ func roundTrip(t *testing.T, c net.Conn, line string) string {
 
 // TestPassthrough: the client verifies the backend's own certificate, so
 // hostgate did not terminate TLS; the server name chooses the route,
-// exact before wildcard.
-func TestPassthrough(t *testing.T) {
+// exact before wildcard; each connection is counted by route and logged
+// with its server name and bytes, its ClientHello's included. A
+// BackendTLSPolicy of a passthrough backend is not applied: the client's
+// TLS is the backend's.
+func TestPassthrough(t *testing.T) { paths(t, testPassthrough) }
+
+func testPassthrough(t *testing.T, path func(*Options)) {
 	ca := tlstest.NewCA(t)
 	db := startTLSBackend(t, ca, "db", "db.example.com")
 	web := startTLSBackend(t, ca, "web", "*.example.com")
-	table := compile(t,
-		route(router.KindTLSRoute, "db", []string{"db"}, "db.example.com"),
-		route(router.KindTLSRoute, "web", []string{"web"}, "*.example.com"))
-	_, addr, _ := serveL4(t, Passthrough, table, map[string]*backend{"db": db, "web": web})
-	for sni, want := range map[string]string{"db.example.com": "db hello\n", "shop.example.com": "web hello\n"} {
+	dbRoute := route(router.KindTLSRoute, "db", []string{"db"}, "db.example.com")
+	dbRoute.Rules[0].Backends[0].TLS = &router.BackendTLS{ServerName: "db.example.com"}
+	table := compile(t, dbRoute, route(router.KindTLSRoute, "web", []string{"web"}, "*.example.com"))
+	var log records
+	_, addr, m := serveL4With(t, Passthrough, table, map[string]*backend{"db": db, "web": web}, func(o *Options) {
+		path(o)
+		o.AccessLog = log.log
+		o.BackendTLS = func(*router.BackendTLS) (*tls.Config, error) {
+			t.Error("TLS to a passthrough backend")
+			return nil, errors.New("not for passthrough")
+		}
+	})
+	for i, sni := range []string{"db.example.com", "shop.example.com"} {
 		c, err := tls.Dial("tcp", addr, &tls.Config{ServerName: sni, RootCAs: ca.Pool})
 		if err != nil {
 			t.Fatalf("%s: handshake through hostgate: %v", sni, err)
+		}
+		want := "web hello\n"
+		if sni == "db.example.com" {
+			want = "db hello\n"
 		}
 		if got := roundTrip(t, c, "hello"); got != want {
 			t.Errorf("%s: answer %q, want %q", sni, got, want)
 		}
 		c.Close()
+		rec := log.wait(t, i+1)[i]
+		if rec.ServerName != sni || rec.Refused != "" || rec.BytesIn < 100 || rec.BytesOut < 100 {
+			t.Errorf("%s: access log %+v, want the server name and the handshake's bytes both ways", sni, rec)
+		}
+	}
+	for _, route := range []string{"TLSRoute ns/db", "TLSRoute ns/web"} {
+		waitValue(t, m.connsTotal.WithLabelValues("test", route), 1, "hostgate_l4_connections_total of "+route)
 	}
 }
 
 // TestPassthroughRefused: a server name without route, a malformed and a
 // slow ClientHello are closed (with an alert only for the malformed one),
 // counted, and reach no backend.
-func TestPassthroughRefused(t *testing.T) {
+func TestPassthroughRefused(t *testing.T) { paths(t, testPassthroughRefused) }
+
+func testPassthroughRefused(t *testing.T, path func(*Options)) {
 	ca := tlstest.NewCA(t)
 	db := startTLSBackend(t, ca, "db", "db.example.com")
-	_, addr, m := serveL4(t, Passthrough, compile(t, route(router.KindTLSRoute, "db", []string{"db"}, "db.example.com")), map[string]*backend{"db": db})
+	_, addr, m := serveL4With(t, Passthrough, compile(t, route(router.KindTLSRoute, "db", []string{"db"}, "db.example.com")), map[string]*backend{"db": db}, path)
 
 	_, err := tls.Dial("tcp", addr, &tls.Config{ServerName: "other.example.com", RootCAs: ca.Pool})
 	if !errors.Is(err, io.EOF) {
@@ -229,13 +262,75 @@ func TestPassthroughRefused(t *testing.T) {
 		t.Errorf("slow hello: got %v, want the connection closed", got)
 	}
 
-	for reason, want := range map[string]float64{refusedNoRoute: 1, refusedMalformed: 1, refusedTimeout: 1} {
-		if got := value(t, m.refusedTotal.WithLabelValues("test", reason)); got != want {
-			t.Errorf("hostgate_l4_refused_total{reason=%q} = %v, want %v", reason, got, want)
-		}
+	tooLarge, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A handshake message of MaxHelloSize+1 bytes, announced whole.
+	_, _ = tooLarge.Write([]byte{recordHandshake, 3, 1, 0, 4, handshakeHello, 0, 0x40, 0x01})
+	if got := readAll(t, tooLarge); len(got) != 7 || got[0] != 21 || got[6] != alertDecodeError {
+		t.Errorf("oversized hello: got %v, want a decode_error alert", got)
+	}
+
+	for reason, want := range map[string]float64{refusedNoRoute: 1, refusedMalformed: 1, refusedTimeout: 1, refusedTooLarge: 1} {
+		waitValue(t, m.refusedTotal.WithLabelValues("test", reason), want, "hostgate_l4_refused_total{reason="+reason+"}")
 	}
 	if n := db.accepted.Load(); n != 0 {
 		t.Errorf("the backend got %d connections, want none", n)
+	}
+}
+
+// TestPassthroughSplitHello: a ClientHello in records sent apart, as a
+// slow client or small packets bring it, is read across reads: whole
+// within HelloTimeout it reaches its backend; not whole by then the
+// connection is closed, counted as a timeout, and no backend is
+// connected to.
+func TestPassthroughSplitHello(t *testing.T) { paths(t, testPassthroughSplitHello) }
+
+func testPassthroughSplitHello(t *testing.T, path func(*Options)) {
+	const timeout = 400 * time.Millisecond
+	ca := tlstest.NewCA(t)
+	db := startTLSBackend(t, ca, "db", "db.example.com")
+	_, addr, m := serveL4With(t, Passthrough, compile(t, route(router.KindTLSRoute, "db", []string{"db"}, "db.example.com")), map[string]*backend{"db": db}, func(o *Options) {
+		path(o)
+		o.HelloTimeout = timeout
+	})
+	hello := clientHello(t, "db.example.com")
+	records := splitRecords(hello, len(hello)/4)
+	// sendSplit writes the records in four pieces, pause apart.
+	sendSplit := func(pause time.Duration) net.Conn {
+		c := dialTCP(t, addr)
+		step := (len(records) + 3) / 4
+		for i := 0; i < len(records); i += step {
+			if _, err := c.Write(records[i:min(i+step, len(records))]); err != nil {
+				break
+			}
+			time.Sleep(pause)
+		}
+		return c
+	}
+
+	c := sendSplit(10 * time.Millisecond)
+	// The backend's ServerHello: it read a whole ClientHello.
+	_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := io.ReadAtLeast(c, make([]byte, 5), 5); err != nil {
+		t.Fatalf("hello in pieces within the timeout: %v", err)
+	}
+	if n := db.accepted.Load(); n != 1 {
+		t.Fatalf("the backend got %d connections, want 1", n)
+	}
+
+	start := time.Now()
+	slow := sendSplit(timeout / 2)
+	if got := readAll(t, slow); len(got) != 0 {
+		t.Errorf("hello in pieces past the timeout: got %v, want the connection closed", got)
+	}
+	if waited := time.Since(start); waited < timeout {
+		t.Errorf("closed after %v, before the timeout of %v", waited, timeout)
+	}
+	waitValue(t, m.refusedTotal.WithLabelValues("test", refusedTimeout), 1, "hostgate_l4_refused_total{reason=hello_timeout}")
+	if n := db.accepted.Load(); n != 1 {
+		t.Errorf("the backend got %d connections, want only the first", n)
 	}
 }
 
@@ -278,7 +373,7 @@ func readAll(t *testing.T, c net.Conn) []byte {
 // TestTCPRouteChange: a TCP connection is echoed by the route's backend,
 // and keeps its backend when the route changes, while a new connection
 // gets the new one.
-func TestTCPRouteChange(t *testing.T) { tcpPaths(t, testTCPRouteChange) }
+func TestTCPRouteChange(t *testing.T) { paths(t, testTCPRouteChange) }
 
 func testTCPRouteChange(t *testing.T, path func(*Options)) {
 	plain := func(c net.Conn) net.Conn { return c }
@@ -314,7 +409,7 @@ func testTCPRouteChange(t *testing.T, path func(*Options)) {
 // route taken off the listener at the first change after its last
 // connection ended: not under an open connection, whose gauge would come
 // back at -1, nor before what its last connection carried can be scraped.
-func TestRouteSeries(t *testing.T) { tcpPaths(t, testRouteSeries) }
+func TestRouteSeries(t *testing.T) { paths(t, testRouteSeries) }
 
 func testRouteSeries(t *testing.T, path func(*Options)) {
 	plain := func(c net.Conn) net.Conn { return c }
@@ -378,7 +473,7 @@ func hasSeries(t *testing.T, c prometheus.Collector, route string) bool {
 
 // TestTCPHalfClose: the client's half-close reaches the backend, whose
 // answer after it still reaches the client.
-func TestTCPHalfClose(t *testing.T) { tcpPaths(t, testTCPHalfClose) }
+func TestTCPHalfClose(t *testing.T) { paths(t, testTCPHalfClose) }
 
 func testTCPHalfClose(t *testing.T, path func(*Options)) {
 	// Answers with what it read once the client finished sending.
@@ -412,7 +507,7 @@ func testTCPHalfClose(t *testing.T, path func(*Options)) {
 
 // TestInvalidBackendRefused: a route whose backend did not resolve refuses
 // the connection rather than give it to another.
-func TestInvalidBackendRefused(t *testing.T) { tcpPaths(t, testInvalidBackendRefused) }
+func TestInvalidBackendRefused(t *testing.T) { paths(t, testInvalidBackendRefused) }
 
 func testInvalidBackendRefused(t *testing.T, path func(*Options)) {
 	r := route(router.KindTCPRoute, "app", nil)
@@ -430,13 +525,51 @@ func testInvalidBackendRefused(t *testing.T, path func(*Options)) {
 	}
 }
 
+// TestDrainDuringHello: a listener that drains closes, once its time is
+// up, a connection whose ClientHello is not whole yet; no backend gets
+// it, and the access log has its line with the bytes it sent.
+func TestDrainDuringHello(t *testing.T) { paths(t, testDrainDuringHello) }
+
+func testDrainDuringHello(t *testing.T, path func(*Options)) {
+	ca := tlstest.NewCA(t)
+	db := startTLSBackend(t, ca, "db", "db.example.com")
+	var log records
+	l, addr, _ := serveL4With(t, Passthrough, compile(t, route(router.KindTLSRoute, "db", []string{"db"}, "db.example.com")), map[string]*backend{"db": db}, func(o *Options) {
+		path(o)
+		o.HelloTimeout = time.Minute
+		o.AccessLog = log.log
+	})
+	c := dialTCP(t, addr)
+	if _, err := c.Write(clientHello(t, "db.example.com")[:10]); err != nil {
+		t.Fatal(err)
+	}
+	// Taken, and its bytes read, before the drain takes no more.
+	time.Sleep(100 * time.Millisecond)
+	ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
+	defer cancel()
+	if l.Drain(ctx) {
+		t.Error("Drain reported the connection ended by itself")
+	}
+	if !closedWithin(t, c, time.Second) {
+		t.Error("the connection stayed open after the drain")
+	}
+	if rec := log.wait(t, 1)[0]; rec.BytesIn != 10 || rec.Route != (router.RouteID{}) {
+		t.Errorf("access log %+v, want 10 bytes in and no route", rec)
+	}
+	if n := db.accepted.Load(); n != 0 {
+		t.Errorf("the backend got %d connections, want none", n)
+	}
+}
+
 // TestMixedTermination: on one socket a listener in mode Terminate and one
 // in mode Passthrough, chosen by server name (TLSRouteModeMixed). For
 // tls.example.com the client verifies hostgate's certificate and the
 // backend, which speaks no TLS, gets the plaintext; for abc.example.com
 // the client verifies the backend's own certificate, of another CA. A
 // client that fails hostgate's handshake reaches no backend.
-func TestMixedTermination(t *testing.T) {
+func TestMixedTermination(t *testing.T) { paths(t, testMixedTermination) }
+
+func testMixedTermination(t *testing.T, path func(*Options)) {
 	gatewayCA, backendCA := tlstest.NewCA(t), tlstest.NewCA(t)
 	plain := startBackend(t, func(c net.Conn) net.Conn { return c }, "plain")
 	secure := startTLSBackend(t, backendCA, "secure", "abc.example.com")
@@ -456,7 +589,7 @@ func TestMixedTermination(t *testing.T) {
 	if len(errs) > 0 {
 		t.Fatal(errs)
 	}
-	l, addr, m := serveL4(t, Passthrough, nil, map[string]*backend{"plain": plain, "secure": secure})
+	l, addr, m := serveL4With(t, Passthrough, nil, map[string]*backend{"plain": plain, "secure": secure}, path)
 	l.Publish(table, certs)
 
 	for _, c := range []struct{ sni, want string }{

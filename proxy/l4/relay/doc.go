@@ -1,5 +1,5 @@
-// Package relay carries the bytes of plain TCP connections (TCPRoute) on
-// readiness loops of its own, Linux only: a short connection through
+// Package relay carries the bytes of TCP connections (TCPRoute, and TLS
+// passed through by TLSRoute) on readiness loops of its own, Linux only: a short connection through
 // goroutines on Go's netpoller cost hostgate about 26 system calls where
 // nginx's stream module makes 16 (strace -c), in the netpoller's
 // registrations, the dialer's address look-ups, splice through a pipe
@@ -24,6 +24,16 @@
 // other side is not read meanwhile, so a slow reader slows its writer, as
 // a full socket buffer does. A half-close is passed on with shutdown, but
 // not by the direction that ends second: both descriptors close then.
+//
+// Peeking. A connection routed by what the client sends first (a
+// ClientHello's server name) has a Peeker for a Handler: the worker reads
+// the client's bytes into a buffer of the connection's, without a
+// goroutine, and gives them all to Peek after each read until it decides:
+// more, connect (the bytes read then go to the backend first, after what
+// Peek adds, a PROXY header), or refuse (after what Peek has the client
+// told, an alert). The peek's deadline and the connects' are on the
+// worker's timer wheel (evloop.Wheel), which its wait on the netpoller
+// wakes up for.
 //
 // What the loop needs of its owner comes through a Handler: the endpoint
 // to connect to (and the next after a failed connect, for passive health

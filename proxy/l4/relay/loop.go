@@ -3,7 +3,7 @@
 package relay
 
 import (
-	"container/heap"
+	"io"
 	"net"
 	"os"
 	"runtime"
@@ -55,8 +55,21 @@ func New() (*Loop, error) {
 // first to the backend before any of the client's bytes (a PROXY
 // header). A connect that has not succeeded within dialTimeout fails.
 func (l *Loop) Relay(s *Socket, h Handler, first []byte, dialTimeout time.Duration) {
+	l.enqueue(&pipe{sock: s, h: h, first: first, dialTimeout: dialTimeout})
+}
+
+// RelayPeeked relays s as Relay does, once h's Peek, given the client's
+// first bytes, said where to; the client has readTimeout for them (not
+// positive: no limit).
+func (l *Loop) RelayPeeked(s *Socket, h Peeker, readTimeout, dialTimeout time.Duration) {
+	l.enqueue(&pipe{sock: s, h: h, peek: h, readTimeout: readTimeout, dialTimeout: dialTimeout})
+}
+
+// enqueue hands p to a worker.
+func (l *Loop) enqueue(p *pipe) {
 	w := l.workers[l.next.Add(1)%uint32(len(l.workers))]
-	p := &pipe{w: w, sock: s, h: h, first: first, dialTimeout: dialTimeout, cfd: s.fd, bfd: -1, index: -1}
+	p.w, p.cfd, p.bfd = w, p.sock.fd, -1
+	p.timer.Of = p
 	w.mu.Lock()
 	wake := len(w.queue) == 0
 	w.queue = append(w.queue, p)
@@ -92,8 +105,9 @@ type worker struct {
 	fds    []*pipe
 	events [events]unix.EpollEvent
 	buf    []byte
-	// dialing are the connects under way, by deadline.
-	dialing dialHeap
+	// wheel holds the deadlines of the client's first bytes (peek) and
+	// of the connects under way.
+	wheel evloop.Wheel[*pipe]
 	// closing are descriptors to close once the events of the current
 	// wait are handled: a number closed and reused within them would
 	// have the events left of the old socket taken for the new one's.
@@ -118,6 +132,7 @@ func newWorker(l *Loop) (*worker, error) {
 		return nil, err
 	}
 	w := &worker{l: l, poll: poll, file: os.NewFile(uintptr(poll.FD), "relay"), buf: make([]byte, bufferSize)}
+	w.wheel.Start(time.Now())
 	if w.raw, err = w.file.SyscallConn(); err != nil {
 		w.close()
 		return nil, err
@@ -142,7 +157,8 @@ func (w *worker) kill(p *pipe) {
 }
 
 // run is the loop: it waits for readiness without blocking first, and
-// blocks, until the next connect's deadline, only when nothing is ready.
+// blocks, until the next tick of its deadlines, only when nothing is
+// ready.
 func (w *worker) run() {
 	for !w.l.stopped.Load() {
 		n := w.poll.WaitNow(w.events[:])
@@ -159,10 +175,7 @@ func (w *worker) run() {
 				w.event(p, fd, ev.Events)
 			}
 		}
-		for len(w.dialing) > 0 && !w.now.Before(w.dialing[0].deadline) {
-			p := heap.Pop(&w.dialing).(*pipe)
-			w.connectFailed(p, os.ErrDeadlineExceeded)
-		}
+		w.wheel.Advance(w.now, w.expire)
 		w.closeAll()
 		// As proxy/h1loop's: a loop that never blocks would hold its P
 		// until preempted, and the goroutines that need it (the accept
@@ -190,24 +203,21 @@ func (w *worker) run() {
 	w.close()
 }
 
-// park waits until the epoll set has events, or the first connect under
-// way is due, and takes the events. It waits on Go's netpoller, as the
+// park waits until the epoll set has events, or the wheel's next tick is
+// due, and takes the events. It waits on Go's netpoller, as the
 // accept loop does, not in epoll_wait: a worker blocked in a system call
 // has its P handed to another thread for the accept loop, and then must
 // wait for it back, a few futex wake-ups and thread switches per
 // connection that cost more than the relay itself (strace, perf).
 func (w *worker) park() int {
-	var until time.Time
-	if len(w.dialing) > 0 {
-		until = w.dialing[0].deadline
-	}
+	until := w.wheel.Next()
 	if !until.Equal(w.waitFor) {
 		_ = w.file.SetReadDeadline(until)
 		w.waitFor = until
 	}
 	n := 0
-	// Fails once the deadline passed, with no events: then connects
-	// are due.
+	// Fails once the deadline passed, with no events: then the wheel
+	// turns.
 	_ = w.raw.Read(func(uintptr) bool {
 		n = w.poll.WaitNow(w.events[:])
 		return n > 0
@@ -275,7 +285,82 @@ func (w *worker) adopt(p *pipe) {
 		w.end(p)
 		return
 	}
+	if p.peek == nil {
+		w.dial(p, nil)
+		return
+	}
+	// The first bytes come with the edge of the registration when they
+	// are there already: no read before it.
+	if p.readTimeout > 0 {
+		w.wheel.Arm(&p.timer, w.now.Add(p.readTimeout))
+	}
+}
+
+// expire ends what p waited for too long: the client's first bytes, or a
+// connect.
+func (w *worker) expire(p *pipe) {
+	switch {
+	case p.peek != nil:
+		w.decide(p, os.ErrDeadlineExceeded)
+	case p.connecting:
+		w.connectFailed(p, os.ErrDeadlineExceeded)
+	}
+}
+
+// peekRead reads what the client sent for p's Peeker, until it decides
+// or the socket is drained.
+func (w *worker) peekRead(p *pipe) {
+	for {
+		n, errno := evloop.Read(p.cfd, w.buf)
+		switch {
+		case errno == unix.EINTR:
+			continue
+		case errno == unix.EAGAIN:
+			return
+		case errno != 0:
+			w.decide(p, errno)
+			return
+		case n == 0:
+			w.decide(p, io.EOF)
+			return
+		}
+		p.in += int64(n)
+		p.got = append(p.got, w.buf[:n]...)
+		// Once connected, the relay reads on if bytes may be left that
+		// no edge will announce again.
+		more := n == len(w.buf) || p.dirs[0].hup
+		p.dirs[0].ready = more
+		if w.decide(p, nil) || !more {
+			return
+		}
+	}
+}
+
+// decide asks p's Peeker what the bytes read so far say, read failing
+// with err, and goes on as it says; false while it wants more.
+func (w *worker) decide(p *pipe, err error) bool {
+	step, send := p.peek.Peek(p.got, err)
+	if step == More && err == nil {
+		return false
+	}
+	w.wheel.Disarm(&p.timer)
+	if step != Connect || err != nil {
+		// The client reads the alert or not: the connection closes
+		// next either way.
+		if step == Refuse && len(send) > 0 {
+			_, _ = evloop.Write(p.cfd, send)
+		}
+		w.end(p)
+		return true
+	}
+	p.peek = nil
+	p.first = p.got
+	if len(send) > 0 {
+		p.first = append(send[:len(send):len(send)], p.got...)
+	}
+	p.got = nil
 	w.dial(p, nil)
+	return true
 }
 
 // pipe is a relayed connection.
@@ -289,11 +374,16 @@ type pipe struct {
 	// first goes to the backend before the client's bytes.
 	first       []byte
 	dialTimeout time.Duration
-	// connecting says a connect is under way, until deadline; index is
-	// its place in the worker's dialHeap, -1 when not there.
+	// peek, until it decided, is the Peeker that got reads for, the
+	// client's bytes so far, within readTimeout.
+	peek        Peeker
+	got         []byte
+	readTimeout time.Duration
+	// connecting says a connect is under way.
 	connecting bool
-	deadline   time.Time
-	index      int
+	// timer is p's deadline on the worker's wheel: the peek's or the
+	// connect's.
+	timer evloop.Timer[*pipe]
 	// dirs are the two directions: from the client to the backend (0)
 	// and back (1).
 	dirs    [2]direction
@@ -342,17 +432,14 @@ func (w *worker) dial(p *pipe, failed error) {
 			return
 		}
 		p.connecting = true
-		p.deadline = w.now.Add(p.dialTimeout)
-		heap.Push(&w.dialing, p)
+		w.wheel.Arm(&p.timer, w.now.Add(p.dialTimeout))
 		return
 	}
 }
 
 // connectFailed drops p's connect under way and tries the next endpoint.
 func (w *worker) connectFailed(p *pipe, err error) {
-	if p.index >= 0 {
-		heap.Remove(&w.dialing, p.index)
-	}
+	w.wheel.Disarm(&p.timer)
 	p.connecting = false
 	w.fds[p.bfd] = nil
 	w.closing = append(w.closing, p.bfd)
@@ -361,9 +448,7 @@ func (w *worker) connectFailed(p *pipe, err error) {
 }
 
 func (w *worker) connected(p *pipe) {
-	if p.index >= 0 {
-		heap.Remove(&w.dialing, p.index)
-	}
+	w.wheel.Disarm(&p.timer)
 	p.connecting = false
 	p.h.Connected()
 	if len(p.first) > 0 {
@@ -380,6 +465,16 @@ func (w *worker) connected(p *pipe) {
 
 // event handles the readiness of fd, one of p's descriptors.
 func (w *worker) event(p *pipe, fd int, ev uint32) {
+	if p.peek != nil {
+		// Only the client's descriptor is there yet.
+		if ev&(unix.EPOLLRDHUP|unix.EPOLLERR|unix.EPOLLHUP) != 0 {
+			p.dirs[0].hup = true
+		}
+		if ev&(unix.EPOLLIN|unix.EPOLLRDHUP|unix.EPOLLERR|unix.EPOLLHUP) != 0 {
+			w.peekRead(p)
+		}
+		return
+	}
 	if p.connecting && fd == p.bfd {
 		if ev&(unix.EPOLLERR|unix.EPOLLHUP) != 0 {
 			w.connectFailed(p, evloop.ConnectError(fd))
@@ -512,9 +607,8 @@ func (w *worker) end(p *pipe) {
 		return
 	}
 	p.ended = true
-	if p.index >= 0 {
-		heap.Remove(&w.dialing, p.index)
-	}
+	w.wheel.Disarm(&p.timer)
+	p.peek, p.got = nil, nil
 	if p.bfd >= 0 {
 		w.fds[p.bfd] = nil
 		w.closing = append(w.closing, p.bfd)
@@ -527,27 +621,4 @@ func (w *worker) end(p *pipe) {
 	w.closing = append(w.closing, p.cfd)
 	p.dirs = [2]direction{}
 	p.h.Ended(p.in, p.out)
-}
-
-// dialHeap orders the connects under way by deadline.
-type dialHeap []*pipe
-
-func (h dialHeap) Len() int           { return len(h) }
-func (h dialHeap) Less(i, j int) bool { return h[i].deadline.Before(h[j].deadline) }
-func (h dialHeap) Swap(i, j int) {
-	h[i], h[j] = h[j], h[i]
-	h[i].index, h[j].index = i, j
-}
-func (h *dialHeap) Push(x any) {
-	p := x.(*pipe)
-	p.index = len(*h)
-	*h = append(*h, p)
-}
-func (h *dialHeap) Pop() any {
-	old := *h
-	p := old[len(old)-1]
-	old[len(old)-1] = nil
-	*h = old[:len(old)-1]
-	p.index = -1
-	return p
 }

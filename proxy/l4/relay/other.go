@@ -8,8 +8,8 @@ import (
 	"time"
 )
 
-// The loop is built on epoll: elsewhere New refuses, and TCP listeners
-// keep their goroutines on Go's netpoller.
+// The loop is built on epoll: elsewhere New refuses, and TCP and TLS
+// listeners keep their goroutines on Go's netpoller.
 
 // Supported says whether the loop runs on this system.
 const Supported = false
@@ -19,10 +19,13 @@ type Loop struct{}
 
 func New() (*Loop, error) { return nil, errors.New("relay: the loop needs Linux (epoll)") }
 
-func (*Loop) Relay(s *Socket, h Handler, first []byte, dialTimeout time.Duration) {}
-func (*Loop) Close()                                                              {}
+func (*Loop) Relay(s *Socket, h Handler, first []byte, dialTimeout time.Duration)     {}
+func (*Loop) RelayPeeked(s *Socket, h Peeker, readTimeout, dialTimeout time.Duration) {}
+func (*Loop) Close()                                                                  {}
 
 // Socket is never made: Listen returns its listener as it is.
 type Socket struct{ net.Conn }
+
+func (*Socket) Go() error { return nil }
 
 func Listen(ln net.Listener) net.Listener { return ln }

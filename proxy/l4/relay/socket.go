@@ -103,34 +103,96 @@ func tcpAddr(sa syscall.Sockaddr) *net.TCPAddr {
 }
 
 // Socket is an accepted client connection, a bare descriptor for a Loop
-// to relay. It reads and writes nothing itself.
+// to relay, which reads and writes nothing itself; or, once Go made it
+// one, a connection of Go's that a goroutine serves.
 type Socket struct {
 	// mu orders Close, from any goroutine, against the worker that
-	// takes the socket and the one that ends it.
+	// takes the socket and the one that ends it, and against Go.
 	mu     sync.Mutex
 	fd     int
 	closed bool
 	// p is the connection relaying it once a worker took it; Close then
 	// asks the worker to end it.
-	p      *pipe
+	p *pipe
+	// inner is the connection Go made of the socket, nil for a loop. It
+	// is set before a goroutine reads or writes it: those take no lock.
+	inner  net.Conn
 	remote *net.TCPAddr
 	local  net.Addr
 }
 
 var errRelayed = errors.New("relay: socket is read and written by a relay loop")
 
-func (s *Socket) Read([]byte) (int, error)         { return 0, errRelayed }
-func (s *Socket) Write([]byte) (int, error)        { return 0, errRelayed }
-func (s *Socket) SetDeadline(time.Time) error      { return errRelayed }
-func (s *Socket) SetReadDeadline(time.Time) error  { return errRelayed }
-func (s *Socket) SetWriteDeadline(time.Time) error { return errRelayed }
-func (s *Socket) RemoteAddr() net.Addr             { return s.remote }
+func (s *Socket) Read(b []byte) (int, error) {
+	if s.inner == nil {
+		return 0, errRelayed
+	}
+	return s.inner.Read(b)
+}
+
+func (s *Socket) Write(b []byte) (int, error) {
+	if s.inner == nil {
+		return 0, errRelayed
+	}
+	return s.inner.Write(b)
+}
+
+func (s *Socket) SetDeadline(t time.Time) error {
+	if s.inner == nil {
+		return errRelayed
+	}
+	return s.inner.SetDeadline(t)
+}
+
+func (s *Socket) SetReadDeadline(t time.Time) error {
+	if s.inner == nil {
+		return errRelayed
+	}
+	return s.inner.SetReadDeadline(t)
+}
+
+func (s *Socket) SetWriteDeadline(t time.Time) error {
+	if s.inner == nil {
+		return errRelayed
+	}
+	return s.inner.SetWriteDeadline(t)
+}
+
+func (s *Socket) RemoteAddr() net.Addr { return s.remote }
+
+// NetConn is the connection Go made of the socket, nil on a loop: what
+// guard.SocketOf looks for, so that copies to a backend splice.
+func (s *Socket) NetConn() net.Conn { return s.inner }
+
+// Go makes the socket a connection on Go's netpoller, for a goroutine to
+// serve: one whose TLS ends here, in crypto/tls. Before a loop took it.
+func (s *Socket) Go() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return net.ErrClosed
+	}
+	// FileConn takes a copy of the descriptor; the file closes ours.
+	f := os.NewFile(uintptr(s.fd), "")
+	c, err := net.FileConn(f)
+	f.Close()
+	s.fd = -1
+	if err != nil {
+		s.closed = true
+		return err
+	}
+	s.inner = c
+	return nil
+}
 
 // LocalAddr asks the system the first time, which a socket accepted on a
 // wildcard address needs; nil once the socket is closed.
 func (s *Socket) LocalAddr() net.Addr {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.inner != nil {
+		return s.inner.LocalAddr()
+	}
 	if s.local == nil && !s.closed {
 		if sa, err := syscall.Getsockname(s.fd); err == nil {
 			s.local = tcpAddr(sa)
@@ -152,6 +214,9 @@ func (s *Socket) Close() error {
 		return nil
 	}
 	s.closed = true
+	if s.inner != nil {
+		return s.inner.Close()
+	}
 	return unix.Close(s.fd)
 }
 
