@@ -29,7 +29,10 @@ type stream struct {
 	// url its URL where requestURL could make it in place.
 	request http.Request
 	url     url.URL
-	isHead  bool
+	// values holds the request's field values, each header entry a slice
+	// of it, when there are few enough: most requests' are.
+	values [8]string
+	isHead bool
 	// tooLarge says the request's header section was past the limit: it
 	// is answered 431 without the handler.
 	tooLarge bool
@@ -143,7 +146,10 @@ func (c *conn) newRequest(st *stream, f *headerBlock) error {
 	fields := f.RegularFields()
 	tes := 0
 	header := make(http.Header, len(fields))
-	values := make([]string, len(fields))
+	values := st.values[:]
+	if len(fields) > len(values) {
+		values = make([]string, len(fields))
+	}
 	for i, hf := range fields {
 		switch hf.Name {
 		case "connection", "keep-alive", "proxy-connection", "transfer-encoding", "upgrade":
@@ -350,6 +356,11 @@ func (st *stream) finish() {
 		// would have gone out unbuffered.
 		_ = st.send(nil, false)
 	}
+	if h := st.header; h != nil && len(h) <= maxPooledFields {
+		clear(h)
+		responseHeaders.Put(h)
+	}
+	st.header = nil
 	c.mu.Lock()
 	if st.aborted == nil && !c.closed {
 		switch {
@@ -394,6 +405,15 @@ func (st *stream) finish() {
 		c.srv.ConnState(c.nc, http.StateIdle)
 	}
 }
+
+// responseHeaders recycles the handlers' response headers, kept with the
+// table their fields took: a header is encoded as it goes out, and nothing
+// may use a ResponseWriter once its handler returned.
+var responseHeaders = sync.Pool{New: func() any { return http.Header{} }}
+
+// maxPooledFields bounds the header maps recycled, as one keeps the size
+// its largest response gave it.
+const maxPooledFields = 32
 
 // dropBody gives the window of unread body bytes back to the connection,
 // and has those still to come dropped, and reads fail. c.mu is held.
@@ -493,7 +513,7 @@ func (b requestBody) Close() error {
 // Header is http.ResponseWriter's.
 func (st *stream) Header() http.Header {
 	if st.header == nil {
-		st.header = http.Header{}
+		st.header = responseHeaders.Get().(http.Header)
 	}
 	return st.header
 }
