@@ -20,11 +20,10 @@ import (
 // stream is one request and its response; it is the handler's
 // http.ResponseWriter.
 type stream struct {
-	c      *conn
-	id     uint32
-	ctx    context.Context
-	cancel context.CancelFunc
-	req    *http.Request
+	c   *conn
+	id  uint32
+	ctx streamCtx
+	req *http.Request
 	// request is what req points to, for a request from HEADERS, and
 	// url its URL where requestURL could make it in place.
 	request http.Request
@@ -93,12 +92,10 @@ type stream struct {
 }
 
 func (c *conn) newStream(id uint32) *stream {
-	ctx, cancel := context.WithCancel(c.ctx)
 	st := &stream{
 		c:        c,
 		id:       id,
-		ctx:      ctx,
-		cancel:   cancel,
+		ctx:      streamCtx{parent: c.ctx},
 		inflow:   inflow{recvWindow: recvWindow},
 		declared: -1,
 		length:   -1,
@@ -234,7 +231,7 @@ func (c *conn) newRequest(st *stream, f *headerBlock) error {
 	st.tooLarge = f.Truncated
 	// The request lives in the stream: one allocation fewer per
 	// request, as WithContext's copy stays on the stack.
-	st.request = *req.WithContext(st.ctx)
+	st.request = *req.WithContext(&st.ctx)
 	st.req = &st.request
 	return nil
 }
@@ -310,13 +307,17 @@ func (c *conn) startStream(st *stream) {
 	c.mu.Lock()
 	if c.goingAway || c.closed {
 		c.mu.Unlock()
-		st.cancel()
+		st.ctx.cancel(context.Canceled)
 		return
 	}
 	c.streams[st.id] = st
 	c.active++
 	first := c.active == 1
 	c.lastStarted = st.id
+	if err := c.ctx.Err(); err != nil {
+		// cancelStreams ran before st was among the streams.
+		st.ctx.cancel(err)
+	}
 	c.mu.Unlock()
 	if first && c.srv.ConnState != nil {
 		c.srv.ConnState(c.nc, http.StateActive)
@@ -397,7 +398,7 @@ func (st *stream) finish() {
 		c.idleTimer.Reset(c.srv.IdleTimeout)
 	}
 	c.mu.Unlock()
-	st.cancel()
+	st.ctx.cancel(context.Canceled)
 	if st.closeConn {
 		c.goAwayGracefully()
 	}
@@ -440,7 +441,7 @@ func (st *stream) abort(err error) {
 	if st.c.streams[st.id] == st {
 		delete(st.c.streams, st.id)
 	}
-	st.cancel()
+	st.ctx.cancel(context.Canceled)
 	st.bodyCond.Broadcast()
 	st.c.room.Broadcast()
 }
