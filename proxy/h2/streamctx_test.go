@@ -47,8 +47,8 @@ func TestStreamContext(t *testing.T) {
 			t.Fatal("not done after the stream's end")
 		}
 	}
-	if ctx.Err() != context.Canceled || child.Err() != context.Canceled || stopped {
-		t.Fatalf("ended: err %v, child's %v, stopped AfterFunc ran %v; want Canceled, Canceled, false", ctx.Err(), child.Err(), stopped)
+	if ctx.Err() != context.Canceled || context.Cause(ctx) != context.Canceled || child.Err() != context.Canceled || stopped {
+		t.Fatalf("ended: err %v, cause %v, child's err %v, stopped AfterFunc ran %v; want Canceled thrice, false", ctx.Err(), context.Cause(ctx), child.Err(), stopped)
 	}
 	late := make(chan struct{})
 	context.AfterFunc(ctx, func() { close(late) })
