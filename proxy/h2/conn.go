@@ -68,6 +68,17 @@ func (c *conn) abortAll() {
 	}
 }
 
+// cancelStreams ends the contexts of the streams under way as the
+// connection's context ends; startStream ends those of later ones.
+func (c *conn) cancelStreams() {
+	err := c.ctx.Err()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, st := range c.streams {
+		st.ctx.cancel(err)
+	}
+}
+
 // connError ends the connection with GOAWAY and code.
 type connError struct {
 	code http2.ErrCode
@@ -96,6 +107,10 @@ func (c *conn) serve(draining bool) {
 	c.mu.Unlock()
 	if c.srv.IdleTimeout > 0 {
 		c.idleTimer = time.AfterFunc(c.srv.IdleTimeout, c.idle)
+	}
+	if c.ctx.Done() != nil {
+		// Once the connection ends, so have its streams (end).
+		defer context.AfterFunc(c.ctx, c.cancelStreams)()
 	}
 
 	err := c.readPreface()
@@ -156,7 +171,7 @@ func (c *conn) startUpgraded() error {
 	c.maxStreamID = 1
 	r.Proto, r.ProtoMajor, r.ProtoMinor = "HTTP/2.0", 2, 0
 	r.RemoteAddr = c.remote
-	st.req = r.WithContext(st.ctx)
+	st.req = r.WithContext(&st.ctx)
 	st.isHead = r.Method == http.MethodHead
 	st.remoteClosed = true
 	c.startStream(st)
@@ -261,7 +276,7 @@ func (c *conn) processHeaders(f *headerBlock) error {
 	}
 	st = c.newStream(id)
 	if err := c.newRequest(st, f); err != nil {
-		st.cancel()
+		st.ctx.cancel(context.Canceled)
 		return err
 	}
 	c.startStream(st)

@@ -320,7 +320,7 @@ func TestNoStreamPastGoAway(t *testing.T) {
 	ran := make(chan struct{}, 1)
 	c := newConn(&Server{Handler: http.HandlerFunc(func(http.ResponseWriter, *http.Request) { ran <- struct{}{} })}, sn, ConnOpts{})
 	st := c.newStream(1)
-	st.req = httptest.NewRequestWithContext(st.ctx, "GET", "/", nil)
+	st.req = httptest.NewRequestWithContext(&st.ctx, "GET", "/", nil)
 	c.goAwayGracefully()
 	c.startStream(st)
 	c.mu.Lock()

@@ -20,16 +20,18 @@ import (
 // stream is one request and its response; it is the handler's
 // http.ResponseWriter.
 type stream struct {
-	c      *conn
-	id     uint32
-	ctx    context.Context
-	cancel context.CancelFunc
-	req    *http.Request
+	c   *conn
+	id  uint32
+	ctx streamCtx
+	req *http.Request
 	// request is what req points to, for a request from HEADERS, and
 	// url its URL where requestURL could make it in place.
 	request http.Request
 	url     url.URL
-	isHead  bool
+	// values holds the request's field values, each header entry a slice
+	// of it, when there are few enough: most requests' are.
+	values [8]string
+	isHead bool
 	// tooLarge says the request's header section was past the limit: it
 	// is answered 431 without the handler.
 	tooLarge bool
@@ -90,12 +92,10 @@ type stream struct {
 }
 
 func (c *conn) newStream(id uint32) *stream {
-	ctx, cancel := context.WithCancel(c.ctx)
 	st := &stream{
 		c:        c,
 		id:       id,
-		ctx:      ctx,
-		cancel:   cancel,
+		ctx:      streamCtx{parent: c.ctx},
 		inflow:   inflow{recvWindow: recvWindow},
 		declared: -1,
 		length:   -1,
@@ -143,7 +143,10 @@ func (c *conn) newRequest(st *stream, f *headerBlock) error {
 	fields := f.RegularFields()
 	tes := 0
 	header := make(http.Header, len(fields))
-	values := make([]string, len(fields))
+	values := st.values[:]
+	if len(fields) > len(values) {
+		values = make([]string, len(fields))
+	}
 	for i, hf := range fields {
 		switch hf.Name {
 		case "connection", "keep-alive", "proxy-connection", "transfer-encoding", "upgrade":
@@ -228,7 +231,7 @@ func (c *conn) newRequest(st *stream, f *headerBlock) error {
 	st.tooLarge = f.Truncated
 	// The request lives in the stream: one allocation fewer per
 	// request, as WithContext's copy stays on the stack.
-	st.request = *req.WithContext(st.ctx)
+	st.request = *req.WithContext(&st.ctx)
 	st.req = &st.request
 	return nil
 }
@@ -304,13 +307,17 @@ func (c *conn) startStream(st *stream) {
 	c.mu.Lock()
 	if c.goingAway || c.closed {
 		c.mu.Unlock()
-		st.cancel()
+		st.ctx.cancel(context.Canceled)
 		return
 	}
 	c.streams[st.id] = st
 	c.active++
 	first := c.active == 1
 	c.lastStarted = st.id
+	if err := c.ctx.Err(); err != nil {
+		// cancelStreams ran before st was among the streams.
+		st.ctx.cancel(err)
+	}
 	c.mu.Unlock()
 	if first && c.srv.ConnState != nil {
 		c.srv.ConnState(c.nc, http.StateActive)
@@ -350,6 +357,11 @@ func (st *stream) finish() {
 		// would have gone out unbuffered.
 		_ = st.send(nil, false)
 	}
+	if h := st.header; h != nil && len(h) <= maxPooledFields {
+		clear(h)
+		responseHeaders.Put(h)
+	}
+	st.header = nil
 	c.mu.Lock()
 	if st.aborted == nil && !c.closed {
 		switch {
@@ -386,7 +398,7 @@ func (st *stream) finish() {
 		c.idleTimer.Reset(c.srv.IdleTimeout)
 	}
 	c.mu.Unlock()
-	st.cancel()
+	st.ctx.cancel(context.Canceled)
 	if st.closeConn {
 		c.goAwayGracefully()
 	}
@@ -394,6 +406,15 @@ func (st *stream) finish() {
 		c.srv.ConnState(c.nc, http.StateIdle)
 	}
 }
+
+// responseHeaders recycles the handlers' response headers, kept with the
+// table their fields took: a header is encoded as it goes out, and nothing
+// may use a ResponseWriter once its handler returned.
+var responseHeaders = sync.Pool{New: func() any { return http.Header{} }}
+
+// maxPooledFields bounds the header maps recycled, as one keeps the size
+// its largest response gave it.
+const maxPooledFields = 32
 
 // dropBody gives the window of unread body bytes back to the connection,
 // and has those still to come dropped, and reads fail. c.mu is held.
@@ -420,7 +441,7 @@ func (st *stream) abort(err error) {
 	if st.c.streams[st.id] == st {
 		delete(st.c.streams, st.id)
 	}
-	st.cancel()
+	st.ctx.cancel(context.Canceled)
 	st.bodyCond.Broadcast()
 	st.c.room.Broadcast()
 }
@@ -493,7 +514,7 @@ func (b requestBody) Close() error {
 // Header is http.ResponseWriter's.
 func (st *stream) Header() http.Header {
 	if st.header == nil {
-		st.header = http.Header{}
+		st.header = responseHeaders.Get().(http.Header)
 	}
 	return st.header
 }

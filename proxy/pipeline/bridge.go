@@ -258,7 +258,7 @@ func writeRequestFields(bw *bufio.Writer, h http.Header) (teTrailers bool) {
 func relayInformational(w http.ResponseWriter, resp *h1wire.Head) {
 	h := w.Header()
 	before := h.Clone()
-	copyFields(h, resp.Fields)
+	copyFields(h, resp.Fields, 0)
 	w.WriteHeader(resp.Status)
 	clear(h)
 	maps.Copy(h, before)
@@ -266,9 +266,10 @@ func relayInformational(w http.ResponseWriter, resp *h1wire.Head) {
 
 // copyFields adds the fields that are not hop-by-hop to h. The values of
 // fields new to h share one allocation, each slice's capacity ending with
-// it, so that adding to one copies it.
-func copyFields(h http.Header, fields h1wire.Fields) {
-	values := make([]string, len(fields))
+// it, so that adding to one copies it. The allocation has spare values
+// more, returned for the caller's fields of its own.
+func copyFields(h http.Header, fields h1wire.Fields, spare int) []string {
+	values := make([]string, len(fields)+spare)
 	for i := range fields {
 		f := &fields[i]
 		if f.Hop {
@@ -282,6 +283,7 @@ func copyFields(h http.Header, fields h1wire.Fields) {
 		values[i] = f.Value
 		h[name] = values[i : i+1 : i+1]
 	}
+	return values[len(fields):]
 }
 
 // relayResponse writes the response whose head is in b, streaming its
@@ -297,9 +299,10 @@ func (f *forwarder) relayResponse(w http.ResponseWriter, r *http.Request, uc *up
 	h := w.Header()
 	// The Server ServeHTTP put there gives way to the response's.
 	delete(h, "Server")
-	copyFields(h, resp.Fields)
+	length := copyFields(h, resp.Fields, 1)
 	if resp.ContentLength >= 0 && mode != h1wire.BodyChunked {
-		h["Content-Length"] = []string{strconv.FormatInt(resp.ContentLength, 10)}
+		length[0] = strconv.FormatInt(resp.ContentLength, 10)
+		h["Content-Length"] = length
 	}
 	w.WriteHeader(resp.Status)
 	// Bodies of unknown length are often streams (server-sent events):

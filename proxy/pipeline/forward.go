@@ -26,9 +26,12 @@ import (
 
 // serve runs the pipeline for one request and executes its plan.
 func (s *Shared) serve(w http.ResponseWriter, r *http.Request, l *Listener, st *listenerState) {
-	rec := &recorder{ResponseWriter: w, writes: guard.WriteBound{Stall: s.cfg.IdleTimeout}}
-	ex := exchange{start: time.Now(), scheme: l.scheme, sets: *s.sets.Load(), backendTLS: st.backendTLS, answer: w.Header()}
-	defer s.observeHTTP(l, r, rec, &ex)
+	c := &call{
+		rec: recorder{ResponseWriter: w, writes: guard.WriteBound{Stall: s.cfg.IdleTimeout}},
+		ex:  exchange{start: time.Now(), scheme: l.scheme, sets: *s.sets.Load(), backendTLS: st.backendTLS, answer: w.Header()},
+	}
+	rec, ex := &c.rec, &c.ex
+	defer s.observeHTTP(l, r, rec, ex)
 	conn, connText := remoteOf(r.RemoteAddr)
 	ex.from = s.originOf(conn, connText, r.Header)
 	v := view{
@@ -45,7 +48,7 @@ func (s *Shared) serve(w http.ResponseWriter, r *http.Request, l *Listener, st *
 	if st.routes != nil && st.routes.HasListenerFilters() {
 		// Before route matching, which sees the fields they set.
 		ex.stats = l.routeStats(st, nil)
-		if !s.authorize(rec, r, &ex, st.guards, st.routes.ListenerFilters(r.Host)) {
+		if !s.authorize(rec, r, ex, st.guards, st.routes.ListenerFilters(r.Host)) {
 			return
 		}
 	}
@@ -54,10 +57,10 @@ func (s *Shared) serve(w http.ResponseWriter, r *http.Request, l *Listener, st *
 	ex.stats = l.routeStats(st, ex.plan.target)
 	switch ex.plan.action {
 	case actForward:
-		if ex.plan.authorize && !s.authorize(rec, r, &ex, st.guards, ex.plan.target.Rule.Filters) {
+		if ex.plan.authorize && !s.authorize(rec, r, ex, st.guards, ex.plan.target.Rule.Filters) {
 			return
 		}
-		s.fwd.forward(rec, r, &ex)
+		s.fwd.forward(rec, r, ex)
 	case actRedirect, actPreflight:
 		rec.WriteHeader(answer(&ex.plan, &v, rec.Header()))
 	case actNotFound:
@@ -75,6 +78,14 @@ func (s *Shared) serve(w http.ResponseWriter, r *http.Request, l *Listener, st *
 		s.metrics.upstreamErrors[errNoEndpoint].Inc()
 		WriteError(rec, r, http.StatusServiceUnavailable)
 	}
+}
+
+// call is what serve keeps of a request past its stack, in one
+// allocation: the recorder and the exchange both escape, to the
+// ReverseProxy hooks and the handlers that wrap the ResponseWriter.
+type call struct {
+	rec recorder
+	ex  exchange
 }
 
 // exchange is one request's state, shared with the ReverseProxy hooks

@@ -36,6 +36,14 @@ type Conn struct {
 	client ClientWatch
 	// deadline is the exchange's, which those waits do not pass.
 	deadline time.Time
+	// checkAt, when set, is the socket's read deadline and was set for
+	// the watch alone (armCheck). It stays armed while it is far enough
+	// ahead, from one exchange to the next through the pool, as each
+	// deadline moved is a timer changed: a read it ends while nothing
+	// watches clears it and reads on. fixed says a deadline other than
+	// checkAt may be set, which the pool clears.
+	checkAt time.Time
+	fixed   bool
 	// readStall and sendStall bound each read and write of the exchange
 	// under way (a rule's backend read and send timeouts); zero: only its deadline does.
 	readStall, sendStall time.Duration
@@ -66,20 +74,28 @@ func (uc *Conn) Read(p []byte) (int, error) {
 		if uc.client != nil {
 			arm = Earliest(time.Now().Add(clientCheckInterval), deadline)
 		}
-		if err := uc.Conn.SetReadDeadline(arm); err != nil {
+		if err := uc.SetReadDeadline(arm); err != nil {
 			return 0, err
 		}
 	}
 	for {
 		n, err := uc.Conn.Read(p)
 		ne, timedOut := errors.AsType[net.Error](err)
+		if n == 0 && timedOut && ne.Timeout() && uc.client == nil && !uc.checkAt.IsZero() {
+			// The check of an earlier exchange's watch: this one has
+			// none.
+			if err := uc.SetReadDeadline(time.Time{}); err != nil {
+				return 0, err
+			}
+			continue
+		}
 		if uc.client == nil || n > 0 || !timedOut || !ne.Timeout() || !deadline.IsZero() && !time.Now().Before(deadline) {
 			return n, err
 		}
 		if uc.client.ClientGone() {
 			return 0, ErrClientGone
 		}
-		if err := uc.Conn.SetReadDeadline(Earliest(time.Now().Add(clientCheckInterval), deadline)); err != nil {
+		if err := uc.SetReadDeadline(Earliest(time.Now().Add(clientCheckInterval), deadline)); err != nil {
 			return 0, err
 		}
 	}
@@ -97,13 +113,45 @@ func (uc *Conn) WatchClient(client ClientWatch, deadline time.Time) {
 // UnwatchClient ends WatchClient, leaving reads the exchange's deadline.
 func (uc *Conn) UnwatchClient() error {
 	uc.client = nil
-	return uc.Conn.SetReadDeadline(uc.deadline)
+	return uc.SetReadDeadline(uc.deadline)
 }
 
 // armCheck has a read time out at the next check, once for all the reads
-// until then: a stream read in many pieces changes no timer per piece.
+// until then: a stream read in many pieces changes no timer per piece, and
+// a check still at least half an interval ahead is kept, so that requests
+// in quick succession on a connection change none either. A check earlier
+// than the interval only asks the client sooner.
 func (uc *Conn) armCheck() error {
-	return uc.Conn.SetReadDeadline(Earliest(time.Now().Add(clientCheckInterval), uc.deadline))
+	now := time.Now()
+	at := now.Add(clientCheckInterval)
+	if !uc.deadline.IsZero() && !uc.deadline.After(at) {
+		return uc.SetReadDeadline(uc.deadline)
+	}
+	if !uc.checkAt.IsZero() && uc.checkAt.Sub(now) >= clientCheckInterval/2 {
+		return nil
+	}
+	if err := uc.Conn.SetReadDeadline(at); err != nil {
+		return err
+	}
+	uc.checkAt = at
+	return nil
+}
+
+// SetDeadline is net.Conn's, noting what armCheck and the pool need to
+// know; so are SetReadDeadline and SetWriteDeadline.
+func (uc *Conn) SetDeadline(t time.Time) error {
+	uc.checkAt, uc.fixed = time.Time{}, !t.IsZero()
+	return uc.Conn.SetDeadline(t)
+}
+
+func (uc *Conn) SetReadDeadline(t time.Time) error {
+	uc.checkAt, uc.fixed = time.Time{}, uc.fixed || !t.IsZero()
+	return uc.Conn.SetReadDeadline(t)
+}
+
+func (uc *Conn) SetWriteDeadline(t time.Time) error {
+	uc.fixed = uc.fixed || !t.IsZero()
+	return uc.Conn.SetWriteDeadline(t)
 }
 
 const upstreamBufferSize = 4 << 10
@@ -140,7 +188,7 @@ func (uc *Conn) Write(p []byte) (int, error) {
 		return len(p), nil
 	}
 	if uc.sendStall > 0 {
-		if err := uc.Conn.SetWriteDeadline(uc.stallDeadline(uc.sendStall)); err != nil {
+		if err := uc.SetWriteDeadline(uc.stallDeadline(uc.sendStall)); err != nil {
 			return 0, err
 		}
 	}
@@ -268,7 +316,8 @@ func (st *idleStack) closeIdle(timeout time.Duration) {
 }
 
 // Put returns a connection whose exchange ended cleanly, its deadlines and
-// any watch on the client over; after Close it is closed instead.
+// any watch on the client over (a check's deadline may stay: armCheck);
+// after Close it is closed instead.
 func (p *Pool) Put(addr string, uc *Conn) {
 	select {
 	case <-p.stop:
@@ -277,7 +326,7 @@ func (p *Pool) Put(addr string, uc *Conn) {
 	default:
 	}
 	uc.client, uc.deadline, uc.readStall, uc.sendStall = nil, time.Time{}, 0, 0
-	if uc.SetDeadline(time.Time{}) != nil {
+	if uc.fixed && uc.SetDeadline(time.Time{}) != nil {
 		uc.Close()
 		return
 	}
