@@ -387,6 +387,14 @@ func (uc *Conn) Stale() bool {
 	if uc.Reader.Buffered() > 0 {
 		return true
 	}
+	if !uc.checkAt.IsZero() && !time.Now().Before(uc.checkAt) {
+		// A client check left armed in the pool (armCheck) passed: a
+		// read deadline that passed makes SocketState see the socket
+		// closed.
+		if uc.SetReadDeadline(time.Time{}) != nil {
+			return true
+		}
+	}
 	st := SocketState(uc.Conn)
 	return st == socketData || st == SocketClosed
 }
