@@ -26,7 +26,7 @@ func TestFailureAfterDeadlineIsTimeout(t *testing.T) {
 	for name, ctx := range contexts {
 		for _, grpc := range []bool{false, true} {
 			// As ReverseProxy calls it: with the request's exchange.
-			req := httptest.NewRequestWithContext(context.WithValue(ctx, exchangeKey{}, &exchange{}), "POST", "/test.Echo/Sleep", nil)
+			req := httptest.NewRequestWithContext(withExchange(ctx, &exchange{}), "POST", "/test.Echo/Sleep", nil)
 			if grpc {
 				req.Header.Set("Content-Type", "application/grpc")
 			}

@@ -145,6 +145,32 @@ func exchangeOf(ctx context.Context) *exchange {
 	return ctx.Value(exchangeKey{}).(*exchange)
 }
 
+// exchangeContext is a request's context that carries its exchange, in
+// place of context.WithValue's: over the HTTP/2 engine's stream context,
+// each context made from a WithValue (the deadline, the transport's, a
+// backend stream's AfterFunc) took a goroutine to follow the stream, as
+// the context package found there neither its own cancelCtx nor an
+// AfterFunc. Passing AfterFunc on lets them wait without one.
+type exchangeContext struct {
+	context.Context
+	ex *exchange
+}
+
+func withExchange(ctx context.Context, ex *exchange) context.Context {
+	return &exchangeContext{ctx, ex}
+}
+
+func (c *exchangeContext) Value(key any) any {
+	if key == (exchangeKey{}) {
+		return c.ex
+	}
+	return c.Context.Value(key)
+}
+
+func (c *exchangeContext) AfterFunc(f func()) (stop func() bool) {
+	return context.AfterFunc(c.Context, f)
+}
+
 // guardedBody records whether the request body was read, since only a
 // request whose body is still unread can go to another endpoint. Its Close
 // does nothing: net/http closes the inbound body when the handler returns,
@@ -360,7 +386,7 @@ func (f *forwarder) forward(w http.ResponseWriter, r *http.Request, ex *exchange
 	if f.bridges(r, ex) && f.bridge(w, r, ex) {
 		return
 	}
-	ctx := context.WithValue(r.Context(), exchangeKey{}, ex)
+	ctx := withExchange(r.Context(), ex)
 	if deadline := ex.clientDeadline(); !deadline.IsZero() {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithDeadline(ctx, deadline)
