@@ -13,6 +13,7 @@
 package evloop
 
 import (
+	"net"
 	"net/netip"
 	"os"
 	"unsafe"
@@ -171,4 +172,13 @@ func ConnectError(fd int) error {
 		errno = int(unix.ECONNRESET)
 	}
 	return os.NewSyscallError("connect", unix.Errno(errno))
+}
+
+// GoConn makes fd, a connected socket a loop no longer watches, a
+// connection of Go's netpoller, and closes fd: net.FileConn takes a copy
+// of it, which the connection owns.
+func GoConn(fd int) (net.Conn, error) {
+	f := os.NewFile(uintptr(fd), "")
+	defer f.Close()
+	return net.FileConn(f)
 }

@@ -34,12 +34,19 @@ type Wheel[T any] struct {
 	// now is the tick the wheel has turned to; count the timers in it.
 	now   int64
 	count int
+	// start is tick 1's beginning. Ticks are counted from it on the
+	// monotonic clock: counted on the wall clock, a clock set back left
+	// the wheel behind the netpoller's deadline (a worker woke for
+	// nothing, over and over, until the clock caught up), and one set
+	// forward expired every connect at once, taken for a dead endpoint.
+	start time.Time
 }
 
-func ticks(t time.Time) int64 { return t.UnixNano() / int64(tick) }
+// ticks is the tick t falls in: 1 from start on, for a wheel started.
+func (w *Wheel[T]) ticks(t time.Time) int64 { return int64(t.Sub(w.start)/tick) + 1 }
 
-// Start has the wheel begin at now.
-func (w *Wheel[T]) Start(now time.Time) { w.now = ticks(now) }
+// Start has the wheel begin at now, a reading of time.Now.
+func (w *Wheel[T]) Start(now time.Time) { w.start, w.now = now, 1 }
 
 // Arm gives c the deadline at (zero for none). It never expires before
 // at, and up to a tick after.
@@ -49,7 +56,7 @@ func (w *Wheel[T]) Arm(c *Timer[T], at time.Time) {
 		c.deadline = 0
 		return
 	}
-	d := ticks(at) + 1
+	d := w.ticks(at) + 1
 	c.deadline = d
 	if c.slotTick != 0 && c.slotTick <= d {
 		return // the slot moves it on when its tick comes
@@ -93,8 +100,8 @@ func (w *Wheel[T]) Disarm(c *Timer[T]) {
 // Advance turns the wheel to now, calling expire for each timer whose
 // deadline passed.
 func (w *Wheel[T]) Advance(now time.Time, expire func(T)) {
-	to := ticks(now)
-	if w.now == 0 || w.count == 0 {
+	to := w.ticks(now)
+	if w.count == 0 {
 		w.now = to
 		return
 	}
@@ -131,7 +138,7 @@ func (w *Wheel[T]) Next() time.Time {
 	if w.count == 0 {
 		return time.Time{}
 	}
-	return time.Unix(0, (w.now+1)*int64(tick))
+	return w.start.Add(time.Duration(w.now) * tick)
 }
 
 // Wait is how long the worker may sleep before the next tick, in

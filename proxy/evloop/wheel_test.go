@@ -3,6 +3,7 @@
 package evloop
 
 import (
+	"strings"
 	"testing"
 	"time"
 )
@@ -59,5 +60,27 @@ func TestWheelNeverEarly(t *testing.T) {
 	}
 	if when.Before(at) || when.Sub(at) > tick+10*time.Millisecond {
 		t.Errorf("expired %v after the deadline, want within [0, %v]", when.Sub(at), tick)
+	}
+}
+
+// TestWheelMonotonic: ticks are counted on the monotonic clock, as the
+// netpoller's deadlines are: a time read without it (its wall clock alone,
+// as after the clock was set) counts as the wall clock says, but a timer
+// armed and a wheel turned with readings of time.Now expire on time
+// whatever the wall clock did.
+func TestWheelMonotonic(t *testing.T) {
+	t0 := time.Now()
+	var w Wheel[int]
+	w.Start(t0)
+	w.Arm(&Timer[int]{}, t0.Add(tick))
+	// The netpoller's deadline, a wait of Next less time.Now, is on the
+	// monotonic clock when both have a reading of it.
+	if next := w.Next(); next.Sub(t0) != tick || !strings.Contains(next.String(), "m=") {
+		t.Errorf("next tick %v (%v) after the start, want %v with a monotonic reading", next.Sub(t0), next, tick)
+	}
+	expired := false
+	w.Advance(t0.Add(2*tick+time.Millisecond), func(int) { expired = true })
+	if !expired {
+		t.Error("a timer one tick ahead did not expire two ticks later")
 	}
 }

@@ -17,13 +17,13 @@ package h1loop
 import (
 	"errors"
 	"net"
-	"os"
 	"sync"
 	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/hostgate/hostgate/proxy/evloop"
 	"github.com/hostgate/hostgate/proxy/guard"
 )
 
@@ -187,9 +187,7 @@ func (s *Socket) attach() error {
 	if s.closed {
 		return net.ErrClosed
 	}
-	f := os.NewFile(uintptr(s.fd), "")
-	c, err := net.FileConn(f)
-	f.Close()
+	c, err := evloop.GoConn(s.fd)
 	s.fd = -1
 	if err != nil {
 		s.closed = true

@@ -217,11 +217,16 @@ func (w *worker) park() int {
 	}
 	n := 0
 	// Fails once the deadline passed, with no events: then the wheel
-	// turns.
-	_ = w.raw.Read(func(uintptr) bool {
+	// turns, and the deadline is set again however it turned, so that a
+	// wheel that did not (a tick not yet due by its reckoning) has the
+	// worker wait for it again rather than find the deadline passed at
+	// every turn.
+	if w.raw.Read(func(uintptr) bool {
 		n = w.poll.WaitNow(w.events[:])
 		return n > 0
-	})
+	}) != nil {
+		w.waitFor = time.Time{}
+	}
 	return n
 }
 

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/hostgate/hostgate/proxy/evloop"
 )
 
 // Listen wraps ln so that its connections are Sockets, accepted without
@@ -172,10 +174,7 @@ func (s *Socket) Go() error {
 	if s.closed {
 		return net.ErrClosed
 	}
-	// FileConn takes a copy of the descriptor; the file closes ours.
-	f := os.NewFile(uintptr(s.fd), "")
-	c, err := net.FileConn(f)
-	f.Close()
+	c, err := evloop.GoConn(s.fd)
 	s.fd = -1
 	if err != nil {
 		s.closed = true
