@@ -38,6 +38,8 @@ func newSource(c *config, log *slog.Logger, publish func(*watch.Snapshot, findin
 		}
 		return &source{Source: s, mode: "file"}, nil
 	}
+	// Before the status writer's client reads client-go's settings.
+	watch.ListFirst()
 	cfg, err := restConfig(c.kubeconfig)
 	if err != nil {
 		return nil, err

@@ -24,6 +24,7 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	clientfeatures "k8s.io/client-go/features"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
@@ -456,5 +457,29 @@ func TestClusterStartDuringOutage(t *testing.T) {
 		}
 	case <-time.After(90 * time.Second):
 		t.Fatal("no translation within 90s of the API server's return")
+	}
+}
+
+// TestListFirst: once ListFirst ran, informers list before they watch
+// (client-go's WatchListClient off), and client-go's other settings stay
+// as they were.
+func TestListFirst(t *testing.T) {
+	if _, set := os.LookupEnv("KUBE_FEATURE_" + string(clientfeatures.WatchListClient)); set {
+		t.Skip("the environment sets WatchListClient, which ListFirst leaves as it says")
+	}
+	gates := clientfeatures.FeatureGates()
+	others := map[clientfeatures.Feature]bool{}
+	for _, f := range []clientfeatures.Feature{clientfeatures.ClientsAllowCBOR, clientfeatures.InformerResourceVersion} {
+		others[f] = gates.Enabled(f)
+	}
+	ListFirst()
+	gates = clientfeatures.FeatureGates()
+	if gates.Enabled(clientfeatures.WatchListClient) {
+		t.Error("WatchListClient still on after ListFirst")
+	}
+	for f, was := range others {
+		if gates.Enabled(f) != was {
+			t.Errorf("%s changed from %v", f, was)
+		}
 	}
 }
