@@ -89,9 +89,9 @@ func NewCluster(cfg *rest.Config, opts Options, publish Publish, log *slog.Logge
 	if cfg.Dial == nil {
 		cfg.Dial = patientDial
 	}
-	// Start-up makes about sixty requests: for each of twenty kinds a
-	// streaming watch tried, a list and a watch, then discovery one round
-	// trip after another. client-go's default of 5 requests/s after a
+	// Start-up makes about fifty requests: for each of twenty kinds a
+	// list and a watch (ListFirst), then discovery one round trip after
+	// another. client-go's default of 5 requests/s after a
 	// burst of 10 held the first translation back by 0.6 to 1.5 s on an
 	// empty cluster, which takes 0.16 s at 50/s. Afterwards informers ask
 	// again only when a watch ends, and the API server's priority and
