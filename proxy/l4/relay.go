@@ -136,6 +136,12 @@ func (r *relayed) Connected() {
 
 func (r *relayed) Ended(in, out int64) {
 	r.rec.BytesIn, r.rec.BytesOut = in, out
+	if r.l.opts.Mode == Passthrough && r.target == nil && r.rec.Refused == "" {
+		// Closed before its ClientHello said where to (by a drain, the
+		// caps), which Peek never heard of: as a goroutine's read
+		// failing then says.
+		r.rec.Refused = clientClosed
+	}
 	if r.host != nil {
 		r.host.End()
 	}

@@ -301,6 +301,10 @@ func (l *Listener) Drain(ctx context.Context) bool {
 
 func defaultLog() *slog.Logger { return slog.Default() }
 
+// clientClosed is the access log's Refused for a connection closed
+// before its ClientHello was whole: counted nowhere else.
+const clientClosed = "client_closed"
+
 // Refusal reasons, the label of hostgate_l4_refused_total.
 const (
 	refusedMalformed = "malformed_hello"
@@ -523,7 +527,7 @@ func (o *Options) refuseHello(rec *Record, err error) (alert []byte) {
 	default:
 		// The client went away before it finished: nothing to count
 		// against it beyond the access log line.
-		rec.Refused = "client_closed"
+		rec.Refused = clientClosed
 	}
 	return nil
 }

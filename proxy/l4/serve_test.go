@@ -553,8 +553,8 @@ func testDrainDuringHello(t *testing.T, path func(*Options)) {
 	if !closedWithin(t, c, time.Second) {
 		t.Error("the connection stayed open after the drain")
 	}
-	if rec := log.wait(t, 1)[0]; rec.BytesIn != 10 || rec.Route != (router.RouteID{}) {
-		t.Errorf("access log %+v, want 10 bytes in and no route", rec)
+	if rec := log.wait(t, 1)[0]; rec.BytesIn != 10 || rec.Route != (router.RouteID{}) || rec.Refused != "client_closed" {
+		t.Errorf("access log %+v, want 10 bytes in, no route, refused client_closed", rec)
 	}
 	if n := db.accepted.Load(); n != 0 {
 		t.Errorf("the backend got %d connections, want none", n)
