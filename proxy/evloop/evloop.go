@@ -90,15 +90,24 @@ func (p Poller) Wait(evs []unix.EpollEvent, msec int) int {
 	return n
 }
 
-// Read and Write are the raw non-blocking system calls.
+// Read and Write are the raw non-blocking system calls, made again when a
+// signal interrupted them (EINTR), which no caller has anything else to do
+// about.
 func Read(fd int, p []byte) (int, unix.Errno) {
-	n, _, errno := unix.RawSyscall(unix.SYS_READ, uintptr(fd), uintptr(unsafe.Pointer(unsafe.SliceData(p))), uintptr(len(p)))
-	return int(n), errno
+	return rawIO(unix.SYS_READ, fd, p)
 }
 
 func Write(fd int, p []byte) (int, unix.Errno) {
-	n, _, errno := unix.RawSyscall(unix.SYS_WRITE, uintptr(fd), uintptr(unsafe.Pointer(unsafe.SliceData(p))), uintptr(len(p)))
-	return int(n), errno
+	return rawIO(unix.SYS_WRITE, fd, p)
+}
+
+func rawIO(call uintptr, fd int, p []byte) (int, unix.Errno) {
+	for {
+		n, _, errno := unix.RawSyscall(call, uintptr(fd), uintptr(unsafe.Pointer(unsafe.SliceData(p))), uintptr(len(p)))
+		if errno != unix.EINTR {
+			return int(n), errno
+		}
+	}
 }
 
 // SendNow writes p to fd at once as far as the socket takes it, after
@@ -112,8 +121,6 @@ func SendNow(fd int, p []byte, out *[]byte) unix.Errno {
 	for len(p) > 0 {
 		n, errno := Write(fd, p)
 		switch {
-		case errno == unix.EINTR:
-			continue
 		case errno == unix.EAGAIN:
 			*out = append(*out, p...)
 			return 0

@@ -111,8 +111,6 @@ func (w *worker) readable(c *conn) {
 		room := len(c.buf) - c.n
 		n, errno := evloop.Read(c.fd, c.buf[c.n:])
 		switch {
-		case errno == unix.EINTR:
-			continue
 		case errno == unix.EAGAIN:
 			w.settle(c)
 			return
@@ -304,8 +302,6 @@ func (w *worker) flushOut(c *conn) {
 	for len(c.out) > 0 {
 		n, errno := evloop.Write(c.fd, c.out)
 		switch {
-		case errno == unix.EINTR:
-			continue
 		case errno == unix.EAGAIN:
 			return
 		case errno != 0:

@@ -211,8 +211,6 @@ func (w *worker) flushUp(c *conn, u *upConn) {
 	for len(u.out) > 0 {
 		n, errno := evloop.Write(u.fd, u.out)
 		switch {
-		case errno == unix.EINTR:
-			continue
 		case errno == unix.EAGAIN:
 			return
 		case errno != 0:
@@ -261,8 +259,6 @@ func (w *worker) upReadable(u *upConn) {
 		room := len(u.buf) - u.n
 		n, errno := evloop.Read(u.fd, u.buf[u.n:])
 		switch {
-		case errno == unix.EINTR:
-			continue
 		case errno == unix.EAGAIN:
 			return
 		case errno != 0 || n == 0:

@@ -40,18 +40,18 @@ func (l listener) Accept() (net.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Socket{inner: c, fd: -1, remote: c.RemoteAddr(), local: c.LocalAddr()}, nil
+	return &Socket{GoSide: evloop.GoSide{Inner: c, OnLoop: errOnLoop}, fd: -1, remote: c.RemoteAddr(), local: c.LocalAddr()}, nil
 }
 
 // Socket is a client connection that a loop may own. Between Listen and
 // the loop, and after it is handed back, it is the net.Conn it was
-// accepted as (inner); on the loop it is a bare descriptor (fd).
+// accepted as (GoSide.Inner); on the loop it is a bare descriptor (fd).
 type Socket struct {
 	// mu orders the caps' Close against detach, attach and the loop's
 	// release; reads and writes take no lock: one owner at a time uses
 	// them.
-	mu     sync.Mutex
-	inner  net.Conn
+	mu sync.Mutex
+	evloop.GoSide
 	fd     int
 	closed bool
 	// remote and local are the addresses of the connection as accepted
@@ -62,20 +62,6 @@ type Socket struct {
 
 var errOnLoop = errors.New("h1loop: socket is served by a loop")
 
-func (s *Socket) Read(p []byte) (int, error) {
-	if s.inner == nil {
-		return 0, errOnLoop
-	}
-	return s.inner.Read(p)
-}
-
-func (s *Socket) Write(p []byte) (int, error) {
-	if s.inner == nil {
-		return 0, errOnLoop
-	}
-	return s.inner.Write(p)
-}
-
 // Close closes the connection, or on the loop shuts it down for the loop
 // to release.
 func (s *Socket) Close() error {
@@ -85,8 +71,8 @@ func (s *Socket) Close() error {
 		return net.ErrClosed
 	}
 	s.closed = true
-	if s.inner != nil {
-		return s.inner.Close()
+	if s.Inner != nil {
+		return s.Inner.Close()
 	}
 	return unix.Shutdown(s.fd, unix.SHUT_RDWR)
 }
@@ -94,39 +80,14 @@ func (s *Socket) Close() error {
 func (s *Socket) LocalAddr() net.Addr  { return s.local }
 func (s *Socket) RemoteAddr() net.Addr { return s.remote }
 
-func (s *Socket) SetDeadline(t time.Time) error {
-	if s.inner == nil {
-		return errOnLoop
-	}
-	return s.inner.SetDeadline(t)
-}
-
-func (s *Socket) SetReadDeadline(t time.Time) error {
-	if s.inner == nil {
-		return errOnLoop
-	}
-	return s.inner.SetReadDeadline(t)
-}
-
-func (s *Socket) SetWriteDeadline(t time.Time) error {
-	if s.inner == nil {
-		return errOnLoop
-	}
-	return s.inner.SetWriteDeadline(t)
-}
-
 // SyscallConn is the socket's, for the checks of whether a client hung
 // up (upstream.SocketState) once it is back in Go.
 func (s *Socket) SyscallConn() (syscall.RawConn, error) {
-	if tcp := guard.SocketOf(s.inner); tcp != nil {
+	if tcp := guard.SocketOf(s.Inner); tcp != nil {
 		return tcp.SyscallConn()
 	}
 	return nil, errOnLoop
 }
-
-// NetConn is the connection beneath, as tls.Conn's, for those who look
-// for the TCP socket (lingering close).
-func (s *Socket) NetConn() net.Conn { return s.inner }
 
 // detach takes the socket's descriptor for a loop, with the bytes read
 // ahead of it above the socket (past a PROXY header), which come before
@@ -138,26 +99,26 @@ func (s *Socket) detach() (fd int, ahead []byte, err error) {
 	if s.closed {
 		return -1, nil, net.ErrClosed
 	}
-	tcp := guard.SocketOf(s.inner)
+	tcp := guard.SocketOf(s.Inner)
 	if tcp == nil {
 		// A PROXY header's connection with bytes read past the header:
 		// with a deadline in the past, reads return what was read ahead
 		// and then fail without a system call.
-		if err := s.inner.SetReadDeadline(time.Unix(1, 0)); err != nil {
+		if err := s.Inner.SetReadDeadline(time.Unix(1, 0)); err != nil {
 			return -1, nil, err
 		}
 		var buf [512]byte
 		for {
-			n, err := s.inner.Read(buf[:])
+			n, err := s.Inner.Read(buf[:])
 			ahead = append(ahead, buf[:n]...)
 			if err != nil {
 				break
 			}
 		}
-		if err := s.inner.SetReadDeadline(time.Time{}); err != nil {
+		if err := s.Inner.SetReadDeadline(time.Time{}); err != nil {
 			return -1, nil, err
 		}
-		if tcp = guard.SocketOf(s.inner); tcp == nil {
+		if tcp = guard.SocketOf(s.Inner); tcp == nil {
 			return -1, nil, errors.New("h1loop: no TCP socket beneath the connection")
 		}
 	}
@@ -174,8 +135,8 @@ func (s *Socket) detach() (fd int, ahead []byte, err error) {
 	}
 	// O_NONBLOCK belongs to the open file, which the copy shares with
 	// Go's: the loop's descriptor is non-blocking already.
-	_ = s.inner.Close()
-	s.inner, s.fd = nil, fd
+	_ = s.Inner.Close()
+	s.Inner, s.fd = nil, fd
 	return fd, ahead, nil
 }
 
@@ -193,7 +154,7 @@ func (s *Socket) attach() error {
 		s.closed = true
 		return err
 	}
-	s.inner = c
+	s.Inner = c
 	return nil
 }
 

@@ -17,54 +17,18 @@ func (stayingClient) ClientGone() bool { return false }
 // waits past that check for its answer rather than timing out, and one
 // that watches again keeps the check it finds.
 func TestCheckOutlivesExchange(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
 	asked := make(chan struct{})
-	go func() {
-		c, err := ln.Accept()
-		if err != nil {
-			return
+	addr := echoBackend(t, func(i int) {
+		if i == 1 {
+			// The second answer comes after the first exchange's check
+			// has passed.
+			close(asked)
+			time.Sleep(clientCheckInterval + 200*time.Millisecond)
 		}
-		defer c.Close()
-		buf := make([]byte, 1)
-		for i := 0; ; i++ {
-			if _, err := io.ReadFull(c, buf); err != nil {
-				return
-			}
-			if i == 1 {
-				// The second answer comes after the first
-				// exchange's check has passed.
-				close(asked)
-				time.Sleep(clientCheckInterval + 200*time.Millisecond)
-			}
-			if _, err := c.Write(buf); err != nil {
-				return
-			}
-		}
-	}()
+	})
 	p := NewPool(time.Second, 1, time.Minute)
 	defer p.Close()
-	addr := ln.Addr().String()
-	exchange := func(watch bool) error {
-		uc, _, err := p.Get(addr, time.Time{}, 0, false)
-		if err != nil {
-			return err
-		}
-		if watch {
-			uc.WatchClient(stayingClient{}, time.Time{})
-		}
-		if _, err := uc.Write([]byte{'x'}); err != nil {
-			return err
-		}
-		if _, err := uc.Reader.ReadByte(); err != nil {
-			return err
-		}
-		p.Put(addr, uc)
-		return nil
-	}
+	exchange := func(watch bool) error { return echoExchange(p, addr, watch) }
 	if err := exchange(true); err != nil {
 		t.Fatalf("watched exchange: %v", err)
 	}
@@ -94,4 +58,79 @@ func TestCheckOutlivesExchange(t *testing.T) {
 	if first.IsZero() || uc.checkAt != first {
 		t.Fatalf("check at %v, then %v; want the first kept", first, uc.checkAt)
 	}
+}
+
+// TestStaleAfterCheckPassed: a watched exchange leaves its client check
+// armed in the pool; once it passed, Stale() (a peek with the socket's
+// read deadline gone by) must still find the healthy, idle connection
+// open, not closed.
+func TestStaleAfterCheckPassed(t *testing.T) {
+	addr := echoBackend(t, nil)
+	p := NewPool(time.Second, 1, time.Minute)
+	defer p.Close()
+	if err := echoExchange(p, addr, true); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(clientCheckInterval + 100*time.Millisecond)
+	uc, reused, err := p.Get(addr, time.Time{}, 0, false)
+	if err != nil || !reused {
+		t.Fatal(err, reused)
+	}
+	defer uc.Close()
+	if uc.Stale() {
+		t.Fatalf("healthy pooled connection reported stale (SocketState %v) once the kept client check passed", SocketState(uc.Conn))
+	}
+}
+
+// echoBackend listens on loopback for one connection and answers each
+// byte it reads with the same byte, after before(i) for the i-th (nil:
+// at once). It returns its address.
+func echoBackend(t *testing.T, before func(i int)) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		buf := make([]byte, 1)
+		for i := 0; ; i++ {
+			if _, err := io.ReadFull(c, buf); err != nil {
+				return
+			}
+			if before != nil {
+				before(i)
+			}
+			if _, err := c.Write(buf); err != nil {
+				return
+			}
+		}
+	}()
+	return ln.Addr().String()
+}
+
+// echoExchange sends a byte to the echoBackend at addr on a connection of
+// p, watching a client that stays when watch is set, reads the answer and
+// puts the connection back.
+func echoExchange(p *Pool, addr string, watch bool) error {
+	uc, _, err := p.Get(addr, time.Time{}, 0, false)
+	if err != nil {
+		return err
+	}
+	if watch {
+		uc.WatchClient(stayingClient{}, time.Time{})
+	}
+	if _, err := uc.Write([]byte{'x'}); err != nil {
+		return err
+	}
+	if _, err := uc.Reader.ReadByte(); err != nil {
+		return err
+	}
+	p.Put(addr, uc)
+	return nil
 }

@@ -318,8 +318,6 @@ func (w *worker) peekRead(p *pipe) {
 	for {
 		n, errno := evloop.Read(p.cfd, w.buf)
 		switch {
-		case errno == unix.EINTR:
-			continue
 		case errno == unix.EAGAIN:
 			return
 		case errno != 0:
@@ -531,8 +529,6 @@ func (w *worker) pump(p *pipe, d int) {
 	for {
 		n, errno := evloop.Read(src, w.buf)
 		switch {
-		case errno == unix.EINTR:
-			continue
 		case errno == unix.EAGAIN:
 			return
 		case errno != 0:

@@ -9,7 +9,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
-	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -91,7 +90,7 @@ func (l *listener) Accept() (net.Conn, error) {
 	}
 	// As Go's TCP connections: no Nagle delay on what the relay writes.
 	_ = unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_NODELAY, 1)
-	return &Socket{fd: fd, remote: tcpAddr(sa)}, nil
+	return &Socket{GoSide: evloop.GoSide{OnLoop: errRelayed}, fd: fd, remote: tcpAddr(sa)}, nil
 }
 
 func tcpAddr(sa syscall.Sockaddr) *net.TCPAddr {
@@ -116,55 +115,16 @@ type Socket struct {
 	// p is the connection relaying it once a worker took it; Close then
 	// asks the worker to end it.
 	p *pipe
-	// inner is the connection Go made of the socket, nil for a loop. It
-	// is set before a goroutine reads or writes it: those take no lock.
-	inner  net.Conn
+	// GoSide's Inner is the connection Go made of the socket (Go), nil
+	// for a loop.
+	evloop.GoSide
 	remote *net.TCPAddr
 	local  net.Addr
 }
 
 var errRelayed = errors.New("relay: socket is read and written by a relay loop")
 
-func (s *Socket) Read(b []byte) (int, error) {
-	if s.inner == nil {
-		return 0, errRelayed
-	}
-	return s.inner.Read(b)
-}
-
-func (s *Socket) Write(b []byte) (int, error) {
-	if s.inner == nil {
-		return 0, errRelayed
-	}
-	return s.inner.Write(b)
-}
-
-func (s *Socket) SetDeadline(t time.Time) error {
-	if s.inner == nil {
-		return errRelayed
-	}
-	return s.inner.SetDeadline(t)
-}
-
-func (s *Socket) SetReadDeadline(t time.Time) error {
-	if s.inner == nil {
-		return errRelayed
-	}
-	return s.inner.SetReadDeadline(t)
-}
-
-func (s *Socket) SetWriteDeadline(t time.Time) error {
-	if s.inner == nil {
-		return errRelayed
-	}
-	return s.inner.SetWriteDeadline(t)
-}
-
 func (s *Socket) RemoteAddr() net.Addr { return s.remote }
-
-// NetConn is the connection Go made of the socket, nil on a loop: what
-// guard.SocketOf looks for, so that copies to a backend splice.
-func (s *Socket) NetConn() net.Conn { return s.inner }
 
 // Go makes the socket a connection on Go's netpoller, for a goroutine to
 // serve: one whose TLS ends here, in crypto/tls. Before a loop took it.
@@ -180,7 +140,7 @@ func (s *Socket) Go() error {
 		s.closed = true
 		return err
 	}
-	s.inner = c
+	s.Inner = c
 	return nil
 }
 
@@ -189,8 +149,8 @@ func (s *Socket) Go() error {
 func (s *Socket) LocalAddr() net.Addr {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.inner != nil {
-		return s.inner.LocalAddr()
+	if s.Inner != nil {
+		return s.Inner.LocalAddr()
 	}
 	if s.local == nil && !s.closed {
 		if sa, err := syscall.Getsockname(s.fd); err == nil {
@@ -213,8 +173,8 @@ func (s *Socket) Close() error {
 		return nil
 	}
 	s.closed = true
-	if s.inner != nil {
-		return s.inner.Close()
+	if s.Inner != nil {
+		return s.Inner.Close()
 	}
 	return unix.Close(s.fd)
 }
