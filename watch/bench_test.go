@@ -65,30 +65,35 @@ func BenchmarkTranslate(b *testing.B) {
 			}
 		})
 		// An informer replaces a changed object with a new one.
-		b.Run(fmt.Sprintf("routes=%d/one-change", n), benchChanges(n, func(objs *objects, i int) {
+		b.Run(fmt.Sprintf("routes=%d/one-change", n), benchChanges(n, func(objs *objects, i int) []any {
 			objs.httpRoutes[i%n] = objs.httpRoutes[i%n].DeepCopy()
+			return []any{objs.httpRoutes[i%n]}
 		}))
 		// The status writer writes 100 routes a second, and a translation
 		// follows each second of them.
-		b.Run(fmt.Sprintf("routes=%d/status-changes", n), benchChanges(n, func(objs *objects, i int) {
+		b.Run(fmt.Sprintf("routes=%d/status-changes", n), benchChanges(n, func(objs *objects, i int) (replaced []any) {
 			for j := range min(100, n) {
 				objs.httpRoutes[(i*100+j)%n] = objs.httpRoutes[(i*100+j)%n].DeepCopy()
+				replaced = append(replaced, objs.httpRoutes[(i*100+j)%n])
 			}
+			return replaced
 		}))
-		b.Run(fmt.Sprintf("routes=%d/endpoints-change", n), benchChanges(n, func(objs *objects, i int) {
+		b.Run(fmt.Sprintf("routes=%d/endpoints-change", n), benchChanges(n, func(objs *objects, i int) []any {
 			slice := objs.endpointSlices[i%n].DeepCopy()
 			slice.Endpoints[0].Addresses = []string{fmt.Sprintf("10.255.%d.%d", i/250%250, i%250)}
 			objs.endpointSlices[i%n] = slice
+			return []any{slice}
 		}))
-		b.Run(fmt.Sprintf("routes=%d/service-change", n), benchChanges(n, func(objs *objects, i int) {
-			toggleServiceProtocol(objs, i%n)
+		b.Run(fmt.Sprintf("routes=%d/service-change", n), benchChanges(n, func(objs *objects, i int) []any {
+			return []any{toggleServiceProtocol(objs, i%n)}
 		}))
 	}
 }
 
 // toggleServiceProtocol replaces Service i with a copy whose first port
-// has or loses the appProtocol kubernetes.io/h2c, as an informer would.
-func toggleServiceProtocol(objs *objects, i int) {
+// has or loses the appProtocol kubernetes.io/h2c, as an informer would,
+// and returns the copy.
+func toggleServiceProtocol(objs *objects, i int) *corev1.Service {
 	svc := objs.services[i].DeepCopy()
 	if svc.Spec.Ports[0].AppProtocol == nil {
 		svc.Spec.Ports[0].AppProtocol = new("kubernetes.io/h2c")
@@ -96,6 +101,7 @@ func toggleServiceProtocol(objs *objects, i int) {
 		svc.Spec.Ports[0].AppProtocol = nil
 	}
 	objs.services[i] = svc
+	return svc
 }
 
 // BenchmarkChangeEndpoints changes one EndpointSlice of the Services of n
@@ -108,8 +114,8 @@ func BenchmarkChangeEndpoints(b *testing.B) {
 			m := newMemo()
 			snap, _ := m.translate(objs, Options{})
 			var changed *discoveryv1.EndpointSlice
-			slicesOf := func(types.NamespacedName) ([]*discoveryv1.EndpointSlice, error) {
-				return []*discoveryv1.EndpointSlice{changed}, nil
+			slicesOf := func(types.NamespacedName) []*discoveryv1.EndpointSlice {
+				return []*discoveryv1.EndpointSlice{changed}
 			}
 			b.ReportAllocs()
 			defer reportCPU(b)()
@@ -117,9 +123,9 @@ func BenchmarkChangeEndpoints(b *testing.B) {
 				changed = objs.endpointSlices[i%n].DeepCopy()
 				changed.Endpoints[0].Addresses = []string{fmt.Sprintf("10.255.%d.%d", i/250%250, i%250)}
 				key, _ := sliceService(changed)
-				next, err := m.changeEndpoints(snap, []types.NamespacedName{key}, slicesOf)
-				if err != nil || next == nil {
-					b.Fatalf("no change: %v", err)
+				next := m.changeEndpoints(snap, []types.NamespacedName{key}, slicesOf)
+				if next == nil {
+					b.Fatal("no change")
 				}
 				snap = next
 			}
@@ -127,18 +133,24 @@ func BenchmarkChangeEndpoints(b *testing.B) {
 	}
 }
 
-// benchChanges translates n routes with a memo after each change(objs, i).
-func benchChanges(n int, change func(objs *objects, i int)) func(*testing.B) {
+// benchChanges translates n routes with a memo after each change(objs, i),
+// from a store told of the objects it replaced, as in cluster mode.
+func benchChanges(n int, change func(objs *objects, i int) (replaced []any)) func(*testing.B) {
 	return func(b *testing.B) {
 		objs := benchObjects(n)
+		store := newTrackedStore()
+		for _, o := range objs.all() {
+			store.put(o)
+		}
 		m := newMemo()
-		m.translate(objs, Options{})
+		m.translate(store.objects(objs), Options{})
 		b.ReportAllocs()
 		defer reportCPU(b)()
 		for i := 0; b.Loop(); i++ {
-			change(objs, i)
-			shuffle(objs)
-			checkBenchSnapshot(b, n)(m.translate(objs, Options{}))
+			for _, o := range change(objs, i) {
+				store.put(o)
+			}
+			checkBenchSnapshot(b, n)(m.translate(store.objects(objs), Options{}))
 		}
 	}
 }
@@ -177,25 +189,40 @@ func checkBenchSnapshot(b *testing.B, n int) func(*Snapshot, *Reports) {
 }
 
 // BenchmarkOrderOneChange sorts 10,000 HTTPRoutes after one of them
-// changed, as every route change's translation does.
+// changed, as every route change's translation does: compared finds the
+// change by comparing the lists (file mode), told is told it (cluster
+// mode, whose event handlers keep the lists).
 func BenchmarkOrderOneChange(b *testing.B) {
-	objs := benchObjects(10000)
-	for i, r := range objs.httpRoutes {
-		r.CreationTimestamp = metav1.NewTime(time.Unix(int64(i), 0))
-	}
-	var o order[*gatewayv1.HTTPRoute]
-	o.sort(objs.httpRoutes)
-	b.ReportAllocs()
-	i := 0
-	for b.Loop() {
-		j := (i * 7919) % len(objs.httpRoutes)
-		objs.httpRoutes[j] = objs.httpRoutes[j].DeepCopy()
-		i++
-		// In the order of an informer's List, which is no order.
-		rand.Shuffle(len(objs.httpRoutes), func(i, j int) {
-			objs.httpRoutes[i], objs.httpRoutes[j] = objs.httpRoutes[j], objs.httpRoutes[i]
+	for _, told := range []bool{false, true} {
+		b.Run(map[bool]string{false: "compared", true: "told"}[told], func(b *testing.B) {
+			objs := benchObjects(10000)
+			for i, r := range objs.httpRoutes {
+				r.CreationTimestamp = metav1.NewTime(time.Unix(int64(i), 0))
+			}
+			var o order[*gatewayv1.HTTPRoute]
+			listing := uint64(1)
+			o.sort(objs.httpRoutes, &storeChanges{listing: listing})
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				j := (i * 7919) % len(objs.httpRoutes)
+				old, fresh := objs.httpRoutes[j], objs.httpRoutes[j].DeepCopy()
+				objs.httpRoutes[j] = fresh
+				i++
+				var changes *storeChanges
+				if !told {
+					// In the order of an informer's List, which is no order.
+					rand.Shuffle(len(objs.httpRoutes), func(i, j int) {
+						objs.httpRoutes[i], objs.httpRoutes[j] = objs.httpRoutes[j], objs.httpRoutes[i]
+					})
+				} else {
+					// Where the event handlers keep it.
+					changes = &storeChanges{since: listing, listing: listing + 1, added: []any{fresh}, removed: []any{old}}
+					listing++
+				}
+				o.sort(objs.httpRoutes, changes)
+			}
 		})
-		o.sort(objs.httpRoutes)
 	}
 }
 

@@ -191,6 +191,6 @@ func FuzzTranslate(f *testing.F) {
 		}
 		// With a memo, as in cluster mode: each object goes and comes back,
 		// and every result must be the one a fresh translation makes.
-		checkMemo(t, load(), opts, t.Fatalf)
+		checkMemo(t, load(), opts, newFeed(), t.Fatalf)
 	})
 }

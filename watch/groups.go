@@ -32,8 +32,8 @@ func newGroups[K comparable, T object](key func(T) (K, bool)) *groups[K, T] {
 }
 
 // update makes g the grouping of list.
-func (g *groups[K, T]) update(list []T) {
-	added, removed, first := g.members.update(list)
+func (g *groups[K, T]) update(list []T, changes *storeChanges) {
+	added, removed, first := g.members.update(list, changes)
 	clear(g.changed)
 	// A kind with no objects yet changes no key: most clusters have no
 	// BackendTLSPolicy, and every result depending on one would otherwise
@@ -143,14 +143,14 @@ func newLookups() *lookups {
 // update sorts objs and brings every group to its objects.
 func (l *lookups) update(objs *objects) {
 	objs.sort(&l.order)
-	l.services.update(objs.services)
-	l.secrets.update(objs.secrets)
-	l.configMaps.update(objs.configMaps)
-	l.trustBundles.update(objs.trustBundles)
-	l.namespaces.update(objs.namespaces)
-	l.slices.update(objs.endpointSlices)
-	l.grants.update(objs.referenceGrants)
-	l.policies.update(objs.backendTLS)
+	l.services.update(objs.services, objs.changes)
+	l.secrets.update(objs.secrets, objs.changes)
+	l.configMaps.update(objs.configMaps, objs.changes)
+	l.trustBundles.update(objs.trustBundles, objs.changes)
+	l.namespaces.update(objs.namespaces, objs.changes)
+	l.slices.update(objs.endpointSlices, objs.changes)
+	l.grants.update(objs.referenceGrants, objs.changes)
+	l.policies.update(objs.backendTLS, objs.changes)
 }
 
 // sliceService is the Service an EndpointSlice belongs to, by its label;

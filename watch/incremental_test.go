@@ -39,153 +39,158 @@ func TestSpliceMatchesTranslation(t *testing.T) {
 	var ingressSteps [2]int // Ingress changes translated in full, spliced
 	certsSpliced := 0       // splices that changed a listener's certificates
 	eachCase(t, func(t *testing.T, _ string, objs *objects, opts Options) {
-		var original []any
-		for _, r := range objs.httpRoutes {
-			original = append(original, r)
-		}
-		for _, r := range objs.grpcRoutes {
-			original = append(original, r)
-		}
-		for _, ing := range objs.ingresses {
-			original = append(original, ing)
-		}
-		if len(original) == 0 {
-			return
-		}
-		rng := rand.New(rand.NewPCG(29, uint64(len(original))))
-		current := slices.Clone(original) // nil where removed
-		var lookedUp []any                // Services and ReferenceGrants, nil where removed
-		others := slices.DeleteFunc(objs.all(), func(o any) bool {
-			switch o.(type) {
-			case *gatewayv1.HTTPRoute, *gatewayv1.GRPCRoute, *networkingv1.Ingress:
-				return true
-			case *corev1.Service, *gatewayv1.ReferenceGrant:
-				lookedUp = append(lookedUp, o)
-				return true
-			}
-			return false
-		})
-		lookedUpOriginal := slices.Clone(lookedUp)
-		var gateways []int // in others
-		for j, o := range others {
-			if meta := o.(metav1.Object); meta.GetGeneration() == 0 {
-				// A status write is told apart from a change of
-				// spec by the generation, which the API server sets.
-				meta.SetGeneration(1)
-			}
-			if _, ok := o.(*gatewayv1.Gateway); ok {
-				gateways = append(gateways, j)
-			}
-		}
-		list := func() []any { return present(present(others, lookedUp), current) }
-		m := newMemo()
-		last, _ := m.translate(store(objs, list()), opts)
-		for step := range 200 {
-			i := rng.IntN(len(current))
-			base := current[i]
-			if base == nil {
-				base = original[i]
-			}
-			_, ingress := base.(*networkingv1.Ingress)
-			variants := routeVariants
-			if ingress {
-				variants = ingressVariants
-				// One change at a time: those that keep Ingresses
-				// from splicing (deletion, a canary) would pile up.
-				base = original[i]
-			}
-			v := variants[rng.IntN(len(variants))]
-			what := fmt.Sprintf("step %d: %s %s", step, describeObject(base), v.name)
-			switch v.name {
-			case "removed":
-				current[i] = nil
-			case "back":
-				current[i] = original[i]
-			case "copied":
-				c := copyObject(base)
-				meta := c.(metav1.Object)
-				meta.SetName(fmt.Sprintf("%s-copy-%d", meta.GetName(), step))
-				if ing, ok := c.(*networkingv1.Ingress); ok && rng.IntN(2) == 0 {
-					what += " elsewhere"
-					moveIngress(ing, fmt.Sprintf("c%d", step))
+		for _, l := range listers {
+			t.Run(l.name, func(t *testing.T) {
+				listed := l.new()
+				var original []any
+				for _, r := range objs.httpRoutes {
+					original = append(original, r)
 				}
-				current, original = append(current, c), append(original, c)
-			default:
-				c := copyObject(base)
-				v.change(rng, c)
-				current[i] = c
-			}
-			full, status, changedLookedUp := false, false, false
-			switch rng.IntN(8) {
-			case 0:
-				if len(others) == 0 {
-					break
+				for _, r := range objs.grpcRoutes {
+					original = append(original, r)
 				}
-				full = true
-				j := rng.IntN(len(others))
-				what += ", " + describeObject(others[j]) + " changed"
-				c := copyObject(others[j])
-				meta := c.(metav1.Object)
-				meta.SetGeneration(meta.GetGeneration() + 1)
-				others[j] = c
-			case 1:
-				if len(gateways) == 0 {
-					break
+				for _, ing := range objs.ingresses {
+					original = append(original, ing)
 				}
-				j := gateways[rng.IntN(len(gateways))]
-				what += ", " + describeObject(others[j]) + " status written"
-				g := copyObject(others[j]).(*gatewayv1.Gateway)
-				for l := range g.Status.Listeners {
-					g.Status.Listeners[l].AttachedRoutes = int32(rng.IntN(5))
+				if len(original) == 0 {
+					return
 				}
-				g.Status.Conditions = append(g.Status.Conditions, metav1.Condition{Type: "Spliced", Status: metav1.ConditionTrue, ObservedGeneration: int64(step)})
-				others[j] = g
-				status = true
-			case 2, 3:
-				if len(lookedUp) == 0 {
-					break
+				rng := rand.New(rand.NewPCG(29, uint64(len(original))))
+				current := slices.Clone(original) // nil where removed
+				var lookedUp []any                // Services and ReferenceGrants, nil where removed
+				others := slices.DeleteFunc(objs.all(), func(o any) bool {
+					switch o.(type) {
+					case *gatewayv1.HTTPRoute, *gatewayv1.GRPCRoute, *networkingv1.Ingress:
+						return true
+					case *corev1.Service, *gatewayv1.ReferenceGrant:
+						lookedUp = append(lookedUp, o)
+						return true
+					}
+					return false
+				})
+				lookedUpOriginal := slices.Clone(lookedUp)
+				var gateways []int // in others
+				for j, o := range others {
+					if meta := o.(metav1.Object); meta.GetGeneration() == 0 {
+						// A status write is told apart from a change of
+						// spec by the generation, which the API server sets.
+						meta.SetGeneration(1)
+					}
+					if _, ok := o.(*gatewayv1.Gateway); ok {
+						gateways = append(gateways, j)
+					}
 				}
-				j := rng.IntN(len(lookedUp))
-				v := lookedUpVariants[rng.IntN(len(lookedUpVariants))]
-				what += ", " + describeObject(lookedUpOriginal[j]) + " " + v.name
-				lookedUp[j] = v.change(lookedUpOriginal[j])
-				changedLookedUp = true
-			}
-			snap, reports := m.translate(store(objs, list()), opts)
-			if full && m.spliced {
-				t.Fatalf("%s: spliced, where another object changed", what)
-			}
-			if ingress && !full {
-				ingressSteps[btoi(m.spliced)]++
-			}
-			if m.spliced {
-				spliced++
-				if !reflect.DeepEqual(listenerCerts(snap), listenerCerts(last)) {
-					certsSpliced++
+				list := func() []any { return present(present(others, lookedUp), current) }
+				m := newMemo()
+				last, _ := m.translate(listed(objs, list()), opts)
+				for step := range 200 {
+					i := rng.IntN(len(current))
+					base := current[i]
+					if base == nil {
+						base = original[i]
+					}
+					_, ingress := base.(*networkingv1.Ingress)
+					variants := routeVariants
+					if ingress {
+						variants = ingressVariants
+						// One change at a time: those that keep Ingresses
+						// from splicing (deletion, a canary) would pile up.
+						base = original[i]
+					}
+					v := variants[rng.IntN(len(variants))]
+					what := fmt.Sprintf("step %d: %s %s", step, describeObject(base), v.name)
+					switch v.name {
+					case "removed":
+						current[i] = nil
+					case "back":
+						current[i] = original[i]
+					case "copied":
+						c := copyObject(base)
+						meta := c.(metav1.Object)
+						meta.SetName(fmt.Sprintf("%s-copy-%d", meta.GetName(), step))
+						if ing, ok := c.(*networkingv1.Ingress); ok && rng.IntN(2) == 0 {
+							what += " elsewhere"
+							moveIngress(ing, fmt.Sprintf("c%d", step))
+						}
+						current, original = append(current, c), append(original, c)
+					default:
+						c := copyObject(base)
+						v.change(rng, c)
+						current[i] = c
+					}
+					full, status, changedLookedUp := false, false, false
+					switch rng.IntN(8) {
+					case 0:
+						if len(others) == 0 {
+							break
+						}
+						full = true
+						j := rng.IntN(len(others))
+						what += ", " + describeObject(others[j]) + " changed"
+						c := copyObject(others[j])
+						meta := c.(metav1.Object)
+						meta.SetGeneration(meta.GetGeneration() + 1)
+						others[j] = c
+					case 1:
+						if len(gateways) == 0 {
+							break
+						}
+						j := gateways[rng.IntN(len(gateways))]
+						what += ", " + describeObject(others[j]) + " status written"
+						g := copyObject(others[j]).(*gatewayv1.Gateway)
+						for l := range g.Status.Listeners {
+							g.Status.Listeners[l].AttachedRoutes = int32(rng.IntN(5))
+						}
+						g.Status.Conditions = append(g.Status.Conditions, metav1.Condition{Type: "Spliced", Status: metav1.ConditionTrue, ObservedGeneration: int64(step)})
+						others[j] = g
+						status = true
+					case 2, 3:
+						if len(lookedUp) == 0 {
+							break
+						}
+						j := rng.IntN(len(lookedUp))
+						v := lookedUpVariants[rng.IntN(len(lookedUpVariants))]
+						what += ", " + describeObject(lookedUpOriginal[j]) + " " + v.name
+						lookedUp[j] = v.change(lookedUpOriginal[j])
+						changedLookedUp = true
+					}
+					snap, reports := m.translate(listed(objs, list()), opts)
+					if full && m.spliced {
+						t.Fatalf("%s: spliced, where another object changed", what)
+					}
+					if ingress && !full {
+						ingressSteps[btoi(m.spliced)]++
+					}
+					if m.spliced {
+						spliced++
+						if !reflect.DeepEqual(listenerCerts(snap), listenerCerts(last)) {
+							certsSpliced++
+						}
+						if status {
+							afterStatus++
+						}
+						if changedLookedUp {
+							afterLookedUp++
+						}
+					}
+					what = fmt.Sprintf("%s (spliced: %v)", what, m.spliced)
+					checkServed(t, what, objs, list(), opts, snap, reports)
+					// What a splice leaves for the next one is what a full
+					// translation would: no more memo entries, the same
+					// Ingresses, and the checks of every key pair in use.
+					fresh := newMemo()
+					fresh.translate(store(objs, list()), opts)
+					if len(m.objects) != len(fresh.objects) || !sameIngressState(m.ingresses, fresh.ingresses) {
+						t.Fatalf("%s: the memo keeps %d entries and Ingresses %+v, a full translation %d and %+v", what, len(m.objects), m.ingresses, len(fresh.objects), fresh.ingresses)
+					}
+					for secret := range fresh.certs {
+						if _, ok := m.certs[secret]; !ok {
+							t.Fatalf("%s: the memo lost the key pair check of Secret %s/%s", what, secret.Namespace, secret.Name)
+						}
+					}
+					last = snap
 				}
-				if status {
-					afterStatus++
-				}
-				if changedLookedUp {
-					afterLookedUp++
-				}
-			}
-			what = fmt.Sprintf("%s (spliced: %v)", what, m.spliced)
-			checkServed(t, what, objs, list(), opts, snap, reports)
-			// What a splice leaves for the next one is what a full
-			// translation would: no more memo entries, the same
-			// Ingresses, and the checks of every key pair in use.
-			fresh := newMemo()
-			fresh.translate(store(objs, list()), opts)
-			if len(m.objects) != len(fresh.objects) || !sameIngressState(m.ingresses, fresh.ingresses) {
-				t.Fatalf("%s: the memo keeps %d entries and Ingresses %+v, a full translation %d and %+v", what, len(m.objects), m.ingresses, len(fresh.objects), fresh.ingresses)
-			}
-			for secret := range fresh.certs {
-				if _, ok := m.certs[secret]; !ok {
-					t.Fatalf("%s: the memo lost the key pair check of Secret %s/%s", what, secret.Namespace, secret.Name)
-				}
-			}
-			last = snap
+			})
 		}
 	})
 	if spliced == 0 || afterStatus == 0 || afterLookedUp == 0 || certsSpliced == 0 || ingressSteps[0] == 0 || ingressSteps[1] == 0 {

@@ -43,7 +43,7 @@ type Source struct {
 	statusKick chan struct{}
 	// slicesOf lists the EndpointSlices of a Service, nil where the
 	// source does not know them apart (files, which are read whole).
-	slicesOf func(types.NamespacedName) ([]*discoveryv1.EndpointSlice, error)
+	slicesOf func(types.NamespacedName) []*discoveryv1.EndpointSlice
 	// endpointKick is endpointsChanged's signal to Start, and
 	// changedServices the Services it was given since Start took them.
 	endpointKick    chan struct{}
@@ -179,9 +179,7 @@ func (s *Source) Start(ctx context.Context) error {
 		case <-s.endpointKick:
 			// At once, whatever translation is due: changing endpoint
 			// sets costs what changed, not a translation of the store.
-			if !s.changeEndpoints() {
-				schedule(time.Now())
-			}
+			s.changeEndpoints()
 		case <-timer.C:
 			due = time.Time{}
 			earliest = time.Now().Add(debounce)
@@ -221,28 +219,23 @@ func (s *Source) translate() {
 
 // changeEndpoints publishes the last Snapshot with the endpoint sets of
 // the Services whose EndpointSlices changed brought up to date, and the
-// last Reports, which endpoints take no part in. It reports false when
-// only a translation can.
-func (s *Source) changeEndpoints() bool {
+// last Reports, which endpoints take no part in. Before the first
+// translation there is nothing to change: it lists every EndpointSlice.
+func (s *Source) changeEndpoints() {
 	keys := s.takeChangedServices()
 	if s.last == nil || s.slicesOf == nil || len(keys) == 0 {
-		return true
+		return
 	}
 	start := time.Now()
-	snap, err := s.memo.changeEndpoints(s.last, keys, s.slicesOf)
-	if err != nil {
-		s.log.Error("changing endpoints without a translation", "error", err)
-		return false
-	}
+	snap := s.memo.changeEndpoints(s.last, keys, s.slicesOf)
 	if snap == nil {
-		return true
+		return
 	}
 	changed := time.Now()
 	s.publish(snap, s.lastReports)
 	s.last = snap
 	s.log.Info("endpoints changed", "services", len(keys),
 		"change_seconds", changed.Sub(start).Seconds(), "publish_seconds", time.Since(changed).Seconds())
-	return true
 }
 
 // logProblems logs what keeps objects from being served, when it changed:

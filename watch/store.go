@@ -47,6 +47,17 @@ type objects struct {
 	// installed Gateway API CRDs; empty when unknown.
 	crdBundleVersion string
 	crdChannel       string
+	// changes, when the source knows them, are the objects added and
+	// removed since its listing before this one.
+	changes *storeChanges
+}
+
+// storeChanges are the objects that came and went between two listings of
+// a source, numbered since and listing. Memberships that last saw listing
+// since take them instead of comparing every object.
+type storeChanges struct {
+	since, listing uint64
+	added, removed []any
 }
 
 // add stores obj under its kind and reports whether the kind is one the
@@ -116,12 +127,12 @@ func appendTo[T any](list []T, v T, hint int) []T {
 // come by the thousand are sorted by orders, which reuse the last order.
 func (o *objects) sort(orders *orders) {
 	sortObjects(o.ingressClasses)
-	orders.ingresses.sort(o.ingresses)
+	orders.ingresses.sort(o.ingresses, o.changes)
 	sortObjects(o.gatewayClasses)
 	sortObjects(o.gateways)
 	sortObjects(o.listenerSets)
-	orders.httpRoutes.sort(o.httpRoutes)
-	orders.grpcRoutes.sort(o.grpcRoutes)
+	orders.httpRoutes.sort(o.httpRoutes, o.changes)
+	orders.grpcRoutes.sort(o.grpcRoutes, o.changes)
 	// Precedence matters here too: of two TCPRoutes on one listener the
 	// oldest is served.
 	sortObjects(o.tlsRoutes)
@@ -157,8 +168,8 @@ type order[T object] struct {
 }
 
 // sort sorts list as sortObjects does.
-func (o *order[T]) sort(list []T) {
-	added, removed, first := o.members.update(list)
+func (o *order[T]) sort(list []T, changes *storeChanges) {
+	added, removed, first := o.members.update(list, changes)
 	o.added, o.removed, o.allNew, o.wasStrict = added, removed, first && len(list) > 0, o.strict
 	if first || !o.strict || o.members.len() != len(list) || !o.merge(list, added, removed) {
 		// Everything is new, a list holds an object twice, or keys tie,
@@ -176,14 +187,26 @@ type membership[T comparable] struct {
 	// seen holds the round of the last list each object was in.
 	seen  map[T]uint64
 	round uint64
+	// listing is the source's number of the last list, 0 when unknown.
+	listing uint64
 }
 
 // update makes list the members and returns the objects added and removed
 // since the last list. first says there was no earlier list (or only empty
-// ones): then every object is new and none is returned.
-func (m *membership[T]) update(list []T) (added, removed []T, first bool) {
-	m.round++
+// ones): then every object is new and none is returned. changes, when not
+// nil, are what came and went since the source's last listing: when that
+// was the last list, they are taken instead of comparing list.
+func (m *membership[T]) update(list []T, changes *storeChanges) (added, removed []T, first bool) {
 	first = len(m.seen) == 0
+	if changes != nil && !first && m.listing != 0 && changes.since == m.listing {
+		m.listing = changes.listing
+		return m.change(changes)
+	}
+	m.listing = 0
+	if changes != nil {
+		m.listing = changes.listing
+	}
+	m.round++
 	if first {
 		m.seen = make(map[T]uint64, len(list))
 	}
@@ -203,6 +226,26 @@ func (m *membership[T]) update(list []T) (added, removed []T, first bool) {
 		}
 	}
 	return added, removed, first
+}
+
+// change applies changes, some of which may be of other kinds: those are
+// no T.
+func (m *membership[T]) change(changes *storeChanges) (added, removed []T, first bool) {
+	for _, o := range changes.removed {
+		if obj, ok := o.(T); ok {
+			if _, in := m.seen[obj]; in {
+				delete(m.seen, obj)
+				removed = append(removed, obj)
+			}
+		}
+	}
+	for _, o := range changes.added {
+		if obj, ok := o.(T); ok {
+			m.seen[obj] = m.round
+			added = append(added, obj)
+		}
+	}
+	return added, removed, false
 }
 
 // has reports whether obj is in the last list.

@@ -53,7 +53,7 @@ func TestOrderMatchesSort(t *testing.T) {
 				rng.Shuffle(len(list), func(i, j int) { list[i], list[j] = list[j], list[i] })
 				want := slices.Clone(list)
 				sortObjects(want)
-				o.sort(list)
+				o.sort(list, nil)
 				if !slices.Equal(list, want) {
 					t.Fatalf("round %d: order differs from sortObjects:\n got %v\nwant %v", round, names(list), names(want))
 				}

@@ -432,16 +432,14 @@ func (t *translator) endpointMap() map[string][]Endpoint {
 
 // changeEndpoints brings the endpoint sets of the Services keys to the
 // EndpointSlices slicesOf finds for them, and returns last, the Snapshot of
-// the last translation or change, with those sets; nil when none changed
-// or slicesOf failed (with its error), in which case only a translation
-// brings them up to date.
+// the last translation or change, with those sets; nil when none changed.
 // No route is translated: a Service's EndpointSlices decide its endpoint
 // sets and nothing else, so the result is what a translation of the store
 // would make (TestChangeEndpointsMatchesTranslation), at the cost of the
 // sets changed and one copy of the map of sets. slicesOf must list what
 // the store's next list will: the next translation compares its sets with
 // these.
-func (m *memo) changeEndpoints(last *Snapshot, keys []types.NamespacedName, slicesOf func(types.NamespacedName) ([]*discoveryv1.EndpointSlice, error)) (*Snapshot, error) {
+func (m *memo) changeEndpoints(last *Snapshot, keys []types.NamespacedName, slicesOf func(types.NamespacedName) []*discoveryv1.EndpointSlice) *Snapshot {
 	r := &m.endpoints
 	type change struct {
 		entry *endpointEntry
@@ -455,10 +453,7 @@ func (m *memo) changeEndpoints(last *Snapshot, keys []types.NamespacedName, slic
 		if len(entries) == 0 {
 			continue // no route refers to the Service
 		}
-		list, err := slicesOf(key)
-		if err != nil {
-			return nil, err
-		}
+		list := slicesOf(key)
 		sortObjects(list)
 		for _, e := range entries {
 			if set := endpointSet(list, e.port); !slices.Equal(set, e.set) {
@@ -467,7 +462,7 @@ func (m *memo) changeEndpoints(last *Snapshot, keys []types.NamespacedName, slic
 		}
 	}
 	if len(changes) == 0 {
-		return nil, nil
+		return nil
 	}
 	// A new map: the last one is the published Snapshot's.
 	r.published = maps.Clone(r.published)
@@ -478,7 +473,7 @@ func (m *memo) changeEndpoints(last *Snapshot, keys []types.NamespacedName, slic
 	}
 	snap := *last
 	snap.Endpoints = r.published
-	return &snap, nil
+	return &snap
 }
 
 // memoParents returns r's status entries for outcomes, or the previous
