@@ -143,7 +143,7 @@ func recompile(prev *listenerState, l watch.Listener, routes []router.Route) (*r
 		return router.Compile(routes, l.ListenerHostnames...)
 	}
 	if c := l.Changes; c != nil && len(c.Base) > 0 && len(c.Base) == len(prev.spec.Routes) && &c.Base[0] == &prev.spec.Routes[0] {
-		return router.RecompileChanged(prev.table, routes, c.IDs, l.ListenerHostnames...)
+		return router.RecompileChanged(prev.table, c.Base, routes, c.IDs, l.ListenerHostnames...)
 	}
 	return router.Recompile(prev.table, routes, l.ListenerHostnames...)
 }

@@ -222,7 +222,7 @@ func FuzzRecompile(f *testing.F) {
 		tables := map[string]*Table{"recompiled": got, "recompiled again": again}
 		if inOrder {
 			var changedErrs []error
-			tables["recompiled with changes"], changedErrs = RecompileChanged(prev, after, changedIDs, listeners...)
+			tables["recompiled with changes"], changedErrs = RecompileChanged(prev, before, after, changedIDs, listeners...)
 			if fmt.Sprint(changedErrs) != fmt.Sprint(wantErrs) {
 				t.Fatalf("errors:\n recompiled with changes: %v\n compiled:   %v", changedErrs, wantErrs)
 			}

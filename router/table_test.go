@@ -594,7 +594,7 @@ func TestRecompileKeepsFilters(t *testing.T) {
 	changed[50].Rules = []Rule{{Matches: []Match{{Path: PathMatch{Type: PathExact, Value: "/changed"}}}, Backends: changed[50].Rules[0].Backends}}
 	want, _ := Compile(changed)
 	recompiled, _ := Recompile(table, changed)
-	told, _ := RecompileChanged(table, changed, []RouteID{changed[50].ID})
+	told, _ := RecompileChanged(table, routes, changed, []RouteID{changed[50].ID})
 	for name, got := range map[string]*Table{"recompiled": recompiled, "recompiled with changes": told} {
 		if g, w := slices.Collect(got.Filters()), slices.Collect(want.Filters()); len(w) != 1 || !slices.Equal(g, w) {
 			t.Errorf("%s: filters %v, want %v", name, g, w)
