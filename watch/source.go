@@ -298,9 +298,10 @@ func (r *Reports) findProblems() []string {
 	}
 	var clean [4]list
 	next := 0
-	// The object's name is made only for a problem: with 10,000 routes,
-	// making one for every route took longer than compiling the change.
-	add := func(kind, namespace, name, listener string, conds []metav1.Condition) {
+	// The object's name is read and made only for a problem: with 10,000
+	// routes, making one for every route took longer than compiling the
+	// change, and reading it went to 10,000 places in memory.
+	add := func(kind string, obj metav1.Object, listener string, conds []metav1.Condition) {
 		if len(conds) == 0 || slices.Contains(clean[:], list{&conds[0], len(conds)}) {
 			return
 		}
@@ -314,7 +315,7 @@ func (r *Reports) findProblems() []string {
 				bad = false
 			}
 			if bad {
-				out = append(out, fmt.Sprintf("%s: %s=%s %s: %s", objectName(kind, namespace, name, listener), c.Type, c.Status, c.Reason, c.Message))
+				out = append(out, fmt.Sprintf("%s: %s=%s %s: %s", objectName(kind, obj.GetNamespace(), obj.GetName(), listener), c.Type, c.Status, c.Reason, c.Message))
 			}
 		}
 		if len(out) == problems {
@@ -323,18 +324,18 @@ func (r *Reports) findProblems() []string {
 		}
 	}
 	for _, c := range r.GatewayClasses {
-		add("GatewayClass", "", c.Object.Name, "", c.Status.Conditions)
+		add("GatewayClass", c.Object, "", c.Status.Conditions)
 	}
 	for _, g := range r.Gateways {
-		add("Gateway", g.Object.Namespace, g.Object.Name, "", g.Status.Conditions)
+		add("Gateway", g.Object, "", g.Status.Conditions)
 		for _, l := range g.Status.Listeners {
-			add("Gateway", g.Object.Namespace, g.Object.Name, string(l.Name), l.Conditions)
+			add("Gateway", g.Object, string(l.Name), l.Conditions)
 		}
 	}
 	for _, s := range r.ListenerSets {
-		add("ListenerSet", s.Object.Namespace, s.Object.Name, "", s.Status.Conditions)
+		add("ListenerSet", s.Object, "", s.Status.Conditions)
 		for _, l := range s.Status.Listeners {
-			add("ListenerSet", s.Object.Namespace, s.Object.Name, string(l.Name), l.Conditions)
+			add("ListenerSet", s.Object, string(l.Name), l.Conditions)
 		}
 	}
 	routeProblems(r.HTTPRoutes, "HTTPRoute", add)
@@ -344,7 +345,7 @@ func (r *Reports) findProblems() []string {
 	routeProblems(r.UDPRoutes, "UDPRoute", add)
 	for _, pr := range r.BackendTLSPolicies {
 		for _, a := range pr.Ancestors {
-			add("BackendTLSPolicy", pr.Object.Namespace, pr.Object.Name, "", a.Conditions)
+			add("BackendTLSPolicy", pr.Object, "", a.Conditions)
 		}
 	}
 	for _, i := range r.Ingresses {
@@ -357,10 +358,10 @@ func (r *Reports) findProblems() []string {
 
 // routeProblems adds the conditions of each parent of reports, routes of
 // kind.
-func routeProblems[T RouteObject](reports []RouteReport[T], kind string, add func(kind, namespace, name, listener string, conds []metav1.Condition)) {
+func routeProblems[T RouteObject](reports []RouteReport[T], kind string, add func(kind string, obj metav1.Object, listener string, conds []metav1.Condition)) {
 	for _, rr := range reports {
 		for _, p := range rr.Parents {
-			add(kind, rr.Object.GetNamespace(), rr.Object.GetName(), "", p.Conditions)
+			add(kind, rr.Object, "", p.Conditions)
 		}
 	}
 }
