@@ -57,7 +57,8 @@ type dynEntry struct {
 // sentKey is what a connection knows of a header key it sent: its HTTP/2
 // name, "" for a key HTTP/2 does not carry, and the value it sent last
 // with its index in the static table or the number of the dynamic table
-// entry holding that field, 0 for none.
+// entry holding that field; value is "" and both are 0 where neither
+// table took it.
 type sentKey struct {
 	name, value  string
 	index, entry uint64
@@ -126,8 +127,20 @@ func (e *encoder) keyed(sk *sentKey, v string, validate bool) {
 		return
 	}
 	if !validate || httpguts.ValidHeaderFieldValue(v) {
-		sk.value = v
 		sk.index, sk.entry = e.field(sk.name, v)
+		// A value is remembered only where a table holds it. A value
+		// is a substring of the whole head it came in (h1wire), and a
+		// literal (larger than the table, or any towards a backend,
+		// whose table is 0) kept here would hold that head, up to
+		// MaxHeaderBytes, for the connection's life, for each key.
+		switch {
+		case sk.index != 0:
+			sk.value = staticTable[sk.index-1].Value
+		case sk.entry != 0:
+			sk.value = v
+		default:
+			sk.value = ""
+		}
 	}
 }
 

@@ -2,10 +2,13 @@ package h2
 
 import (
 	"net/http"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
+	"unsafe"
+	"weak"
 
 	"golang.org/x/net/http2/hpack"
 )
@@ -133,5 +136,44 @@ func TestEncoderRepeats(t *testing.T) {
 	}
 	if again := block(); len(again) != 5 {
 		t.Fatalf("block %x, want 5 indexed fields", again)
+	}
+}
+
+// TestEncoderForgetsLiterals: a value the encoder sends as a literal, one
+// larger than the dynamic table or any towards a peer whose table is 0 (a
+// backend, see newClientConn), is not kept after its block: the header it
+// came in (a substring of a whole request or response head, up to
+// MaxHeaderBytes) would otherwise stay in memory for as long as the
+// connection lives, for each of up to maxKeys keys.
+func TestEncoderForgetsLiterals(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		limit    uint32
+		key      string
+		from, to int
+	}{
+		{"table of 0", 0, "X-Big", 13, 113},
+		{"larger than the table", defaultTableSize, "X-Big", 13, 8 << 10},
+		{"static table's field, table of 0", 0, "Accept-Encoding", 0, 13},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEncoder()
+			e.setLimit(tc.limit)
+			head := make([]byte, 64<<10)
+			n := copy(head, "gzip, deflate")
+			for i := n; i < len(head); i++ {
+				head[i] = 'a'
+			}
+			gone := weak.Make(&head[0])
+			all := unsafe.String(&head[0], len(head))
+			e.start()
+			e.header(http.Header{tc.key: {all[tc.from:tc.to]}}, noKey)
+			head, all = nil, ""
+			runtime.GC()
+			if gone.Value() != nil {
+				t.Errorf("the encoder keeps the %d-byte head of a value it sent as a literal", 64<<10)
+			}
+			runtime.KeepAlive(&e)
+		})
 	}
 }
