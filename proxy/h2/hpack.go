@@ -36,10 +36,10 @@ type encoder struct {
 	size     uint32
 	// max is the table's maximum size, at most the peer's limit
 	// (SETTINGS_HEADER_TABLE_SIZE); a change of it goes at the start of
-	// the next block (RFC 7541 section 4.2), the smallest it was since
-	// the last block first.
-	max, minMax uint32
-	resize      bool
+	// the next block (RFC 7541 section 4.2). It only ever shrinks, so
+	// the last change is also the smallest, the one RFC 7541 asks for.
+	max    uint32
+	resize bool
 	// pairs and names find the latest entry of a field and of a name.
 	pairs map[hpack.HeaderField]uint64
 	names map[string]uint64
@@ -72,7 +72,7 @@ const defaultTableSize = 4096
 
 func newEncoder() encoder {
 	return encoder{
-		max: defaultTableSize, minMax: defaultTableSize,
+		max:    defaultTableSize,
 		status: sentKey{name: ":status"}, date: sentKey{name: "date"}, length: sentKey{name: "content-length"},
 	}
 }
@@ -83,7 +83,7 @@ func (e *encoder) setLimit(limit uint32) {
 	if limit >= e.max {
 		return
 	}
-	e.max, e.minMax, e.resize = limit, min(e.minMax, limit), true
+	e.max, e.resize = limit, true
 	e.evict(0)
 }
 
@@ -91,11 +91,8 @@ func (e *encoder) setLimit(limit uint32) {
 func (e *encoder) start() {
 	e.buf = e.buf[:0]
 	if e.resize {
-		if e.minMax < e.max {
-			e.buf = appendInt(e.buf, 0x20, 5, uint64(e.minMax))
-		}
 		e.buf = appendInt(e.buf, 0x20, 5, uint64(e.max))
-		e.resize, e.minMax = false, e.max
+		e.resize = false
 	}
 }
 
