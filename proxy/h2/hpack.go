@@ -147,6 +147,9 @@ func (e *encoder) key(k string) *sentKey {
 	if sk, ok := e.keys[k]; ok {
 		return sk
 	}
+	// A copy: k is a substring of the whole head it came in (h1wire),
+	// which the map, or the table through the name, would keep.
+	k = strings.Clone(k)
 	sk := &sentKey{}
 	if name, ok := commonLower[k]; ok {
 		sk.name = name

@@ -139,39 +139,48 @@ func TestEncoderRepeats(t *testing.T) {
 	}
 }
 
-// TestEncoderForgetsLiterals: a value the encoder sends as a literal, one
-// larger than the dynamic table or any towards a peer whose table is 0 (a
-// backend, see newClientConn), is not kept after its block: the header it
-// came in (a substring of a whole request or response head, up to
-// MaxHeaderBytes) would otherwise stay in memory for as long as the
-// connection lives, for each of up to maxKeys keys.
-func TestEncoderForgetsLiterals(t *testing.T) {
+// TestEncoderKeepsNoHead: what the encoder remembers of a header block
+// keeps none of the head its fields came in, as h1wire's fields are
+// substrings of a whole head (up to MaxHeaderBytes): not a value it sent
+// as a literal (larger than the dynamic table, or any towards a peer whose
+// table is 0, as a backend's, see newClientConn), nor one the static
+// table holds, nor a header key. Otherwise up to maxKeys heads would stay
+// in memory for as long as the connection lives.
+func TestEncoderKeepsNoHead(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
 		limit    uint32
 		key      string
 		from, to int
 	}{
-		{"table of 0", 0, "X-Big", 13, 113},
-		{"larger than the table", defaultTableSize, "X-Big", 13, 8 << 10},
+		{"table of 0", 0, "X-Big", 25, 125},
+		{"larger than the table", defaultTableSize, "X-Big", 25, 8 << 10},
 		{"static table's field, table of 0", 0, "Accept-Encoding", 0, 13},
+		{"a key", defaultTableSize, "", 25, 125},
+		{"a common key", defaultTableSize, "", 13, 25},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newEncoder()
 			e.setLimit(tc.limit)
 			head := make([]byte, 64<<10)
-			n := copy(head, "gzip, deflate")
+			n := copy(head, "gzip, deflateContent-Type")
 			for i := n; i < len(head); i++ {
 				head[i] = 'a'
 			}
 			gone := weak.Make(&head[0])
 			all := unsafe.String(&head[0], len(head))
 			e.start()
-			e.header(http.Header{tc.key: {all[tc.from:tc.to]}}, noKey)
-			head, all = nil, ""
+			h := http.Header{tc.key: {all[tc.from:tc.to]}}
+			if tc.key == "" {
+				// A key the encoder remembers, whose value goes
+				// into the table as a string of its own.
+				h = http.Header{all[tc.from:tc.to]: {"v"}}
+			}
+			e.header(h, noKey)
+			head, all, h = nil, "", nil
 			runtime.GC()
 			if gone.Value() != nil {
-				t.Errorf("the encoder keeps the %d-byte head of a value it sent as a literal", 64<<10)
+				t.Errorf("the encoder keeps the %d-byte head of a field it sent", 64<<10)
 			}
 			runtime.KeepAlive(&e)
 		})
