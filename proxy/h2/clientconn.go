@@ -64,7 +64,7 @@ func newClientConn(t *Transport, nc net.Conn, addr string, p *pool) *clientConn 
 	// Transport, encoding took 8.3% of the core in bench/run.sh's grpc
 	// with the table and 2.7% without; the bytes it would save stay on
 	// the backend's network.
-	cc.henc.SetMaxDynamicTableSizeLimit(0)
+	cc.enc.setLimit(0)
 	cc.out = append(cc.out, clientPreface...)
 	_ = cc.wfr.WriteSettings(clientSettings(t.maxHeaderList())...)
 	_ = cc.wfr.WriteWindowUpdate(0, uint32(cc.recvWindow)-65535)

@@ -127,7 +127,7 @@ func (cc *clientConn) roundTrip(req *http.Request) (*http.Response, error) {
 
 // writeRequestHeader queues req's header section. cc.mu is held.
 func (cc *clientConn) writeRequestHeader(id uint32, req *http.Request, end bool) {
-	cc.hbuf.Reset()
+	cc.enc.start()
 	host := req.Host
 	if host == "" {
 		host = req.URL.Host
@@ -136,7 +136,7 @@ func (cc *clientConn) writeRequestHeader(id uint32, req *http.Request, end bool)
 	cc.field(":scheme", req.URL.Scheme)
 	cc.field(":authority", host)
 	cc.field(":path", req.URL.RequestURI())
-	cc.writeFields(req.Header, notForwarded)
+	cc.enc.header(req.Header, notForwarded)
 	if len(req.Trailer) > 0 {
 		// The backend learns of the trailer to come, as a server of
 		// net/http keeps only the trailer fields announced.
@@ -233,8 +233,8 @@ func (cs *clientStream) sendBody() {
 			}
 		case last:
 			if !end {
-				cc.hbuf.Reset()
-				cc.writeFields(cs.req.Trailer, noKey)
+				cc.enc.start()
+				cc.enc.header(cs.req.Trailer, noKey)
 				cc.writeBlock(cs.id, true)
 			}
 			if keep && sent == declared && cs.resp == nil && cs.aborted == nil {

@@ -6,8 +6,6 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
-
-	"golang.org/x/net/http/httpguts"
 )
 
 // queueHeaders queues a header section as HEADERS and CONTINUATION
@@ -15,20 +13,21 @@ import (
 // a Content-Length of length unless it is negative, or, with status 0, a
 // trailer. c.mu is held.
 func (c *conn) queueHeaders(id uint32, status int, h http.Header, length int64, end bool) {
-	c.hbuf.Reset()
+	e := &c.enc
+	e.start()
 	if status != 0 {
-		c.field(":status", statusText(status))
+		e.keyed(&e.status, statusText(status), false)
 		if _, ok := h["Date"]; !ok && status >= 200 {
-			c.field("date", httpDate())
+			e.keyed(&e.date, httpDate(), false)
 		}
 	}
 	if length >= 0 {
-		c.field("content-length", lengthText(length))
+		e.keyed(&e.length, lengthText(length), false)
 	}
 	if status != 0 {
-		c.writeFields(h, isTrailerKey)
+		e.header(h, isTrailerKey)
 	} else {
-		c.writeFields(h, noKey)
+		e.header(h, noKey)
 	}
 	c.writeBlock(id, end)
 }
@@ -38,31 +37,6 @@ func (c *conn) queueHeaders(id uint32, status int, h http.Header, length int64, 
 func isTrailerKey(k string) bool { return strings.HasPrefix(k, http.TrailerPrefix) }
 
 func noKey(string) bool { return false }
-
-// lowerName is the HTTP/2 name of a header key, false for a field HTTP/2
-// does not carry (connection-specific, RFC 9113 section 8.2.2) or a name
-// that is not a token. Names outside commonLower are lowered once per
-// connection, not once per message (a peer's own fields come on every
-// one). w.mu is held.
-func (w *wire) lowerName(k string) (string, bool) {
-	if name, ok := commonLower[k]; ok {
-		return name, name != ""
-	}
-	if name, ok := w.lower[k]; ok {
-		return name, true
-	}
-	if !httpguts.ValidHeaderFieldName(k) {
-		return "", false
-	}
-	name := strings.ToLower(k)
-	if len(w.lower) < 256 {
-		if w.lower == nil {
-			w.lower = map[string]string{}
-		}
-		w.lower[k] = name
-	}
-	return name, true
-}
 
 // commonLower maps canonical keys to their HTTP/2 names, "" for those
 // HTTP/2 does not carry.

@@ -184,3 +184,68 @@ func BenchmarkServeRequest(b *testing.B) {
 		b.Fatal(err)
 	}
 }
+
+// TestIdleHandlerKeepsStack: a handler goroutine waiting in next for its
+// next stream keeps the 8 KiB stack that serving one grew, through
+// collections, where one waiting in a plain receive has it halved. What
+// keeps it is a frame nothing uses, which a compiler could drop: this is
+// what would tell.
+func TestIdleHandlerKeepsStack(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector's frames are not the build's")
+	}
+	const n = 500
+	perGoroutine := func(wait func(s *Server)) uint64 {
+		s := &Server{}
+		s.init()
+		stacks := func() uint64 {
+			var m runtime.MemStats
+			runtime.ReadMemStats(&m)
+			return m.StackInuse
+		}
+		for range 4 {
+			runtime.GC()
+		}
+		before := stacks()
+		var waiting atomic.Int32
+		for range n {
+			go func() {
+				growStack(12)
+				waiting.Add(1)
+				wait(s)
+			}()
+		}
+		for waiting.Load() < n {
+			time.Sleep(time.Millisecond)
+		}
+		time.Sleep(20 * time.Millisecond)
+		for range 4 {
+			runtime.GC()
+		}
+		after := stacks()
+		for range n {
+			s.work <- nil
+		}
+		return (after - before) / n
+	}
+	plain := perGoroutine(func(s *Server) { <-s.work })
+	if plain >= 8<<10 {
+		t.Skipf("the runtime kept %d bytes of stack per goroutine waiting in a plain receive: it shrinks none", plain)
+	}
+	if kept := perGoroutine(func(s *Server) { s.next(false) }); kept < 8<<10 {
+		t.Fatalf("a goroutine waiting in next holds %d bytes of stack after collections, want 8 KiB (in a plain receive: %d)", kept, plain)
+	}
+}
+
+// raceEnabled is set in race_test.go.
+var raceEnabled bool
+
+//go:noinline
+func growStack(depth int) byte {
+	var b [512]byte
+	b[depth%len(b)] = byte(depth)
+	if depth == 0 {
+		return b[0]
+	}
+	return growStack(depth-1) + b[depth%len(b)]
+}

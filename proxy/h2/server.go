@@ -88,7 +88,8 @@ type Server struct {
 // the core): what finishes in one burst is what the next burst's streams
 // need. With no more idle than busy, the goroutines a burst started
 // mostly wait for the next one, and once the load is gone, at most half
-// of those of its peak stay (with the stacks the GC shrinks).
+// of those of its peak stay, each with the 8 KiB stack next keeps from
+// being shrunk (4 MiB for 512 waiting).
 const minIdleHandlers = 64
 
 func (s *Server) init() {
@@ -121,16 +122,44 @@ func (s *Server) handle(st *stream) {
 			s.idle.Add(-1)
 			return
 		}
-		// A receive alone, which costs less than a select that also
-		// waits for a quit channel (selectgo was 3.6% of the core in
-		// bench/run.sh's h2-tls): EndIdleHandlers sends nil instead.
-		st = <-s.work
+		st = s.next(false)
 		s.idle.Add(-1)
 		if st == nil {
 			return
 		}
 	}
 }
+
+// next waits for the next stream to serve. A receive alone, which costs
+// less than a select that also waits for a quit channel (selectgo was 3.6%
+// of the core in bench/run.sh's h2-tls): EndIdleHandlers sends nil
+// instead.
+//
+// It waits below a frame of idleFrame bytes (pad, whose branch never runs,
+// so nothing is written there). The collector halves the stack of a
+// goroutine that uses less than a quarter of it, and a handler goroutine
+// waiting at the top of its stack used next to nothing of the 8 KiB a
+// bridged request grows it to: after each collection every idle handler
+// grew its stack again on its next request, copying it (stack growth was
+// 2.3% of the core in bench/run.sh's h2-fixed). Waiting below the frame,
+// it uses a quarter of 8 KiB, which then stays; a larger stack is halved
+// to that.
+//
+//go:noinline
+func (s *Server) next(pad bool) *stream {
+	if pad {
+		var b [idleFrame]byte
+		return s.next(held(b[:]))
+	}
+	return <-s.work
+}
+
+//go:noinline
+func held(b []byte) bool { return len(b) == 0 }
+
+// idleFrame is the stack a handler goroutine holds while it waits: a
+// quarter of the 8 KiB that forwarding a request takes.
+const idleFrame = 2 << 10
 
 // ConnOpts are what a connection starts with.
 type ConnOpts struct {

@@ -2,19 +2,15 @@ package h2
 
 import (
 	"bufio"
-	"bytes"
 	"crypto/tls"
 	"errors"
 	"io"
 	"net"
-	"net/http"
 	"os"
 	"runtime"
 	"sync"
 
-	"golang.org/x/net/http/httpguts"
 	"golang.org/x/net/http2"
-	"golang.org/x/net/http2/hpack"
 )
 
 // wire is what a connection's two ends share, server or client: the
@@ -36,11 +32,7 @@ type wire struct {
 	// wrote last, which becomes out again.
 	out, spare []byte
 	wfr        *http2.Framer // writes into out
-	henc       *hpack.Encoder
-	hbuf       bytes.Buffer
-	// lower caches the HTTP/2 names of the fields lowerName finds
-	// outside commonLower.
-	lower map[string]string
+	enc        encoder
 	// sendWindow is the connection's flow-control window towards the
 	// peer; peerWindow and peerMaxFrame the peer's
 	// SETTINGS_INITIAL_WINDOW_SIZE and SETTINGS_MAX_FRAME_SIZE.
@@ -81,7 +73,7 @@ func (w *wire) init(nc net.Conn, maxHeaderList uint32, connWindow int32, lost fu
 	w.fr.SetMaxReadFrameSize(16 << 10)
 	w.fr.SetReuseFrames()
 	w.wfr = http2.NewFramer(queue{w}, nil)
-	w.henc = hpack.NewEncoder(&w.hbuf)
+	w.enc = newEncoder()
 }
 
 // queue appends the write Framer's frames to the writer's queue; it is
@@ -169,7 +161,7 @@ func (w *wire) applySetting(s http2.Setting, windows func(yield func(*int64) boo
 	}
 	switch s.ID {
 	case http2.SettingHeaderTableSize:
-		w.henc.SetMaxDynamicTableSizeLimit(s.Val)
+		w.enc.setLimit(s.Val)
 	case http2.SettingMaxFrameSize:
 		w.peerMaxFrame = s.Val
 	case http2.SettingInitialWindowSize:
@@ -186,10 +178,10 @@ func (w *wire) applySetting(s http2.Setting, windows func(yield func(*int64) boo
 	return nil
 }
 
-// writeBlock queues the header block in hbuf as HEADERS and CONTINUATION
+// writeBlock queues the header block encoded as HEADERS and CONTINUATION
 // frames. w.mu is held.
 func (w *wire) writeBlock(id uint32, end bool) {
-	block := w.hbuf.Bytes()
+	block := w.enc.buf
 	frameSize := int(w.peerMaxFrame)
 	first := min(len(block), frameSize)
 	_ = w.wfr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: block[:first], EndStream: end, EndHeaders: first == len(block)})
@@ -201,28 +193,7 @@ func (w *wire) writeBlock(id uint32, end bool) {
 	w.wake.Signal()
 }
 
-// writeFields encodes h's fields into hbuf, those HTTP/2 carries and skip
-// does not name. w.mu is held.
-func (w *wire) writeFields(h http.Header, skip func(key string) bool) {
-	for k, vv := range h {
-		if skip(k) {
-			continue
-		}
-		name, ok := w.lowerName(k)
-		if !ok {
-			continue
-		}
-		for _, v := range vv {
-			if httpguts.ValidHeaderFieldValue(v) {
-				w.field(name, v)
-			}
-		}
-	}
-}
-
-func (w *wire) field(name, value string) {
-	_ = w.henc.WriteField(hpack.HeaderField{Name: name, Value: value})
-}
+func (w *wire) field(name, value string) { w.enc.field(name, value) }
 
 // queueData queues p as DATA frames of stream id as the flow-control
 // windows (the connection's and the stream's window) and the writer

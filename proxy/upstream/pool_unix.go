@@ -124,7 +124,7 @@ func (uc *Conn) writeThenWait(fd uintptr) bool {
 		return true
 	}
 	uc.wrote = true
-	n, err := syscall.Write(int(fd), uc.out)
+	n, err := writeNow(int(fd), uc.out)
 	if n > 0 {
 		uc.out = uc.out[n:]
 	}

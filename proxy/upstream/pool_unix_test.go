@@ -6,6 +6,7 @@ import (
 	"bufio"
 	"io"
 	"net"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -128,5 +129,84 @@ func TestFlushAwaitClosedWhileIdle(t *testing.T) {
 	uc.Close()
 	if n := <-received; n != 0 {
 		t.Errorf("the backend got %d bytes of a request on a connection it had closed", n)
+	}
+}
+
+// TestFlushAwaitSocketFull sends a request with FlushAwait while the
+// socket's buffers are full, the backend reading only later: the write
+// in the wait takes nothing (EAGAIN), and what it did not write goes as
+// Write writes it, whole and after what was queued before.
+func TestFlushAwaitSocketFull(t *testing.T) {
+	const request = "GET /last HTTP/1.1\r\nHost: a\r\n\r\n"
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	accepted := make(chan net.Conn, 1)
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			close(accepted)
+			return
+		}
+		accepted <- c
+	}()
+	uc, _, err := NewPool(time.Second, 1, time.Minute).Get(ln.Addr().String(), time.Time{}, 0, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer uc.Close()
+	backend := <-accepted
+	if backend == nil {
+		t.Fatal("accept failed")
+	}
+	defer backend.Close()
+	// Fill the sender's and the receiver's buffers, to the last byte.
+	raw, err := uc.Conn.(syscall.Conn).SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	chunk := make([]byte, 64<<10)
+	var queued int64
+	_ = raw.Write(func(fd uintptr) bool {
+		for size := len(chunk); size > 0; {
+			n, err := syscall.Write(int(fd), chunk[:size])
+			switch {
+			case n > 0:
+				queued += int64(n)
+			case err == syscall.EAGAIN:
+				size /= 2
+			case err != nil:
+				t.Error(err)
+				return true
+			}
+		}
+		return true
+	})
+	got := make(chan []byte, 1)
+	go func() {
+		time.Sleep(100 * time.Millisecond)
+		b, _ := io.ReadAll(io.LimitReader(backend, queued+int64(len(request))))
+		got <- b
+	}()
+	if err := uc.SetReadDeadline(time.Now().Add(5 * time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	_, _ = uc.Writer.WriteString(request)
+	start := time.Now()
+	if err := uc.FlushAwait(); err != nil {
+		t.Fatalf("FlushAwait: %v", err)
+	}
+	if took := time.Since(start); took > 2*time.Second {
+		t.Errorf("FlushAwait took %v: it waited for an answer with the request unsent", took)
+	}
+	select {
+	case b := <-got:
+		if int64(len(b)) != queued+int64(len(request)) || string(b[queued:]) != request {
+			t.Fatalf("backend got %d bytes ending %q, want %d ending %q", len(b), b[max(0, len(b)-len(request)):], queued+int64(len(request)), request)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the request did not reach the backend")
 	}
 }

@@ -2,7 +2,12 @@
 
 package upstream
 
+import "syscall"
+
 // peerFinished cannot see a TCP socket's state here: a client that closed
 // after sending bytes still unread (a TLS client's close_notify) is taken
 // as still there.
 func peerFinished(int) bool { return false }
+
+// writeNow is FlushAwait's write.
+func writeNow(fd int, p []byte) (int, error) { return syscall.Write(fd, p) }
