@@ -131,17 +131,7 @@ func (s *Socket) RemoteAddr() net.Addr { return s.remote }
 func (s *Socket) Go() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.closed {
-		return net.ErrClosed
-	}
-	c, err := evloop.GoConn(s.fd)
-	s.fd = -1
-	if err != nil {
-		s.closed = true
-		return err
-	}
-	s.Inner = c
-	return nil
+	return s.Attach(&s.fd, &s.closed)
 }
 
 // LocalAddr asks the system the first time, which a socket accepted on a
