@@ -156,15 +156,11 @@ func (w *worker) kill(p *pipe) {
 	w.wakeUp()
 }
 
-// run is the loop: it waits for readiness without blocking first, and
-// blocks, until the next tick of its deadlines, only when nothing is
-// ready.
+// run is the loop: it takes what is ready, and waits, until the next
+// tick of its deadlines, only when nothing is.
 func (w *worker) run() {
 	for !w.l.stopped.Load() {
-		n := w.poll.WaitNow(w.events[:])
-		if n == 0 {
-			n = w.park()
-		}
+		n := w.park()
 		w.now = time.Now()
 		for i := range n {
 			ev := &w.events[i]
@@ -203,9 +199,13 @@ func (w *worker) run() {
 	w.close()
 }
 
-// park waits until the epoll set has events, or the wheel's next tick is
-// due, and takes the events. It waits on Go's netpoller, as the
-// accept loop does, not in epoll_wait: a worker blocked in a system call
+// park takes the events of the epoll set, waiting for some when there are
+// none until the wheel's next tick is due. The netpoller's Read asks
+// first (WaitNow), once it forgot what readiness it knew of the set: a
+// wait of our own before it would be a system call for nothing each time
+// the worker parks (0.8 a passthrough connection), and could not stand in
+// for it, as events that came between the two would be missed. It waits
+// on Go's netpoller, as the accept loop does, not in epoll_wait: a worker blocked in a system call
 // has its P handed to another thread for the accept loop, and then must
 // wait for it back, a few futex wake-ups and thread switches per
 // connection that cost more than the relay itself (strace, perf).
