@@ -500,20 +500,37 @@ func TestCloseEnds(t *testing.T) {
 	})
 }
 
-// TestManyConnections: connections spread over the workers, all at once,
-// each gets its own backend's bytes.
-func TestManyConnections(t *testing.T) {
-	f := newFixture(t)
+// echoBackend is a backend that sends back what it gets.
+func echoBackend(t *testing.T) netip.AddrPort {
 	ap, conns := backend(t)
 	go func() {
 		for c := range conns {
 			go func() {
-				// An echo.
 				io.Copy(c, c)
 				c.Close()
 			}()
 		}
 	}()
+	return ap
+}
+
+// echoes checks that connection i, through the relay to an echoBackend,
+// gets back what it sends.
+func echoes(t *testing.T, i int, c net.Conn) {
+	msg := []byte{byte('a' + i%26), byte(i)}
+	c.Write(msg)
+	b := make([]byte, 2)
+	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if _, err := io.ReadFull(c, b); err != nil || !bytes.Equal(b, msg) {
+		t.Errorf("connection %d: got %q (%v), want its own %q", i, b, err, msg)
+	}
+}
+
+// TestManyConnections: connections spread over the workers, all at once,
+// each gets its own backend's bytes.
+func TestManyConnections(t *testing.T) {
+	f := newFixture(t)
+	ap := echoBackend(t)
 	const n = 32
 	var wg sync.WaitGroup
 	for i := range n {
@@ -521,15 +538,87 @@ func TestManyConnections(t *testing.T) {
 		h := newHandler(ap)
 		f.loop.Relay(s, h, nil, time.Second)
 		wg.Go(func() {
-			msg := []byte{byte('a' + i%26), byte(i)}
-			client.Write(msg)
-			b := make([]byte, 2)
-			_ = client.SetReadDeadline(time.Now().Add(10 * time.Second))
-			if _, err := io.ReadFull(client, b); err != nil || !bytes.Equal(b, msg) {
-				t.Errorf("connection %d: got %q (%v), want its own %q", i, b, err, msg)
-			}
+			echoes(t, i, client)
 			client.Close()
 		})
 	}
 	wg.Wait()
+}
+
+// TestServe: a worker accepts the connections waiting (more than one
+// batch of them, all there before it began) and those that come after,
+// each relayed to its backend; Serve returns net.ErrClosed once the
+// listener is closed.
+func TestServe(t *testing.T) {
+	f := newFixture(t)
+	ap := echoBackend(t)
+	accept := func() error {
+		c, err := f.ln.Accept()
+		if err != nil {
+			return err
+		}
+		f.loop.Relay(c.(*Socket), newHandler(ap), nil, time.Second)
+		return nil
+	}
+	all := func(clients []net.Conn) {
+		for i, c := range clients {
+			echoes(t, i, c)
+		}
+	}
+	dial := func(n int) []net.Conn {
+		var clients []net.Conn
+		for range n {
+			c, err := net.Dial("tcp", f.ln.Addr().String())
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { c.Close() })
+			clients = append(clients, c)
+		}
+		return clients
+	}
+	waiting := dial(acceptBatch*2 + 5)
+	served := make(chan error, 1)
+	go func() { served <- f.loop.Serve(f.ln, accept) }()
+	all(waiting)
+	all(dial(3))
+	f.ln.Close()
+	select {
+	case err := <-served:
+		if !errors.Is(err, net.ErrClosed) {
+			t.Errorf("Serve returned %v once the listener closed, want net.ErrClosed", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Serve went on after the listener closed")
+	}
+}
+
+// TestServeGivesUp: an accept that fails otherwise than with none waiting
+// (out of descriptors) ends Serve with its error, and the listener's
+// Accept then waits for connections in Go as before.
+func TestServeGivesUp(t *testing.T) {
+	f := newFixture(t)
+	failure := errors.New("out of descriptors")
+	client, err := net.Dial("tcp", f.ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	if err := f.loop.Serve(f.ln, func() error { return failure }); err != failure {
+		t.Fatalf("Serve returned %v, want the accept's failure", err)
+	}
+	accepted := make(chan net.Conn, 1)
+	go func() {
+		c, _ := f.ln.Accept()
+		accepted <- c
+	}()
+	select {
+	case c := <-accepted:
+		if c == nil {
+			t.Fatal("Accept failed")
+		}
+		c.Close()
+	case <-time.After(10 * time.Second):
+		t.Fatal("Accept took no connection after Serve gave up")
+	}
 }

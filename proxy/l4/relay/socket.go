@@ -40,7 +40,7 @@ func Listen(ln net.Listener) net.Listener {
 		f.Close()
 		return ln
 	}
-	return &listener{TCPListener: tl, file: f, raw: raw}
+	return &listener{TCPListener: tl, file: f, raw: raw, done: make(chan struct{})}
 }
 
 type listener struct {
@@ -48,13 +48,24 @@ type listener struct {
 	file   *os.File
 	raw    syscall.RawConn
 	closed atomic.Bool
+	// onLoop says a worker accepts (Loop.Serve): Accept then takes a
+	// connection waiting, or fails with ErrNoneWaiting, and never waits.
+	onLoop atomic.Bool
+	// done is closed by Close.
+	done      chan struct{}
+	closeOnce sync.Once
 }
 
 func (l *listener) Close() error {
 	l.closed.Store(true)
+	l.closeOnce.Do(func() { close(l.done) })
 	l.file.Close()
 	return l.TCPListener.Close()
 }
+
+// ErrNoneWaiting is what the Accept of a listener that a worker accepts
+// on (Loop.Serve) returns when no connection is waiting.
+var ErrNoneWaiting = errors.New("relay: no connection waiting")
 
 // Accept waits on the netpoller for the listening socket alone, and
 // accepts with accept4 itself, as Go's Accept does but without
@@ -65,7 +76,7 @@ func (l *listener) Accept() (net.Conn, error) {
 	var fd int
 	var sa syscall.Sockaddr
 	var err error
-	rerr := l.raw.Read(func(lfd uintptr) bool {
+	accept := func(lfd uintptr) bool {
 		for {
 			// syscall's, not x/sys/unix's, which asks each socket's
 			// protocol (for L2TP) with a system call more.
@@ -76,7 +87,17 @@ func (l *listener) Accept() (net.Conn, error) {
 				return err != unix.EAGAIN
 			}
 		}
-	})
+	}
+	var rerr error
+	if l.onLoop.Load() {
+		// On the worker, which waits for the listening socket itself.
+		rerr = l.raw.Control(func(lfd uintptr) { accept(lfd) })
+		if rerr == nil && err == unix.EAGAIN {
+			return nil, ErrNoneWaiting
+		}
+	} else {
+		rerr = l.raw.Read(accept)
+	}
 	if rerr != nil && l.closed.Load() {
 		// The file's "use of closed file" is no net.ErrClosed, which
 		// the accept loop takes for a listener closed.
