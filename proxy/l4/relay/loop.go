@@ -79,7 +79,8 @@ func (l *Loop) RelayPeeked(s *Socket, h Peeker, readTimeout, dialTimeout time.Du
 // which admit it there) and relays it or not, each time one is waiting:
 // accept, the ClientHello's read and the connect on one thread, with no
 // goroutine woken and no hand-off for the connections that stay on that
-// worker. accept reports ErrNoneWaiting when none is left. Serve returns
+// worker. accept relays what it took before it returns, and reports
+// ErrNoneWaiting when none is left. Serve returns
 // net.ErrClosed once ln is closed, or the error of accept's that made the
 // worker give up accepting (out of descriptors, say): ln's Accept then
 // waits on Go's netpoller again, for the caller to serve it as before.
@@ -128,9 +129,12 @@ func (l *Loop) enqueue(p *pipe) {
 	w := l.workers[l.next.Add(1)%uint32(len(l.workers))]
 	p.w, p.cfd, p.bfd = w, p.sock.fd, -1
 	p.timer.Of = p
-	if w.accepting.Load() {
-		// On w's goroutine, within its accept (only w sets it, and only
-		// w calls enqueue while it is set).
+	if p.sock.byWorker && w.accepting.Load() {
+		// On w's goroutine, within its accept: only the accepting worker
+		// accepts sockets byWorker, and accept relays each before it
+		// returns. Another goroutine may call enqueue while w accepts (the
+		// accept loop of a listener the worker gave up on): its sockets
+		// go by the queue.
 		w.adopt(p)
 		return
 	}

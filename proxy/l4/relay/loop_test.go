@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"runtime"
 	"sync"
 	"syscall"
 	"testing"
@@ -620,5 +621,67 @@ func TestServeGivesUp(t *testing.T) {
 		c.Close()
 	case <-time.After(10 * time.Second):
 		t.Fatal("Accept took no connection after Serve gave up")
+	}
+}
+
+// TestRelayWhileAccepting: a connection another goroutine hands to the
+// loop while its worker accepts (the accept loop of a listener that the
+// worker gave up accepting on, or of another listener) is queued for the
+// worker, not set up on the caller's goroutine: there it would touch the
+// worker's connections, epoll set and wheel while the worker does.
+func TestRelayWhileAccepting(t *testing.T) {
+	// One worker, so that every connection goes to the one that accepts.
+	prev := runtime.GOMAXPROCS(1)
+	f := newFixture(t)
+	runtime.GOMAXPROCS(prev)
+	ap := echoBackend(t)
+	inside, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	accept := func() error {
+		c, err := f.ln.Accept()
+		if err != nil {
+			return err
+		}
+		// The worker stays within its accept while the test relays.
+		once.Do(func() { close(inside); <-release })
+		f.loop.Relay(c.(*Socket), newHandler(ap), nil, time.Second)
+		return nil
+	}
+	served := make(chan error, 1)
+	go func() { served <- f.loop.Serve(f.ln, accept) }()
+	accepted, err := net.Dial("tcp", f.ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer accepted.Close()
+	select {
+	case <-inside:
+	case <-time.After(10 * time.Second):
+		close(release)
+		t.Fatal("the worker accepted nothing")
+	}
+
+	// A connection of another listener, accepted on this goroutine.
+	tl, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := &fixture{t: t, loop: f.loop, ln: Listen(tl)}
+	defer other.ln.Close()
+	client, s := other.accept(nil)
+	h := newHandler(ap)
+	f.loop.Relay(s, h, nil, time.Second)
+	h.mu.Lock()
+	connecting := len(h.endpoints) == 0
+	h.mu.Unlock()
+	close(release)
+	if connecting {
+		t.Error("Relay, called while the worker accepted, connected on the caller's goroutine")
+	}
+	echoes(t, 0, client)
+	echoes(t, 1, accepted)
+	f.ln.Close()
+	if err := <-served; !errors.Is(err, net.ErrClosed) {
+		t.Errorf("Serve returned %v, want net.ErrClosed", err)
 	}
 }

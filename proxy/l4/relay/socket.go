@@ -89,7 +89,8 @@ func (l *listener) Accept() (net.Conn, error) {
 		}
 	}
 	var rerr error
-	if l.onLoop.Load() {
+	byWorker := l.onLoop.Load()
+	if byWorker {
 		// On the worker, which waits for the listening socket itself.
 		rerr = l.raw.Control(func(lfd uintptr) { accept(lfd) })
 		if rerr == nil && err == unix.EAGAIN {
@@ -111,7 +112,7 @@ func (l *listener) Accept() (net.Conn, error) {
 	}
 	// As Go's TCP connections: no Nagle delay on what the relay writes.
 	_ = unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_NODELAY, 1)
-	return &Socket{GoSide: evloop.GoSide{OnLoop: errRelayed}, fd: fd, remote: tcpAddr(sa)}, nil
+	return &Socket{GoSide: evloop.GoSide{OnLoop: errRelayed}, fd: fd, remote: tcpAddr(sa), byWorker: byWorker}, nil
 }
 
 func tcpAddr(sa syscall.Sockaddr) *net.TCPAddr {
@@ -141,6 +142,9 @@ type Socket struct {
 	evloop.GoSide
 	remote *net.TCPAddr
 	local  net.Addr
+	// byWorker says a worker accepted the socket (Loop.Serve): Relay on
+	// that worker then takes it at once, with no queue.
+	byWorker bool
 }
 
 var errRelayed = errors.New("relay: socket is read and written by a relay loop")
