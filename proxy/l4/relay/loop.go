@@ -297,11 +297,18 @@ func (w *worker) acceptFrom(a *acceptor) {
 	}
 	w.accepting.Store(true)
 	defer w.accepting.Store(false)
+	// The budget counts the connections the listener hands out, not the
+	// calls: the caps refuse and accept again within one call, and a
+	// flood at a cap would hold the worker until none is left waiting.
+	a.ln.budget = acceptBatch
+batch:
 	for range acceptBatch {
 		switch err := a.accept(); {
 		case err == nil:
 		case errors.Is(err, ErrNoneWaiting):
 			return
+		case errors.Is(err, errBatchTaken):
+			break batch
 		default:
 			w.stopAccepting(a, err)
 			return

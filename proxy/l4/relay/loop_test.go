@@ -685,3 +685,52 @@ func TestRelayWhileAccepting(t *testing.T) {
 		t.Errorf("Serve returned %v, want net.ErrClosed", err)
 	}
 }
+
+// TestServeBoundsRefusals: an accept that refuses connections and accepts
+// again within one call, as the caps' does, takes no more than a batch
+// before the worker turns to its connections; those left are taken in
+// the batches after, every client refused.
+func TestServeBoundsRefusals(t *testing.T) {
+	f := newFixture(t)
+	var clients []net.Conn
+	for range 3 * acceptBatch {
+		c, err := net.Dial("tcp", f.ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		clients = append(clients, c)
+	}
+	var mu sync.Mutex
+	most := 0 // the most one call took
+	refuse := func() error {
+		n := 0
+		defer func() {
+			mu.Lock()
+			most = max(most, n)
+			mu.Unlock()
+		}()
+		for {
+			c, err := f.ln.Accept()
+			if err != nil {
+				return err
+			}
+			n++
+			c.Close()
+		}
+	}
+	served := make(chan error, 1)
+	go func() { served <- f.loop.Serve(f.ln, refuse) }()
+	for _, c := range clients {
+		readEOF(t, c)
+	}
+	f.ln.Close()
+	if err := <-served; !errors.Is(err, net.ErrClosed) {
+		t.Errorf("Serve returned %v, want net.ErrClosed", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if most > acceptBatch {
+		t.Errorf("one accept took %d connections, more than a batch (%d)", most, acceptBatch)
+	}
+}

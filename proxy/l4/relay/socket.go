@@ -51,6 +51,9 @@ type listener struct {
 	// onLoop says a worker accepts (Loop.Serve): Accept then takes a
 	// connection waiting, or fails with ErrNoneWaiting, and never waits.
 	onLoop atomic.Bool
+	// budget is what the worker's batch has left to accept (onLoop),
+	// the worker's alone.
+	budget int
 	// done is closed by Close.
 	done      chan struct{}
 	closeOnce sync.Once
@@ -66,6 +69,10 @@ func (l *listener) Close() error {
 // ErrNoneWaiting is what the Accept of a listener that a worker accepts
 // on (Loop.Serve) returns when no connection is waiting.
 var ErrNoneWaiting = errors.New("relay: no connection waiting")
+
+// errBatchTaken is what such a listener's Accept returns once the worker's
+// batch is taken, before it accepts another.
+var errBatchTaken = errors.New("relay: accept batch taken")
 
 // Accept waits on the netpoller for the listening socket alone, and
 // accepts with accept4 itself, as Go's Accept does but without
@@ -92,10 +99,14 @@ func (l *listener) Accept() (net.Conn, error) {
 	byWorker := l.onLoop.Load()
 	if byWorker {
 		// On the worker, which waits for the listening socket itself.
+		if l.budget <= 0 {
+			return nil, errBatchTaken
+		}
 		rerr = l.raw.Control(func(lfd uintptr) { accept(lfd) })
 		if rerr == nil && err == unix.EAGAIN {
 			return nil, ErrNoneWaiting
 		}
+		l.budget--
 	} else {
 		rerr = l.raw.Read(accept)
 	}
