@@ -18,8 +18,9 @@
 // Workers. One per GOMAXPROCS, each a goroutine with its own epoll set and
 // its own connections, as proxy/h1loop's: nothing is shared between them
 // and no lock is taken on the relay's path. A worker with nothing ready
-// waits on Go's netpoller, its epoll set a file there: not in epoll_wait, where the runtime would hand its P to another
-// thread and the two would trade it back and forth with every connection.
+// waits on Go's netpoller, its epoll set a file there: not in
+// epoll_wait, where the runtime would hand its P to another thread and
+// the two would trade it back and forth with every connection.
 // Both descriptors of a connection are registered once (package evloop),
 // edge-triggered for reading and writing.
 // Bytes go through one buffer per worker, read then written at once; what
