@@ -14,6 +14,7 @@
 #   PROXIES="nginx hostgate" SCENARIOS="h1-small h2-tls" bench/run.sh
 #   HOSTGATE_FLAGS=--profiling bench/run.sh     # extra flags for hostgate, e.g. to profile it
 #   PROXIES="nginx hostgate hostgate-native" …  # hostgate-native: --http1-engine=native beside the default
+#   HOSTGATE_BASE=/tmp/hostgate-main PROXIES="nginx hostgate hostgate-base" …  # another build (before a change) beside this tree's
 #   PROFILE_DIR=/tmp/p bench/run.sh             # hostgate's CPU profile of each run, SCENARIO.PROXY.ROUND.pprof
 #
 # Not part of hack/test.sh: a full run takes about 15 minutes.
@@ -127,14 +128,16 @@ openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 
 UP_HTTP=18000 UP_GRPC=18001 UP_HTTPS=18002
 # hostgate-native is hostgate with --http1-engine=native, its netpoll
 # engine, measured in the same run as the readiness loop (the default).
-declare -A HTTP_PORT=([nginx]=18100 [haproxy]=18200 [caddy]=18300 [hostgate]=18400 [hostgate-native]=18500)
-declare -A TLS_PORT=([nginx]=18101 [haproxy]=18201 [caddy]=18301 [hostgate]=18401 [hostgate-native]=18501)
-declare -A ADMIN_PORT=([hostgate]=18409 [hostgate-native]=18509)
+# hostgate-base is the binary HOSTGATE_BASE (a build of another commit),
+# run as hostgate is, to compare a change with what it changes in one run.
+declare -A HTTP_PORT=([nginx]=18100 [haproxy]=18200 [caddy]=18300 [hostgate]=18400 [hostgate-native]=18500 [hostgate-base]=18600)
+declare -A TLS_PORT=([nginx]=18101 [haproxy]=18201 [caddy]=18301 [hostgate]=18401 [hostgate-native]=18501 [hostgate-base]=18601)
+declare -A ADMIN_PORT=([hostgate]=18409 [hostgate-native]=18509 [hostgate-base]=18609)
 # Layer 4: a TCP port passing bytes to the HTTP upstream, and a TLS port
 # passing connections through, by ClientHello, to its HTTPS listener.
 # Caddy has none: its Layer 4 proxy is a plugin (caddy-l4).
-declare -A TCP_PORT=([nginx]=18102 [haproxy]=18202 [hostgate]=18402 [hostgate-native]=18502)
-declare -A PASS_PORT=([nginx]=18103 [haproxy]=18203 [hostgate]=18403 [hostgate-native]=18503)
+declare -A TCP_PORT=([nginx]=18102 [haproxy]=18202 [hostgate]=18402 [hostgate-native]=18502 [hostgate-base]=18602)
+declare -A PASS_PORT=([nginx]=18103 [haproxy]=18203 [hostgate]=18403 [hostgate-native]=18503 [hostgate-base]=18603)
 GRPC_PATH=/grpc.health.v1.Health/
 
 for port in $UP_HTTP $UP_GRPC $UP_HTTPS "${HTTP_PORT[@]}" "${TLS_PORT[@]}" "${TCP_PORT[@]}" "${PASS_PORT[@]}" "${ADMIN_PORT[@]}"; do
@@ -143,7 +146,7 @@ for port in $UP_HTTP $UP_GRPC $UP_HTTPS "${HTTP_PORT[@]}" "${TLS_PORT[@]}" "${TC
 		exit 1
 	fi
 done
-mkdir -p "$work/upstream" "$work/nginx" "$work/hostgate" "$work/hostgate-native"
+mkdir -p "$work/upstream" "$work/nginx" "$work/hostgate" "$work/hostgate-native" "$work/hostgate-base"
 # The HTTP upstream is nginx answering from memory: "return 200" for the
 # small response, a 16 KiB file held open by open_file_cache (so from the
 # page cache) for the large one. It reaches about 100,000 small responses/s
@@ -401,10 +404,11 @@ EOF
 }
 hostgate_config hostgate >"$work/hostgate/bench.yaml"
 hostgate_config hostgate-native >"$work/hostgate-native/bench.yaml"
+hostgate_config hostgate-base >"$work/hostgate-base/bench.yaml"
 
-# hostgate_command NAME: how hostgate NAME runs.
+# hostgate_command NAME [BINARY]: how hostgate NAME runs.
 hostgate_command() {
-	echo "env GOMAXPROCS=1 $work/bin/hostgate --config $work/$1 --admin-addr 127.0.0.1:${ADMIN_PORT[$1]} --http-addr= --https-addr= --access-log=false --gateway-class= --shutdown-delay=0s --shutdown-grace=1s ${PROFILE_DIR:+--profiling} ${HOSTGATE_FLAGS:-}"
+	echo "env GOMAXPROCS=1 ${2:-$work/bin/hostgate} --config $work/$1 --admin-addr 127.0.0.1:${ADMIN_PORT[$1]} --http-addr= --https-addr= --access-log=false --gateway-class= --shutdown-delay=0s --shutdown-grace=1s ${PROFILE_DIR:+--profiling} ${HOSTGATE_FLAGS:-}"
 }
 declare -A COMMAND=(
 	[nginx]="nginx -e stderr -p $work/nginx -c $work/nginx/nginx.conf"
@@ -413,6 +417,7 @@ declare -A COMMAND=(
 	[hostgate]="$(hostgate_command hostgate)"
 	[hostgate-native]="$(hostgate_command hostgate-native) --http1-engine=native"
 )
+[[ -n ${HOSTGATE_BASE:-} ]] && COMMAND[hostgate-base]="$(hostgate_command hostgate-base "$HOSTGATE_BASE")"
 wait_port "$UP_HTTP" upstream
 wait_port "$UP_GRPC" grpc-upstream
 for p in $PROXIES; do

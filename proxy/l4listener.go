@@ -38,7 +38,7 @@ func (s *Server) openL4Listener(cfg *Listener, ln net.Listener, port int) *liste
 			newLoop.Close()
 		} else {
 			ln, loop = rl, newLoop
-			opts.Relay = loop
+			opts.Relay, opts.RelayListener = loop, rl
 			opts.RelaySocket = func(c net.Conn) *relay.Socket {
 				sock, _ := guard.Beneath[*relay.Socket](c)
 				return sock

@@ -51,6 +51,24 @@ func (g *GoSide) SetWriteDeadline(t time.Time) error {
 	return g.Inner.SetWriteDeadline(t)
 }
 
+// Attach makes *fd, a socket's descriptor that its loop took out of its
+// epoll set, Inner (GoConn), and *fd -1; a descriptor Go could not take
+// is closed, and *closed set. The socket's owner holds the lock that
+// orders fd and closed against its Close.
+func (g *GoSide) Attach(fd *int, closed *bool) error {
+	if *closed {
+		return net.ErrClosed
+	}
+	c, err := GoConn(*fd)
+	*fd = -1
+	if err != nil {
+		*closed = true
+		return err
+	}
+	g.Inner = c
+	return nil
+}
+
 // NetConn is Inner, as tls.Conn's is the connection beneath it: what
 // guard.SocketOf looks for (splice, lingering close); nil on a loop.
 func (g *GoSide) NetConn() net.Conn { return g.Inner }

@@ -145,17 +145,7 @@ func (s *Socket) detach() (fd int, ahead []byte, err error) {
 func (s *Socket) attach() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.closed {
-		return net.ErrClosed
-	}
-	c, err := evloop.GoConn(s.fd)
-	s.fd = -1
-	if err != nil {
-		s.closed = true
-		return err
-	}
-	s.Inner = c
-	return nil
+	return s.Attach(&s.fd, &s.closed)
 }
 
 // release closes the loop's descriptor, for good.

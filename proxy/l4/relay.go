@@ -2,7 +2,8 @@ package l4
 
 // TCP and TLS passthrough connections on relay loops (package relay). A
 // TCP listener's connection needs nothing read before it is routed, so
-// the accept loop routes it at once, with no goroutine of its own; a TLS
+// it is routed as it is accepted, on the loop's worker that accepts
+// (relay.Loop.Serve), with no goroutine of its own; a TLS
 // listener's is routed by its ClientHello, which the loop reads and hands
 // back (Peek) to the same parser as a goroutine's, within the same
 // HelloTimeout and size limits, refused with the same alerts. Then a loop

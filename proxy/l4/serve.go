@@ -85,6 +85,10 @@ type Options struct {
 	// it, nil for others) on its loops (relay.go).
 	Relay       *relay.Loop
 	RelaySocket func(net.Conn) *relay.Socket
+	// RelayListener, when set, is the listener of relay.Listen's beneath
+	// the one Serve is given: the loop's worker accepts on it
+	// (relay.Loop.Serve), admitting through Serve's.
+	RelayListener net.Listener
 	// BackendTLS is the client configuration that checks a backend as
 	// its BackendTLSPolicy says, for the plaintext of a connection whose
 	// TLS ended here; nil connects to such backends in plain text.
@@ -190,8 +194,18 @@ func (l *Listener) Publish(routes *router.L4Table, certs *tlsstore.Store) {
 	l.opts.Metrics.retire(l.opts.Address, routes)
 }
 
-// Serve accepts connections of ln until it is closed.
+// Serve accepts connections of ln until it is closed: on a relay loop's
+// worker when there is one for it (relay.go), else here.
 func (l *Listener) Serve(ln net.Listener) error {
+	if l.opts.Relay != nil && l.opts.RelayListener != nil {
+		err := l.opts.Relay.Serve(l.opts.RelayListener, func() error { return l.acceptOne(ln) })
+		if errors.Is(err, net.ErrClosed) {
+			return err
+		}
+		// The worker gave up (out of descriptors, say): go on here,
+		// waiting as below, until the listener is opened again.
+		l.opts.Log.Warn("accepting on the relay loop failed; accepting through Go's netpoller until the listener is reopened", "listener", l.opts.Address, "error", err)
+	}
 	var delay time.Duration
 	for {
 		c, err := ln.Accept()
@@ -207,19 +221,35 @@ func (l *Listener) Serve(ln net.Listener) error {
 			return err
 		}
 		delay = 0
-		if !l.track(c) {
-			c.Close()
-			continue
-		}
-		if l.opts.Relay != nil {
-			st := l.state.Load()
-			if s := l.relaySocket(c, st); s != nil {
-				l.relay(c, s, st)
-				continue
-			}
-		}
-		go l.serve(c)
+		l.take(c)
 	}
+}
+
+// acceptOne accepts a connection of ln and takes it, on a relay loop's
+// worker.
+func (l *Listener) acceptOne(ln net.Listener) error {
+	c, err := ln.Accept()
+	if err != nil {
+		return err
+	}
+	l.take(c)
+	return nil
+}
+
+// take serves c, accepted: on a relay loop, or on a goroutine of its own.
+func (l *Listener) take(c net.Conn) {
+	if !l.track(c) {
+		c.Close()
+		return
+	}
+	if l.opts.Relay != nil {
+		st := l.state.Load()
+		if s := l.relaySocket(c, st); s != nil {
+			l.relay(c, s, st)
+			return
+		}
+	}
+	go l.serve(c)
 }
 
 // acceptCanRecover reports whether a failed accept leaves the listener

@@ -9,14 +9,18 @@
 // a connection is a bare non-blocking descriptor (Socket) that never
 // enters the netpoller; the caps (guard.Tracker) wrap it as any other.
 // Loop.Relay puts it on a worker, which connects to the backend without
-// blocking and relays both ways.
+// blocking and relays both ways. Loop.Serve has the first worker accept
+// itself, the listening socket in its epoll set: the accept, the caps'
+// admission, the ClientHello's read and the connect then happen on one
+// thread, with no accept goroutine to wake and no hand-off for the
+// connections that stay on that worker (all of them with one worker).
 //
 // Workers. One per GOMAXPROCS, each a goroutine with its own epoll set and
 // its own connections, as proxy/h1loop's: nothing is shared between them
 // and no lock is taken on the relay's path. A worker with nothing ready
-// waits on Go's netpoller, its epoll set a file there, as the accept loop
-// does: not in epoll_wait, where the runtime would hand its P to another
-// thread and the two would trade it back and forth with every connection.
+// waits on Go's netpoller, its epoll set a file there: not in
+// epoll_wait, where the runtime would hand its P to another thread and
+// the two would trade it back and forth with every connection.
 // Both descriptors of a connection are registered once (package evloop),
 // edge-triggered for reading and writing.
 // Bytes go through one buffer per worker, read then written at once; what

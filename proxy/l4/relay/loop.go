@@ -3,6 +3,7 @@
 package relay
 
 import (
+	"errors"
 	"io"
 	"net"
 	"os"
@@ -26,6 +27,14 @@ const (
 	bufferSize = 64 << 10
 	// events is how many readiness events one epoll_wait takes.
 	events = 256
+	// acceptBatch is how many connections a worker accepts before it
+	// turns to those it relays, and back.
+	acceptBatch = 64
+	// acceptTag marks the listening socket's events among the
+	// connections' (in the epoll data's upper half; a descriptor number
+	// in the lower half could be another socket's by the time its event
+	// is read).
+	acceptTag = 1
 )
 
 // Loop relays connections on its workers.
@@ -65,11 +74,70 @@ func (l *Loop) RelayPeeked(s *Socket, h Peeker, readTimeout, dialTimeout time.Du
 	l.enqueue(&pipe{sock: s, h: h, peek: h, readTimeout: readTimeout, dialTimeout: dialTimeout})
 }
 
-// enqueue hands p to a worker.
+// Serve has the first worker accept the connections of ln, a listener of
+// Listen's, and run accept, which takes one with Accept (beneath the caps,
+// which admit it there) and relays it or not, each time one is waiting:
+// accept, the ClientHello's read and the connect on one thread, with no
+// goroutine woken and no hand-off for the connections that stay on that
+// worker. accept relays what it took before it returns, and reports
+// ErrNoneWaiting when none is left. Serve returns
+// net.ErrClosed once ln is closed, or the error of accept's that made the
+// worker give up accepting (out of descriptors, say): ln's Accept then
+// waits on Go's netpoller again, for the caller to serve it as before.
+//
+// One worker accepts, and hands what it accepts round the workers as
+// Relay does: a listening socket in every worker's epoll set, with
+// EPOLLEXCLUSIVE, would wake one of the sets, not a worker that is idle
+// (they wait in Go's netpoller, not in epoll_wait), and one listening
+// socket per worker (SO_REUSEPORT) would let the kernel's hash pile
+// connections on a busy worker, and reset those queued on a socket that
+// closes when the listener is replaced.
+func (l *Loop) Serve(ln net.Listener, accept func() error) error {
+	rl, ok := ln.(*listener)
+	if !ok {
+		return errors.New("relay: Serve needs a listener of Listen's")
+	}
+	a := &acceptor{ln: rl, accept: accept, failed: make(chan error, 1)}
+	rl.onLoop.Store(true)
+	w := l.workers[0]
+	w.mu.Lock()
+	w.joined = append(w.joined, a)
+	w.mu.Unlock()
+	w.wakeUp()
+	select {
+	case err := <-a.failed:
+		return err
+	case <-rl.done:
+		return net.ErrClosed
+	}
+}
+
+// acceptor is a listener a worker accepts on.
+type acceptor struct {
+	ln     *listener
+	accept func() error
+	// failed gets the error that ended accepting on the worker.
+	failed chan error
+	// more says the last batch did not take all that waited: the edge
+	// that said so will not come again.
+	more, stopped bool
+}
+
+// enqueue hands p to a worker: at once to the worker that accepted it,
+// when it is the one whose turn it is.
 func (l *Loop) enqueue(p *pipe) {
 	w := l.workers[l.next.Add(1)%uint32(len(l.workers))]
 	p.w, p.cfd, p.bfd = w, p.sock.fd, -1
 	p.timer.Of = p
+	if p.sock.byWorker && w.accepting.Load() {
+		// On w's goroutine, within its accept: only the accepting worker
+		// accepts sockets byWorker, and accept relays each before it
+		// returns. Another goroutine may call enqueue while w accepts (the
+		// accept loop of a listener the worker gave up on): its sockets
+		// go by the queue.
+		w.adopt(p)
+		return
+	}
 	w.mu.Lock()
 	wake := len(w.queue) == 0
 	w.queue = append(w.queue, p)
@@ -114,11 +182,20 @@ type worker struct {
 	closing []int
 	now     time.Time
 
+	// acceptors are the listeners this worker accepts on (Serve); more
+	// counts those with connections left waiting after a batch, for
+	// which the worker must not wait.
+	acceptors []*acceptor
+	more      int
+	// accepting is set while the worker runs an acceptor's accept.
+	accepting atomic.Bool
+
 	mu     sync.Mutex
 	queue  []*pipe
 	kills  []*pipe
 	taken  []*pipe
 	killed []*pipe
+	joined []*acceptor
 }
 
 func newWorker(l *Loop) (*worker, error) {
@@ -156,32 +233,35 @@ func (w *worker) kill(p *pipe) {
 	w.wakeUp()
 }
 
-// run is the loop: it waits for readiness without blocking first, and
-// blocks, until the next tick of its deadlines, only when nothing is
-// ready.
+// run is the loop: it takes what is ready, and waits, until the next
+// tick of its deadlines, only when nothing is.
 func (w *worker) run() {
 	for !w.l.stopped.Load() {
-		n := w.poll.WaitNow(w.events[:])
-		if n == 0 {
-			n = w.park()
-		}
+		n := w.park()
 		w.now = time.Now()
 		for i := range n {
 			ev := &w.events[i]
 			fd := int(ev.Fd)
-			if fd == w.poll.Wake {
+			if ev.Pad == acceptTag {
+				w.acceptFrom(w.acceptors[fd])
+			} else if fd == w.poll.Wake {
 				w.woken()
 			} else if p := w.pipe(fd); p != nil {
 				w.event(p, fd, ev.Events)
 			}
 		}
+		for _, a := range w.acceptors {
+			if a.more {
+				w.acceptFrom(a)
+			}
+		}
 		w.wheel.Advance(w.now, w.expire)
 		w.closeAll()
 		// As proxy/h1loop's: a loop that never blocks would hold its P
-		// until preempted, and the goroutines that need it (the accept
-		// loop, the collector) would run in long stretches that every
-		// connection waits out.
-		if n > 0 {
+		// until preempted, and the goroutines that need it (the
+		// collector, TLS that ends here) would run in long stretches
+		// that every connection waits out.
+		if n > 0 || w.more > 0 {
 			runtime.Gosched()
 		}
 	}
@@ -199,17 +279,94 @@ func (w *worker) run() {
 			w.end(p)
 		}
 	}
+	for _, a := range w.acceptors {
+		w.stopAccepting(a, net.ErrClosed)
+	}
 	w.closeAll()
 	w.close()
 }
 
-// park waits until the epoll set has events, or the wheel's next tick is
-// due, and takes the events. It waits on Go's netpoller, as the
-// accept loop does, not in epoll_wait: a worker blocked in a system call
-// has its P handed to another thread for the accept loop, and then must
+// acceptFrom accepts a batch of a's connections.
+func (w *worker) acceptFrom(a *acceptor) {
+	if a.stopped {
+		return
+	}
+	if a.more {
+		a.more = false
+		w.more--
+	}
+	w.accepting.Store(true)
+	defer w.accepting.Store(false)
+	// The budget counts the connections the listener hands out, not the
+	// calls: the caps refuse and accept again within one call, and a
+	// flood at a cap would hold the worker until none is left waiting.
+	a.ln.budget = acceptBatch
+batch:
+	for range acceptBatch {
+		switch err := a.accept(); {
+		case err == nil:
+		case errors.Is(err, ErrNoneWaiting):
+			return
+		case errors.Is(err, errBatchTaken):
+			break batch
+		default:
+			w.stopAccepting(a, err)
+			return
+		}
+	}
+	a.more = true
+	w.more++
+}
+
+// stopAccepting takes a's listening socket out of the epoll set, and has
+// Serve return err.
+func (w *worker) stopAccepting(a *acceptor, err error) {
+	if a.stopped {
+		return
+	}
+	a.stopped = true
+	if a.more {
+		a.more = false
+		w.more--
+	}
+	_ = a.ln.raw.Control(func(lfd uintptr) { _ = unix.EpollCtl(w.poll.FD, unix.EPOLL_CTL_DEL, int(lfd), nil) })
+	a.ln.onLoop.Store(false)
+	a.failed <- err
+}
+
+// join registers a's listening socket, edge-triggered: the worker accepts
+// until none is left waiting, as the edge comes once.
+func (w *worker) join(a *acceptor) {
+	ev := unix.EpollEvent{Events: unix.EPOLLIN | unix.EPOLLET, Fd: int32(len(w.acceptors)), Pad: acceptTag}
+	w.acceptors = append(w.acceptors, a)
+	var err error
+	if cerr := a.ln.raw.Control(func(lfd uintptr) { err = unix.EpollCtl(w.poll.FD, unix.EPOLL_CTL_ADD, int(lfd), &ev) }); cerr != nil {
+		err = cerr
+	}
+	if err != nil {
+		w.stopAccepting(a, err)
+		return
+	}
+	// Connections that waited before the registration come with its
+	// edge.
+}
+
+// park takes the events of the epoll set, waiting for some when there are
+// none until the wheel's next tick is due, or not at all while
+// connections wait to be accepted. The netpoller's Read asks first
+// (WaitNow), once it forgot what readiness it knew of the set: a wait of
+// our own before it would be a system call for nothing each time the
+// worker parks (0.8 a passthrough connection), and could not stand in for
+// it, as events that came between the two would be missed. It waits on
+// Go's netpoller, not in epoll_wait: a worker blocked in a system call
+// has its P handed to another thread for other goroutines, and then must
 // wait for it back, a few futex wake-ups and thread switches per
 // connection that cost more than the relay itself (strace, perf).
 func (w *worker) park() int {
+	if w.more > 0 {
+		// Connections wait to be accepted: no waiting for more.
+		return w.poll.WaitNow(w.events[:])
+	}
 	until := w.wheel.Next()
 	if !until.Equal(w.waitFor) {
 		_ = w.file.SetReadDeadline(until)
@@ -250,7 +407,12 @@ func (w *worker) woken() {
 	w.mu.Lock()
 	w.taken, w.queue = w.queue, w.taken[:0]
 	w.killed, w.kills = w.kills, w.killed[:0]
+	joined := w.joined
+	w.joined = nil
 	w.mu.Unlock()
+	for _, a := range joined {
+		w.join(a)
+	}
 	for i, p := range w.taken {
 		w.taken[i] = nil
 		w.adopt(p)

@@ -22,6 +22,10 @@ func New() (*Loop, error) { return nil, errors.New("relay: the loop needs Linux 
 func (*Loop) Relay(s *Socket, h Handler, first []byte, dialTimeout time.Duration)     {}
 func (*Loop) RelayPeeked(s *Socket, h Peeker, readTimeout, dialTimeout time.Duration) {}
 func (*Loop) Close()                                                                  {}
+func (*Loop) Serve(net.Listener, func() error) error                                  { return errors.ErrUnsupported }
+
+// ErrNoneWaiting is never returned: no worker accepts.
+var ErrNoneWaiting = errors.New("relay: no connection waiting")
 
 // Socket is never made: Listen returns its listener as it is.
 type Socket struct{ net.Conn }

@@ -40,7 +40,7 @@ func Listen(ln net.Listener) net.Listener {
 		f.Close()
 		return ln
 	}
-	return &listener{TCPListener: tl, file: f, raw: raw}
+	return &listener{TCPListener: tl, file: f, raw: raw, done: make(chan struct{})}
 }
 
 type listener struct {
@@ -48,13 +48,31 @@ type listener struct {
 	file   *os.File
 	raw    syscall.RawConn
 	closed atomic.Bool
+	// onLoop says a worker accepts (Loop.Serve): Accept then takes a
+	// connection waiting, or fails with ErrNoneWaiting, and never waits.
+	onLoop atomic.Bool
+	// budget is what the worker's batch has left to accept (onLoop),
+	// the worker's alone.
+	budget int
+	// done is closed by Close.
+	done      chan struct{}
+	closeOnce sync.Once
 }
 
 func (l *listener) Close() error {
 	l.closed.Store(true)
+	l.closeOnce.Do(func() { close(l.done) })
 	l.file.Close()
 	return l.TCPListener.Close()
 }
+
+// ErrNoneWaiting is what the Accept of a listener that a worker accepts
+// on (Loop.Serve) returns when no connection is waiting.
+var ErrNoneWaiting = errors.New("relay: no connection waiting")
+
+// errBatchTaken is what such a listener's Accept returns once the worker's
+// batch is taken, before it accepts another.
+var errBatchTaken = errors.New("relay: accept batch taken")
 
 // Accept waits on the netpoller for the listening socket alone, and
 // accepts with accept4 itself, as Go's Accept does but without
@@ -65,7 +83,7 @@ func (l *listener) Accept() (net.Conn, error) {
 	var fd int
 	var sa syscall.Sockaddr
 	var err error
-	rerr := l.raw.Read(func(lfd uintptr) bool {
+	accept := func(lfd uintptr) bool {
 		for {
 			// syscall's, not x/sys/unix's, which asks each socket's
 			// protocol (for L2TP) with a system call more.
@@ -76,7 +94,22 @@ func (l *listener) Accept() (net.Conn, error) {
 				return err != unix.EAGAIN
 			}
 		}
-	})
+	}
+	var rerr error
+	byWorker := l.onLoop.Load()
+	if byWorker {
+		// On the worker, which waits for the listening socket itself.
+		if l.budget <= 0 {
+			return nil, errBatchTaken
+		}
+		rerr = l.raw.Control(func(lfd uintptr) { accept(lfd) })
+		if rerr == nil && err == unix.EAGAIN {
+			return nil, ErrNoneWaiting
+		}
+		l.budget--
+	} else {
+		rerr = l.raw.Read(accept)
+	}
 	if rerr != nil && l.closed.Load() {
 		// The file's "use of closed file" is no net.ErrClosed, which
 		// the accept loop takes for a listener closed.
@@ -90,7 +123,7 @@ func (l *listener) Accept() (net.Conn, error) {
 	}
 	// As Go's TCP connections: no Nagle delay on what the relay writes.
 	_ = unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_NODELAY, 1)
-	return &Socket{GoSide: evloop.GoSide{OnLoop: errRelayed}, fd: fd, remote: tcpAddr(sa)}, nil
+	return &Socket{GoSide: evloop.GoSide{OnLoop: errRelayed}, fd: fd, remote: tcpAddr(sa), byWorker: byWorker}, nil
 }
 
 func tcpAddr(sa syscall.Sockaddr) *net.TCPAddr {
@@ -120,6 +153,9 @@ type Socket struct {
 	evloop.GoSide
 	remote *net.TCPAddr
 	local  net.Addr
+	// byWorker says a worker accepted the socket (Loop.Serve): Relay on
+	// that worker then takes it at once, with no queue.
+	byWorker bool
 }
 
 var errRelayed = errors.New("relay: socket is read and written by a relay loop")
@@ -131,17 +167,7 @@ func (s *Socket) RemoteAddr() net.Addr { return s.remote }
 func (s *Socket) Go() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.closed {
-		return net.ErrClosed
-	}
-	c, err := evloop.GoConn(s.fd)
-	s.fd = -1
-	if err != nil {
-		s.closed = true
-		return err
-	}
-	s.Inner = c
-	return nil
+	return s.Attach(&s.fd, &s.closed)
 }
 
 // LocalAddr asks the system the first time, which a socket accepted on a
