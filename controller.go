@@ -3,6 +3,7 @@ package main
 import (
 	"log/slog"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -24,7 +25,21 @@ type controller struct {
 	last    *watch.Snapshot
 	number  uint64
 	metrics controllerMetrics
+
+	// mu keeps retire's timer out of a publish. retiring are the endpoint
+	// sets no longer listed, with when they go from the proxy: a request
+	// reads its listener's routes and then the endpoint sets, and one that
+	// read the routes of the generation before may look a set of theirs up
+	// after the publish that stopped using it (a route moved to another
+	// Service answered 503 in between, TestBackendSwitchFailsNoRequest).
+	mu          sync.Mutex
+	retiring    map[string]time.Time
+	retireTimer *time.Timer
 }
+
+// retireAfter is how long an endpoint set no longer listed stays in the
+// proxy for requests that chose their route before it went.
+const retireAfter = time.Second
 
 type controllerMetrics struct {
 	generation  prometheus.Gauge
@@ -55,7 +70,7 @@ func newController(srv *proxy.Server, current *atomic.Pointer[generation], log *
 		Help: "Ingresses of ours that carry each ingress-nginx annotation, by what hostgate does with it (honoured, ignored, refused, invalid).",
 	}, []string{"annotation", "outcome"})
 	reg.MustRegister(m.generation, m.lastChange, m.compileTime, m.applyErrors, m.annotations)
-	return &controller{srv: srv, current: current, log: log, metrics: m}
+	return &controller{srv: srv, current: current, log: log, metrics: m, retiring: map[string]time.Time{}}
 }
 
 // findings are what translation found besides the Snapshot: the problems
@@ -71,6 +86,9 @@ type findings interface {
 // proxy serves the snapshot: with 10,000 routes, finding the problems
 // takes milliseconds.
 func (c *controller) publish(snap *watch.Snapshot, found findings) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	defer c.retire(time.Now())
 	// Only the endpoint sets that changed go to the proxy: with 10,000 of
 	// them, converting and comparing them all was a good part of a change.
 	var lastEndpoints map[string][]watch.Endpoint
@@ -81,7 +99,8 @@ func (c *controller) publish(snap *watch.Snapshot, found findings) {
 	endpointsChanged := len(changed) > 0 || len(removed) > 0
 	if c.last != nil && sameListeners(c.last.Listeners, snap.Listeners) {
 		if endpointsChanged {
-			c.srv.ChangeEndpoints(proxyEndpoints(changed), removed)
+			c.srv.ChangeEndpoints(proxyEndpoints(changed), nil)
+			c.retireLater(removed)
 		}
 		if gen := c.current.Load(); gen != nil {
 			next := *gen
@@ -101,8 +120,9 @@ func (c *controller) publish(snap *watch.Snapshot, found findings) {
 	compiled := time.Now()
 	// New and changed endpoint sets go before the routes, so that the new
 	// generation's routes never find their backends missing; sets no
-	// longer listed go after, as the last generation's routes may use
-	// them until Apply returns (a route moved to another Service got 503s
+	// longer listed go a while after, as the last generation's routes may
+	// use them until Apply returns and requests that chose a route of
+	// theirs a little longer (a route moved to another Service got 503s
 	// in between).
 	if len(changed) > 0 {
 		c.srv.ChangeEndpoints(proxyEndpoints(changed), nil)
@@ -111,9 +131,7 @@ func (c *controller) publish(snap *watch.Snapshot, found findings) {
 		c.metrics.applyErrors.Inc()
 		c.log.Error("some listeners could not be opened", "generation", gen.Number, "error", err)
 	}
-	if len(removed) > 0 {
-		c.srv.ChangeEndpoints(nil, removed)
-	}
+	c.retireLater(removed)
 	applied := time.Now()
 	c.describeFindings(gen, found)
 	c.current.Store(gen)
@@ -124,6 +142,52 @@ func (c *controller) publish(snap *watch.Snapshot, found findings) {
 	c.log.Info("configuration applied", "generation", gen.Number, "listeners", len(gen.Listeners),
 		"endpoint_sets", len(snap.Endpoints), "left_out", len(gen.LeftOut),
 		"compile_seconds", compiled.Sub(start).Seconds(), "apply_seconds", applied.Sub(compiled).Seconds())
+}
+
+// retireLater has the endpoint sets removed go from the proxy after
+// retireAfter, unless a snapshot lists them again before.
+func (c *controller) retireLater(removed []string) {
+	at := time.Now().Add(retireAfter)
+	for _, name := range removed {
+		c.retiring[name] = at
+	}
+}
+
+// retire takes from the proxy the sets whose time came and that the last
+// snapshot does not list (a snapshot that lists one again gave it to the
+// proxy already), and has itself called again for the others. c.mu is
+// held.
+func (c *controller) retire(now time.Time) {
+	var due []string
+	var next time.Time
+	for name, at := range c.retiring {
+		_, listed := c.last.Endpoints[name]
+		switch {
+		case listed:
+			delete(c.retiring, name)
+		case !at.After(now):
+			delete(c.retiring, name)
+			due = append(due, name)
+		case next.IsZero() || at.Before(next):
+			next = at
+		}
+	}
+	if len(due) > 0 {
+		c.srv.ChangeEndpoints(nil, due)
+	}
+	if next.IsZero() {
+		return
+	}
+	wait := next.Sub(now)
+	if c.retireTimer == nil {
+		c.retireTimer = time.AfterFunc(wait, func() {
+			c.mu.Lock()
+			defer c.mu.Unlock()
+			c.retire(time.Now())
+		})
+		return
+	}
+	c.retireTimer.Reset(wait)
 }
 
 // describeFindings puts found into gen, and counts the annotations of
