@@ -98,10 +98,10 @@ func (c *controller) publish(snap *watch.Snapshot, found findings) {
 	changed, removed := endpointChanges(lastEndpoints, snap.Endpoints)
 	endpointsChanged := len(changed) > 0 || len(removed) > 0
 	if c.last != nil && sameListeners(c.last.Listeners, snap.Listeners) {
-		if endpointsChanged {
+		if len(changed) > 0 {
 			c.srv.ChangeEndpoints(proxyEndpoints(changed), nil)
-			c.retireLater(removed)
 		}
+		c.retireLater(removed)
 		if gen := c.current.Load(); gen != nil {
 			next := *gen
 			adopted := next.adoptRoutes(snap.Listeners)

@@ -218,12 +218,11 @@ func newReuseChanged(prev *Table, base, routes []Route, changed []RouteID, liste
 		u.kept[i] = prev.routes[j]
 		j++
 	}
-	for k := range base[j:] {
-		old := &base[j+k]
-		if !ids.has(old.ID) {
+	for ; j < len(base); j++ {
+		if !ids.has(base[j].ID) {
 			return nil
 		}
-		u.rebuild(old)
+		u.rebuild(&base[j])
 	}
 	return u
 }

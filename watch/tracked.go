@@ -140,12 +140,13 @@ func (t *tracked) remove(inf *trackedInformer, obj any) {
 	delete(inf.at, key)
 }
 
+// keyOfObject is obj's namespace and name; false for what is no object.
 func keyOfObject(obj any) (types.NamespacedName, bool) {
 	o, ok := obj.(metav1.Object)
 	if !ok {
 		return types.NamespacedName{}, false
 	}
-	return types.NamespacedName{Namespace: o.GetNamespace(), Name: o.GetName()}, true
+	return namespacedName(o), true
 }
 
 // gone notes that obj, one of inf's objects, went.
