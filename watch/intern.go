@@ -3,6 +3,7 @@ package watch
 import (
 	"reflect"
 	"sync"
+	"unsafe"
 )
 
 // An interner makes the objects of the informers' caches share their equal
@@ -118,20 +119,34 @@ func (in *interner) string(s string) string {
 }
 
 // pointer returns the pointer to hand out for the value p points to: p
-// itself the first time.
+// itself the first time, unless its string is a copy of one shared.
+// Nothing is written through p: client-go may transform an object twice
+// (its watch-list, in v0.37, transforms each object into a temporary store
+// and hands the store's objects to the informer's queue, which transforms
+// them again), and p is then a pointer handed out before, which cached
+// objects share while translation reads them.
 func (in *interner) pointer(p reflect.Value) reflect.Value {
 	elem := p.Elem()
 	key := pointerKey{t: elem.Type()}
 	switch elem.Kind() {
 	case reflect.String:
-		key.s = in.string(elem.String())
-		elem.SetString(key.s)
+		key.s = elem.String()
 	case reflect.Bool:
 		if elem.Bool() {
 			key.n = 1
 		}
 	default:
 		key.n = elem.Int()
+	}
+	if shared, ok := in.pointers.find(key); ok {
+		return in.pointers.share(key, shared)
+	}
+	if elem.Kind() == reflect.String {
+		if s := in.string(key.s); unsafe.StringData(s) != unsafe.StringData(key.s) {
+			p = reflect.New(elem.Type())
+			p.Elem().SetString(s)
+			key.s = s
+		}
 	}
 	return in.pointers.share(key, p)
 }
@@ -140,6 +155,15 @@ func (in *interner) pointer(p reflect.Value) reflect.Value {
 // generations of at most internLimit keys each.
 type generations[K comparable, V any] struct {
 	current, old map[K]V
+}
+
+// find returns the value shared for k, if there is one.
+func (g *generations[K, V]) find(k K) (V, bool) {
+	if shared, ok := g.current[k]; ok {
+		return shared, true
+	}
+	shared, ok := g.old[k]
+	return shared, ok
 }
 
 // share returns the value shared for k, which is v if there is none yet.

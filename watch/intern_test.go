@@ -136,3 +136,43 @@ func TestTrimmedTrustBundlesAreV1(t *testing.T) {
 		}
 	}
 }
+
+// TestInternAgainWritesNothingShared interns an object a second time, as
+// client-go's watch-list does (into its temporary store, then in the
+// informer's queue): its pointers are shared with cached objects by then,
+// and translation reads what they point to while the informer interns, so
+// interning must not write through them. The interner's generations are
+// turned over in between so that its copy of the string differs from the
+// one the shared pointer holds, which is when a write would change it.
+func TestInternAgainWritesNothingShared(t *testing.T) {
+	type object struct {
+		Kind *string
+		Name string
+	}
+	fresh := func(s string) string { return string([]byte(s)) }
+	freshPointer := func(s string) *string { s = fresh(s); return &s }
+	in := newInterner()
+	first, cached := &object{Kind: freshPointer("Service")}, &object{Kind: freshPointer("Service")}
+	in.intern(first)
+	in.intern(cached)
+	if first.Kind != cached.Kind {
+		t.Fatal("two objects' equal kinds are two pointers")
+	}
+	held := *cached.Kind
+	for i := range 2*internLimit + 1 {
+		in.intern(&object{Kind: freshPointer(fmt.Sprintf("kind-%d", i)), Name: fmt.Sprintf("name-%d", i)})
+	}
+	in.intern(&object{Name: fresh("Service")}) // the interner's copy is now this one
+	reader := make(chan string)
+	go func() { reader <- *cached.Kind }() // translation, reading a cached object
+	in.intern(first)
+	if got := <-reader; got != "Service" {
+		t.Fatalf("a cached object's kind read %q while another was interned", got)
+	}
+	if !sameString(*cached.Kind, held) {
+		t.Error("interning an object again wrote through a pointer that cached objects share")
+	}
+	if *first.Kind != "Service" {
+		t.Errorf("the object interned again has kind %q", *first.Kind)
+	}
+}
