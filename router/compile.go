@@ -29,6 +29,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync/atomic"
 )
 
 // RouteError says why a route was left out of a Table.
@@ -68,6 +69,10 @@ func compile(reuse *reuse, routes []Route, listenerHostnames []string) (*Table, 
 	}
 	var errs []error
 	var sc *scope
+	// fresh are the IDs of the routes compiled afresh, when the caller
+	// said what changed: those not kept that are still served.
+	var fresh []RouteID
+	told := reuse != nil && reuse.told
 	for i := range routes {
 		// An unchanged route is the previous Table's copy, which the
 		// entries of its tables, copied as they are, point to.
@@ -93,9 +98,15 @@ func compile(reuse *reuse, routes []Route, listenerHostnames []string) (*Table, 
 			conds, err := c.compileRoute(r, i)
 			if err != nil {
 				errs = append(errs, &RouteError{Route: r.ID, Index: i, Err: err})
+				if kept && told {
+					reuse.notKept = append(reuse.notKept, r.ID)
+				}
 				continue
 			}
 			c.insert(r, conds, rebuild)
+			if !kept && told {
+				fresh = append(fresh, r.ID)
+			}
 		}
 		c.table.routes = append(c.table.routes, tr)
 		if tr.hasRefs {
@@ -120,8 +131,15 @@ func compile(reuse *reuse, routes []Route, listenerHostnames []string) (*Table, 
 		b.build(sc, reuse.keptHosts(sc.listener))
 	}
 	c.table.orderScopes()
+	c.table.serial = tableSerials.Add(1)
+	if told {
+		c.table.since, c.table.gone = reuse.prev.serial, reuse.gone(c.table, fresh)
+	}
 	return c.table, errs
 }
+
+// tableSerials numbers the Tables compiled (Table.Serial).
+var tableSerials atomic.Uint64
 
 type compiler struct {
 	table   *Table

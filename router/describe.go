@@ -46,6 +46,22 @@ type MatchDescription struct {
 	ResponseRate string `json:"responseRate,omitempty"`
 }
 
+// Serial numbers t among the Tables compiled in this process, in the
+// order they were, from 1.
+func (t *Table) Serial() uint64 { return t.serial }
+
+// GoneSince returns the IDs of the routes of the Table numbered serial
+// that t no longer serves, when t was recompiled from that Table by
+// RecompileChanged; false when t cannot tell. A caller that keeps
+// something per route (metrics) learns what to drop from the change,
+// without walking every route of t.
+func (t *Table) GoneSince(serial uint64) ([]RouteID, bool) {
+	if t.since == 0 || t.since != serial {
+		return nil, false
+	}
+	return t.gone, true
+}
+
 // RouteIDs yields the ID of every route t serves, in the order Compile
 // got them; an object with routes at several listener hostnames comes
 // once for each. Unlike Describe it builds no strings.

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -221,11 +222,14 @@ func FuzzRecompile(f *testing.F) {
 		again, _ := Recompile(got, after, listeners...)
 		tables := map[string]*Table{"recompiled": got, "recompiled again": again}
 		if inOrder {
-			var changedErrs []error
-			tables["recompiled with changes"], changedErrs = RecompileChanged(prev, before, after, changedIDs, listeners...)
+			told, changedErrs := RecompileChanged(prev, before, after, changedIDs, listeners...)
 			if fmt.Sprint(changedErrs) != fmt.Sprint(wantErrs) {
 				t.Fatalf("errors:\n recompiled with changes: %v\n compiled:   %v", changedErrs, wantErrs)
 			}
+			if gone, ok := told.GoneSince(prev.Serial()); ok && !slices.Equal(sortedIDs(gone), goneBetween(prev, told)) {
+				t.Fatalf("gone since the first Table: %v, want %v", sortedIDs(gone), goneBetween(prev, told))
+			}
+			tables["recompiled with changes"] = told
 		}
 		if fmt.Sprint(gotErrs) != fmt.Sprint(wantErrs) {
 			t.Fatalf("errors:\n recompiled: %v\n compiled:   %v", gotErrs, wantErrs)

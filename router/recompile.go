@@ -1,6 +1,7 @@
 package router
 
 import (
+	"maps"
 	"slices"
 	"unsafe"
 )
@@ -49,6 +50,11 @@ type reuse struct {
 	// rebuilt are the host tables that a new, changed or removed route is
 	// or was in.
 	rebuilt smallSet[hostKey]
+	// told is set when the caller said what changed (RecompileChanged):
+	// notKept then holds the IDs of prev's routes that are not kept,
+	// the only ones that can have left the Table (GoneSince).
+	told    bool
+	notKept []RouteID
 }
 
 // smallSet is a set of the few keys a change touches, asked about for
@@ -192,7 +198,7 @@ func newReuseChanged(prev *Table, base, routes []Route, changed []RouteID, liste
 	for _, id := range changed {
 		ids.add(id)
 	}
-	u := &reuse{prev: prev, kept: make([]*tableRoute, len(routes))}
+	u := &reuse{prev: prev, kept: make([]*tableRoute, len(routes)), told: true}
 	j := 0
 	for i := range routes {
 		r := &routes[i]
@@ -210,7 +216,7 @@ func newReuseChanged(prev *Table, base, routes []Route, changed []RouteID, liste
 			if !ids.has(base[j].ID) {
 				return nil
 			}
-			u.rebuild(&base[j])
+			u.drop(&base[j])
 		}
 		if j == len(base) || base[j].Listener != r.Listener {
 			return nil
@@ -222,7 +228,7 @@ func newReuseChanged(prev *Table, base, routes []Route, changed []RouteID, liste
 		if !ids.has(base[j].ID) {
 			return nil
 		}
-		u.rebuild(&base[j])
+		u.drop(&base[j])
 	}
 	return u
 }
@@ -269,6 +275,39 @@ func (u *reuse) rebuild(r *Route) {
 	for _, host := range hostsOf(r) {
 		u.rebuilt.add(hostKey{r.Listener, host})
 	}
+}
+
+// drop rebuilds the tables of r, a route of prev's that is not kept.
+func (u *reuse) drop(r *Route) {
+	u.rebuild(r)
+	u.notKept = append(u.notKept, r.ID)
+}
+
+// gone returns the IDs of prev's routes that t, compiled with u, has not:
+// of those not kept, the ones compiled afresh are still there, and the
+// few left (a route removed, or that no longer compiles) are looked for
+// among t's routes, as a route at several listener hostnames may have
+// lost one and kept the others.
+func (u *reuse) gone(t *Table, fresh []RouteID) []RouteID {
+	if len(u.notKept) == 0 {
+		return nil
+	}
+	left := make(map[RouteID]bool, len(u.notKept))
+	for _, id := range u.notKept {
+		left[id] = true
+	}
+	for _, id := range fresh {
+		delete(left, id)
+	}
+	if len(left) > 0 {
+		for _, r := range t.routes {
+			delete(left, r.ID)
+			if len(left) == 0 {
+				break
+			}
+		}
+	}
+	return slices.Collect(maps.Keys(left))
 }
 
 func (u *reuse) rebuilds(listener, host string) bool {

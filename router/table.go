@@ -28,6 +28,11 @@ type Table struct {
 	// listenerFilters run before route matching, by listener hostname
 	// (WithListenerFilters); nil for none.
 	listenerFilters map[string][]Filter
+	// serial numbers the Table (Serial). since is the serial of the Table
+	// it was recompiled from by RecompileChanged, 0 for none, and gone
+	// the IDs of that Table's routes it has not (GoneSince).
+	serial, since uint64
+	gone          []RouteID
 }
 
 // tableRoute is a Table's copy of a route. An unchanged route is the

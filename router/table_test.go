@@ -604,3 +604,60 @@ func TestRecompileKeepsFilters(t *testing.T) {
 		}
 	}
 }
+
+// goneBetween is what GoneSince should say: the IDs prev serves and next
+// does not, sorted.
+func goneBetween(prev, next *Table) []RouteID {
+	served := map[RouteID]bool{}
+	for id := range next.RouteIDs() {
+		served[id] = true
+	}
+	var gone []RouteID
+	for id := range prev.RouteIDs() {
+		if !served[id] && !slices.Contains(gone, id) {
+			gone = append(gone, id)
+		}
+	}
+	return sortedIDs(gone)
+}
+
+func sortedIDs(ids []RouteID) []RouteID {
+	ids = slices.Clone(ids)
+	slices.SortFunc(ids, func(a, b RouteID) int { return strings.Compare(a.String(), b.String()) })
+	return ids
+}
+
+// TestGoneSince: a Table recompiled with what changed names the routes
+// that went, and only those: not a route changed, nor one that lost one
+// listener hostname of two, and a route that no longer compiles is gone.
+func TestGoneSince(t *testing.T) {
+	routes := benchRoutes(100)
+	twice := routes[20]
+	twice.Listener, twice.Hostnames = "*.example.com", []string{"twice.example.com"}
+	routes = slices.Insert(routes, 21, twice)
+	table, errs := Compile(routes, "", "*.example.com")
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	next := slices.Clone(routes)
+	next[50].Rules = []Rule{{Matches: []Match{{Path: PathMatch{Type: PathExact, Value: "/changed"}}}, Backends: next[50].Rules[0].Backends}}
+	next[60].Rules = []Rule{{Matches: []Match{{Path: PathMatch{Type: PathRegularExpression, Value: "("}}}, Backends: next[60].Rules[0].Backends}}
+	changed, broken, removed := next[50].ID, next[60].ID, next[70].ID
+	next = slices.Delete(next, 70, 71)
+	next = slices.Delete(next, 21, 22) // twice keeps its entry at ""
+	told, _ := RecompileChanged(table, routes, next, []RouteID{changed, broken, removed, twice.ID}, "", "*.example.com")
+	gone, ok := told.GoneSince(table.Serial())
+	if !ok {
+		t.Fatal("a Table recompiled with what changed cannot tell what went")
+	}
+	if g, w := sortedIDs(gone), sortedIDs([]RouteID{removed, broken}); !slices.Equal(g, w) || !slices.Equal(g, goneBetween(table, told)) {
+		t.Errorf("gone %v, want %v", g, w)
+	}
+	if _, ok := told.GoneSince(told.Serial()); ok {
+		t.Error("GoneSince answers for a Table it was not recompiled from")
+	}
+	recompiled, _ := Recompile(table, next, "", "*.example.com")
+	if _, ok := recompiled.GoneSince(table.Serial()); ok {
+		t.Error("a Table recompiled without being told what changed says what went")
+	}
+}

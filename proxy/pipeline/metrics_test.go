@@ -8,8 +8,12 @@ import (
 	"io"
 	"net"
 	"os"
+	"slices"
+	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/hostgate/hostgate/router"
 )
 
 // TestClassify covers the error kinds that sockets on loopback do not
@@ -38,4 +42,78 @@ func TestClassify(t *testing.T) {
 			t.Errorf("classify(%v) = %s, want %s", tt.err, errorKindNames[got], errorKindNames[tt.want])
 		}
 	}
+}
+
+// TestPruneMetrics: a configuration change drops the series of the routes
+// that went and keeps the others', whether the new table says what went
+// or is walked, and a series that a request still on an older table made
+// again for a route gone before goes at the next change, unless the route
+// came back.
+func TestPruneMetrics(t *testing.T) {
+	m, err := newMetrics(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lm := m.listener("test")
+	routes := make([]router.Route, 4)
+	for i := range routes {
+		routes[i] = router.Route{ID: router.RouteID{Kind: router.KindHTTPRoute, Namespace: "ns", Name: fmt.Sprintf("r%d", i)},
+			Hostnames: []string{fmt.Sprintf("r%d.example.com", i)}, Rules: []router.Rule{{Backends: []router.BackendRef{{Name: "web", Weight: 1}}}}}
+	}
+	a, b, c := routes[0].ID, routes[1].ID, routes[2].ID
+	compileChanged := func(prev *router.Table, base, next []router.Route, changed ...router.RouteID) *router.Table {
+		t.Helper()
+		table, errs := router.RecompileChanged(prev, base, next, changed)
+		if len(errs) > 0 {
+			t.Fatal(errs)
+		}
+		return table
+	}
+	withSeries := func(want ...router.RouteID) {
+		t.Helper()
+		var got []router.RouteID
+		for id := range lm.routes {
+			got = append(got, id)
+		}
+		key := func(x, y router.RouteID) int { return strings.Compare(x.String(), y.String()) }
+		slices.SortFunc(got, key)
+		slices.SortFunc(want, key)
+		if !slices.Equal(got, want) {
+			t.Fatalf("routes with series %v, want %v", got, want)
+		}
+	}
+
+	first, errs := router.Compile(routes)
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	for _, id := range []router.RouteID{a, b, c} {
+		lm.route(id, first.Serial())
+	}
+	lm.prune(first)
+	withSeries(a, b, c)
+
+	withoutB := slices.Delete(slices.Clone(routes), 1, 2)
+	second := compileChanged(first, routes, withoutB, b)
+	if _, told := second.GoneSince(first.Serial()); !told {
+		t.Fatal("the second table cannot tell what went: this test needs it to")
+	}
+	lm.prune(second)
+	withSeries(a, c)
+
+	lm.route(b, first.Serial()) // a request that chose b before the change
+	withoutBC := slices.Delete(slices.Clone(withoutB), 1, 2)
+	third := compileChanged(second, withoutB, withoutBC, c)
+	lm.prune(third)
+	withSeries(a)
+
+	lm.route(c, second.Serial()) // a request that chose c before it went
+	fourth := compileChanged(third, withoutBC, withoutB, c)
+	lm.prune(fourth) // c came back
+	withSeries(a, c)
+	lm.prune(fourth) // published again
+	withSeries(a, c)
+
+	lm.prune(nil)
+	withSeries()
 }
