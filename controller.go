@@ -95,7 +95,7 @@ func (c *controller) publish(snap *watch.Snapshot, found findings) {
 	if c.last != nil {
 		lastEndpoints = c.last.Endpoints
 	}
-	changed, removed := endpointChanges(lastEndpoints, snap.Endpoints)
+	changed, removed := endpointChanges(lastEndpoints, snap)
 	endpointsChanged := len(changed) > 0 || len(removed) > 0
 	if c.last != nil && sameListeners(c.last.Listeners, snap.Listeners) {
 		if len(changed) > 0 {

@@ -18,7 +18,8 @@ import (
 // BenchmarkPublish takes snapshots of n routes, each with its own host and
 // endpoint set, to a proxy listening on loopback: route-change is a
 // snapshot in which one route changed its path, saying so as a spliced
-// translation does, endpoints-only one in which one endpoint set changed;
+// translation does, endpoints-only one in which one endpoint set changed,
+// saying so as an EndpointSlice change does;
 // route-change-after-status makes each route change after a snapshot of
 // the same routes in another list, as a status written on a route gives.
 func BenchmarkPublish(b *testing.B) {
@@ -65,6 +66,8 @@ func BenchmarkPublish(b *testing.B) {
 						}
 						name := fmt.Sprintf("default/svc-%d:80", i%n)
 						next.Endpoints[name] = []watch.Endpoint{{Address: fmt.Sprintf("10.1.0.%d:8080", i%250), Ready: true, Weight: 1}}
+						next.EndpointChanges = &watch.EndpointChanges{Base: snap.Endpoints, Names: []string{name}}
+						snap = &next
 					}
 					ctrl.publish(&next, nil)
 				}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"reflect"
@@ -373,5 +374,39 @@ func TestBackendSwitchFailsNoRequest(t *testing.T) {
 		if first := <-failures; first != "" {
 			t.Errorf("a request failed while routes switched between Services: %s", first)
 		}
+	}
+}
+
+// TestEndpointChangesTold: the endpoint sets a Snapshot says it changed
+// give what comparing every set gives, and changes told against another
+// map than the last one are not trusted.
+func TestEndpointChangesTold(t *testing.T) {
+	set := func(addr string) []watch.Endpoint { return []watch.Endpoint{{Address: addr}} }
+	prev := map[string][]watch.Endpoint{}
+	for i := range 50 {
+		prev[fmt.Sprintf("ns/svc-%d:80", i)] = set(fmt.Sprintf("10.0.0.%d:80", i))
+	}
+	next := maps.Clone(prev)
+	next["ns/svc-1:80"] = set("10.0.1.1:80")                // changed
+	next["ns/svc-2:80"] = slices.Clone(next["ns/svc-2:80"]) // a new slice, the same endpoints
+	delete(next, "ns/svc-3:80")
+	next["ns/svc-new:80"] = set("10.0.1.2:80")
+	told := []string{"ns/svc-1:80", "ns/svc-2:80", "ns/svc-3:80", "ns/svc-new:80", "ns/svc-gone-before:80"}
+	compared := func(changed map[string][]watch.Endpoint, removed []string) string {
+		slices.Sort(removed)
+		return fmt.Sprint(changed, removed)
+	}
+	want := compared(endpointChanges(prev, &watch.Snapshot{Endpoints: next}))
+	if want != compared(map[string][]watch.Endpoint{"ns/svc-1:80": set("10.0.1.1:80"), "ns/svc-new:80": set("10.0.1.2:80")}, []string{"ns/svc-3:80"}) {
+		t.Fatalf("comparing every set: %s", want)
+	}
+	snap := &watch.Snapshot{Endpoints: next, EndpointChanges: &watch.EndpointChanges{Base: prev, Names: told}}
+	if got := compared(endpointChanges(prev, snap)); got != want {
+		t.Errorf("told what changed: %s, want %s", got, want)
+	}
+	other := maps.Clone(prev)
+	snap.EndpointChanges.Base, snap.EndpointChanges.Names = other, []string{"ns/svc-1:80"}
+	if got := compared(endpointChanges(prev, snap)); got != want {
+		t.Errorf("told changes against another map: %s, want %s", got, want)
 	}
 }

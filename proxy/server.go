@@ -183,8 +183,8 @@ type EndpointState = upstream.EndpointState
 // be a moment apart.
 func (s *Server) Endpoints() map[string][]EndpointState {
 	sets := s.path.Endpoints()
-	out := make(map[string][]EndpointState, len(sets))
-	for name, set := range sets {
+	out := make(map[string][]EndpointState, sets.Len())
+	for name, set := range sets.All() {
 		out[name] = set.Endpoints()
 	}
 	return out

@@ -18,6 +18,18 @@ type Snapshot struct {
 	// Endpoints are the endpoint sets that routes refer to, keyed as
 	// router.BackendRef.Name ("namespace/service:port").
 	Endpoints map[string][]Endpoint
+	// EndpointChanges, when not nil, say how Endpoints differ from those
+	// of an earlier Snapshot, so that a receiver can pass on what changed
+	// without comparing every set. Translation equals without them.
+	EndpointChanges *EndpointChanges `json:"-"`
+}
+
+// EndpointChanges say how a Snapshot's Endpoints differ from Base, the
+// Endpoints of an earlier Snapshot: the sets of the names listed came,
+// went or changed, and the others are Base's.
+type EndpointChanges struct {
+	Base  map[string][]Endpoint
+	Names []string
 }
 
 // RouteCount is the number of routes of all listeners.

@@ -465,14 +465,18 @@ func (m *memo) changeEndpoints(last *Snapshot, keys []types.NamespacedName, slic
 		return nil
 	}
 	// A new map: the last one is the published Snapshot's.
-	r.published = maps.Clone(r.published)
-	for _, c := range changes {
+	base := r.published
+	r.published = maps.Clone(base)
+	names := make([]string, len(changes))
+	for i, c := range changes {
 		c.entry.set = c.set
 		r.published[c.entry.name] = c.set
 		r.changed[c.entry.key] = struct{}{}
+		names[i] = c.entry.name
 	}
 	snap := *last
 	snap.Endpoints = r.published
+	snap.EndpointChanges = &EndpointChanges{Base: base, Names: names}
 	return &snap
 }
 

@@ -310,9 +310,10 @@ func checkServed(t *testing.T, what string, like *objects, list []any, opts Opti
 	}
 }
 
-// withoutChanges returns snap without its listeners' Changes, which a
-// translation without memo does not have, or an error naming a listener
-// whose Changes leave out a route that is not its Base's.
+// withoutChanges returns snap without its listeners' Changes and its
+// EndpointChanges, which a translation without memo does not have, or an
+// error naming a listener whose Changes leave out a route that is not its
+// Base's, or an endpoint set that changed and is not among the changes.
 func withoutChanges(snap *Snapshot) (*Snapshot, error) {
 	out := *snap
 	out.Listeners = slices.Clone(snap.Listeners)
@@ -330,5 +331,23 @@ func withoutChanges(snap *Snapshot) (*Snapshot, error) {
 		}
 		l.Changes = nil
 	}
+	if c := snap.EndpointChanges; c != nil {
+		for name, set := range snap.Endpoints {
+			if was, had := c.Base[name]; !slices.Contains(c.Names, name) && (!had || !sameSlice(was, set)) {
+				return nil, fmt.Errorf("endpoint set %s changed, and is not among the changes %v", name, c.Names)
+			}
+		}
+		for name := range c.Base {
+			if _, has := snap.Endpoints[name]; !has && !slices.Contains(c.Names, name) {
+				return nil, fmt.Errorf("endpoint set %s went, and is not among the changes %v", name, c.Names)
+			}
+		}
+		out.EndpointChanges = nil
+	}
 	return &out, nil
+}
+
+// sameSlice reports whether a and b are one slice.
+func sameSlice[T any](a, b []T) bool {
+	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
 }

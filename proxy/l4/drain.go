@@ -52,7 +52,7 @@ func (b *binding) drain(o *Options) {
 // still the one for its server name, its backend is among the route's,
 // and its endpoint is in the backend's set (the registry keeps one Host
 // per endpoint across sets, so the pointer says it).
-func (b *binding) served(routes *router.L4Table, sets map[string]*upstream.Set) bool {
+func (b *binding) served(routes *router.L4Table, sets *upstream.Sets) bool {
 	target := routes.Lookup(b.serverName)
 	if target == nil || target.Route != b.route {
 		return false
@@ -60,7 +60,7 @@ func (b *binding) served(routes *router.L4Table, sets map[string]*upstream.Set) 
 	if !slices.ContainsFunc(target.Rule.Backends, func(r router.BackendRef) bool { return r.Name == b.backend && !r.Invalid }) {
 		return false
 	}
-	set := sets[b.backend]
+	set := sets.Get(b.backend)
 	return set != nil && set.Find(b.host.Token()) == b.host
 }
 

@@ -104,20 +104,19 @@ func testTCPDrainRemovedEndpoint(t *testing.T, path func(*Options)) {
 	a := startBackend(t, plain, "a")
 	b := startBackend(t, plain, "b")
 	registry := upstream.NewRegistry(upstream.RoundRobin, upstream.Health{FailureThreshold: 5, BaseEjection: time.Second, MaxEjection: time.Second})
-	var sets atomic.Pointer[map[string]*upstream.Set]
+	var sets atomic.Pointer[upstream.Sets]
 	use := func(addrs ...string) {
 		var eps []upstream.Endpoint
 		for _, addr := range addrs {
 			eps = append(eps, upstream.Endpoint{Address: addr})
 		}
-		s := registry.Sets(map[string][]upstream.Endpoint{"app": eps})
-		sets.Store(&s)
+		sets.Store(registry.Sets(map[string][]upstream.Endpoint{"app": eps}))
 	}
 	use(a.addr)
 	_, addr, _ := serveL4With(t, TCP, compile(t, route(router.KindTCPRoute, "app", []string{"app"})), nil, func(o *Options) {
 		path(o)
 		o.DrainGrace = grace
-		o.Sets = func() map[string]*upstream.Set { return *sets.Load() }
+		o.Sets = sets.Load
 	})
 	toA := dialTCP(t, addr)
 	if got := roundTrip(t, toA, "x"); got != "a x\n" {

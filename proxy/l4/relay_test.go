@@ -61,7 +61,7 @@ func withEndpoints(addrs ...string) func(*Options) {
 		eps = append(eps, upstream.Endpoint{Address: a})
 	}
 	sets := upstream.NewRegistry(upstream.RoundRobin, upstream.Health{FailureThreshold: 5, BaseEjection: time.Second, MaxEjection: time.Second}).Sets(map[string][]upstream.Endpoint{"app": eps})
-	return func(o *Options) { o.Sets = func() map[string]*upstream.Set { return sets } }
+	return func(o *Options) { o.Sets = func() *upstream.Sets { return sets } }
 }
 
 // TestTCPBackendRefuses: an endpoint that refuses the connection is

@@ -74,7 +74,7 @@ type Options struct {
 	ConnectAttempts int
 	// Sets returns the current endpoint sets, keyed by
 	// router.BackendRef.Name.
-	Sets func() map[string]*upstream.Set
+	Sets func() *upstream.Sets
 	// Socket returns the socket beneath an accepted connection when
 	// reading from it directly loses nothing the wrappers hold, else
 	// nil. Copies between two sockets splice; the wrappers' Read and
@@ -641,7 +641,7 @@ type attempts struct {
 }
 
 func newAttempts(o *Options, b *router.BackendRef, rec *Record) attempts {
-	return attempts{o: o, b: b, rec: rec, set: o.Sets()[b.Name]}
+	return attempts{o: o, b: b, rec: rec, set: o.Sets().Get(b.Name)}
 }
 
 // next begins an endpoint to connect to; nil when none is left, and the

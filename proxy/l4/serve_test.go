@@ -125,7 +125,7 @@ func serveL4On(t *testing.T, ln net.Listener, mode Mode, table *router.L4Table, 
 	}
 	o := Options{
 		Mode: mode, Address: "test", HelloTimeout: time.Second, DialTimeout: time.Second, ConnectAttempts: 2,
-		Sets: func() map[string]*upstream.Set { return sets }, Metrics: m,
+		Sets: func() *upstream.Sets { return sets }, Metrics: m,
 	}
 	if change != nil {
 		change(&o)

@@ -32,7 +32,7 @@ type udpFixture struct {
 	m        *Metrics
 	registry *upstream.Registry
 	mu       sync.Mutex
-	sets     map[string]*upstream.Set
+	sets     *upstream.Sets
 	records  chan *Record
 }
 
@@ -60,7 +60,7 @@ func serveUDPWith(t *testing.T, idle time.Duration, maxFlows int, change func(*O
 	f.addr = pc.LocalAddr().String()
 	o := Options{
 		Address: "test", ConnectAttempts: 2, FlowIdleTimeout: idle, MaxFlows: maxFlows,
-		Sets: func() map[string]*upstream.Set {
+		Sets: func() *upstream.Sets {
 			f.mu.Lock()
 			defer f.mu.Unlock()
 			return f.sets

@@ -237,7 +237,7 @@ func (f *forwarder) intercept(req *http.Request, resp *http.Response, ex *exchan
 	if fb == nil || ex.plan.fallback || !slices.Contains(fb.Codes, resp.StatusCode) {
 		return resp, nil
 	}
-	set := ex.sets[fb.Backend.Name]
+	set := ex.sets.Get(fb.Backend.Name)
 	if set == nil || set.Len() == 0 {
 		return resp, nil
 	}

@@ -47,7 +47,7 @@ func (l *Listener) Decide(e *Exchange, req router.Request, peer netip.Addr, peer
 		return false
 	}
 	e.l = l
-	e.ex = exchange{start: time.Now(), scheme: l.scheme, sets: *s.sets.Load()}
+	e.ex = exchange{start: time.Now(), scheme: l.scheme, sets: s.sets.Load()}
 	e.ex.from = s.originOf(peer, peerText, req.Header)
 	e.v = view{Request: req, scheme: l.scheme, port: l.port, client: e.ex.from.client, guards: st.guards, conn: conn}
 	if l.scheme == "https" && st.routes != nil && st.routes.Shared() {

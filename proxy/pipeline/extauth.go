@@ -67,7 +67,7 @@ func (s *Shared) askAuth(w http.ResponseWriter, r *http.Request, ex *exchange, g
 // callAuth asks a's service about r, keeps its answer in cache under key
 // (without a cache, none is kept) and acts on it.
 func (s *Shared) callAuth(w http.ResponseWriter, r *http.Request, ex *exchange, a *router.ExternalAuth, cache *authCache, key [sha256.Size]byte) bool {
-	set := ex.sets[a.Backend.Name]
+	set := ex.sets.Get(a.Backend.Name)
 	if a.Backend.Invalid || set == nil || set.Len() == 0 {
 		WriteError(w, r, http.StatusInternalServerError)
 		return false

@@ -28,7 +28,7 @@ import (
 func (s *Shared) serve(w http.ResponseWriter, r *http.Request, l *Listener, st *listenerState) {
 	c := &call{
 		rec: recorder{ResponseWriter: w, writes: guard.WriteBound{Stall: s.cfg.IdleTimeout}},
-		ex:  exchange{start: time.Now(), scheme: l.scheme, sets: *s.sets.Load(), backendTLS: st.backendTLS, answer: w.Header()},
+		ex:  exchange{start: time.Now(), scheme: l.scheme, sets: s.sets.Load(), backendTLS: st.backendTLS, answer: w.Header()},
 	}
 	rec, ex := &c.rec, &c.ex
 	defer s.observeHTTP(l, r, rec, ex)
@@ -96,7 +96,7 @@ type exchange struct {
 	from   origin
 	// answer is the header of the answer to the client on net/http.
 	answer http.Header
-	sets   map[string]*upstream.Set
+	sets   *upstream.Sets
 	plan   plan
 	// stats are the series of the request's route.
 	stats *routeMetrics

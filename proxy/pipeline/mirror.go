@@ -37,7 +37,7 @@ func (f *forwarder) mirror(out *http.Request, m *router.Mirror, ex *exchange) {
 	if m.Denominator > 0 && rand.Int32N(m.Denominator) >= m.Numerator {
 		return
 	}
-	set := ex.sets[m.Backend.Name]
+	set := ex.sets.Get(m.Backend.Name)
 	rt := f.transport(m.Backend.Protocol, m.Backend.TLS, ex.backendTLS)
 	if set == nil || set.Len() == 0 || rt == nil {
 		return

@@ -109,7 +109,7 @@ type plan struct {
 }
 
 // decide runs the pipeline up to the choice of an endpoint set.
-func decide(routes *router.Table, sets map[string]*upstream.Set, v *view) plan {
+func decide(routes *router.Table, sets *upstream.Sets, v *view) plan {
 	var p plan
 	if routes == nil {
 		return p
@@ -169,12 +169,12 @@ func decide(routes *router.Table, sets map[string]*upstream.Set, v *view) plan {
 				p.rewrite(v, f.Rewrite)
 			}
 		}
-		p.set = sets[p.backend.Name]
+		p.set = sets.Get(p.backend.Name)
 		p.action = actForward
 		if p.set == nil || p.set.Len() == 0 {
 			p.action = actNoEndpoints
 			if fb := rule.Fallback; fb != nil {
-				if set := sets[fb.Backend.Name]; set != nil && set.Len() > 0 {
+				if set := sets.Get(fb.Backend.Name); set != nil && set.Len() > 0 {
 					p.action, p.fallback, p.backend, p.set = actForward, true, &fb.Backend, set
 				}
 			}

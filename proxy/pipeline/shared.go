@@ -66,7 +66,7 @@ type Shared struct {
 	server []string
 	// guards owns the state of access filters; Apply's.
 	guards   *guardRegistry
-	sets     atomic.Pointer[map[string]*upstream.Set]
+	sets     atomic.Pointer[upstream.Sets]
 	draining atomic.Bool
 }
 
@@ -82,18 +82,16 @@ func New(cfg Config) (*Shared, error) {
 		s.server = []string{ServerName}
 	}
 	s.fwd = newForwarder(s)
-	empty := map[string]*upstream.Set{}
-	s.sets.Store(&empty)
+	s.sets.Store(&upstream.Sets{})
 	return s, nil
 }
 
 // SetEndpoints makes sets, keyed by router.BackendRef.Name, the endpoint
 // sets requests go to.
-func (s *Shared) SetEndpoints(sets map[string]*upstream.Set) { s.sets.Store(&sets) }
+func (s *Shared) SetEndpoints(sets *upstream.Sets) { s.sets.Store(sets) }
 
-// Endpoints are the current endpoint sets, which the caller must not
-// change.
-func (s *Shared) Endpoints() map[string]*upstream.Set { return *s.sets.Load() }
+// Endpoints are the current endpoint sets.
+func (s *Shared) Endpoints() *upstream.Sets { return s.sets.Load() }
 
 // EndApply forgets the state that no table published since the last call
 // uses: the transports of backends' TLS identities (only their idle

@@ -17,7 +17,7 @@ func TestPickHash(t *testing.T) {
 		}
 		return out
 	}
-	four := r.Sets(map[string][]Endpoint{"s": eps(4)})["s"]
+	four := r.Sets(map[string][]Endpoint{"s": eps(4)}).Get("s")
 	const keys = 4000
 	before := make([]string, keys)
 	for k := range keys {
@@ -26,7 +26,7 @@ func TestPickHash(t *testing.T) {
 			t.Fatalf("key %d: %s then %s", k, before[k], again)
 		}
 	}
-	five := r.Sets(map[string][]Endpoint{"s": eps(5)})["s"]
+	five := r.Sets(map[string][]Endpoint{"s": eps(5)}).Get("s")
 	moved := 0
 	for k := range keys {
 		if after := five.PickHash(uint64(k)*0x9e3779b97f4a7c15, nil).Address(); after != before[k] {

@@ -18,7 +18,6 @@ package upstream
 import (
 	"crypto/sha256"
 	"encoding/binary"
-	"maps"
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
@@ -64,7 +63,7 @@ type Registry struct {
 	// sets are those of the last call to Sets or Change, which keep the
 	// ones whose endpoints did not change: an EndpointSlice change at
 	// 10,000 services rebuilds one Set, not 10,000.
-	sets map[string]*Set
+	sets *Sets
 }
 
 // NewRegistry returns an empty Registry whose Sets use policy and health.
@@ -76,11 +75,11 @@ func NewRegistry(policy Policy, health Health) *Registry {
 // last call keeps its Set. An address the Registry already knows keeps its
 // Host, and with it its health and in-flight count; addresses no longer
 // listed are forgotten (Sets still in use by requests keep working).
-func (r *Registry) Sets(endpoints map[string][]Endpoint) map[string]*Set {
+func (r *Registry) Sets(endpoints map[string][]Endpoint) *Sets {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	var removed []string
-	for name := range r.sets {
+	for name := range r.sets.All() {
 		if _, ok := endpoints[name]; !ok {
 			removed = append(removed, name)
 		}
@@ -92,21 +91,19 @@ func (r *Registry) Sets(endpoints map[string][]Endpoint) map[string]*Set {
 // (new names or new endpoints) and without the names removed: after an
 // EndpointSlice change among 10,000 Services, the caller passes the one
 // that changed instead of 10,000 to compare.
-func (r *Registry) Change(changed map[string][]Endpoint, removed []string) map[string]*Set {
+func (r *Registry) Change(changed map[string][]Endpoint, removed []string) *Sets {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.change(changed, removed)
 }
 
-func (r *Registry) change(changed map[string][]Endpoint, removed []string) map[string]*Set {
-	// The map given out before is in use by requests: a copy is changed.
-	sets := maps.Clone(r.sets)
-	if sets == nil {
-		sets = make(map[string]*Set, len(changed))
-	}
+func (r *Registry) change(changed map[string][]Endpoint, removed []string) *Sets {
+	// The Sets given out before are in use by requests: the shards
+	// changed are copies.
+	sets := changeSets(r.sets)
 	var replaced []*Set
 	for name, eps := range changed {
-		old := sets[name]
+		old := sets.next.Get(name)
 		if old != nil && old.lists(eps) {
 			continue
 		}
@@ -122,14 +119,14 @@ func (r *Registry) change(changed map[string][]Endpoint, removed []string) map[s
 			set.weights[i] = weight(ep)
 		}
 		set.finish()
-		sets[name] = set
+		sets.put(name, set)
 		if old != nil {
 			replaced = append(replaced, old)
 		}
 	}
 	for _, name := range removed {
-		if old := sets[name]; old != nil {
-			delete(sets, name)
+		if old := sets.next.Get(name); old != nil {
+			sets.remove(name)
 			replaced = append(replaced, old)
 		}
 	}
@@ -142,8 +139,8 @@ func (r *Registry) change(changed map[string][]Endpoint, removed []string) map[s
 			}
 		}
 	}
-	r.sets = sets
-	return sets
+	r.sets = sets.next
+	return sets.next
 }
 
 func weight(ep Endpoint) uint64 { return uint64(max(ep.Weight, 1)) }

@@ -20,7 +20,7 @@ func TestPickDistribution(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			set := NewRegistry(RoundRobin, Health{}).Sets(map[string][]Endpoint{"s": tt.endpoints})["s"]
+			set := NewRegistry(RoundRobin, Health{}).Sets(map[string][]Endpoint{"s": tt.endpoints}).Get("s")
 			got := map[string]int{}
 			for range tt.picks {
 				got[set.Pick(nil).Address()]++
@@ -36,7 +36,7 @@ func TestPickDistribution(t *testing.T) {
 }
 
 func TestWeightedInterleaves(t *testing.T) {
-	set := NewRegistry(RoundRobin, Health{}).Sets(map[string][]Endpoint{"s": {{Address: "a", Weight: 5}, {Address: "b", Weight: 5}, {Address: "c", Weight: 1}}})["s"]
+	set := NewRegistry(RoundRobin, Health{}).Sets(map[string][]Endpoint{"s": {{Address: "a", Weight: 5}, {Address: "b", Weight: 5}, {Address: "c", Weight: 1}}}).Get("s")
 	run, longest, prev := 0, 0, ""
 	for range 11 {
 		a := set.Pick(nil).Address()
@@ -55,7 +55,7 @@ func TestWeightedInterleaves(t *testing.T) {
 func TestPickSkipsAndEjects(t *testing.T) {
 	health := Health{FailureThreshold: 2, BaseEjection: time.Hour, MaxEjection: 2 * time.Hour}
 	for _, policy := range []Policy{RoundRobin, LeastRequest} {
-		set := NewRegistry(policy, health).Sets(map[string][]Endpoint{"s": {{Address: "a"}, {Address: "b"}}})["s"]
+		set := NewRegistry(policy, health).Sets(map[string][]Endpoint{"s": {{Address: "a"}, {Address: "b"}}}).Get("s")
 		a := set.hosts[0]
 		for range 10 {
 			if h := set.Pick([]*Host{a}); h.Address() != "b" {
@@ -100,7 +100,7 @@ func TestEjectionBacksOff(t *testing.T) {
 
 func TestEndpoints(t *testing.T) {
 	health := Health{FailureThreshold: 2, BaseEjection: time.Hour, MaxEjection: time.Hour}
-	set := NewRegistry(RoundRobin, health).Sets(map[string][]Endpoint{"s": {{Address: "a", Weight: 3}, {Address: "b"}, {Address: "c"}}})["s"]
+	set := NewRegistry(RoundRobin, health).Sets(map[string][]Endpoint{"s": {{Address: "a", Weight: 3}, {Address: "b"}, {Address: "c"}}}).Get("s")
 	a, b := set.hosts[0], set.hosts[1]
 	a.Failed()
 	a.Failed()
@@ -122,7 +122,7 @@ func TestEndpoints(t *testing.T) {
 }
 
 func TestLeastRequestPrefersIdle(t *testing.T) {
-	set := NewRegistry(LeastRequest, Health{}).Sets(map[string][]Endpoint{"s": {{Address: "busy"}, {Address: "idle"}}})["s"]
+	set := NewRegistry(LeastRequest, Health{}).Sets(map[string][]Endpoint{"s": {{Address: "busy"}, {Address: "idle"}}}).Get("s")
 	set.hosts[0].Begin()
 	for range 20 {
 		if h := set.Pick(nil); h.Address() != "idle" {
@@ -134,16 +134,16 @@ func TestLeastRequestPrefersIdle(t *testing.T) {
 func TestRegistryKeepsHostState(t *testing.T) {
 	r := NewRegistry(RoundRobin, Health{FailureThreshold: 1, BaseEjection: time.Hour, MaxEjection: time.Hour})
 	first := r.Sets(map[string][]Endpoint{"s": {{Address: "a"}, {Address: "b"}}})
-	first["s"].hosts[0].Failed()
+	first.Get("s").hosts[0].Failed()
 	second := r.Sets(map[string][]Endpoint{"s": {{Address: "a"}}, "t": {{Address: "a"}}})
-	if second["s"].hosts[0] != first["s"].hosts[0] || second["t"].hosts[0] != first["s"].hosts[0] {
+	if second.Get("s").hosts[0] != first.Get("s").hosts[0] || second.Get("t").hosts[0] != first.Get("s").hosts[0] {
 		t.Fatal("address a got a new Host")
 	}
-	if !second["s"].hosts[0].Ejected() {
+	if !second.Get("s").hosts[0].Ejected() {
 		t.Fatal("ejection lost across a swap")
 	}
 	third := r.Sets(map[string][]Endpoint{"s": {{Address: "b"}}})
-	if third["s"].hosts[0] == first["s"].hosts[1] {
+	if third.Get("s").hosts[0] == first.Get("s").hosts[1] {
 		t.Fatal("address b was not listed in between and should have been forgotten")
 	}
 }
@@ -155,23 +155,23 @@ func TestRegistryKeepsHostState(t *testing.T) {
 func TestUnchangedSetKept(t *testing.T) {
 	r := NewRegistry(RoundRobin, Health{FailureThreshold: 1, BaseEjection: time.Hour, MaxEjection: time.Hour})
 	first := r.Sets(map[string][]Endpoint{"s": {{Address: "a"}, {Address: "b"}}, "t": {{Address: "c"}}, "u": {{Address: "d"}}})
-	first["s"].Pick(nil)
-	first["t"].hosts[0].Failed()
+	first.Get("s").Pick(nil)
+	first.Get("t").hosts[0].Failed()
 	second := r.Sets(map[string][]Endpoint{"s": {{Address: "a"}, {Address: "b"}}, "t": {{Address: "e"}}, "u": {{Address: "d", Weight: 3}}})
-	if second["s"] != first["s"] {
+	if second.Get("s") != first.Get("s") {
 		t.Error("set s was rebuilt though its endpoints are the same")
 	}
-	if h := second["s"].Pick(nil); h.Address() != "b" {
+	if h := second.Get("s").Pick(nil); h.Address() != "b" {
 		t.Errorf("set s picked %s after a; the round-robin order started over", h.Address())
 	}
-	if second["t"] == first["t"] || second["u"] == first["u"] {
+	if second.Get("t") == first.Get("t") || second.Get("u") == first.Get("u") {
 		t.Error("a set whose endpoint or weight changed was kept")
 	}
-	if second["u"].hosts[0] != first["u"].hosts[0] {
+	if second.Get("u").hosts[0] != first.Get("u").hosts[0] {
 		t.Error("address d got a new Host when only its weight changed")
 	}
 	third := r.Sets(map[string][]Endpoint{"t": {{Address: "c"}}})
-	if third["t"].hosts[0].Ejected() {
+	if third.Get("t").hosts[0].Ejected() {
 		t.Error("address c was not listed in between and should have been forgotten, with its ejection")
 	}
 	if len(r.hosts) != 1 {
@@ -181,39 +181,39 @@ func TestUnchangedSetKept(t *testing.T) {
 
 // TestChangeKeepsTheRest: Change rebuilds the sets it is given that
 // changed, drops the names removed, keeps every other set as it was, and
-// leaves the map it returned before as it was, since requests read it.
+// leaves the Sets it returned before as they were, since requests read it.
 func TestChangeKeepsTheRest(t *testing.T) {
 	r := NewRegistry(RoundRobin, Health{FailureThreshold: 1, BaseEjection: time.Hour, MaxEjection: time.Hour})
 	first := r.Sets(map[string][]Endpoint{"s": {{Address: "a"}}, "t": {{Address: "b"}}, "u": {{Address: "c"}}, "v": {{Address: "d"}}})
-	first["u"].hosts[0].Failed()
+	first.Get("u").hosts[0].Failed()
 	second := r.Change(map[string][]Endpoint{"t": {{Address: "b"}, {Address: "e"}}, "v": {{Address: "d"}}, "w": {{Address: "a"}}}, []string{"u"})
-	if len(first) != 4 || first["u"] == nil || len(first["t"].hosts) != 1 {
-		t.Fatal("Change altered the map given out before")
+	if first.Len() != 4 || first.Get("u") == nil || len(first.Get("t").hosts) != 1 {
+		t.Fatal("Change altered the Sets given out before")
 	}
-	if second["s"] != first["s"] || second["v"] != first["v"] {
+	if second.Get("s") != first.Get("s") || second.Get("v") != first.Get("v") {
 		t.Error("a set not changed was rebuilt")
 	}
-	if len(second["t"].hosts) != 2 || second["t"].hosts[0] != first["t"].hosts[0] {
+	if len(second.Get("t").hosts) != 2 || second.Get("t").hosts[0] != first.Get("t").hosts[0] {
 		t.Error("set t: want its two endpoints, with address b keeping its Host")
 	}
-	if second["w"] == nil || second["w"].hosts[0] != first["s"].hosts[0] {
+	if second.Get("w") == nil || second.Get("w").hosts[0] != first.Get("s").hosts[0] {
 		t.Error("new set w: want address a with the Host set s has")
 	}
-	if _, ok := second["u"]; ok {
+	if second.Get("u") != nil {
 		t.Error("removed set u is still there")
 	}
 	third := r.Change(map[string][]Endpoint{"u": {{Address: "c"}}}, nil)
-	if third["u"].hosts[0].Ejected() {
+	if third.Get("u").hosts[0].Ejected() {
 		t.Error("address c was listed by no set in between and should have been forgotten, with its ejection")
 	}
-	if len(third) != 5 {
-		t.Errorf("%d sets; want s, t, u, v and w", len(third))
+	if third.Len() != 5 {
+		t.Errorf("%d sets; want s, t, u, v and w", third.Len())
 	}
 }
 
 func BenchmarkPick(b *testing.B) {
 	for _, policy := range []Policy{RoundRobin, LeastRequest} {
-		set := NewRegistry(policy, Health{}).Sets(map[string][]Endpoint{"s": {{Address: "a", Weight: 2}, {Address: "b"}, {Address: "c"}}})["s"]
+		set := NewRegistry(policy, Health{}).Sets(map[string][]Endpoint{"s": {{Address: "a", Weight: 2}, {Address: "b"}, {Address: "c"}}}).Get("s")
 		b.Run(map[Policy]string{RoundRobin: "round-robin", LeastRequest: "least-request"}[policy], func(b *testing.B) {
 			b.ReportAllocs()
 			b.RunParallel(func(pb *testing.PB) {
