@@ -162,7 +162,7 @@ type listenerMetrics struct {
 	mu     sync.Mutex // guards what follows; never taken per request once resolved
 	routes map[router.RouteID]*routeMetrics
 	// pruned is the Serial of the table last pruned against. suspects are
-	// the routes whose series requests on an older table made since: the
+	// the routes whose series requests on another table made since: the
 	// route may have gone already, so the next prune looks for them.
 	pruned   uint64
 	suspects []router.RouteID
@@ -181,7 +181,11 @@ func (lm *listenerMetrics) route(id router.RouteID, serial uint64) *routeMetrics
 	if rm == nil {
 		rm = lm.m.route(lm.name, id.String())
 		lm.routes[id] = rm
-		if serial < lm.pruned {
+		// Any table but the one pruned against: a listener may be
+		// published a table compiled before the one it had (one that
+		// another listener with the same routes kept), so a request
+		// still on the newer one has a higher serial than pruned.
+		if serial != lm.pruned {
 			lm.suspects = append(lm.suspects, id)
 		}
 	}

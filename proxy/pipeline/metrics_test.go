@@ -117,3 +117,48 @@ func TestPruneMetrics(t *testing.T) {
 	lm.prune(nil)
 	withSeries()
 }
+
+// TestPruneMetricsAfterOlderTable: a listener can be published a table
+// compiled before the one it had (compileSnapshot gives a listener the
+// table of another listener with the same routes, which that one may have
+// kept from an earlier generation). A request still on the newer table
+// that makes the series of a route the older one lacks must have it
+// looked for at the next change, even when that change is told what went
+// since the older table.
+func TestPruneMetricsAfterOlderTable(t *testing.T) {
+	m, err := newMetrics(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lm := m.listener("test")
+	route := func(name string) router.Route {
+		return router.Route{ID: router.RouteID{Kind: router.KindHTTPRoute, Namespace: "ns", Name: name},
+			Hostnames: []string{name + ".example.com"}, Rules: []router.Rule{{Backends: []router.BackendRef{{Name: "web", Weight: 1}}}}}
+	}
+	a, x, b := route("a"), route("x"), route("b")
+	onlyA := []router.Route{a}
+	older, errs := router.Compile(onlyA)
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	newer, errs := router.RecompileChanged(older, onlyA, []router.Route{a, x}, []router.RouteID{x.ID})
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	lm.prune(newer)
+	lm.route(a.ID, newer.Serial())
+	lm.prune(older) // x went: the older table is published again
+	// A request that read the newer table before the publish picks x.
+	lm.route(x.ID, newer.Serial())
+	next, errs := router.RecompileChanged(older, onlyA, []router.Route{a, b}, []router.RouteID{b.ID})
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	if _, told := next.GoneSince(older.Serial()); !told {
+		t.Fatal("the next table cannot tell what went: this test needs it to")
+	}
+	lm.prune(next)
+	if _, ok := lm.routes[x.ID]; ok {
+		t.Error("the series of a route no table serves stays after the next change")
+	}
+}
