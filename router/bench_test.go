@@ -3,6 +3,7 @@ package router
 import (
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -157,6 +158,28 @@ func BenchmarkRecompile(b *testing.B) {
 					Backends: changed.Rules[0].Backends,
 				}}
 				table, _ = Recompile(table, next)
+			}
+		})
+	}
+	// RecompileChanged told one route changed, or one removed, as
+	// translation tells the controller.
+	for _, removal := range []bool{false, true} {
+		name := map[bool]string{false: "change", true: "removal"}[removal]
+		b.Run("routes=10000/told-"+name, func(b *testing.B) {
+			routes := benchRoutes(10_000)
+			table, _ := Compile(routes)
+			b.ReportAllocs()
+			for i := 0; b.Loop(); i++ {
+				k := (i * 7919) % len(routes)
+				next := slices.Clone(routes)
+				if removal {
+					next = slices.Delete(next, k, k+1)
+				} else {
+					next[k].Rules = []Rule{{Matches: []Match{{Path: PathMatch{Type: PathPrefix, Value: "/changed"}}}, Backends: next[k].Rules[0].Backends}}
+				}
+				if _, errs := RecompileChanged(table, routes, next, []RouteID{routes[k].ID}); len(errs) > 0 {
+					b.Fatal(errs)
+				}
 			}
 		})
 	}

@@ -300,7 +300,16 @@ func (u *reuse) gone(t *Table, fresh []RouteID) []RouteID {
 		delete(left, id)
 	}
 	if len(left) > 0 {
+		// Names first: comparing one with a few is cheaper than hashing
+		// an ID, for each of 10,000 routes.
+		var names smallSet[string]
+		for id := range left {
+			names.add(id.Name)
+		}
 		for _, r := range t.routes {
+			if !names.has(r.ID.Name) {
+				continue
+			}
 			delete(left, r.ID)
 			if len(left) == 0 {
 				break
