@@ -250,47 +250,49 @@ func sameRoutes(a, b []router.Route) bool {
 
 // endpointChanges returns the sets of snap that prev did not have or had
 // otherwise, and the names of prev that snap has not.
-func endpointChanges(prev map[string][]watch.Endpoint, snap *watch.Snapshot) (changed map[string][]watch.Endpoint, removed []string) {
+func endpointChanges(prev *watch.EndpointSets, snap *watch.Snapshot) (changed map[string][]watch.Endpoint, removed []string) {
 	next := snap.Endpoints
-	// Translation hands the last map on when no set changed: nothing to
+	// Translation hands the last sets on when none changed: nothing to
 	// compare, where comparing 10,000 sets took half a millisecond.
-	if prev != nil && sameMap(prev, next) {
+	if prev != nil && prev == next {
 		return nil, nil
 	}
+	names := next.All()
 	// An EndpointSlice change says which sets it changed.
-	if c := snap.EndpointChanges; c != nil && prev != nil && sameMap(c.Base, prev) {
-		for _, name := range c.Names {
-			eps, has := next[name]
-			old, had := prev[name]
-			switch {
-			case has && !(had && sameSlice(old, eps)):
-				if changed == nil {
-					changed = map[string][]watch.Endpoint{}
+	told := snap.EndpointChanges != nil && prev != nil && snap.EndpointChanges.Base == prev
+	if told {
+		names = func(yield func(string, []watch.Endpoint) bool) {
+			for _, name := range snap.EndpointChanges.Names {
+				eps, _ := next.Get(name)
+				if !yield(name, eps) {
+					return
 				}
-				changed[name] = eps
-			case !has && had:
-				removed = append(removed, name)
 			}
 		}
-		return changed, removed
 	}
 	stayed := 0 // names of prev that next has
-	for name, eps := range next {
-		old, had := prev[name]
+	for name, eps := range names {
+		old, had := prev.Get(name)
+		if _, has := next.Get(name); !has {
+			if had {
+				removed = append(removed, name)
+			}
+			continue
+		}
 		if had {
 			stayed++
-		}
-		if had && sameSlice(old, eps) {
-			continue
+			if sameSlice(old, eps) {
+				continue
+			}
 		}
 		if changed == nil {
 			changed = map[string][]watch.Endpoint{}
 		}
 		changed[name] = eps
 	}
-	if stayed < len(prev) {
-		for name := range prev {
-			if _, ok := next[name]; !ok {
+	if !told && stayed < prev.Len() {
+		for name := range prev.All() {
+			if _, ok := next.Get(name); !ok {
 				removed = append(removed, name)
 			}
 		}
@@ -372,9 +374,4 @@ func proxyEndpoints(sets map[string][]watch.Endpoint) map[string][]proxy.Endpoin
 		out[name] = ready
 	}
 	return out
-}
-
-// sameMap reports whether a and b are one map.
-func sameMap[K comparable, V any](a, b map[K]V) bool {
-	return reflect.ValueOf(a).UnsafePointer() == reflect.ValueOf(b).UnsafePointer()
 }

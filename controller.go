@@ -91,7 +91,7 @@ func (c *controller) publish(snap *watch.Snapshot, found findings) {
 	defer c.retire(time.Now())
 	// Only the endpoint sets that changed go to the proxy: with 10,000 of
 	// them, converting and comparing them all was a good part of a change.
-	var lastEndpoints map[string][]watch.Endpoint
+	var lastEndpoints *watch.EndpointSets
 	if c.last != nil {
 		lastEndpoints = c.last.Endpoints
 	}
@@ -111,7 +111,7 @@ func (c *controller) publish(snap *watch.Snapshot, found findings) {
 			}
 		}
 		c.last = snap
-		c.log.Debug("endpoints updated", "endpoint_sets", len(snap.Endpoints), "changed", endpointsChanged)
+		c.log.Debug("endpoints updated", "endpoint_sets", snap.Endpoints.Len(), "changed", endpointsChanged)
 		return
 	}
 	c.number++
@@ -140,7 +140,7 @@ func (c *controller) publish(snap *watch.Snapshot, found findings) {
 	c.metrics.lastChange.SetToCurrentTime()
 	c.metrics.compileTime.Observe(compiled.Sub(start).Seconds())
 	c.log.Info("configuration applied", "generation", gen.Number, "listeners", len(gen.Listeners),
-		"endpoint_sets", len(snap.Endpoints), "left_out", len(gen.LeftOut),
+		"endpoint_sets", snap.Endpoints.Len(), "left_out", len(gen.LeftOut),
 		"compile_seconds", compiled.Sub(start).Seconds(), "apply_seconds", applied.Sub(compiled).Seconds())
 }
 
@@ -161,7 +161,7 @@ func (c *controller) retire(now time.Time) {
 	var due []string
 	var next time.Time
 	for name, at := range c.retiring {
-		_, listed := c.last.Endpoints[name]
+		_, listed := c.last.Endpoints.Get(name)
 		switch {
 		case listed:
 			delete(c.retiring, name)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/hostgate/hostgate/internal/shardmap"
 	"github.com/hostgate/hostgate/proxy"
 	"github.com/hostgate/hostgate/router"
 	"github.com/hostgate/hostgate/watch"
@@ -60,12 +61,10 @@ func BenchmarkPublish(b *testing.B) {
 						l.Changes = &watch.RouteChanges{Base: snap.Listeners[0].Routes, IDs: []router.RouteID{l.Routes[i%n].ID}}
 						snap = &next
 					} else {
-						next.Endpoints = make(map[string][]watch.Endpoint, len(snap.Endpoints))
-						for k, v := range snap.Endpoints {
-							next.Endpoints[k] = v
-						}
+						sets := shardmap.Change(snap.Endpoints)
 						name := fmt.Sprintf("default/svc-%d:80", i%n)
-						next.Endpoints[name] = []watch.Endpoint{{Address: fmt.Sprintf("10.1.0.%d:8080", i%250), Ready: true, Weight: 1}}
+						sets.Put(name, []watch.Endpoint{{Address: fmt.Sprintf("10.1.0.%d:8080", i%250), Ready: true, Weight: 1}})
+						next.Endpoints = sets.Done()
 						next.EndpointChanges = &watch.EndpointChanges{Base: snap.Endpoints, Names: []string{name}}
 						snap = &next
 					}
@@ -77,7 +76,8 @@ func BenchmarkPublish(b *testing.B) {
 }
 
 func benchSnapshot(n int) *watch.Snapshot {
-	snap := &watch.Snapshot{Endpoints: map[string][]watch.Endpoint{}}
+	snap := &watch.Snapshot{}
+	endpoints := map[string][]watch.Endpoint{}
 	l := watch.Listener{Name: "127.0.0.1:0", Address: "127.0.0.1", Port: 0, Protocol: watch.ProtocolHTTP, ListenerHostnames: []string{""}}
 	for i := range n {
 		backend := fmt.Sprintf("default/svc-%d:80", i)
@@ -86,8 +86,9 @@ func benchSnapshot(n int) *watch.Snapshot {
 			Hostnames: []string{fmt.Sprintf("r%d.example.com", i)},
 			Rules:     []router.Rule{benchRule("/api", backend), benchRule("/", backend)},
 		})
-		snap.Endpoints[backend] = []watch.Endpoint{{Address: fmt.Sprintf("10.0.%d.%d:8080", i/250, i%250), Ready: true, Weight: 1}}
+		endpoints[backend] = []watch.Endpoint{{Address: fmt.Sprintf("10.0.%d.%d:8080", i/250, i%250), Ready: true, Weight: 1}}
 	}
+	snap.Endpoints = watch.NewEndpointSets(endpoints)
 	snap.Listeners = []watch.Listener{l}
 	return snap
 }

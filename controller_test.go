@@ -49,8 +49,10 @@ func TestEndpointChurnDoesNotRecompile(t *testing.T) {
 			Rules: []router.Rule{{Matches: []router.Match{{Path: router.PathMatch{Value: path}}}, Backends: []router.BackendRef{{Name: "default/web:80", Weight: 1}}}},
 		}}}}
 	}
-	endpoints := func(addr string) map[string][]watch.Endpoint {
-		return map[string][]watch.Endpoint{"default/web:80": {{Address: addr, Ready: true}}}
+	sets := map[string][]watch.Endpoint{}
+	endpoints := func(addr string) *watch.EndpointSets {
+		sets["default/web:80"] = []watch.Endpoint{{Address: addr, Ready: true}}
+		return watch.NewEndpointSets(sets)
 	}
 
 	ctrl.publish(&watch.Snapshot{Listeners: listener("/"), Endpoints: endpoints("10.0.0.1:8080")}, nil)
@@ -70,9 +72,9 @@ func TestEndpointChurnDoesNotRecompile(t *testing.T) {
 	}
 	// Only the sets that changed go to the proxy: a new one comes, a gone
 	// one goes, the others stay.
-	withAPI := endpoints("10.0.0.2:8080")
-	withAPI["default/api:80"] = []watch.Endpoint{{Address: "10.0.0.3:8080", Ready: true}}
-	ctrl.publish(&watch.Snapshot{Listeners: listener("/"), Endpoints: withAPI}, nil)
+	sets["default/api:80"] = []watch.Endpoint{{Address: "10.0.0.3:8080", Ready: true}}
+	ctrl.publish(&watch.Snapshot{Listeners: listener("/"), Endpoints: endpoints("10.0.0.2:8080")}, nil)
+	delete(sets, "default/api:80")
 	if got := srv.Endpoints(); len(got) != 2 || len(got["default/api:80"]) != 1 || got["default/web:80"][0].Address != "10.0.0.2:8080" {
 		t.Errorf("endpoints after a set was added = %+v", got)
 	}
@@ -135,7 +137,7 @@ func TestUnchangedListenersKeepTheirCompilation(t *testing.T) {
 				{Name: "http", Address: "127.0.0.1", Port: httpPort, Protocol: watch.ProtocolHTTP, Routes: route(path)},
 				{Name: "https", Address: "127.0.0.1", Port: httpsPort, Protocol: watch.ProtocolHTTPS, Routes: route("/"), Certs: certs},
 			},
-			Endpoints: map[string][]watch.Endpoint{"default/web:80": {{Address: backend.Listener.Addr().String(), Ready: true, Weight: 1}}},
+			Endpoints: watch.NewEndpointSets(map[string][]watch.Endpoint{"default/web:80": {{Address: backend.Listener.Addr().String(), Ready: true, Weight: 1}}}),
 		}
 	}
 	served := func() string {
@@ -332,7 +334,7 @@ func TestBackendSwitchFailsNoRequest(t *testing.T) {
 			ID:    router.RouteID{Kind: router.KindHTTPRoute, Namespace: "default", Name: "web"},
 			Rules: []router.Rule{{Matches: []router.Match{{Path: router.PathMatch{Value: "/"}}}, Backends: []router.BackendRef{{Name: backend, Weight: 1}}}},
 		}}
-		snap := &watch.Snapshot{Endpoints: map[string][]watch.Endpoint{backend: {{Address: addr, Ready: true}}}}
+		snap := &watch.Snapshot{Endpoints: watch.NewEndpointSets(map[string][]watch.Endpoint{backend: {{Address: addr, Ready: true}}})}
 		for _, port := range ports {
 			snap.Listeners = append(snap.Listeners, watch.Listener{Name: fmt.Sprintf("127.0.0.1:%d", port), Address: "127.0.0.1", Port: port, Protocol: watch.ProtocolHTTP, Routes: routes})
 		}
@@ -378,19 +380,20 @@ func TestBackendSwitchFailsNoRequest(t *testing.T) {
 }
 
 // TestEndpointChangesTold: the endpoint sets a Snapshot says it changed
-// give what comparing every set gives, and changes told against another
-// map than the last one are not trusted.
+// give what comparing every set gives, and changes told against other
+// sets than the last ones are not trusted.
 func TestEndpointChangesTold(t *testing.T) {
 	set := func(addr string) []watch.Endpoint { return []watch.Endpoint{{Address: addr}} }
-	prev := map[string][]watch.Endpoint{}
+	sets := map[string][]watch.Endpoint{}
 	for i := range 50 {
-		prev[fmt.Sprintf("ns/svc-%d:80", i)] = set(fmt.Sprintf("10.0.0.%d:80", i))
+		sets[fmt.Sprintf("ns/svc-%d:80", i)] = set(fmt.Sprintf("10.0.0.%d:80", i))
 	}
-	next := maps.Clone(prev)
-	next["ns/svc-1:80"] = set("10.0.1.1:80")                // changed
-	next["ns/svc-2:80"] = slices.Clone(next["ns/svc-2:80"]) // a new slice, the same endpoints
-	delete(next, "ns/svc-3:80")
-	next["ns/svc-new:80"] = set("10.0.1.2:80")
+	prev := watch.NewEndpointSets(sets)
+	sets["ns/svc-1:80"] = set("10.0.1.1:80")                // changed
+	sets["ns/svc-2:80"] = slices.Clone(sets["ns/svc-2:80"]) // a new slice, the same endpoints
+	delete(sets, "ns/svc-3:80")
+	sets["ns/svc-new:80"] = set("10.0.1.2:80")
+	next := watch.NewEndpointSets(sets)
 	told := []string{"ns/svc-1:80", "ns/svc-2:80", "ns/svc-3:80", "ns/svc-new:80", "ns/svc-gone-before:80"}
 	compared := func(changed map[string][]watch.Endpoint, removed []string) string {
 		slices.Sort(removed)
@@ -404,7 +407,7 @@ func TestEndpointChangesTold(t *testing.T) {
 	if got := compared(endpointChanges(prev, snap)); got != want {
 		t.Errorf("told what changed: %s, want %s", got, want)
 	}
-	other := maps.Clone(prev)
+	other := watch.NewEndpointSets(maps.Collect(prev.All()))
 	snap.EndpointChanges.Base, snap.EndpointChanges.Names = other, []string{"ns/svc-1:80"}
 	if got := compared(endpointChanges(prev, snap)); got != want {
 		t.Errorf("told changes against another map: %s, want %s", got, want)

@@ -100,7 +100,7 @@ func (s *source) restore(publish func(*watch.Snapshot, findings), log *slog.Logg
 		log.Warn("ignoring the state file: serving once the API server syncs", "path", s.state.Path(), "reason", err.Error())
 	default:
 		log.Info("serving the state file until the API server syncs", "path", s.state.Path(), "written", written,
-			"listeners", len(snap.Listeners), "routes", snap.RouteCount(), "endpoint_sets", len(snap.Endpoints))
+			"listeners", len(snap.Listeners), "routes", snap.RouteCount(), "endpoint_sets", snap.Endpoints.Len())
 		publish(snap, nil)
 		s.restored = true
 		s.state.Serving(true)

@@ -233,7 +233,7 @@ func TestClusterServesChanges(t *testing.T) {
 	must[*corev1.Secret](t)(c.kube.CoreV1().Secrets(ns).Create(ctx, tlsSecret("web-tls", certA, keyA), metav1.CreateOptions{}))
 	c.createIngress(t, ns, "web", "web.example.com", "web-tls")
 	rec.waitFor(t, "the Ingress route and its endpoint", 30*time.Second, func(s *Snapshot, _ *Reports) bool {
-		eps := s.Endpoints[ns+"/web:80"]
+		eps := setNamed(s, ns+"/web:80")
 		return hasHost(s, ":80", "web.example.com") && len(eps) == 1 && eps[0].Address == "10.244.1.5:8080"
 	})
 
@@ -257,21 +257,21 @@ func TestClusterServesChanges(t *testing.T) {
 		slice.Endpoints = append(slice.Endpoints, discoveryv1.Endpoint{Addresses: []string{"10.244.1.6"}})
 		must[*discoveryv1.EndpointSlice](t)(c.kube.DiscoveryV1().EndpointSlices(ns).Update(ctx, slice, metav1.UpdateOptions{}))
 		rec.waitFor(t, "two endpoints", 30*time.Second, func(s *Snapshot, r *Reports) bool {
-			return len(s.Endpoints[ns+"/web:80"]) == 2 && sameReports(r)
+			return len(setNamed(s, ns+"/web:80")) == 2 && sameReports(r)
 		})
 		second := slice.DeepCopy()
 		second.Name, second.ResourceVersion = "web-2", ""
 		second.Endpoints = []discoveryv1.Endpoint{{Addresses: []string{"10.244.1.7"}, Conditions: discoveryv1.EndpointConditions{Ready: new(false), Serving: new(true)}}}
 		must[*discoveryv1.EndpointSlice](t)(c.kube.DiscoveryV1().EndpointSlices(ns).Create(ctx, second, metav1.CreateOptions{}))
 		rec.waitFor(t, "a terminating endpoint of a second slice", 30*time.Second, func(s *Snapshot, r *Reports) bool {
-			eps := s.Endpoints[ns+"/web:80"]
+			eps := setNamed(s, ns+"/web:80")
 			return len(eps) == 3 && eps[2] == Endpoint{Address: "10.244.1.7:8080", Ready: false, Weight: 1} && sameReports(r)
 		})
 		if err := c.kube.DiscoveryV1().EndpointSlices(ns).Delete(ctx, second.Name, metav1.DeleteOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		rec.waitFor(t, "the second slice gone", 30*time.Second, func(s *Snapshot, r *Reports) bool {
-			return len(s.Endpoints[ns+"/web:80"]) == 2 && sameReports(r)
+			return len(setNamed(s, ns+"/web:80")) == 2 && sameReports(r)
 		})
 	})
 

@@ -111,7 +111,7 @@ func TestQuickstartExample(t *testing.T) {
 	if l.Name != "127.0.0.1:8080" || l.Protocol != ProtocolHTTP || len(l.Routes) != 1 {
 		t.Errorf("listener = %s %s with %d routes; want 127.0.0.1:8080 HTTP with the quickstart route", l.Name, l.Protocol, len(l.Routes))
 	}
-	if eps := snap.Endpoints["default/admin:80"]; len(eps) != 1 || eps[0].Address != "127.0.0.1:10254" {
+	if eps := setNamed(snap, "default/admin:80"); len(eps) != 1 || eps[0].Address != "127.0.0.1:10254" {
 		t.Errorf("endpoints of default/admin:80 = %+v; want 127.0.0.1:10254", eps)
 	}
 }

@@ -145,16 +145,9 @@ func describeSnapshot(s *Snapshot) string {
 		}
 		writeTable(&b, errs, table.WriteText)
 	}
-	keys := slices.Sorted(func(yield func(string) bool) {
-		for k := range s.Endpoints {
-			if !yield(k) {
-				return
-			}
-		}
-	})
-	for _, k := range keys {
+	for _, k := range slices.Sorted(maps.Keys(maps.Collect(s.Endpoints.All()))) {
 		fmt.Fprintf(&b, "endpoints %s\n", k)
-		for _, e := range s.Endpoints[k] {
+		for _, e := range setNamed(s, k) {
 			fmt.Fprintf(&b, "  %s ready=%t weight=%d\n", e.Address, e.Ready, e.Weight)
 		}
 	}

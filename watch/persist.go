@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -242,7 +243,7 @@ func writeStateFile(path string, snap *Snapshot, now time.Time) (err error) {
 }
 
 func encodeState(snap *Snapshot, now time.Time) ([]byte, error) {
-	out := stateFile{Version: stateFileVersion, Written: now.UTC(), Endpoints: snap.Endpoints}
+	out := stateFile{Version: stateFileVersion, Written: now.UTC(), Endpoints: maps.Collect(snap.Endpoints.All())}
 	for _, l := range snap.Listeners {
 		sl := stateListener{Listener: l}
 		for _, c := range l.Certs {
@@ -312,7 +313,7 @@ func decodeState(data []byte) (*Snapshot, time.Time, error) {
 	if in.Written.IsZero() {
 		return nil, time.Time{}, errors.New("written: missing")
 	}
-	snap := &Snapshot{Endpoints: in.Endpoints}
+	snap := &Snapshot{Endpoints: NewEndpointSets(in.Endpoints)}
 	names := map[string]bool{}
 	for i, sl := range in.Listeners {
 		l := sl.Listener
@@ -327,7 +328,7 @@ func decodeState(data []byte) (*Snapshot, time.Time, error) {
 		}
 		snap.Listeners = append(snap.Listeners, l)
 	}
-	for name, eps := range snap.Endpoints {
+	for name, eps := range in.Endpoints {
 		if err := validateEndpoints(eps); err != nil {
 			return nil, time.Time{}, fmt.Errorf("endpoints %q: %w", name, err)
 		}

@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/hostgate/hostgate/internal/shardmap"
 	"github.com/hostgate/hostgate/router"
 )
 
@@ -71,10 +72,10 @@ func stateSnapshot(certPEM, keyPEM []byte) *Snapshot {
 			}},
 			Certs: []Cert{{Name: "apps/golden", Hostnames: []string{"golden.example.com"}, CertPEM: certPEM, KeyPEM: keyPEM}},
 		}},
-		Endpoints: map[string][]Endpoint{
+		Endpoints: NewEndpointSets(map[string][]Endpoint{
 			"default/web:80": {{Address: "10.0.0.1:8080", Ready: true, Weight: 1}, {Address: "[2001:db8::1]:8080", Weight: 2}},
 			"apps/shadow:80": {},
-		},
+		}),
 	}
 }
 
@@ -129,7 +130,9 @@ func TestStateFileRoundTrip(t *testing.T) {
 	}
 	for i, at := range []time.Time{time.Date(2026, 11, 22, 1, 2, 3, 4, time.UTC), time.Date(2026, 11, 22, 1, 2, 4, 0, time.UTC)} {
 		if i == 1 {
-			want.Endpoints["default/web:80"] = want.Endpoints["default/web:80"][:1]
+			sets := shardmap.Change(want.Endpoints)
+			sets.Put("default/web:80", setNamed(want, "default/web:80")[:1])
+			want.Endpoints = sets.Done()
 		}
 		if err := writeStateFile(path, want, at); err != nil {
 			t.Fatal(err)
@@ -312,7 +315,7 @@ func TestStateFileCoalesces(t *testing.T) {
 	go func() { done <- f.Start(ctx) }()
 
 	snapshot := func(i int) *Snapshot {
-		return &Snapshot{Endpoints: map[string][]Endpoint{"default/web:80": {{Address: "10.0.0.1:" + string(rune('0'+i%10)) + "000", Weight: int32(i)}}}}
+		return &Snapshot{Endpoints: NewEndpointSets(map[string][]Endpoint{"default/web:80": {{Address: "10.0.0.1:" + string(rune('0'+i%10)) + "000", Weight: int32(i)}}})}
 	}
 	f.Save(snapshot(0))
 	deadline := time.Now().Add(10 * time.Second)
@@ -367,7 +370,7 @@ func TestStateFileCoalesces(t *testing.T) {
 func TestStateFileWriteError(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "snapshot.json")
-	good := &Snapshot{Endpoints: map[string][]Endpoint{"a/b:1": {{Address: "10.0.0.1:1"}}}}
+	good := &Snapshot{Endpoints: NewEndpointSets(map[string][]Endpoint{"a/b:1": {{Address: "10.0.0.1:1"}}})}
 	if err := writeStateFile(path, good, time.Now()); err != nil {
 		t.Fatal(err)
 	}
@@ -836,7 +839,8 @@ func TestStateFileGolden(t *testing.T) {
 // largeState is a configuration of a big cluster: 1,000 routes with an
 // endpoint set each and 100 certificates (the same pair under 100 names).
 func largeState() *Snapshot {
-	snap := &Snapshot{Endpoints: map[string][]Endpoint{}}
+	snap := &Snapshot{}
+	endpoints := map[string][]Endpoint{}
 	l := Listener{Name: ":443", Port: 443, Protocol: ProtocolHTTPS}
 	for i := range 1000 {
 		backend := fmt.Sprintf("ns%d/web:80", i)
@@ -848,8 +852,9 @@ func largeState() *Snapshot {
 				Backends: []router.BackendRef{{Name: backend, Weight: 1}},
 			}},
 		})
-		snap.Endpoints[backend] = []Endpoint{{Address: fmt.Sprintf("10.0.%d.%d:8080", i/250, i%250), Ready: true, Weight: 1}}
+		endpoints[backend] = []Endpoint{{Address: fmt.Sprintf("10.0.%d.%d:8080", i/250, i%250), Ready: true, Weight: 1}}
 	}
+	snap.Endpoints = NewEndpointSets(endpoints)
 	for i := range 100 {
 		host := fmt.Sprintf("web%d.example.com", i)
 		l.Certs = append(l.Certs, Cert{Name: "ns/" + host, Hostnames: []string{host}, CertPEM: []byte(goldenCert), KeyPEM: []byte(goldenKey)})
@@ -899,7 +904,7 @@ func TestStateFileLayer4(t *testing.T) {
 				Routes: []router.Route{l4(router.KindTLSRoute, "vault.example.com", "vault.example.com")},
 				Certs:  []Cert{{Name: "apps/cert", CertPEM: certPEM, KeyPEM: PrivateKey(keyPEM)}}},
 		},
-		Endpoints: map[string][]Endpoint{"apps/db:5432": {{Address: "10.1.0.1:5432", Ready: true, Weight: 1}}},
+		Endpoints: NewEndpointSets(map[string][]Endpoint{"apps/db:5432": {{Address: "10.1.0.1:5432", Ready: true, Weight: 1}}}),
 	}
 	if err := writeStateFile(path, want, time.Date(2026, 11, 25, 1, 2, 3, 0, time.UTC)); err != nil {
 		t.Fatal(err)

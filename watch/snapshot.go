@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 
+	"github.com/hostgate/hostgate/internal/shardmap"
 	"github.com/hostgate/hostgate/router"
 )
 
@@ -17,7 +18,7 @@ type Snapshot struct {
 	Listeners []Listener
 	// Endpoints are the endpoint sets that routes refer to, keyed as
 	// router.BackendRef.Name ("namespace/service:port").
-	Endpoints map[string][]Endpoint
+	Endpoints *EndpointSets
 	// EndpointChanges, when not nil, say how Endpoints differ from those
 	// of an earlier Snapshot, so that a receiver can pass on what changed
 	// without comparing every set. Translation equals without them.
@@ -28,9 +29,18 @@ type Snapshot struct {
 // Endpoints of an earlier Snapshot: the sets of the names listed came,
 // went or changed, and the others are Base's.
 type EndpointChanges struct {
-	Base  map[string][]Endpoint
+	Base  *EndpointSets
 	Names []string
 }
+
+// EndpointSets are endpoint sets by name; the nil *EndpointSets has none.
+// An EndpointSlice change makes the next from the last, copying the shards
+// of the names it changes (shardmap), where copying a map of 10,000 sets
+// was most of what the change cost translation.
+type EndpointSets = shardmap.Map[[]Endpoint]
+
+// NewEndpointSets returns EndpointSets of the sets of m.
+func NewEndpointSets(m map[string][]Endpoint) *EndpointSets { return shardmap.Of(m) }
 
 // RouteCount is the number of routes of all listeners.
 func (s *Snapshot) RouteCount() int {

@@ -213,7 +213,7 @@ func (s *Source) translate() {
 		"list_seconds", listed.Sub(start).Seconds(),
 		"translate_seconds", done.Sub(listed).Seconds(),
 		"publish_seconds", time.Since(done).Seconds(), "spliced", s.memo.spliced,
-		"listeners", len(snap.Listeners), "routes", snap.RouteCount(), "endpoint_sets", len(snap.Endpoints))
+		"listeners", len(snap.Listeners), "routes", snap.RouteCount(), "endpoint_sets", snap.Endpoints.Len())
 	s.logProblems(reports)
 }
 

@@ -44,7 +44,6 @@ package watch
 // and so never hits.
 
 import (
-	"maps"
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
@@ -53,6 +52,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
+	"github.com/hostgate/hostgate/internal/shardmap"
 	"github.com/hostgate/hostgate/router"
 )
 
@@ -227,13 +227,13 @@ type endpointRegistry struct {
 	changed map[types.NamespacedName]struct{}
 	// registered are the current translation's entries, in order.
 	registered []*endpointEntry
-	// rebuilt is set once an entry of the current translation is new or
-	// has a new set.
-	rebuilt bool
+	// rebuilt are the entries of the current translation that are new or
+	// have a new set.
+	rebuilt []*endpointEntry
 	// published is the last Snapshot's map of endpoints, one set for each
 	// entry registered: the next translation hands it on when it
 	// registers the same ones, unchanged.
-	published map[string][]Endpoint
+	published *EndpointSets
 }
 
 type certEntry struct {
@@ -384,7 +384,7 @@ func (t *translator) register(e *endpointEntry, port *corev1.ServicePort) {
 		// the set up to date already, and an equal set keeps the map.
 		if e.port == nil || !slices.Equal(set, e.set) {
 			e.set = set
-			t.eps.rebuilt = true
+			t.eps.rebuilt = append(t.eps.rebuilt, e)
 		}
 		e.port = port
 	}
@@ -395,16 +395,17 @@ func (t *translator) register(e *endpointEntry, port *corev1.ServicePort) {
 func (r *endpointRegistry) start() {
 	r.translation++
 	r.registered = r.registered[:0]
-	r.rebuilt = false
+	r.rebuilt = r.rebuilt[:0]
 }
 
-// endpointMap is the Snapshot's map of endpoint sets. When every set
-// registered is the previous translation's, under the same names, it is
-// the previous Snapshot's map: with 10,000 sets, a new map for every route
-// change was a sixth of the garbage it made.
-func (t *translator) endpointMap() map[string][]Endpoint {
+// endpointMap is the Snapshot's endpoint sets. When every set registered
+// is the previous translation's, under the same names, they are the
+// previous Snapshot's: with 10,000 sets, a new map for every route change
+// was a sixth of the garbage it made. Otherwise they are made from those,
+// with the sets new or rebuilt and without the names no longer registered.
+func (t *translator) endpointMap() *EndpointSets {
 	if t.next == nil {
-		return t.endpoints
+		return NewEndpointSets(t.endpoints)
 	}
 	r := t.eps
 	clear(r.changed) // every set registered is made again or right
@@ -419,14 +420,27 @@ func (t *translator) endpointMap() map[string][]Endpoint {
 			}
 		}
 	}
-	// Each entry registered was the last translation's, unchanged: as
-	// many of them means the same ones.
-	if r.rebuilt || r.published == nil || len(r.registered) != len(r.published) {
-		r.published = make(map[string][]Endpoint, len(r.registered))
-		for _, e := range r.registered {
-			r.published[e.name] = e.set
+	// Each entry registered and not rebuilt was the last translation's,
+	// with its set published: as many of them means the same ones.
+	if len(r.rebuilt) == 0 && r.published != nil && len(r.registered) == r.published.Len() {
+		return r.published
+	}
+	sets := shardmap.Change(r.published)
+	rebuilt := r.rebuilt
+	if r.published == nil {
+		rebuilt = r.registered
+	}
+	for _, e := range rebuilt {
+		sets.Put(e.name, e.set)
+	}
+	if sets.Len() != len(r.registered) {
+		for name := range r.published.All() {
+			if r.byName[name] == nil {
+				sets.Delete(name)
+			}
 		}
 	}
+	r.published = sets.Done()
 	return r.published
 }
 
@@ -464,16 +478,18 @@ func (m *memo) changeEndpoints(last *Snapshot, keys []types.NamespacedName, slic
 	if len(changes) == 0 {
 		return nil
 	}
-	// A new map: the last one is the published Snapshot's.
+	// The last sets are the published Snapshot's: the next are made from
+	// them.
 	base := r.published
-	r.published = maps.Clone(base)
+	sets := shardmap.Change(base)
 	names := make([]string, len(changes))
 	for i, c := range changes {
 		c.entry.set = c.set
-		r.published[c.entry.name] = c.set
+		sets.Put(c.entry.name, c.set)
 		r.changed[c.entry.key] = struct{}{}
 		names[i] = c.entry.name
 	}
+	r.published = sets.Done()
 	snap := *last
 	snap.Endpoints = r.published
 	snap.EndpointChanges = &EndpointChanges{Base: base, Names: names}

@@ -112,10 +112,10 @@ func TestUnchangedHandedOn(t *testing.T) {
 	(*twice)[1].SectionName = new(gatewayv1.SectionName("http"))
 	m := newMemo()
 	first, _ := m.translate(objs, Options{})
-	if len(first.Endpoints) != 10 {
-		t.Fatalf("first translation: %d endpoint sets, want 10", len(first.Endpoints))
+	if first.Endpoints.Len() != 10 {
+		t.Fatalf("first translation: %d endpoint sets, want 10", first.Endpoints.Len())
 	}
-	firstCopy := maps.Clone(first.Endpoints)
+	firstCopy := maps.Collect(first.Endpoints.All())
 	same := func(a, b any) bool { return reflect.ValueOf(a).UnsafePointer() == reflect.ValueOf(b).UnsafePointer() }
 
 	changed := objs.httpRoutes[3].DeepCopy()
@@ -135,10 +135,10 @@ func TestUnchangedHandedOn(t *testing.T) {
 	objs.endpointSlices[5] = slice
 	name := slice.Namespace + "/" + slice.Name + ":80"
 	sliceChange, _ := m.translate(objs, Options{})
-	if got := len(sliceChange.Endpoints[name]); got != 1 {
+	if got := len(setNamed(sliceChange, name)); got != 1 {
 		t.Errorf("after the EndpointSlice change %s has %d endpoints, want 1", name, got)
 	}
-	if !reflect.DeepEqual(first.Endpoints, firstCopy) {
+	if !reflect.DeepEqual(maps.Collect(first.Endpoints.All()), firstCopy) {
 		t.Error("the EndpointSlice change changed the endpoint map of an earlier Snapshot")
 	}
 	if !same(sliceChange.Listeners[0].Routes, routeChange.Listeners[0].Routes) {
@@ -147,8 +147,8 @@ func TestUnchangedHandedOn(t *testing.T) {
 
 	objs.httpRoutes = objs.httpRoutes[1:]
 	removal, _ := m.translate(objs, Options{})
-	if len(removal.Endpoints) != 9 || len(sliceChange.Endpoints) != 10 {
-		t.Errorf("after a route's removal: %d endpoint sets, the Snapshot before %d; want 9 and 10", len(removal.Endpoints), len(sliceChange.Endpoints))
+	if removal.Endpoints.Len() != 9 || sliceChange.Endpoints.Len() != 10 {
+		t.Errorf("after a route's removal: %d endpoint sets, the Snapshot before %d; want 9 and 10", removal.Endpoints.Len(), sliceChange.Endpoints.Len())
 	}
 	if len(removal.Listeners[0].Routes) != 9 || !reflect.DeepEqual(sliceChange.Listeners[0].Routes, routesBefore) {
 		t.Errorf("after a route's removal: %d routes, and the Snapshot before changed: %v", len(removal.Listeners[0].Routes), !reflect.DeepEqual(sliceChange.Listeners[0].Routes, routesBefore))
@@ -332,19 +332,25 @@ func withoutChanges(snap *Snapshot) (*Snapshot, error) {
 		l.Changes = nil
 	}
 	if c := snap.EndpointChanges; c != nil {
-		for name, set := range snap.Endpoints {
-			if was, had := c.Base[name]; !slices.Contains(c.Names, name) && (!had || !sameSlice(was, set)) {
+		for name, set := range snap.Endpoints.All() {
+			if was, had := c.Base.Get(name); !slices.Contains(c.Names, name) && (!had || !sameSlice(was, set)) {
 				return nil, fmt.Errorf("endpoint set %s changed, and is not among the changes %v", name, c.Names)
 			}
 		}
-		for name := range c.Base {
-			if _, has := snap.Endpoints[name]; !has && !slices.Contains(c.Names, name) {
+		for name := range c.Base.All() {
+			if _, has := snap.Endpoints.Get(name); !has && !slices.Contains(c.Names, name) {
 				return nil, fmt.Errorf("endpoint set %s went, and is not among the changes %v", name, c.Names)
 			}
 		}
 		out.EndpointChanges = nil
 	}
 	return &out, nil
+}
+
+// setNamed is s's endpoint set called name, nil for none.
+func setNamed(s *Snapshot, name string) []Endpoint {
+	set, _ := s.Endpoints.Get(name)
+	return set
 }
 
 // sameSlice reports whether a and b are one slice.

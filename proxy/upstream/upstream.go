@@ -22,6 +22,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/hostgate/hostgate/internal/shardmap"
 )
 
 // Endpoint is one backend address.
@@ -100,10 +102,10 @@ func (r *Registry) Change(changed map[string][]Endpoint, removed []string) *Sets
 func (r *Registry) change(changed map[string][]Endpoint, removed []string) *Sets {
 	// The Sets given out before are in use by requests: the shards
 	// changed are copies.
-	sets := changeSets(r.sets)
+	sets := shardmap.Change(r.sets.shardmap())
 	var replaced []*Set
 	for name, eps := range changed {
-		old := sets.next.Get(name)
+		old, _ := sets.Get(name)
 		if old != nil && old.lists(eps) {
 			continue
 		}
@@ -119,14 +121,14 @@ func (r *Registry) change(changed map[string][]Endpoint, removed []string) *Sets
 			set.weights[i] = weight(ep)
 		}
 		set.finish()
-		sets.put(name, set)
+		sets.Put(name, set)
 		if old != nil {
 			replaced = append(replaced, old)
 		}
 	}
 	for _, name := range removed {
-		if old := sets.next.Get(name); old != nil {
-			sets.remove(name)
+		if old, _ := sets.Get(name); old != nil {
+			sets.Delete(name)
 			replaced = append(replaced, old)
 		}
 	}
@@ -139,8 +141,8 @@ func (r *Registry) change(changed map[string][]Endpoint, removed []string) *Sets
 			}
 		}
 	}
-	r.sets = sets.next
-	return sets.next
+	r.sets = (*Sets)(sets.Done())
+	return r.sets
 }
 
 func weight(ep Endpoint) uint64 { return uint64(max(ep.Weight, 1)) }
