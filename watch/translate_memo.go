@@ -421,7 +421,11 @@ func (t *translator) endpointMap() *EndpointSets {
 		}
 	}
 	// Each entry registered and not rebuilt was the last translation's,
-	// with its set published: as many of them means the same ones.
+	// with its set published (by it, or by changeEndpoints since): as
+	// many of them means the same ones. An entry dropped from byName
+	// comes back new, and so rebuilt: were one registered again without
+	// that, its set would be left out of the sets made below, where a
+	// rebuild of them all would have had it.
 	if len(r.rebuilt) == 0 && r.published != nil && len(r.registered) == r.published.Len() {
 		return r.published
 	}
@@ -449,8 +453,9 @@ func (t *translator) endpointMap() *EndpointSets {
 // the last translation or change, with those sets; nil when none changed.
 // No route is translated: a Service's EndpointSlices decide its endpoint
 // sets and nothing else, so the result is what a translation of the store
-// would make (TestChangeEndpointsMatchesTranslation), at the cost of the
-// sets changed and one copy of the map of sets. slicesOf must list what
+// would make (TestChangeEndpointsMatchesTranslation,
+// TestEndpointChangesAmongTranslations), at the cost of the sets changed
+// and a copy of their shards of the sets (shardmap). slicesOf must list what
 // the store's next list will: the next translation compares its sets with
 // these.
 func (m *memo) changeEndpoints(last *Snapshot, keys []types.NamespacedName, slicesOf func(types.NamespacedName) []*discoveryv1.EndpointSlice) *Snapshot {

@@ -292,6 +292,83 @@ func present[T comparable](others []any, current []T) []any {
 	return l
 }
 
+// TestEndpointChangesAmongTranslations mixes, in every golden case and
+// through both listers, translations of random removals and restorations
+// of any object with EndpointSlice changes told to changeEndpoints, and
+// checks each Snapshot served against a fresh translation: the endpoint
+// sets that translations make from the last ones must hold what
+// changeEndpoints changed in between.
+func TestEndpointChangesAmongTranslations(t *testing.T) {
+	eachCase(t, func(t *testing.T, _ string, objs *objects, opts Options) {
+		for _, l := range listers {
+			t.Run(l.name, func(t *testing.T) {
+				listed := l.new()
+				all := objs.all()
+				if len(all) == 0 {
+					return
+				}
+				present := make([]bool, len(all))
+				for i := range present {
+					present[i] = true
+				}
+				rng := rand.New(rand.NewPCG(7, uint64(len(all))))
+				list := func() []any {
+					var out []any
+					for i, o := range all {
+						if present[i] {
+							out = append(out, o)
+						}
+					}
+					return out
+				}
+				slicesOf := func(key types.NamespacedName) []*discoveryv1.EndpointSlice {
+					var out []*discoveryv1.EndpointSlice
+					for i, o := range all {
+						if s, ok := o.(*discoveryv1.EndpointSlice); ok && present[i] {
+							if k, ok := sliceService(s); ok && k == key {
+								out = append(out, s)
+							}
+						}
+					}
+					return out
+				}
+				m := newMemo()
+				snap, reports := m.translate(listed(objs, list()), opts)
+				for step := range 150 {
+					i := rng.IntN(len(all))
+					what := fmt.Sprintf("step %d: %s", step, describeObject(all[i]))
+					if s, ok := all[i].(*discoveryv1.EndpointSlice); ok && rng.IntN(3) != 0 {
+						// An EndpointSlice change: a changed copy, or
+						// removal/restoration, told to changeEndpoints.
+						if present[i] && rng.IntN(2) == 0 {
+							c := s.DeepCopy()
+							c.Endpoints = append(c.Endpoints, discoveryv1.Endpoint{Addresses: []string{fmt.Sprintf("10.77.0.%d", rng.IntN(250))}})
+							all[i] = c
+							what += " changed"
+						} else {
+							present[i] = !present[i]
+							what += fmt.Sprintf(" present=%v", present[i])
+						}
+						var keys []types.NamespacedName
+						if k, ok := sliceService(s); ok {
+							keys = append(keys, k)
+						}
+						if next := m.changeEndpoints(snap, keys, slicesOf); next != nil {
+							snap = next
+							what += ", changeEndpoints"
+						}
+					} else {
+						present[i] = !present[i]
+						snap, reports = m.translate(listed(objs, list()), opts)
+						what += fmt.Sprintf(" present=%v, translated", present[i])
+					}
+					checkServed(t, what, objs, list(), opts, snap, reports)
+				}
+			})
+		}
+	})
+}
+
 // checkServed stops t when snap and reports, served after what, differ
 // from a translation without memo of the store of like's kind holding
 // list, or when a listener's Changes are wrong.
