@@ -257,14 +257,18 @@ func endpointChanges(prev *watch.EndpointSets, snap *watch.Snapshot) (changed ma
 	if prev != nil && prev == next {
 		return nil, nil
 	}
+	// An EndpointSlice change says which sets it changed: those are the
+	// names compared, and the ones it removed are found among them.
 	names := next.All()
-	// An EndpointSlice change says which sets it changed.
 	told := snap.EndpointChanges != nil && prev != nil && snap.EndpointChanges.Base == prev
 	if told {
 		names = func(yield func(string, []watch.Endpoint) bool) {
 			for _, name := range snap.EndpointChanges.Names {
-				eps, _ := next.Get(name)
-				if !yield(name, eps) {
+				eps, has := next.Get(name)
+				if _, had := prev.Get(name); had && !has {
+					removed = append(removed, name)
+				}
+				if has && !yield(name, eps) {
 					return
 				}
 			}
@@ -273,12 +277,6 @@ func endpointChanges(prev *watch.EndpointSets, snap *watch.Snapshot) (changed ma
 	stayed := 0 // names of prev that next has
 	for name, eps := range names {
 		old, had := prev.Get(name)
-		if _, has := next.Get(name); !has {
-			if had {
-				removed = append(removed, name)
-			}
-			continue
-		}
 		if had {
 			stayed++
 			if sameSlice(old, eps) {

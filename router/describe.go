@@ -47,19 +47,30 @@ type MatchDescription struct {
 }
 
 // Serial numbers t among the Tables compiled in this process, in the
-// order they were, from 1.
-func (t *Table) Serial() uint64 { return t.serial }
+// order they were, from 1; 0 for the nil Table.
+func (t *Table) Serial() uint64 {
+	if t == nil {
+		return 0
+	}
+	return t.serial
+}
 
 // GoneSince returns the IDs of the routes of the Table numbered serial
-// that t no longer serves, when t was recompiled from that Table by
-// RecompileChanged; false when t cannot tell. A caller that keeps
-// something per route (metrics) learns what to drop from the change,
-// without walking every route of t.
+// that t no longer serves: none when that is t, those RecompileChanged
+// found when t was recompiled from it; false when t cannot tell (the nil
+// Table serves nothing, and tells nothing). A caller that keeps something
+// per route (metrics) learns what to drop from the change, without
+// walking every route of t.
 func (t *Table) GoneSince(serial uint64) ([]RouteID, bool) {
-	if t.since == 0 || t.since != serial {
+	switch {
+	case t == nil || serial == 0:
 		return nil, false
+	case serial == t.serial:
+		return nil, true
+	case serial == t.since:
+		return t.gone, true
 	}
-	return t.gone, true
+	return nil, false
 }
 
 // RouteIDs yields the ID of every route t serves, in the order Compile

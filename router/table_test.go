@@ -653,8 +653,12 @@ func TestGoneSince(t *testing.T) {
 	if g, w := sortedIDs(gone), sortedIDs([]RouteID{removed, broken}); !slices.Equal(g, w) || !slices.Equal(g, goneBetween(table, told)) {
 		t.Errorf("gone %v, want %v", g, w)
 	}
-	if _, ok := told.GoneSince(told.Serial()); ok {
+	unrelated, _ := Compile(next, "", "*.example.com")
+	if _, ok := told.GoneSince(unrelated.Serial()); ok {
 		t.Error("GoneSince answers for a Table it was not recompiled from")
+	}
+	if gone, ok := told.GoneSince(told.Serial()); !ok || len(gone) > 0 {
+		t.Errorf("since itself: gone %v, %v; want none, told", gone, ok)
 	}
 	recompiled, _ := Recompile(table, next, "", "*.example.com")
 	if _, ok := recompiled.GoneSince(table.Serial()); ok {

@@ -196,23 +196,12 @@ func (lm *listenerMetrics) route(id router.RouteID, serial uint64) *routeMetrics
 func (lm *listenerMetrics) prune(routes *router.Table) {
 	lm.mu.Lock()
 	last, suspects := lm.pruned, lm.suspects
-	lm.pruned, lm.suspects = 0, nil
-	if routes != nil {
-		lm.pruned = routes.Serial()
-	}
+	lm.pruned, lm.suspects = routes.Serial(), nil
 	if len(lm.routes) == 0 {
 		lm.mu.Unlock()
 		return
 	}
-	var went []router.RouteID
-	told := false
-	switch {
-	case routes == nil:
-	case routes.Serial() == last: // published again: nothing went
-		told = true
-	default:
-		went, told = routes.GoneSince(last)
-	}
+	went, told := routes.GoneSince(last)
 	if !told {
 		// Every route with series is looked for.
 		suspects = slices.Collect(maps.Keys(lm.routes))
@@ -225,10 +214,12 @@ func (lm *listenerMetrics) prune(routes *router.Table) {
 	gone := goneOf(routes, suspects)
 	lm.mu.Lock()
 	defer lm.mu.Unlock()
-	for _, id := range slices.Concat(went, gone) {
-		if rm := lm.routes[id]; rm != nil {
-			delete(lm.routes, id)
-			rm.delete()
+	for _, ids := range [][]router.RouteID{went, gone} {
+		for _, id := range ids {
+			if rm := lm.routes[id]; rm != nil {
+				delete(lm.routes, id)
+				rm.delete()
+			}
 		}
 	}
 }
