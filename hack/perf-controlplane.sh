@@ -15,6 +15,7 @@
 #   CPBENCH_CPU_PROFILE=/tmp/cpu.pb.gz hack/perf-controlplane.sh      # hostgate's CPU during each kind of change
 #   CPBENCH_LOG_DIR=/tmp GODEBUG=gctrace=1 hack/perf-controlplane.sh    # keep hostgate's log (here with the GC's lines)
 #   CPBENCH_ALLOC_PROFILE=/tmp/allocs.pb.gz hack/perf-controlplane.sh # what hostgate allocates during each kind of change
+#   CPBENCH_TRACE=/tmp/trace.out hack/perf-controlplane.sh             # hostgate's execution trace during each kind of change (go tool trace)
 set -euo pipefail
 # gateway-api v1.7 needs Go 1.27; machines whose go command is older (or set
 # to GOTOOLCHAIN=local) fetch this toolchain through the module proxy.

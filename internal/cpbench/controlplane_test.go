@@ -50,9 +50,9 @@ const (
 	// changeTimeout is how long one change may take to be served before
 	// the benchmark fails.
 	changeTimeout = 60 * time.Second
-	// profileSeconds is how long CPBENCH_CPU_PROFILE and
-	// CPBENCH_ALLOC_PROFILE profile each kind of change from its first:
-	// enough for 100 changes at 100 ms.
+	// profileSeconds is how long CPBENCH_CPU_PROFILE,
+	// CPBENCH_ALLOC_PROFILE and CPBENCH_TRACE profile or trace each kind
+	// of change from its first: enough for 100 changes at 100 ms.
 	profileSeconds = 15
 )
 
@@ -689,8 +689,9 @@ func (h *hostgate) reportChanges(b *testing.B, name string, n int, change func(c
 	afterWrites := make([]time.Duration, 0, n)
 	// Where hostgate's CPU goes during the changes, and what it allocates:
 	// both profiles count only what happens, so the idle seconds after the
-	// changes add nothing.
-	for _, p := range []struct{ env, query string }{{"CPBENCH_CPU_PROFILE", "profile"}, {"CPBENCH_ALLOC_PROFILE", "allocs"}} {
+	// changes add nothing. The execution trace tells what a slow change
+	// waited for (the CPU, the collector, a lock).
+	for _, p := range []struct{ env, query string }{{"CPBENCH_CPU_PROFILE", "profile"}, {"CPBENCH_ALLOC_PROFILE", "allocs"}, {"CPBENCH_TRACE", "trace"}} {
 		path := os.Getenv(p.env)
 		if path == "" {
 			continue
