@@ -138,9 +138,9 @@ func compileSnapshot(snap *watch.Snapshot, number uint64, prev *generation, log 
 // of prev, the listener of the same name in the last generation (nil for
 // none). When l's Changes are from the routes prev was compiled from, only
 // the routes they name are compared and compiled.
-func recompile(prev *listenerState, l watch.Listener, routes []router.Route) (*router.Table, []error) {
+func recompile(prev *listenerState, l watch.Listener, routes []*router.Route) (*router.Table, []error) {
 	if prev == nil {
-		return router.Compile(routes, l.ListenerHostnames...)
+		return router.Recompile(nil, routes, l.ListenerHostnames...)
 	}
 	if c := l.Changes; c != nil && len(c.Base) > 0 && len(c.Base) == len(prev.spec.Routes) && &c.Base[0] == &prev.spec.Routes[0] {
 		return router.RecompileChanged(prev.table, c.Base, routes, c.IDs, l.ListenerHostnames...)
@@ -231,15 +231,18 @@ func sameListeners(a, b []watch.Listener) bool {
 	})
 }
 
-func sameRoutes(a, b []router.Route) bool {
+func sameRoutes(a, b []*router.Route) bool {
 	if len(a) != len(b) {
 		return false
 	}
 	if len(a) == 0 || &a[0] == &b[0] {
 		return true
 	}
-	for i := range a {
-		x, y := &a[i], &b[i]
+	for i, x := range a {
+		y := b[i]
+		if x == y {
+			continue
+		}
 		if x.ID != y.ID || !x.Created.Equal(y.Created) || x.Listener != y.Listener ||
 			!slices.Equal(x.Hostnames, y.Hostnames) || !sameSlice(x.Rules, y.Rules) {
 			return false

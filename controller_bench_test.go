@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -48,7 +49,7 @@ func BenchmarkPublish(b *testing.B) {
 						status := next
 						status.Listeners = []watch.Listener{snap.Listeners[0]}
 						s := &status.Listeners[0]
-						s.Routes = append([]router.Route(nil), s.Routes...)
+						s.Routes = slices.Clone(s.Routes)
 						s.Changes = &watch.RouteChanges{Base: snap.Listeners[0].Routes, IDs: []router.RouteID{s.Routes[(i+1)%n].ID}}
 						ctrl.publish(&status, nil)
 						snap = &status
@@ -56,8 +57,10 @@ func BenchmarkPublish(b *testing.B) {
 						l = &next.Listeners[0]
 					}
 					if kind != "endpoints-only" {
-						l.Routes = append([]router.Route(nil), l.Routes...)
-						l.Routes[i%n].Rules = []router.Rule{benchRule(fmt.Sprintf("/changed-%d", i), l.Routes[i%n].Rules[0].Backends[0].Name)}
+						l.Routes = slices.Clone(l.Routes)
+						changed := *l.Routes[i%n]
+						changed.Rules = []router.Rule{benchRule(fmt.Sprintf("/changed-%d", i), changed.Rules[0].Backends[0].Name)}
+						l.Routes[i%n] = &changed
 						l.Changes = &watch.RouteChanges{Base: snap.Listeners[0].Routes, IDs: []router.RouteID{l.Routes[i%n].ID}}
 						snap = &next
 					} else {
@@ -81,7 +84,7 @@ func benchSnapshot(n int) *watch.Snapshot {
 	l := watch.Listener{Name: "127.0.0.1:0", Address: "127.0.0.1", Port: 0, Protocol: watch.ProtocolHTTP, ListenerHostnames: []string{""}}
 	for i := range n {
 		backend := fmt.Sprintf("default/svc-%d:80", i)
-		l.Routes = append(l.Routes, router.Route{
+		l.Routes = append(l.Routes, &router.Route{
 			ID:        router.RouteID{Kind: router.KindHTTPRoute, Namespace: "default", Name: fmt.Sprintf("r%d", i)},
 			Hostnames: []string{fmt.Sprintf("r%d.example.com", i)},
 			Rules:     []router.Rule{benchRule("/api", backend), benchRule("/", backend)},

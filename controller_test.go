@@ -44,7 +44,7 @@ func startController(t *testing.T) (*proxy.Server, *controller, *atomic.Pointer[
 func TestEndpointChurnDoesNotRecompile(t *testing.T) {
 	srv, ctrl, current := startController(t)
 	listener := func(path string) []watch.Listener {
-		return []watch.Listener{{Name: "127.0.0.1:0", Address: "127.0.0.1", Port: 0, Protocol: watch.ProtocolHTTP, Routes: []router.Route{{
+		return []watch.Listener{{Name: "127.0.0.1:0", Address: "127.0.0.1", Port: 0, Protocol: watch.ProtocolHTTP, Routes: []*router.Route{{
 			ID:    router.RouteID{Kind: router.KindHTTPRoute, Namespace: "default", Name: "web"},
 			Rules: []router.Rule{{Matches: []router.Match{{Path: router.PathMatch{Value: path}}}, Backends: []router.BackendRef{{Name: "default/web:80", Weight: 1}}}},
 		}}}}
@@ -120,8 +120,8 @@ func TestUnchangedListenersKeepTheirCompilation(t *testing.T) {
 	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "backend") }))
 	defer backend.Close()
 	httpPort, httpsPort := freePort(t), freePort(t)
-	route := func(path string) []router.Route {
-		return []router.Route{{
+	route := func(path string) []*router.Route {
+		return []*router.Route{{
 			ID:    router.RouteID{Kind: router.KindHTTPRoute, Namespace: "default", Name: "web"},
 			Rules: []router.Rule{{Matches: []router.Match{{Path: router.PathMatch{Type: router.PathPrefix, Value: path}}}, Backends: []router.BackendRef{{Name: "default/web:80", Weight: 1}}}},
 		}}
@@ -199,17 +199,17 @@ func TestUnchangedListenersKeepTheirCompilation(t *testing.T) {
 // it) would leave a changed route out, and its old version served.
 func TestRouteChangesFromAnotherSnapshotAreNotTrusted(t *testing.T) {
 	_, ctrl, current := startController(t)
-	routes := func(webPath, apiPath string) []router.Route {
-		route := func(name, path string) router.Route {
-			return router.Route{
+	routes := func(webPath, apiPath string) []*router.Route {
+		route := func(name, path string) *router.Route {
+			return &router.Route{
 				ID:        router.RouteID{Kind: router.KindHTTPRoute, Namespace: "default", Name: name},
 				Hostnames: []string{name + ".example.com"},
 				Rules:     []router.Rule{{Matches: []router.Match{{Path: router.PathMatch{Type: router.PathPrefix, Value: path}}}, Backends: []router.BackendRef{{Name: "default/" + name + ":80", Weight: 1}}}},
 			}
 		}
-		return []router.Route{route("web", webPath), route("api", apiPath)}
+		return []*router.Route{route("web", webPath), route("api", apiPath)}
 	}
-	listener := func(routes []router.Route, changes *watch.RouteChanges) []watch.Listener {
+	listener := func(routes []*router.Route, changes *watch.RouteChanges) []watch.Listener {
 		return []watch.Listener{{Name: "127.0.0.1:0", Address: "127.0.0.1", Protocol: watch.ProtocolHTTP, ListenerHostnames: []string{""}, Routes: routes, Changes: changes}}
 	}
 	served := func() []router.HostDescription { return current.Load().Listeners[0].table.Describe() }
@@ -220,7 +220,7 @@ func TestRouteChangesFromAnotherSnapshotAreNotTrusted(t *testing.T) {
 	last := routes("/b", "/y")
 	last[0] = skipped[0]
 	ctrl.publish(&watch.Snapshot{Listeners: listener(last, &watch.RouteChanges{Base: skipped, IDs: []router.RouteID{last[1].ID}})}, nil)
-	want, _ := router.Compile(last, "")
+	want, _ := router.Recompile(nil, last, "")
 	if got := served(); !reflect.DeepEqual(got, want.Describe()) {
 		t.Errorf("after changes from a skipped snapshot, serving\n%+v\nwant\n%+v", got, want.Describe())
 	}
@@ -229,7 +229,7 @@ func TestRouteChangesFromAnotherSnapshotAreNotTrusted(t *testing.T) {
 	next := slices.Clone(last)
 	next[1] = routes("/b", "/z")[1]
 	ctrl.publish(&watch.Snapshot{Listeners: listener(next, &watch.RouteChanges{Base: last, IDs: []router.RouteID{next[1].ID}})}, nil)
-	want, _ = router.Compile(next, "")
+	want, _ = router.Recompile(nil, next, "")
 	if got := served(); !reflect.DeepEqual(got, want.Describe()) {
 		t.Errorf("after changes from the last snapshot, serving\n%+v\nwant\n%+v", got, want.Describe())
 	}
@@ -246,7 +246,7 @@ func TestAnyListenerOrRouteChangeIsSeen(t *testing.T) {
 		return []watch.Listener{{
 			Name: "127.0.0.1:443", Address: "127.0.0.1", Port: 443, Protocol: watch.ProtocolHTTPS,
 			Hostnames: []string{"a.example.com"}, ListenerHostnames: []string{"a.example.com"},
-			Routes: []router.Route{{
+			Routes: []*router.Route{{
 				ID:      router.RouteID{Kind: router.KindHTTPRoute, Namespace: "default", Name: "web"},
 				Created: time.Unix(1, 0), Hostnames: []string{"a.example.com"}, Listener: "a.example.com",
 				Rules: []router.Rule{{Backends: []router.BackendRef{{Name: "default/web:80", Weight: 1}}}},
@@ -274,7 +274,7 @@ func TestAnyListenerOrRouteChangeIsSeen(t *testing.T) {
 	}
 	routeType := reflect.TypeFor[router.Route]()
 	for i := range routeType.NumField() {
-		check("Route."+routeType.Field(i).Name, func(l *watch.Listener) reflect.Value { return reflect.ValueOf(&l.Routes[0]).Elem().Field(i) })
+		check("Route."+routeType.Field(i).Name, func(l *watch.Listener) reflect.Value { return reflect.ValueOf(l.Routes[0]).Elem().Field(i) })
 	}
 	check("a rule's backend", func(l *watch.Listener) reflect.Value {
 		return reflect.ValueOf(&l.Routes[0].Rules[0].Backends[0].Weight).Elem()
@@ -330,7 +330,7 @@ func TestBackendSwitchFailsNoRequest(t *testing.T) {
 	}
 	servedBy := func(service, addr string) *watch.Snapshot {
 		backend := "default/" + service + ":80"
-		routes := []router.Route{{
+		routes := []*router.Route{{
 			ID:    router.RouteID{Kind: router.KindHTTPRoute, Namespace: "default", Name: "web"},
 			Rules: []router.Rule{{Matches: []router.Match{{Path: router.PathMatch{Value: "/"}}}, Backends: []router.BackendRef{{Name: backend, Weight: 1}}}},
 		}}

@@ -91,7 +91,7 @@ func TestSharedTLSPort(t *testing.T) {
 				"web":           {{Address: startBackend(t, echo("web"))}},
 				"ns/mq:80":      {{Address: startBackend(t, echo("mq"))}},
 			})
-			passthrough, errs := router.CompileL4Socket([]router.Route{{
+			passthrough, errs := router.CompileL4Socket([]*router.Route{{
 				ID:        router.RouteID{Kind: router.KindTLSRoute, Namespace: "ns", Name: "secure"},
 				Listener:  "secure.example.com",
 				Hostnames: []string{"secure.example.com"},
@@ -173,9 +173,9 @@ func TestTerminatedTLSToBackend(t *testing.T) {
 		"ns/forged:8443": {{Address: startTLSBackend(t, otherCA, nil, echo("forged"), "abc.example.com")}},
 	})
 	identity := &router.BackendTLS{ServerName: "abc.example.com", CAPEM: backendCA.PEM}
-	var routes []router.Route
+	var routes []*router.Route
 	for _, name := range []string{"secure", "forged"} {
-		routes = append(routes, router.Route{
+		routes = append(routes, &router.Route{
 			ID:       router.RouteID{Kind: router.KindTLSRoute, Namespace: "ns", Name: name},
 			Listener: name + ".example.com",
 			Rules:    []router.Rule{{Backends: []router.BackendRef{{Name: "ns/" + name + ":8443", Weight: 1, TLS: identity}}}},

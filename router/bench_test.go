@@ -147,16 +147,18 @@ func BenchmarkCompile(b *testing.B) {
 func BenchmarkRecompile(b *testing.B) {
 	for _, n := range []int{10_000, 100_000} {
 		b.Run(fmt.Sprintf("routes=%d", n), func(b *testing.B) {
-			routes := benchRoutes(n)
-			table, _ := Compile(routes)
+			routes := pointers(benchRoutes(n))
+			table, _ := Recompile(nil, routes)
 			b.ReportAllocs()
 			for i := 0; b.Loop(); i++ {
-				next := append([]Route(nil), routes...)
-				changed := &next[(i*7919)%n]
+				next := slices.Clone(routes)
+				k := (i * 7919) % n
+				changed := *next[k]
 				changed.Rules = []Rule{{
 					Matches:  []Match{{Path: PathMatch{Type: PathPrefix, Value: fmt.Sprintf("/changed-%d", i)}}},
 					Backends: changed.Rules[0].Backends,
 				}}
+				next[k] = &changed
 				table, _ = Recompile(table, next)
 			}
 		})
@@ -166,8 +168,8 @@ func BenchmarkRecompile(b *testing.B) {
 	for _, removal := range []bool{false, true} {
 		name := map[bool]string{false: "change", true: "removal"}[removal]
 		b.Run("routes=10000/told-"+name, func(b *testing.B) {
-			routes := benchRoutes(10_000)
-			table, _ := Compile(routes)
+			routes := pointers(benchRoutes(10_000))
+			table, _ := Recompile(nil, routes)
 			b.ReportAllocs()
 			for i := 0; b.Loop(); i++ {
 				k := (i * 7919) % len(routes)
@@ -175,7 +177,9 @@ func BenchmarkRecompile(b *testing.B) {
 				if removal {
 					next = slices.Delete(next, k, k+1)
 				} else {
-					next[k].Rules = []Rule{{Matches: []Match{{Path: PathMatch{Type: PathPrefix, Value: "/changed"}}}, Backends: next[k].Rules[0].Backends}}
+					changed := *next[k]
+					changed.Rules = []Rule{{Matches: []Match{{Path: PathMatch{Type: PathPrefix, Value: "/changed"}}}, Backends: changed.Rules[0].Backends}}
+					next[k] = &changed
 				}
 				if _, errs := RecompileChanged(table, routes, next, []RouteID{routes[k].ID}); len(errs) > 0 {
 					b.Fatal(errs)

@@ -53,10 +53,19 @@ func (e *RouteError) Unwrap() error { return e.Err }
 // socket, so that a listener without routes still claims its hosts (and
 // answers 404 for them) rather than leaving them to a less specific one.
 func Compile(routes []Route, listenerHostnames ...string) (*Table, []error) {
-	return compile(nil, routes, listenerHostnames)
+	return compile(nil, pointers(routes), listenerHostnames)
 }
 
-func compile(reuse *reuse, routes []Route, listenerHostnames []string) (*Table, []error) {
+// pointers returns a pointer to each of routes, in order.
+func pointers(routes []Route) []*Route {
+	list := make([]*Route, len(routes))
+	for i := range routes {
+		list[i] = &routes[i]
+	}
+	return list
+}
+
+func compile(reuse *reuse, routes []*Route, listenerHostnames []string) (*Table, []error) {
 	c := compiler{
 		table:   &Table{exactScopes: map[string]*scope{}, listenerHostnames: slices.Clone(listenerHostnames), routes: make([]*tableRoute, 0, len(routes))},
 		indexes: map[*scope]*indexBuilder{},
@@ -79,7 +88,7 @@ func compile(reuse *reuse, routes []Route, listenerHostnames []string) (*Table, 
 		tr := reuse.keptAt(i)
 		kept := tr != nil
 		if !kept {
-			tr = &tableRoute{Route: routes[i]}
+			tr = &tableRoute{Route: *routes[i]}
 			tr.hasRefs = hasRefs(&tr.Route)
 		}
 		r := &tr.Route

@@ -185,24 +185,30 @@ func FuzzRecompile(f *testing.F) {
 		for range s.intn(3) {
 			listeners = append(listeners, pick(s, "", "c.a.com", "*.com", "*.a.com"))
 		}
-		before := routes("a")
-		prev, _ := Compile(before, listeners...)
-		var after []Route
+		beforeRoutes := routes("a")
+		before := pointers(beforeRoutes)
+		prev, _ := Compile(beforeRoutes, listeners...)
+		var after []*Route
 		var changedIDs []RouteID
 		for _, r := range before {
-			switch s.intn(5) {
+			switch s.intn(6) {
 			case 0, 1:
 				after = append(after, r)
+				continue
+			case 5: // a copy, as a translator may hand out
+				kept := *r
+				after = append(after, &kept)
 				continue
 			case 2: // dropped
 			case 3:
 				changed := routes("c")[0]
 				changed.ID = r.ID
-				after = append(after, changed)
+				after = append(after, &changed)
 			case 4:
-				r.Hostnames = []string{pick(s, "a.com", "*.a.com", "x.b.a.com")}
-				r.Created = r.Created.Add(time.Duration(s.intn(2)) * time.Second)
-				after = append(after, r)
+				moved := *r
+				moved.Hostnames = []string{pick(s, "a.com", "*.a.com", "x.b.a.com")}
+				moved.Created = moved.Created.Add(time.Duration(s.intn(2)) * time.Second)
+				after = append(after, &moved)
 			}
 			changedIDs = append(changedIDs, r.ID)
 		}
@@ -211,13 +217,13 @@ func FuzzRecompile(f *testing.F) {
 		for _, r := range added {
 			changedIDs = append(changedIDs, r.ID)
 		}
-		after = append(after, added...)
+		after = append(after, pointers(added)...)
 		inOrder := true
 		if k := s.intn(len(after) + 1); k > 0 && k < len(after) {
 			after = append(after[k:], after[:k]...)
 			inOrder = false
 		}
-		want, wantErrs := Compile(after, listeners...)
+		want, wantErrs := Compile(values(after), listeners...)
 		got, gotErrs := Recompile(prev, after, listeners...)
 		again, _ := Recompile(got, after, listeners...)
 		tables := map[string]*Table{"recompiled": got, "recompiled again": again}

@@ -96,7 +96,7 @@ type L4Listeners struct {
 // hostnames are listeners, none of them terminating TLS: CompileL4Socket
 // for the common case.
 func CompileL4(routes []Route, listeners ...string) (*L4Table, []error) {
-	return CompileL4Socket(routes, L4Listeners{Hostnames: listeners})
+	return CompileL4Socket(pointers(routes), L4Listeners{Hostnames: listeners})
 }
 
 // CompileL4Socket builds the table of routes bound to a socket whose
@@ -104,7 +104,7 @@ func CompileL4(routes []Route, listeners ...string) (*L4Table, []error) {
 // first): where two claim one hostname the first keeps it, as the Gateway
 // API asks for TCPRoutes on one listener. A route that is not valid is
 // left out and reported.
-func CompileL4Socket(routes []Route, listeners L4Listeners) (*L4Table, []error) {
+func CompileL4Socket(routes []*Route, listeners L4Listeners) (*L4Table, []error) {
 	var errs []error
 	t := &L4Table{}
 	scopes := map[string]*l4Scope{}
@@ -125,7 +125,7 @@ func CompileL4Socket(routes []Route, listeners L4Listeners) (*L4Table, []error) 
 		}
 	}
 	for i := range routes {
-		r := &routes[i]
+		r := routes[i]
 		if err := ValidateL4(r); err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", r.ID, err))
 			continue

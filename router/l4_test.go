@@ -114,7 +114,7 @@ func TestL4Shared(t *testing.T) {
 		l4Route(KindTLSRoute, "db", "db.example.com"),
 		l4Route(KindTLSRoute, "wild", "*.example.com"),
 	}
-	table, errs := CompileL4Socket(routes, L4Listeners{
+	table, errs := CompileL4Socket(pointers(routes), L4Listeners{
 		Hostnames: []string{"db.example.com", "*.example.com"},
 		Terminate: []string{"*.example.com"},
 		HTTPS:     []string{"www.example.com", "*.shop.example.com", "*.org"},

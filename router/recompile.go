@@ -22,7 +22,7 @@ import (
 // listener and hostnames and the very same Rules in memory, which
 // translators hand out for an object that did not change (a Table shares
 // its routes' rules, so they cannot have changed since). prev may be nil.
-func Recompile(prev *Table, routes []Route, listenerHostnames ...string) (*Table, []error) {
+func Recompile(prev *Table, routes []*Route, listenerHostnames ...string) (*Table, []error) {
 	return compile(newReuse(prev, routes, listenerHostnames), routes, listenerHostnames)
 }
 
@@ -33,7 +33,7 @@ func Recompile(prev *Table, routes []Route, listenerHostnames ...string) (*Table
 // comparing them, which at 10,000 routes was most of what Recompile spent
 // on a change; a caller that says less than what changed gets a Table
 // that serves the routes it had.
-func RecompileChanged(prev *Table, base, routes []Route, changed []RouteID, listenerHostnames ...string) (*Table, []error) {
+func RecompileChanged(prev *Table, base, routes []*Route, changed []RouteID, listenerHostnames ...string) (*Table, []error) {
 	u := newReuseChanged(prev, base, routes, changed, listenerHostnames)
 	if u == nil {
 		u = newReuse(prev, routes, listenerHostnames)
@@ -102,7 +102,7 @@ type hostKey struct{ listener, host string }
 // and removed before it: pairing walks both lists, and only the routes it
 // misses go through a map, which for all 10,000 routes of a change cost
 // more than the rest of the pairing.
-func newReuse(prev *Table, routes []Route, listenerHostnames []string) *reuse {
+func newReuse(prev *Table, routes []*Route, listenerHostnames []string) *reuse {
 	if !reusable(prev, listenerHostnames) {
 		return nil
 	}
@@ -159,7 +159,7 @@ func newReuse(prev *Table, routes []Route, listenerHostnames []string) *reuse {
 		for _, i := range missed {
 			p := byID[routes[i].ID]
 			if p == nil {
-				u.rebuild(&routes[i])
+				u.rebuild(routes[i])
 				continue
 			}
 			for _, k := range p.unpaired {
@@ -168,7 +168,7 @@ func newReuse(prev *Table, routes []Route, listenerHostnames []string) *reuse {
 				}
 			}
 			if u.kept[i] == nil || p.count > 1 {
-				u.rebuild(&routes[i])
+				u.rebuild(routes[i])
 			}
 		}
 	}
@@ -186,11 +186,11 @@ func newReuse(prev *Table, routes []Route, listenerHostnames []string) *reuse {
 // out (it did not compile), which newReuse pairs by comparing routes.
 //
 // prev's routes are then copies of base's, one for one. Most routes are
-// copies of base's too, told apart in the two lists, which lie in order
-// in memory: comparing their IDs instead read each name's bytes, and
-// reading prev's copies went to 10,000 places in memory, a cache miss each
-// (a tenth of a route change's CPU at 10,000 routes).
-func newReuseChanged(prev *Table, base, routes []Route, changed []RouteID, listenerHostnames []string) *reuse {
+// base's very routes, told apart by their pointers alone: comparing their
+// IDs instead read each name's bytes, and reading prev's copies went to
+// 10,000 places in memory, a cache miss each (a tenth of a route change's
+// CPU at 10,000 routes).
+func newReuseChanged(prev *Table, base, routes []*Route, changed []RouteID, listenerHostnames []string) *reuse {
 	if !reusable(prev, listenerHostnames) || len(prev.routes) != len(base) {
 		return nil
 	}
@@ -201,8 +201,8 @@ func newReuseChanged(prev *Table, base, routes []Route, changed []RouteID, liste
 	u := &reuse{prev: prev, kept: make([]*tableRoute, len(routes)), told: true}
 	j := 0
 	for i := range routes {
-		r := &routes[i]
-		if j < len(base) && sameCopy(r, &base[j]) {
+		r := routes[i]
+		if j < len(base) && sameCopy(r, base[j]) {
 			u.kept[i] = prev.routes[j]
 			j++
 			continue
@@ -216,7 +216,7 @@ func newReuseChanged(prev *Table, base, routes []Route, changed []RouteID, liste
 			if !ids.has(base[j].ID) {
 				return nil
 			}
-			u.drop(&base[j])
+			u.drop(base[j])
 		}
 		if j == len(base) || base[j].Listener != r.Listener {
 			return nil
@@ -228,16 +228,16 @@ func newReuseChanged(prev *Table, base, routes []Route, changed []RouteID, liste
 		if !ids.has(base[j].ID) {
 			return nil
 		}
-		u.drop(&base[j])
+		u.drop(base[j])
 	}
 	return u
 }
 
-// sameCopy reports whether a and b are copies of one Route, with their
-// strings and lists in the same memory: then they are the same route,
-// whatever a caller says changed, without reading a byte of them.
+// sameCopy reports whether a and b are one Route, or copies of one with
+// their strings and lists in the same memory: then they are the same
+// route, whatever a caller says changed, without reading a byte of them.
 func sameCopy(a, b *Route) bool {
-	return sameString(a.ID.Name, b.ID.Name) && sameString(a.ID.Namespace, b.ID.Namespace) && a.ID.Kind == b.ID.Kind &&
+	return a == b || sameString(a.ID.Name, b.ID.Name) && sameString(a.ID.Namespace, b.ID.Namespace) && a.ID.Kind == b.ID.Kind &&
 		a.Created == b.Created && sameString(a.Listener, b.Listener) &&
 		len(a.Hostnames) == len(b.Hostnames) && unsafe.SliceData(a.Hostnames) == unsafe.SliceData(b.Hostnames) &&
 		len(a.Rules) == len(b.Rules) && unsafe.SliceData(a.Rules) == unsafe.SliceData(b.Rules)
@@ -263,8 +263,8 @@ func (u *reuse) keptAt(i int) *tableRoute {
 
 // pair keeps prev's route k for routes[i] and reports whether the two are
 // the same.
-func (u *reuse) pair(routes []Route, i, k int, paired []bool) bool {
-	if !SameRoute(&u.prev.routes[k].Route, &routes[i]) {
+func (u *reuse) pair(routes []*Route, i, k int, paired []bool) bool {
+	if !SameRoute(&u.prev.routes[k].Route, routes[i]) {
 		return false
 	}
 	u.kept[i], paired[k] = u.prev.routes[k], true

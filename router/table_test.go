@@ -413,7 +413,7 @@ func TestLookupWideNodes(t *testing.T) {
 	// with wide nodes, whose index of children must move with them.
 	changed := slices.Clone(routes)
 	changed[len(changed)-1] = route(KindHTTPRoute, "fallback", 0, nil, []Match{prefix("/")})
-	recompiled, errs := Recompile(table, changed)
+	recompiled, errs := Recompile(table, pointers(changed))
 	if len(errs) > 0 {
 		t.Fatal(errs)
 	}
@@ -443,7 +443,7 @@ func TestRecompileManyChanges(t *testing.T) {
 	for i := 5; i < len(changed); i += 20 { // one route of each of 50 hosts
 		changed[i].Rules = []Rule{{Matches: []Match{{Path: PathMatch{Type: PathExact, Value: "/changed"}}}, Backends: changed[i].Rules[0].Backends}}
 	}
-	recompiled, errs := Recompile(table, changed)
+	recompiled, errs := Recompile(table, pointers(changed))
 	want, wantErrs := Compile(changed)
 	if fmt.Sprint(errs) != fmt.Sprint(wantErrs) {
 		t.Fatalf("errors: recompiled %v, compiled %v", errs, wantErrs)
@@ -524,7 +524,7 @@ func TestRecompileShards(t *testing.T) {
 			}
 		}
 		var errs []error
-		table, errs = Recompile(table, slices.Clone(routes))
+		table, errs = Recompile(table, pointers(slices.Clone(routes)))
 		want, wantErrs := Compile(routes)
 		if fmt.Sprint(errs) != fmt.Sprint(wantErrs) {
 			t.Fatalf("step %d: errors: recompiled %v, compiled %v", step, errs, wantErrs)
@@ -568,7 +568,7 @@ func TestRecompileTwinsReordered(t *testing.T) {
 		{{b, c, first, second}, {second, b, c, first}},
 	} {
 		prev, _ := Compile(order[0])
-		recompiled, _ := Recompile(prev, order[1])
+		recompiled, _ := Recompile(prev, pointers(order[1]))
 		got := recompiled.Lookup(Request{Host: "a.example.com", Path: "/", Method: "GET"})
 		if got == nil || got.Rule.Backends[0].Name != "second" {
 			t.Errorf("%d routes reordered: %s; want the route listed first, to backend second", len(order[1]), describeTarget(got))
@@ -593,8 +593,8 @@ func TestRecompileKeepsFilters(t *testing.T) {
 	changed := slices.Clone(routes)
 	changed[50].Rules = []Rule{{Matches: []Match{{Path: PathMatch{Type: PathExact, Value: "/changed"}}}, Backends: changed[50].Rules[0].Backends}}
 	want, _ := Compile(changed)
-	recompiled, _ := Recompile(table, changed)
-	told, _ := RecompileChanged(table, routes, changed, []RouteID{changed[50].ID})
+	recompiled, _ := Recompile(table, pointers(changed))
+	told, _ := RecompileChanged(table, pointers(routes), pointers(changed), []RouteID{changed[50].ID})
 	for name, got := range map[string]*Table{"recompiled": recompiled, "recompiled with changes": told} {
 		if g, w := slices.Collect(got.Filters()), slices.Collect(want.Filters()); len(w) != 1 || !slices.Equal(g, w) {
 			t.Errorf("%s: filters %v, want %v", name, g, w)
@@ -621,6 +621,15 @@ func goneBetween(prev, next *Table) []RouteID {
 	return sortedIDs(gone)
 }
 
+// values returns the routes of a list of pointers, in order.
+func values(routes []*Route) []Route {
+	list := make([]Route, len(routes))
+	for i, r := range routes {
+		list[i] = *r
+	}
+	return list
+}
+
 func sortedIDs(ids []RouteID) []RouteID {
 	ids = slices.Clone(ids)
 	slices.SortFunc(ids, func(a, b RouteID) int { return strings.Compare(a.String(), b.String()) })
@@ -645,7 +654,7 @@ func TestGoneSince(t *testing.T) {
 	changed, broken, removed := next[50].ID, next[60].ID, next[70].ID
 	next = slices.Delete(next, 70, 71)
 	next = slices.Delete(next, 21, 22) // twice keeps its entry at ""
-	told, _ := RecompileChanged(table, routes, next, []RouteID{changed, broken, removed, twice.ID}, "", "*.example.com")
+	told, _ := RecompileChanged(table, pointers(routes), pointers(next), []RouteID{changed, broken, removed, twice.ID}, "", "*.example.com")
 	gone, ok := told.GoneSince(table.Serial())
 	if !ok {
 		t.Fatal("a Table recompiled with what changed cannot tell what went")
@@ -660,7 +669,7 @@ func TestGoneSince(t *testing.T) {
 	if gone, ok := told.GoneSince(told.Serial()); !ok || len(gone) > 0 {
 		t.Errorf("since itself: gone %v, %v; want none, told", gone, ok)
 	}
-	recompiled, _ := Recompile(table, next, "", "*.example.com")
+	recompiled, _ := Recompile(table, pointers(next), "", "*.example.com")
 	if _, ok := recompiled.GoneSince(table.Serial()); ok {
 		t.Error("a Table recompiled without being told what changed says what went")
 	}

@@ -192,7 +192,7 @@ func listenerNamed(s *Snapshot, name string) *Listener {
 // hasHost reports whether a listener serves a route for host.
 func hasHost(s *Snapshot, name, host string) bool {
 	l := listenerNamed(s, name)
-	return l != nil && slices.ContainsFunc(l.Routes, func(r router.Route) bool { return slices.Contains(r.Hostnames, host) })
+	return l != nil && slices.ContainsFunc(l.Routes, func(r *router.Route) bool { return slices.Contains(r.Hostnames, host) })
 }
 
 func selfSigned(t *testing.T, host string) (certPEM, keyPEM []byte) {

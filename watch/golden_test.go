@@ -134,7 +134,7 @@ func describeSnapshot(s *Snapshot) string {
 			table, errs := router.CompileL4Socket(tlsRoutes, l.L4Listeners())
 			writeTable(&b, errs, table.WriteText)
 		}
-		table, errs := router.Compile(routes)
+		table, errs := router.Recompile(nil, routes)
 		if len(l.ListenerFilters) > 0 {
 			filtered, err := table.WithListenerFilters(l.ListenerFilters)
 			if err != nil {

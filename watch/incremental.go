@@ -69,7 +69,7 @@ type splice struct {
 	stale [spliceKinds][]any
 	// placed are the routes that the routes being attached placed on each
 	// socket, in order; nil outside the attaching of a kind's new routes.
-	placed map[*socket][]router.Route
+	placed map[*socket][]*router.Route
 	// at is where in its last routes each socket's block of the kind
 	// being spliced starts.
 	at map[*socket]int
@@ -382,7 +382,7 @@ func spliceRoutes[T object](t *translator, kind int, removed []T, o *order[T], n
 	}
 	sortObjects(added)
 	var come []RouteReport[T]
-	t.splice.placed = map[*socket][]router.Route{}
+	t.splice.placed = map[*socket][]*router.Route{}
 	for _, obj := range added {
 		r, e := memoizedEntry(t, obj, func() *route { return build(obj) })
 		t.countPorts(e, 1)
@@ -428,7 +428,7 @@ func (t *translator) spliceSockets(kind int, gone []sortKey) {
 // ones, without the routes of kind of a key in gone and with placed in
 // their places. A socket whose block did not change goes on sharing its
 // last routes.
-func (t *translator) spliceBlock(s *socket, block []router.Route, kind router.Kind, gone []sortKey, placed []router.Route) {
+func (t *translator) spliceBlock(s *socket, block []*router.Route, kind router.Kind, gone []sortKey, placed []*router.Route) {
 	if len(placed) == 0 && !slices.ContainsFunc(gone, func(k sortKey) bool { return containsKey(block, k, routeKey) }) {
 		if s.sharing >= 0 {
 			s.sharing += len(block)
@@ -456,8 +456,10 @@ func (s *socket) routeChanges() *RouteChanges {
 	return &RouteChanges{Base: s.last, IDs: s.spliced}
 }
 
-// routeKey is the key of the object a route was translated from.
-func routeKey(r *router.Route) sortKey {
+// routeKey is the key of the object a route of a socket's list was
+// translated from.
+func routeKey(listed **router.Route) sortKey {
+	r := *listed
 	return sortKey{r.Created, r.ID.Namespace, r.ID.Name}
 }
 

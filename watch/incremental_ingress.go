@@ -255,7 +255,7 @@ func (t *translator) spliceIngresses(sockets []*socket) {
 			st.hosts = slices.Delete(st.hosts, i, i+1)
 		})
 	}
-	placed := map[*socket][]router.Route{}
+	placed := map[*socket][]*router.Route{}
 	var reports []IngressReport
 	var certs []ingressCert
 	if len(c.come) > 0 {
@@ -264,7 +264,7 @@ func (t *translator) spliceIngresses(sockets []*socket) {
 		hosts := t.nginxHosts(c.come)
 		loadBalancer := t.ingressLoadBalancer()
 		for _, ing := range c.come {
-			report, own, _ := t.ingress(ing, hosts, sockets, st, func(s *socket, r router.Route) { placed[s] = append(placed[s], r) })
+			report, own, _ := t.ingress(ing, hosts, sockets, st, func(s *socket, r router.Route) { placed[s] = append(placed[s], &r) })
 			report.LoadBalancer = loadBalancer
 			reports = append(reports, report)
 			certs = appendCerts(certs, ing, own)

@@ -162,7 +162,7 @@ func FuzzNginxAnnotations(f *testing.F) {
 		}
 		for _, l := range snap.Listeners {
 			for i := range l.Routes {
-				if err := router.Validate(&l.Routes[i]); err != nil {
+				if err := router.Validate(l.Routes[i]); err != nil {
 					t.Fatalf("served a route the router refuses: %v", err)
 				}
 			}
@@ -250,7 +250,7 @@ func TestNginxAccessFilters(t *testing.T) {
 			if plain == nil || len(plain.Routes) != 1 {
 				t.Fatalf("listeners %+v, reports %+v", snap.Listeners, reports.Ingresses)
 			}
-			tbl, errs := router.Compile(plain.Routes)
+			tbl, errs := router.Recompile(nil, plain.Routes)
 			if len(errs) > 0 {
 				t.Fatal(errs)
 			}

@@ -24,6 +24,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"sync"
 	"time"
 
@@ -320,6 +321,9 @@ func decodeState(data []byte) (*Snapshot, time.Time, error) {
 		for _, c := range sl.Certs {
 			l.Certs = append(l.Certs, Cert{Name: c.Name, Hostnames: c.Hostnames, CertPEM: []byte(c.CertPEM), KeyPEM: PrivateKey(c.KeyPEM), CipherSuites: c.CipherSuites})
 		}
+		if k := slices.Index(l.Routes, nil); k >= 0 {
+			return nil, time.Time{}, fmt.Errorf("listeners[%d] %q: routes[%d]: null", i, l.Name, k)
+		}
 		if err := restoreClientKeys(l.Routes, in.ClientKeys); err != nil {
 			return nil, time.Time{}, fmt.Errorf("listeners[%d] %q: %w", i, l.Name, err)
 		}
@@ -372,7 +376,7 @@ func validateListener(l *Listener, names map[string]bool) error {
 		if l.Routes[i].ID.Kind.IsL4() {
 			validate = router.ValidateL4
 		}
-		if err := validate(&l.Routes[i]); err != nil {
+		if err := validate(l.Routes[i]); err != nil {
 			return fmt.Errorf("routes[%d] %s: %w", i, l.Routes[i].ID, err)
 		}
 	}
@@ -407,7 +411,7 @@ func validateEndpoints(eps []Endpoint) error {
 // restoreClientKeys gives the client certificates of routes, decoded
 // without their keys, the keys kept apart in the file, and checks each
 // pair.
-func restoreClientKeys(routes []router.Route, keys map[string]string) error {
+func restoreClientKeys(routes []*router.Route, keys map[string]string) error {
 	var err error
 	for i := range routes {
 		eachBackendTLS(routes[i].Rules, func(b *router.BackendTLS) {

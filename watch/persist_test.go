@@ -29,7 +29,7 @@ func stateSnapshot(certPEM, keyPEM []byte) *Snapshot {
 	return &Snapshot{
 		Listeners: []Listener{{
 			Name: ":80", Port: 80, Protocol: ProtocolHTTP,
-			Routes: []router.Route{{
+			Routes: []*router.Route{{
 				ID: router.RouteID{Kind: router.KindIngress, Namespace: "default", Name: "web"}, Created: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC),
 				Hostnames: []string{"web.example.com", "*.example.com"},
 				Rules:     []router.Rule{{Matches: []router.Match{{Path: router.PathMatch{Type: router.PathRegularExpression, Value: "/x[0-9]+"}}}, Backends: []router.BackendRef{web}}},
@@ -37,7 +37,7 @@ func stateSnapshot(certPEM, keyPEM []byte) *Snapshot {
 		}, {
 			Name: "192.0.2.7:443", Address: "192.0.2.7", Port: 443, Protocol: ProtocolHTTPS,
 			Hostnames: []string{"golden.example.com"}, ListenerHostnames: []string{"", "golden.example.com"},
-			Routes: []router.Route{{
+			Routes: []*router.Route{{
 				ID: router.RouteID{Kind: router.KindHTTPRoute, Namespace: "apps", Name: "all"}, Listener: "golden.example.com",
 				Hostnames: []string{"golden.example.com"},
 				Rules: []router.Rule{{
@@ -844,7 +844,7 @@ func largeState() *Snapshot {
 	l := Listener{Name: ":443", Port: 443, Protocol: ProtocolHTTPS}
 	for i := range 1000 {
 		backend := fmt.Sprintf("ns%d/web:80", i)
-		l.Routes = append(l.Routes, router.Route{
+		l.Routes = append(l.Routes, &router.Route{
 			ID:        router.RouteID{Kind: router.KindHTTPRoute, Namespace: fmt.Sprintf("ns%d", i), Name: "web"},
 			Hostnames: []string{fmt.Sprintf("web%d.example.com", i)},
 			Rules: []router.Rule{{
@@ -892,16 +892,16 @@ func BenchmarkStateFile(b *testing.B) {
 func TestStateFileLayer4(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "state", "snapshot.json")
 	certPEM, keyPEM := selfSigned(t, "golden.example.com")
-	l4 := func(kind router.Kind, listener string, hosts ...string) router.Route {
-		return router.Route{ID: router.RouteID{Kind: kind, Namespace: "apps", Name: "r"}, Listener: listener, Hostnames: hosts,
+	l4 := func(kind router.Kind, listener string, hosts ...string) *router.Route {
+		return &router.Route{ID: router.RouteID{Kind: kind, Namespace: "apps", Name: "r"}, Listener: listener, Hostnames: hosts,
 			Rules: []router.Rule{{Backends: []router.BackendRef{{Name: "apps/db:5432", Weight: 1}}}}}
 	}
 	want := &Snapshot{
 		Listeners: []Listener{
-			{Name: "10.0.0.5:5353", Address: "10.0.0.5", Port: 5353, Protocol: ProtocolTCP, ListenerHostnames: []string{""}, Routes: []router.Route{l4(router.KindTCPRoute, "")}},
-			{Name: "10.0.0.5:5353/udp", Address: "10.0.0.5", Port: 5353, Protocol: ProtocolUDP, ListenerHostnames: []string{""}, Routes: []router.Route{l4(router.KindUDPRoute, "")}},
+			{Name: "10.0.0.5:5353", Address: "10.0.0.5", Port: 5353, Protocol: ProtocolTCP, ListenerHostnames: []string{""}, Routes: []*router.Route{l4(router.KindTCPRoute, "")}},
+			{Name: "10.0.0.5:5353/udp", Address: "10.0.0.5", Port: 5353, Protocol: ProtocolUDP, ListenerHostnames: []string{""}, Routes: []*router.Route{l4(router.KindUDPRoute, "")}},
 			{Name: "10.0.0.5:443", Address: "10.0.0.5", Port: 443, Protocol: ProtocolHTTPS, ListenerHostnames: []string{""}, TLSHostnames: []string{"vault.example.com"},
-				Routes: []router.Route{l4(router.KindTLSRoute, "vault.example.com", "vault.example.com")},
+				Routes: []*router.Route{l4(router.KindTLSRoute, "vault.example.com", "vault.example.com")},
 				Certs:  []Cert{{Name: "apps/cert", CertPEM: certPEM, KeyPEM: PrivateKey(keyPEM)}}},
 		},
 		Endpoints: NewEndpointSets(map[string][]Endpoint{"apps/db:5432": {{Address: "10.1.0.1:5432", Ready: true, Weight: 1}}}),

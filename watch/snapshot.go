@@ -91,7 +91,9 @@ type Listener struct {
 	ListenerHostnames []string
 	// Routes have their hostnames already narrowed to the Gateway listener
 	// they attached to, so one table per socket keeps listeners apart.
-	Routes []router.Route
+	// Nothing changes a route once listed: the next Snapshot lists the
+	// same pointer for a route that did not change.
+	Routes []*router.Route
 	// Certs are the certificates of an HTTPS listener.
 	Certs []Cert
 	// ClientValidations are how an HTTPS listener checks client
@@ -124,13 +126,13 @@ type Listener struct {
 // listener's Routes in an earlier Snapshot: the routes of the IDs listed
 // came, went or changed, and the others are Base's, in the same order.
 type RouteChanges struct {
-	Base []router.Route
+	Base []*router.Route
 	IDs  []router.RouteID
 }
 
 // SplitTLS returns the routes of l's HTTP routing table and those of the
 // TLS listeners that share its socket.
-func (l *Listener) SplitTLS() (routes, tls []router.Route) {
+func (l *Listener) SplitTLS() (routes, tls []*router.Route) {
 	if len(l.TLSHostnames) == 0 {
 		return l.Routes, nil
 	}

@@ -85,7 +85,7 @@ type results struct {
 	certs   map[*corev1.Secret]certEntry
 	// routes are each socket's routes, which the next translation hands
 	// on if it places the same ones.
-	routes map[string][]router.Route
+	routes map[string][]*router.Route
 	// conditions are the conditions of good routes by generation (see
 	// goodConditions).
 	conditions map[int64][]metav1.Condition
@@ -116,7 +116,7 @@ func newResults(like *results) results {
 	return results{
 		objects:    make(map[any]*memoEntry, len(like.objects)),
 		certs:      make(map[*corev1.Secret]certEntry, len(like.certs)),
-		routes:     make(map[string][]router.Route, len(like.routes)),
+		routes:     make(map[string][]*router.Route, len(like.routes)),
 		conditions: make(map[int64][]metav1.Condition, len(like.conditions)),
 	}
 }
@@ -518,7 +518,7 @@ func (t *translator) memoParents(r *route, controller gatewayv1.GatewayControlle
 
 // lastRoutes are the routes of the socket called name in the last
 // translation.
-func (t *translator) lastRoutes(name string) []router.Route {
+func (t *translator) lastRoutes(name string) []*router.Route {
 	if t.next == nil {
 		return nil
 	}

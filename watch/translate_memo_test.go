@@ -400,10 +400,10 @@ func withoutChanges(snap *Snapshot) (*Snapshot, error) {
 		if c == nil {
 			continue
 		}
-		unchanged := func(routes []router.Route) []router.Route {
-			return slices.DeleteFunc(slices.Clone(routes), func(r router.Route) bool { return slices.Contains(c.IDs, r.ID) })
+		unchanged := func(routes []*router.Route) []*router.Route {
+			return slices.DeleteFunc(slices.Clone(routes), func(r *router.Route) bool { return slices.Contains(c.IDs, r.ID) })
 		}
-		if was, is := unchanged(c.Base), unchanged(l.Routes); !slices.EqualFunc(was, is, func(a, b router.Route) bool { return router.SameRoute(&a, &b) }) {
+		if was, is := unchanged(c.Base), unchanged(l.Routes); !slices.EqualFunc(was, is, router.SameRoute) {
 			return nil, fmt.Errorf("listener %s: routes not among its changes %v changed:\n--- before\n%+v\n--- now\n%+v", l.Name, c.IDs, was, is)
 		}
 		l.Changes = nil

@@ -582,7 +582,7 @@ func testMixedTermination(t *testing.T, path func(*Options)) {
 	terminated.Listener = "tls.example.com"
 	passed := route(router.KindTLSRoute, "passed", []string{"secure"})
 	passed.Listener = "abc.example.com"
-	table, errs := router.CompileL4Socket([]router.Route{terminated, passed}, router.L4Listeners{
+	table, errs := router.CompileL4Socket([]*router.Route{&terminated, &passed}, router.L4Listeners{
 		Hostnames: []string{"abc.example.com", "tls.example.com"},
 		Terminate: []string{"tls.example.com"},
 	})

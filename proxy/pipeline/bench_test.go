@@ -74,20 +74,20 @@ func BenchmarkPruneMetrics(b *testing.B) {
 		b.Fatal(err)
 	}
 	lm := m.listener("bench")
-	routes := make([]router.Route, 10000)
+	routes := make([]*router.Route, 10000)
 	for i := range routes {
 		host := fmt.Sprintf("r%d.example.com", i)
-		routes[i] = router.Route{ID: router.RouteID{Kind: router.KindHTTPRoute, Namespace: "ns", Name: fmt.Sprintf("r%d", i)}, Hostnames: []string{host}, Rules: []router.Rule{{Backends: []router.BackendRef{{Name: "web", Weight: 1}}}}}
+		routes[i] = &router.Route{ID: router.RouteID{Kind: router.KindHTTPRoute, Namespace: "ns", Name: fmt.Sprintf("r%d", i)}, Hostnames: []string{host}, Rules: []router.Rule{{Backends: []router.BackendRef{{Name: "web", Weight: 1}}}}}
 		if i%100 == 0 {
 			lm.route(routes[i].ID, 0)
 		}
 	}
-	tbl, errs := router.Compile(routes)
+	tbl, errs := router.Recompile(nil, routes)
 	if len(errs) > 0 {
 		b.Fatal(errs)
 	}
 	changed := slices.Clone(routes)
-	changed[5].Rules = []router.Rule{{Backends: []router.BackendRef{{Name: "other", Weight: 1}}}}
+	changed[5] = &router.Route{ID: routes[5].ID, Hostnames: routes[5].Hostnames, Rules: []router.Rule{{Backends: []router.BackendRef{{Name: "other", Weight: 1}}}}}
 	told, errs := router.RecompileChanged(tbl, routes, changed, []router.RouteID{changed[5].ID})
 	if len(errs) > 0 {
 		b.Fatal(errs)

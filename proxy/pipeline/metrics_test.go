@@ -55,13 +55,13 @@ func TestPruneMetrics(t *testing.T) {
 		t.Fatal(err)
 	}
 	lm := m.listener("test")
-	routes := make([]router.Route, 4)
+	routes := make([]*router.Route, 4)
 	for i := range routes {
-		routes[i] = router.Route{ID: router.RouteID{Kind: router.KindHTTPRoute, Namespace: "ns", Name: fmt.Sprintf("r%d", i)},
+		routes[i] = &router.Route{ID: router.RouteID{Kind: router.KindHTTPRoute, Namespace: "ns", Name: fmt.Sprintf("r%d", i)},
 			Hostnames: []string{fmt.Sprintf("r%d.example.com", i)}, Rules: []router.Rule{{Backends: []router.BackendRef{{Name: "web", Weight: 1}}}}}
 	}
 	a, b, c := routes[0].ID, routes[1].ID, routes[2].ID
-	compileChanged := func(prev *router.Table, base, next []router.Route, changed ...router.RouteID) *router.Table {
+	compileChanged := func(prev *router.Table, base, next []*router.Route, changed ...router.RouteID) *router.Table {
 		t.Helper()
 		table, errs := router.RecompileChanged(prev, base, next, changed)
 		if len(errs) > 0 {
@@ -83,7 +83,7 @@ func TestPruneMetrics(t *testing.T) {
 		}
 	}
 
-	first, errs := router.Compile(routes)
+	first, errs := router.Recompile(nil, routes)
 	if len(errs) > 0 {
 		t.Fatal(errs)
 	}
@@ -136,12 +136,12 @@ func TestPruneMetricsAfterOlderTable(t *testing.T) {
 			Hostnames: []string{name + ".example.com"}, Rules: []router.Rule{{Backends: []router.BackendRef{{Name: "web", Weight: 1}}}}}
 	}
 	a, x, b := route("a"), route("x"), route("b")
-	onlyA := []router.Route{a}
-	older, errs := router.Compile(onlyA)
+	onlyA := []*router.Route{&a}
+	older, errs := router.Recompile(nil, onlyA)
 	if len(errs) > 0 {
 		t.Fatal(errs)
 	}
-	newer, errs := router.RecompileChanged(older, onlyA, []router.Route{a, x}, []router.RouteID{x.ID})
+	newer, errs := router.RecompileChanged(older, onlyA, []*router.Route{&a, &x}, []router.RouteID{x.ID})
 	if len(errs) > 0 {
 		t.Fatal(errs)
 	}
@@ -150,7 +150,7 @@ func TestPruneMetricsAfterOlderTable(t *testing.T) {
 	lm.prune(older) // x went: the older table is published again
 	// A request that read the newer table before the publish picks x.
 	lm.route(x.ID, newer.Serial())
-	next, errs := router.RecompileChanged(older, onlyA, []router.Route{a, b}, []router.RouteID{b.ID})
+	next, errs := router.RecompileChanged(older, onlyA, []*router.Route{&a, &b}, []router.RouteID{b.ID})
 	if len(errs) > 0 {
 		t.Fatal(errs)
 	}
