@@ -203,6 +203,9 @@ func TestStateFileRefused(t *testing.T) {
 		{name: "bad route", data: edit(func(f map[string]any) {
 			listener(f, 1)["Routes"].([]any)[0].(map[string]any)["Hostnames"] = []string{"bad host"}
 		}), want: `listeners[1] "192.0.2.7:443": routes[0] HTTPRoute apps/all: hostnames[0] "bad host"`},
+		{name: "null route", data: edit(func(f map[string]any) {
+			listener(f, 1)["Routes"] = []any{listener(f, 1)["Routes"].([]any)[0], nil}
+		}), want: `listeners[1] "192.0.2.7:443": routes[1]: null`},
 		{name: "bad port", data: edit(func(f map[string]any) { listener(f, 0)["Port"] = 0 }), want: `listeners[0] ":80": port 0`},
 		{name: "name not address", data: edit(func(f map[string]any) { listener(f, 0)["Name"] = ":81" }), want: "name: not the address and port :80"},
 		{name: "bad protocol", data: edit(func(f map[string]any) { listener(f, 0)["Protocol"] = "SCTP" }), want: `protocol "SCTP"`},
@@ -394,6 +397,7 @@ func TestStateFileWriteError(t *testing.T) {
 func FuzzStateFile(f *testing.F) {
 	f.Add([]byte(stateFileGolden))
 	f.Add([]byte(`{"version":1,"written":"2026-01-01T00:00:00Z","listeners":[{"Name":":80","Port":80,"Protocol":"HTTP","Routes":[{"ID":{"Kind":"Ingress"},"Rules":[{}]}]}],"endpoints":{"a/b:1":[{"Address":"10.0.0.1:1"}]}}`))
+	f.Add([]byte(`{"version":1,"written":"2026-01-01T00:00:00Z","listeners":[{"Name":":80","Port":80,"Protocol":"HTTP","Routes":[null]}],"endpoints":{}}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		if len(data) > maxFuzzInput {
 			return
