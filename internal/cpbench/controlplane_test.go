@@ -112,7 +112,7 @@ func BenchmarkControlPlane(b *testing.B) {
 			h.reportStartup(b, c.httpRoutesWithoutStatus)
 			h.reportChanges(b, "change", n, c.httpRouteChange)
 			if more {
-				h.reportChanges(b, "endpoints", n, c.endpointChange(b))
+				h.reportChanges(b, "endpoints", n, c.endpointChange(b, h))
 				h.reportBurst(b, c, burst)
 			}
 		}
@@ -421,16 +421,20 @@ func (c *cluster) routeChange(ctx context.Context, port int, create func(ns, nam
 // endpointChange returns changes that each start a new backend and point
 // the EndpointSlice of a Service (routed to by its own HTTPRoute) at it;
 // the probe wants that backend's answer.
-func (c *cluster) endpointChange(b *testing.B) func(context.Context) (probe, error) {
+func (c *cluster) endpointChange(b *testing.B, h *hostgate) func(context.Context) (probe, error) {
 	ctx := context.Background()
 	const svc, host = "moving", "moving.example.com"
 	first := startBackend(b, c.hostIP, "moving-0")
+	created := time.Now()
 	if err := c.createService(ctx, "default", svc, first.port); err != nil {
 		b.Fatal(err)
 	}
 	if _, err := c.gw.GatewayV1().HTTPRoutes("default").Create(ctx, httpRoute(svc, host, "/", svc), metav1.CreateOptions{}); err != nil {
 		b.Fatal(err)
 	}
+	// Served before the first change, so that the translations of the
+	// new Service and route are not taken for the changes'.
+	h.await(b, fmt.Sprintf("http://127.0.0.1:%d/", c.gatewayPort), host, "backend moving-0 ", created)
 	n := 0
 	return func(ctx context.Context) (probe, error) {
 		n++
@@ -713,17 +717,7 @@ func (h *hostgate) reportChanges(b *testing.B, name string, n int, change func(c
 			b.Fatalf("%s: %v", name, err)
 		}
 		writes = append(writes, time.Since(began))
-		url := fmt.Sprintf("http://127.0.0.1:%d%s", p.port, p.path)
-		for {
-			code, body := h.get(url, p.host)
-			if code == http.StatusOK && strings.Contains(body, p.want) {
-				break
-			}
-			if time.Since(began) > changeTimeout {
-				b.Fatalf("%s: GET %s (Host %s) still %d %q after %v; log:\n%s", name, url, p.host, code, body, changeTimeout, tail(h.log))
-			}
-			time.Sleep(time.Millisecond)
-		}
+		h.await(b, fmt.Sprintf("http://127.0.0.1:%d%s", p.port, p.path), p.host, p.want, began)
 		latencies = append(latencies, time.Since(began))
 		afterWrites = append(afterWrites, latencies[len(latencies)-1]-writes[len(writes)-1])
 	}
@@ -740,6 +734,21 @@ func (h *hostgate) reportChanges(b *testing.B, name string, n int, change func(c
 	if work, slowest := translations(b, h.log, logStart); len(work) > 0 {
 		report(name+"_hostgate", work)
 		b.Logf("%s: slowest translation: %s", name, slowest)
+	}
+}
+
+// await polls url with Host host until it answers 200 with want in its
+// body, and fails the benchmark changeTimeout after since.
+func (h *hostgate) await(b *testing.B, url, host, want string, since time.Time) {
+	for {
+		code, body := h.get(url, host)
+		if code == http.StatusOK && strings.Contains(body, want) {
+			return
+		}
+		if time.Since(since) > changeTimeout {
+			b.Fatalf("GET %s (Host %s) still %d %q %v after %v; log:\n%s", url, host, code, body, changeTimeout, since.Format(time.TimeOnly), tail(h.log))
+		}
+		time.Sleep(time.Millisecond)
 	}
 }
 
@@ -760,16 +769,7 @@ func (h *hostgate) reportBurst(b *testing.B, c *cluster, n int) {
 	// A route that serves keeps serving: each is polled until it does, in
 	// the order of creation, and the last one found tells when all did.
 	for i := range n {
-		for {
-			code, body := h.get(url, burstHost(i))
-			if code == http.StatusOK && strings.Contains(body, backendPath(burstHost(i))) {
-				break
-			}
-			if time.Since(written) > changeTimeout {
-				b.Fatalf("burst: %s still %d %q %v after the last write; log:\n%s", burstHost(i), code, body, changeTimeout, tail(h.log))
-			}
-			time.Sleep(time.Millisecond)
-		}
+		h.await(b, url, burstHost(i), backendPath(burstHost(i)), written)
 	}
 	served := time.Since(written)
 	work, slowest := translations(b, h.log, logStart)
