@@ -110,6 +110,40 @@ func (o *objects) add(obj any, hint int) bool {
 	return true
 }
 
+// addListing adds the objects of from, which it may share: neither
+// changes them afterwards but to reorder a list (sort).
+func (o *objects) addListing(from *objects) {
+	o.ingressClasses = appendList(o.ingressClasses, from.ingressClasses)
+	o.ingresses = appendList(o.ingresses, from.ingresses)
+	o.gatewayClasses = appendList(o.gatewayClasses, from.gatewayClasses)
+	o.gateways = appendList(o.gateways, from.gateways)
+	o.listenerSets = appendList(o.listenerSets, from.listenerSets)
+	o.httpRoutes = appendList(o.httpRoutes, from.httpRoutes)
+	o.grpcRoutes = appendList(o.grpcRoutes, from.grpcRoutes)
+	o.tlsRoutes = appendList(o.tlsRoutes, from.tlsRoutes)
+	o.tcpRoutes = appendList(o.tcpRoutes, from.tcpRoutes)
+	o.udpRoutes = appendList(o.udpRoutes, from.udpRoutes)
+	o.referenceGrants = appendList(o.referenceGrants, from.referenceGrants)
+	o.backendTLS = appendList(o.backendTLS, from.backendTLS)
+	o.services = appendList(o.services, from.services)
+	o.endpointSlices = appendList(o.endpointSlices, from.endpointSlices)
+	o.secrets = appendList(o.secrets, from.secrets)
+	o.configMaps = appendList(o.configMaps, from.configMaps)
+	o.trustBundles = appendList(o.trustBundles, from.trustBundles)
+	o.namespaces = appendList(o.namespaces, from.namespaces)
+	o.nodes = appendList(o.nodes, from.nodes)
+}
+
+// appendList appends from to list, or returns from itself, without room
+// to grow into, when list is empty: two informers of one kind (two
+// versions of ClusterTrustBundle) then append to a copy.
+func appendList[T any](list, from []T) []T {
+	if len(list) == 0 {
+		return slices.Clip(from)
+	}
+	return append(list, from...)
+}
+
 func appendTo[T any](list []T, v T, hint int) []T {
 	if list == nil {
 		list = make([]T, 0, max(hint, 1))

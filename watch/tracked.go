@@ -47,6 +47,12 @@ type trackedInformer struct {
 	// byService holds the keys of EndpointSlices by Service, for an
 	// informer of them.
 	byService map[types.NamespacedName]map[types.NamespacedName]struct{}
+	// listing is items as the last listing typed them, until they
+	// change: a route change lists 10,000 Services and EndpointSlices
+	// that did not change, and typing every one again cost a tenth of
+	// the change's CPU. Translation may sort its lists in place, which
+	// leaves them the same objects.
+	listing *objects
 }
 
 func newTracked() *tracked {
@@ -104,6 +110,7 @@ func (t *tracked) put(inf *trackedInformer, obj any) {
 		inf.at[key] = len(inf.items)
 		inf.items = append(inf.items, obj)
 	}
+	inf.listing = nil
 	inf.index(key, obj, true)
 	if inf.listed {
 		t.added[obj] = struct{}{}
@@ -138,6 +145,7 @@ func (t *tracked) remove(inf *trackedInformer, obj any) {
 	inf.items[last] = nil
 	inf.items = inf.items[:last]
 	delete(inf.at, key)
+	inf.listing = nil
 }
 
 // keyOfObject is obj's namespace and name; false for what is no object.
@@ -206,9 +214,13 @@ func (t *tracked) list(objs *objects) {
 		if !inf.listed {
 			continue
 		}
-		for _, o := range inf.items {
-			objs.add(o, len(inf.items))
+		if inf.listing == nil {
+			inf.listing = &objects{}
+			for _, o := range inf.items {
+				inf.listing.add(o, len(inf.items))
+			}
 		}
+		objs.addListing(inf.listing)
 	}
 	t.listings++
 	if t.complete {
