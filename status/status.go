@@ -101,11 +101,11 @@ type Writer struct {
 	spare map[any]any
 	// The objects a pass has still to bring to their wanted status (see
 	// drain). Only lead uses them.
-	httpRoutes []watch.RouteReport[*gatewayv1.HTTPRoute]
-	grpcRoutes []watch.RouteReport[*gatewayv1.GRPCRoute]
-	tlsRoutes  []watch.RouteReport[*gatewayv1.TLSRoute]
-	tcpRoutes  []watch.RouteReport[*gatewayv1.TCPRoute]
-	udpRoutes  []watch.RouteReport[*gatewayv1.UDPRoute]
+	httpRoutes []*watch.RouteReport[*gatewayv1.HTTPRoute]
+	grpcRoutes []*watch.RouteReport[*gatewayv1.GRPCRoute]
+	tlsRoutes  []*watch.RouteReport[*gatewayv1.TLSRoute]
+	tcpRoutes  []*watch.RouteReport[*gatewayv1.TCPRoute]
+	udpRoutes  []*watch.RouteReport[*gatewayv1.UDPRoute]
 	policies   []watch.PolicyReport
 	ingresses  []watch.IngressReport
 	// annotationEvents is the message of the last annotation Event
@@ -436,9 +436,10 @@ func writeUnsettled[T any](p *pass, obj *T, wanted any, same func(a, b any) bool
 func drainRoutes[R any, T interface {
 	*R
 	object[T]
-}](p *pass, pending []watch.RouteReport[T], kind string, client func(namespace string) statusClient[T], status func(T) *gatewayv1.RouteStatus,
+}](p *pass, pending []*watch.RouteReport[T], kind string, client func(namespace string) statusClient[T], status func(T) *gatewayv1.RouteStatus,
 	wanted func([]gatewayv1.RouteParentStatus) func(gatewayv1.RouteStatus) (gatewayv1.RouteStatus, bool)) {
-	drain(pending, func(rr *watch.RouteReport[T]) {
+	drain(pending, func(listed **watch.RouteReport[T]) {
+		rr := *listed
 		writeUnsettled(p, (*R)(rr.Object), rr.Parents, sameParents, func() (bool, error) {
 			c := client(rr.Object.GetNamespace())
 			return update(p.ctx, kind, rr.Object, c.Get, c.UpdateStatus, status, wanted(rr.Parents))

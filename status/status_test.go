@@ -325,7 +325,7 @@ func TestPassForgetsWrittenObjects(t *testing.T) {
 		if name == "first" {
 			first = weak.Make(route)
 		}
-		reports.HTTPRoutes = append(reports.HTTPRoutes, watch.RouteReport[*gatewayv1.HTTPRoute]{Object: route, Parents: acceptedBy("gw")})
+		reports.HTTPRoutes = append(reports.HTTPRoutes, &watch.RouteReport[*gatewayv1.HTTPRoute]{Object: route, Parents: acceptedBy("gw")})
 	}
 	passDone := make(chan struct{})
 	go func(r *watch.Reports) {
@@ -367,7 +367,7 @@ func TestPassDoesNotRewriteWhatItWrote(t *testing.T) {
 	check(t, err)
 	route, err := gw.GatewayV1().HTTPRoutes(ns).Create(context.Background(), &gatewayv1.HTTPRoute{ObjectMeta: metav1.ObjectMeta{Name: "web"}}, metav1.CreateOptions{})
 	check(t, err)
-	reports := &watch.Reports{HTTPRoutes: []watch.RouteReport[*gatewayv1.HTTPRoute]{{Object: route, Parents: acceptedBy("gw")}}}
+	reports := &watch.Reports{HTTPRoutes: []*watch.RouteReport[*gatewayv1.HTTPRoute]{{Object: route, Parents: acceptedBy("gw")}}}
 	for pass := range 3 {
 		w.write(context.Background(), reports)
 		if got := writes.Load(); got != 1 {

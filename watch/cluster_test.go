@@ -325,7 +325,7 @@ func TestClusterServesChanges(t *testing.T) {
 			if l == nil || l.Protocol != ProtocolTCP || len(l.Routes) != 1 || l.Routes[0].ID.Kind != router.KindTCPRoute {
 				return false
 			}
-			i := slices.IndexFunc(r.TCPRoutes, func(rr RouteReport[*gatewayv1.TCPRoute]) bool { return rr.Object.Namespace == ns })
+			i := slices.IndexFunc(r.TCPRoutes, func(rr *RouteReport[*gatewayv1.TCPRoute]) bool { return rr.Object.Namespace == ns })
 			return i >= 0 && len(r.TCPRoutes[i].Parents) == 1 && conditionTrue(r.TCPRoutes[i].Parents[0].Conditions, "Accepted")
 		})
 	})

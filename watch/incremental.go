@@ -331,7 +331,7 @@ func (t *translator) countPorts(e *memoEntry, delta int32) {
 // or GRPCRoutes objs in the order o, or splices those that came and went
 // into the last translation's (last picks its reports of the kind), and
 // records what the kind added to each listener's attached routes.
-func kindRoutes[T object](t *translator, kind int, o *order[T], objs []T, build func(T) *route, last func(*Reports) []RouteReport[T]) []RouteReport[T] {
+func kindRoutes[T object](t *translator, kind int, o *order[T], objs []T, build func(T) *route, last func(*Reports) []*RouteReport[T]) []*RouteReport[T] {
 	if t.next == nil {
 		return translateRoutes(t, objs, build)
 	}
@@ -344,7 +344,7 @@ func kindRoutes[T object](t *translator, kind int, o *order[T], objs []T, build 
 		removed = gone(t.splice, kind, o)
 	}
 	build = sharingRules(t, removed, build)
-	var reports []RouteReport[T]
+	var reports []*RouteReport[T]
 	if t.splice == nil {
 		reports = attachRoutes(t, objs, build, true)
 	} else {
@@ -362,7 +362,7 @@ func kindRoutes[T object](t *translator, kind int, o *order[T], objs []T, build 
 // that came are translated and attached as a full translation would, and
 // those removed (gone, or translated again) are taken out of what last
 // and the sockets' last routes hold.
-func spliceRoutes[T object](t *translator, kind int, removed []T, o *order[T], n int, last []RouteReport[T], build func(T) *route) []RouteReport[T] {
+func spliceRoutes[T object](t *translator, kind int, removed []T, o *order[T], n int, last []*RouteReport[T], build func(T) *route) []*RouteReport[T] {
 	for i, l := range t.listeners {
 		l.attachedRoutes += t.prev.kindCounts[kind][i]
 	}
@@ -381,13 +381,13 @@ func spliceRoutes[T object](t *translator, kind int, removed []T, o *order[T], n
 		added = append(added, obj.(T))
 	}
 	sortObjects(added)
-	var come []RouteReport[T]
+	var come []*RouteReport[T]
 	t.splice.placed = map[*socket][]*router.Route{}
 	for _, obj := range added {
 		r, e := memoizedEntry(t, obj, func() *route { return build(obj) })
 		t.countPorts(e, 1)
 		if parents, ours := t.attachRoute(r); ours {
-			come = append(come, RouteReport[T]{Object: obj, Parents: parents})
+			come = append(come, &RouteReport[T]{Object: obj, Parents: parents})
 		}
 	}
 	t.spliceSockets(kind, goneKeys)
@@ -398,8 +398,8 @@ func spliceRoutes[T object](t *translator, kind int, removed []T, o *order[T], n
 	case len(goneKeys) == 0 && len(come) == 0:
 		return last
 	}
-	return spliceSorted(make([]RouteReport[T], 0, len(last)+len(come)), last, goneKeys, come,
-		func(r *RouteReport[T]) sortKey { return keyOf(r.Object) })
+	return spliceSorted(make([]*RouteReport[T], 0, len(last)+len(come)), last, goneKeys, come,
+		func(r **RouteReport[T]) sortKey { return keyOf((*r).Object) })
 }
 
 // spliceSockets splices the routes of the kind that went (by key) and

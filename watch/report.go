@@ -18,11 +18,11 @@ type Reports struct {
 	// HTTPRoutes, GRPCRoutes, TLSRoutes, TCPRoutes and UDPRoutes hold every route that references one of
 	// our Gateways or still carries a parent status of ours (then with no
 	// Parents, so the writer removes it).
-	HTTPRoutes []RouteReport[*gatewayv1.HTTPRoute]
-	GRPCRoutes []RouteReport[*gatewayv1.GRPCRoute]
-	TLSRoutes  []RouteReport[*gatewayv1.TLSRoute]
-	TCPRoutes  []RouteReport[*gatewayv1.TCPRoute]
-	UDPRoutes  []RouteReport[*gatewayv1.UDPRoute]
+	HTTPRoutes []*RouteReport[*gatewayv1.HTTPRoute]
+	GRPCRoutes []*RouteReport[*gatewayv1.GRPCRoute]
+	TLSRoutes  []*RouteReport[*gatewayv1.TLSRoute]
+	TCPRoutes  []*RouteReport[*gatewayv1.TCPRoute]
+	UDPRoutes  []*RouteReport[*gatewayv1.UDPRoute]
 	// BackendTLSPolicies hold every policy that targets a Service our
 	// Gateways' routes use, or that still carries an ancestor status of
 	// ours (then with no Ancestors).

@@ -116,9 +116,9 @@ func (t *translator) backendFor(r *route, field string, ref gatewayv1.BackendRef
 
 func (t *translator) routes() {
 	t.reports.HTTPRoutes = kindRoutes(t, spliceHTTP, &t.order.httpRoutes, t.objs.httpRoutes, t.httpRoute,
-		func(r *Reports) []RouteReport[*gatewayv1.HTTPRoute] { return r.HTTPRoutes })
+		func(r *Reports) []*RouteReport[*gatewayv1.HTTPRoute] { return r.HTTPRoutes })
 	t.reports.GRPCRoutes = kindRoutes(t, spliceGRPC, &t.order.grpcRoutes, t.objs.grpcRoutes, t.grpcRoute,
-		func(r *Reports) []RouteReport[*gatewayv1.GRPCRoute] { return r.GRPCRoutes })
+		func(r *Reports) []*RouteReport[*gatewayv1.GRPCRoute] { return r.GRPCRoutes })
 	if t.next != nil {
 		t.next.routePorts = t.routePorts
 	}
@@ -130,26 +130,26 @@ func (t *translator) routes() {
 
 // translateRoutes translates and attaches the routes of one kind and
 // returns the reports of those that are ours.
-func translateRoutes[T RouteObject](t *translator, objs []T, build func(T) *route) []RouteReport[T] {
+func translateRoutes[T RouteObject](t *translator, objs []T, build func(T) *route) []*RouteReport[T] {
 	return attachRoutes(t, objs, build, false)
 }
 
 // attachRoutes is translateRoutes, counting the endpoint entries each
 // route registered when countPorts is set.
-func attachRoutes[T RouteObject](t *translator, objs []T, build func(T) *route, countPorts bool) []RouteReport[T] {
+func attachRoutes[T RouteObject](t *translator, objs []T, build func(T) *route, countPorts bool) []*RouteReport[T] {
 	if len(objs) == 0 {
 		return nil
 	}
 	// Most routes are usually ours: room for all at once rather than a
 	// dozen copies of a growing list of 10,000.
-	reports := make([]RouteReport[T], 0, len(objs))
+	reports := make([]*RouteReport[T], 0, len(objs))
 	for _, obj := range objs {
 		r, e := memoizedEntry(t, obj, func() *route { return build(obj) })
 		if countPorts {
 			t.countPorts(e, 1)
 		}
 		if parents, ours := t.attachRoute(r); ours {
-			reports = append(reports, RouteReport[T]{Object: obj, Parents: parents})
+			reports = append(reports, &RouteReport[T]{Object: obj, Parents: parents})
 		}
 	}
 	return reports

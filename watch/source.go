@@ -358,7 +358,7 @@ func (r *Reports) findProblems() []string {
 
 // routeProblems adds the conditions of each parent of reports, routes of
 // kind.
-func routeProblems[T RouteObject](reports []RouteReport[T], kind string, add func(kind string, obj metav1.Object, listener string, conds []metav1.Condition)) {
+func routeProblems[T RouteObject](reports []*RouteReport[T], kind string, add func(kind string, obj metav1.Object, listener string, conds []metav1.Condition)) {
 	for _, rr := range reports {
 		for _, p := range rr.Parents {
 			add(kind, rr.Object, "", p.Conditions)
