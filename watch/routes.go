@@ -141,15 +141,20 @@ func attachRoutes[T RouteObject](t *translator, objs []T, build func(T) *route, 
 		return nil
 	}
 	// Most routes are usually ours: room for all at once rather than a
-	// dozen copies of a growing list of 10,000.
+	// dozen copies of a growing list of 10,000. The reports lie in one
+	// array, in their order, so that the walks over all of them (the
+	// status writer's, Problems) read memory in sequence; it never grows,
+	// so the pointers into it stay.
 	reports := make([]*RouteReport[T], 0, len(objs))
+	inOrder := make([]RouteReport[T], 0, len(objs))
 	for _, obj := range objs {
 		r, e := memoizedEntry(t, obj, func() *route { return build(obj) })
 		if countPorts {
 			t.countPorts(e, 1)
 		}
 		if parents, ours := t.attachRoute(r); ours {
-			reports = append(reports, &RouteReport[T]{Object: obj, Parents: parents})
+			inOrder = append(inOrder, RouteReport[T]{Object: obj, Parents: parents})
+			reports = append(reports, &inOrder[len(inOrder)-1])
 		}
 	}
 	return reports
