@@ -455,7 +455,10 @@ func (t *translator) place(s *socket, route router.Route) {
 	}
 	t.placed = append(t.placed, placement{s, route.Listener})
 	if t.splice != nil && t.splice.placed != nil {
-		t.splice.placed[s] = append(t.splice.placed[s], &route)
+		// A copy of its own, so that route stays on the stack on the
+		// other path, where most routes are found placed already.
+		placed := route
+		t.splice.placed[s] = append(t.splice.placed[s], &placed)
 		return
 	}
 	s.add(route)
@@ -474,7 +477,10 @@ func (s *socket) add(route router.Route) {
 		return
 	}
 	s.own()
-	s.routes = append(s.routes, &route)
+	// Taken apart from route, which would otherwise be put on the heap
+	// for every route added, the shared ones too.
+	listed := route
+	s.routes = append(s.routes, &listed)
 }
 
 // own makes routes hold every route of s, to be added to or changed.
