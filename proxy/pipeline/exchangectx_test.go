@@ -28,8 +28,8 @@ func TestExchangeContextTakesNoGoroutine(t *testing.T) {
 	base, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	stream := &engineContext{Context: base, done: make(chan struct{})}
+	const n = 100
 	derive := func(ctx context.Context) int {
-		const n = 100
 		before := runtime.NumGoroutine()
 		var stops []context.CancelFunc
 		for range n {
@@ -47,7 +47,10 @@ func TestExchangeContextTakesNoGoroutine(t *testing.T) {
 	if got := exchangeOf(ctx); got != ex {
 		t.Fatalf("exchangeOf = %p, want %p", got, ex)
 	}
-	if n := derive(ctx); n > derive(stream) {
-		t.Errorf("100 contexts made from an exchange context took %d goroutines more than from the stream's", n)
+	// A goroutine per context would show as n more; other tests' goroutines
+	// starting or ending meanwhile move either count by a few, so the bar
+	// is half of n, not zero.
+	if extra := derive(ctx) - derive(stream); extra >= n/2 {
+		t.Errorf("%d contexts made from an exchange context took %d goroutines more than from the stream's", n, extra)
 	}
 }
