@@ -309,8 +309,18 @@ func (t *translator) unchanged(d *deps) bool {
 
 func (t *translator) dependOnService(key types.NamespacedName) {
 	if t.deps != nil {
-		t.deps.services = append(t.deps.services, key)
+		t.deps.services = appendUnlessLast(t.deps.services, key)
 	}
+}
+
+// appendUnlessLast appends v to s unless s ends with it: the rules of a
+// route commonly send to the same Service, and a dependency recorded once
+// per rule took a memo entry's lists to twice their size or more.
+func appendUnlessLast[T comparable](s []T, v T) []T {
+	if len(s) > 0 && s[len(s)-1] == v {
+		return s
+	}
+	return append(s, v)
 }
 
 func (t *translator) dependOnGrants(namespace string) {
@@ -321,7 +331,7 @@ func (t *translator) dependOnGrants(namespace string) {
 
 func (t *translator) dependOnPolicies(namespace string) {
 	if t.deps != nil {
-		t.deps.policies = append(t.deps.policies, namespace)
+		t.deps.policies = appendUnlessLast(t.deps.policies, namespace)
 	}
 }
 
@@ -362,7 +372,7 @@ func (t *translator) registerEndpoints(name string, svc *corev1.Service, port *c
 	}
 	t.register(e, port)
 	if t.deps != nil {
-		t.deps.ports = append(t.deps.ports, portDep{port, e})
+		t.deps.ports = appendUnlessLast(t.deps.ports, portDep{port, e})
 	}
 }
 
