@@ -14,17 +14,19 @@ func TestGCPercentFor(t *testing.T) {
 		live uint64
 		want int
 	}{
-		{0, gcPercent},                // no collection yet
-		{1 << 20, maxGCPercent},       // tiny: the floor would be 40 times it
-		{12 << 20, maxGCPercent},      // HTTP/2 load: floor 233% above, capped
-		{16 << 20, 150},               // grows to the floor exactly
-		{20 << 20, 100},               //
-		{24 << 20, gcPercent},         // 75% above is past the floor already
-		{heapFloor, gcPercent},        //
-		{80 << 20, gcPercent},         // 10,000 routes
-		{1 << 40, gcPercent},          //
-		{heapFloor - 1, gcPercent},    //
-		{heapFloor / 3, maxGCPercent}, // 200% above is the floor, to a byte
+		{0, gcPercent},                 // no collection yet
+		{1 << 20, maxGCPercent},        // tiny: the floor would be 40 times it
+		{12 << 20, maxGCPercent},       // HTTP/2 load: floor 233% above, capped
+		{16 << 20, 150},                // grows to the floor exactly
+		{20 << 20, 100},                //
+		{24 << 20, gcPercent},          // 75% above is past the floor already
+		{heapFloor, gcPercent},         // 75% above is 30 MiB: less than the floor's room
+		{heapFloor * 4 / 3, gcPercent}, // 75% above is the floor's room exactly
+		{90 << 20, 44},                 // 10,000 routes: 40 MiB above
+		{160 << 20, minGCPercent},      // 40 MiB above is 25%
+		{1 << 40, minGCPercent},        //
+		{heapFloor - 1, gcPercent},     //
+		{heapFloor / 3, maxGCPercent},  // 200% above is the floor, to a byte
 	} {
 		if got := gcPercentFor(tc.live); got != tc.want {
 			t.Errorf("gcPercentFor(%d MiB) = %d, want %d", tc.live>>20, got, tc.want)
