@@ -68,7 +68,8 @@ func (t *translator) rulesOn(r *route, g *gateway) []router.Rule {
 	}
 	// Kept with the route, so that a translation that changes neither
 	// places the same rules and the socket's routes are shared.
-	for _, c := range r.certRules {
+	tls := r.backendTLSState()
+	for _, c := range tls.certRules {
 		if c.key == g.clientCertKey {
 			return c.rules
 		}
@@ -85,10 +86,10 @@ func (t *translator) rulesOn(r *route, g *gateway) []router.Rule {
 		}
 		rules[i] = rule
 	}
-	if len(r.certRules) >= maxCertRules {
-		r.certRules = r.certRules[1:]
+	if len(tls.certRules) >= maxCertRules {
+		tls.certRules = tls.certRules[1:]
 	}
-	r.certRules = append(r.certRules, certRules{g.clientCertKey, rules})
+	tls.certRules = append(tls.certRules, certRules{g.clientCertKey, rules})
 	return rules
 }
 

@@ -188,19 +188,24 @@ func (t *translator) notePolicyService(r *route, ref *gatewayv1.BackendObjectRef
 	if (ref.Group != nil && *ref.Group != "") || (ref.Kind != nil && *ref.Kind != "Service") {
 		return
 	}
-	key := types.NamespacedName{Namespace: r.from.namespace, Name: string(ref.Name)}
+	key := types.NamespacedName{Namespace: r.id.Namespace, Name: string(ref.Name)}
 	if ref.Namespace != nil {
 		key.Namespace = string(*ref.Namespace)
 	}
-	if t.policiesOf(key.Namespace).targeted[key] && !slices.Contains(r.policyServices, key) {
-		r.policyServices = append(r.policyServices, key)
+	if t.policiesOf(key.Namespace).targeted[key] {
+		if tls := r.backendTLSState(); !slices.Contains(tls.policyServices, key) {
+			tls.policyServices = append(tls.policyServices, key)
+		}
 	}
 }
 
 // addPolicyAncestors records that g serves a route using the Services of
 // r that policies target.
 func (t *translator) addPolicyAncestors(r *route, g *gateway) {
-	for _, svc := range r.policyServices {
+	if r.backendTLS == nil {
+		return
+	}
+	for _, svc := range r.backendTLS.policyServices {
 		if !slices.Contains(t.policyAncestors[svc], g) {
 			if t.policyAncestors == nil {
 				t.policyAncestors = map[types.NamespacedName][]*gateway{}

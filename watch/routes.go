@@ -29,7 +29,6 @@ type route struct {
 	// than in the object.
 	parents []parent
 	created time.Time
-	from    refFrom
 	rules   []router.Rule
 	// resolvedRefs is the route's ResolvedRefs problem; invalid makes it
 	// Accepted=False with reason UnsupportedValue on every parent.
@@ -38,16 +37,37 @@ type route struct {
 	// lastParents are the status entries of the last translation with a
 	// memo (see memoParents).
 	lastParents parentsEntry
+	// backendTLS is nil but for the few routes whose backends speak TLS
+	// or that BackendTLSPolicies target.
+	backendTLS *routeBackendTLS
+	// counted are the indices of the listeners whose attached routes it
+	// counted when last attached, which a translation that splices its
+	// removal in takes back (incremental.go).
+	counted []int
+}
+
+// routeBackendTLS is what a route's backends that speak TLS take.
+type routeBackendTLS struct {
 	// policyServices are the Services of its backends that
 	// BackendTLSPolicies target.
 	policyServices []types.NamespacedName
 	// certRules are its rules as placed on Gateways with a client
 	// certificate for backends (see rulesOn).
 	certRules []certRules
-	// counted are the indices of the listeners whose attached routes it
-	// counted when last attached, which a translation that splices its
-	// removal in takes back (incremental.go).
-	counted []int
+}
+
+// backendTLSState returns r.backendTLS, made if r has none yet.
+func (r *route) backendTLSState() *routeBackendTLS {
+	if r.backendTLS == nil {
+		r.backendTLS = &routeBackendTLS{}
+	}
+	return r.backendTLS
+}
+
+// from is where the route's references come from, for ReferenceGrants:
+// made when asked, as its id holds both.
+func (r *route) from() refFrom {
+	return refFrom{kind: string(r.id.Kind), namespace: r.id.Namespace}
 }
 
 func (t *translator) newRoute(kind router.Kind, meta *metav1.ObjectMeta, common *gatewayv1.CommonRouteSpec, hostnames []gatewayv1.Hostname, status []gatewayv1.RouteParentStatus) *route {
@@ -59,7 +79,6 @@ func (t *translator) newRoute(kind router.Kind, meta *metav1.ObjectMeta, common 
 		// Found once per object: with 10,000 routes, comparing every
 		// status entry in every translation took a twentieth of a change.
 		ourStatus: slices.ContainsFunc(status, func(p gatewayv1.RouteParentStatus) bool { return p.ControllerName == controller }),
-		from:      refFrom{kind: string(kind), namespace: meta.Namespace},
 		created:   meta.CreationTimestamp.Time,
 	}
 	for i, ref := range common.ParentRefs {
@@ -105,7 +124,7 @@ func (t *translator) backendFor(r *route, field string, ref gatewayv1.BackendRef
 	if use != forStream && use != forDatagram {
 		t.notePolicyService(r, &ref.BackendObjectReference)
 	}
-	b, err := t.backendRef(r.from, ref.BackendObjectReference, use)
+	b, err := t.backendRef(r.from(), ref.BackendObjectReference, use)
 	if err != nil {
 		r.resolvedRefs.first(string(err.reason), fmt.Sprintf("%s: %v", field, err))
 		return router.BackendRef{Invalid: true, Weight: weight}
