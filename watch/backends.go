@@ -240,9 +240,20 @@ func backendProtocol(appProtocol *string, grpc bool) (string, bool) {
 // EndpointSlices: ready ones, and terminating ones that still serve
 // (marked not ready). The target port comes from the slice port of the
 // same name, or from a numeric targetPort for slices without ports.
+//
+// The set is kept for as long as the Service and its slices do not change,
+// one per Service port: it is made at its final size, where growing it by
+// appends left a tenth of a Service's endpoints in unused capacity, and
+// an address listed twice is dropped after sorting, where a map of the
+// addresses seen was garbage of every set made.
 func endpointSet(list []*discoveryv1.EndpointSlice, port *corev1.ServicePort) []Endpoint {
-	set := []Endpoint{}
-	seen := map[string]bool{}
+	size := 0
+	for _, slice := range list {
+		for _, ep := range slice.Endpoints {
+			size += len(ep.Addresses)
+		}
+	}
+	set := make([]Endpoint, 0, size)
 	for _, slice := range list {
 		if slice.AddressType == discoveryv1.AddressTypeFQDN {
 			continue
@@ -261,17 +272,13 @@ func endpointSet(list []*discoveryv1.EndpointSlice, port *corev1.ServicePort) []
 				if net.ParseIP(a) == nil {
 					continue
 				}
-				addr := net.JoinHostPort(a, strconv.Itoa(int(target)))
-				if seen[addr] {
-					continue
-				}
-				seen[addr] = true
-				set = append(set, Endpoint{Address: addr, Ready: ready, Weight: 1})
+				set = append(set, Endpoint{Address: net.JoinHostPort(a, strconv.Itoa(int(target))), Ready: ready, Weight: 1})
 			}
 		}
 	}
-	slices.SortFunc(set, func(a, b Endpoint) int { return cmp.Compare(a.Address, b.Address) })
-	return set
+	// Stable, so that of an address listed twice the first is kept.
+	slices.SortStableFunc(set, func(a, b Endpoint) int { return cmp.Compare(a.Address, b.Address) })
+	return slices.CompactFunc(set, func(a, b Endpoint) bool { return a.Address == b.Address })
 }
 
 // portProtocol is a Service port's protocol, TCP when it names none.
