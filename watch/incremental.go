@@ -125,7 +125,7 @@ func (t *translator) staleRoutes() (stale [spliceKinds][]any, ok bool) {
 	// a key is not indexed), and only its lookups of Services and
 	// ReferenceGrants: nothing else it looks up changed.
 	for obj, e := range t.prev.objects {
-		if !anyChanged(services, e.deps.services) && !anyChanged(grants, e.deps.grants) {
+		if !anyChanged(services, e.deps.services) && (e.deps.other == nil || !anyChanged(grants, e.deps.other.grants)) {
 			continue
 		}
 		kind := spliceHTTP

@@ -162,19 +162,36 @@ type memoEntry struct {
 }
 
 // deps are the lookups a memoized translation made: the keys of the
-// Services and the namespaces of the ReferenceGrants it looked up.
+// Services it looked up, and the rest.
 type deps struct {
 	services []types.NamespacedName
-	grants   []string
-	// policies are namespaces whose BackendTLSPolicies it looked up, and
-	// ca the CA bundles of those that applied (and the ConfigMaps of
-	// custom-headers).
+	// policies are namespaces whose BackendTLSPolicies it looked up.
 	policies []string
-	ca       caSources
-	// secrets are the Secrets of annotations it read (auth-secret).
-	secrets []types.NamespacedName
 	// ports are the endpoint sets it registered.
 	ports []portDep
+	// other is nil but for the few objects that look up more: a memo
+	// entry is kept for every object, and with every list of these in
+	// it an entry was twice its size.
+	other *otherDeps
+}
+
+// otherDeps are the lookups that few objects make.
+type otherDeps struct {
+	// grants are the namespaces of the ReferenceGrants it looked up.
+	grants []string
+	// ca are the CA bundles of the BackendTLSPolicies that applied (and
+	// the ConfigMaps of custom-headers).
+	ca caSources
+	// secrets are the Secrets of annotations it read (auth-secret).
+	secrets []types.NamespacedName
+}
+
+// others returns d.other, made if d has none yet.
+func (d *deps) others() *otherDeps {
+	if d.other == nil {
+		d.other = &otherDeps{}
+	}
+	return d.other
 }
 
 type portDep struct {
@@ -279,27 +296,31 @@ func (t *translator) unchanged(d *deps) bool {
 			return false
 		}
 	}
-	for _, namespace := range d.grants {
-		if t.grants.changedKey(namespace) {
-			return false
-		}
-	}
 	for _, namespace := range d.policies {
 		if t.policies.changedKey(namespace) {
 			return false
 		}
 	}
-	for _, key := range d.ca.configMaps {
+	o := d.other
+	if o == nil {
+		return true
+	}
+	for _, namespace := range o.grants {
+		if t.grants.changedKey(namespace) {
+			return false
+		}
+	}
+	for _, key := range o.ca.configMaps {
 		if t.configMaps.changedKey(key) {
 			return false
 		}
 	}
-	for _, key := range d.secrets {
+	for _, key := range o.secrets {
 		if t.secrets.changedKey(key) {
 			return false
 		}
 	}
-	for _, name := range d.ca.trustBundles {
+	for _, name := range o.ca.trustBundles {
 		if t.trustBundles.changedKey(name) {
 			return false
 		}
@@ -325,7 +346,8 @@ func appendUnlessLast[T comparable](s []T, v T) []T {
 
 func (t *translator) dependOnGrants(namespace string) {
 	if t.deps != nil {
-		t.deps.grants = append(t.deps.grants, namespace)
+		o := t.deps.others()
+		o.grants = append(o.grants, namespace)
 	}
 }
 
@@ -337,20 +359,26 @@ func (t *translator) dependOnPolicies(namespace string) {
 
 func (t *translator) dependOnCA(used *caSources) {
 	if t.deps != nil {
-		t.deps.ca.configMaps = append(t.deps.ca.configMaps, used.configMaps...)
-		t.deps.ca.trustBundles = append(t.deps.ca.trustBundles, used.trustBundles...)
+		if len(used.configMaps) == 0 && len(used.trustBundles) == 0 {
+			return
+		}
+		o := t.deps.others()
+		o.ca.configMaps = append(o.ca.configMaps, used.configMaps...)
+		o.ca.trustBundles = append(o.ca.trustBundles, used.trustBundles...)
 	}
 }
 
 func (t *translator) dependOnConfigMap(key types.NamespacedName) {
 	if t.deps != nil {
-		t.deps.ca.configMaps = append(t.deps.ca.configMaps, key)
+		o := t.deps.others()
+		o.ca.configMaps = append(o.ca.configMaps, key)
 	}
 }
 
 func (t *translator) dependOnSecret(key types.NamespacedName) {
 	if t.deps != nil {
-		t.deps.secrets = append(t.deps.secrets, key)
+		o := t.deps.others()
+		o.secrets = append(o.secrets, key)
 	}
 }
 
