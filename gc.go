@@ -29,13 +29,16 @@ import (
 // more requests/s, grpc 5-15% (docs/benchmarks.md, "Tenth round"). The
 // memory limit (limitMemory) still caps it.
 //
-// With many routes, 75% above the live heap is more room than anything
-// needs: a route change at 10,000 routes allocates about 0.3 MB, so 40
-// MiB of room is a collection every hundred changes or more, and 75% of
-// 90 MB kept 30 MiB more resident for nothing. Past heapFloor*100/gcPercent
-// of live heap the room stays heapFloor, until that is less than
-// minGCPercent of the live heap, where collections would come so often
-// that marking the heap (140 ms of CPU at 10,000 routes here) took over.
+// With many routes, 75% above the live heap is more room than changes
+// need: at 10,000 HTTPRoutes (90 MB live) a route change allocates about
+// 1 MB (its two translations, the status write and the API client's
+// share), so 40 MiB is a collection every 35 changes or so. The control
+// plane bench kept its change latency and start-up, and its RSS went from
+// 209 to 177 MiB (docs/benchmarks.md, issue 29, tenth round). Past
+// heapFloor*100/gcPercent of live heap the room stays heapFloor, until
+// that is less than minGCPercent of the live heap, where collections
+// would come so often that marking the heap (100-150 ms of CPU at 10,000
+// routes here) took over.
 const (
 	gcPercent    = 75
 	heapFloor    = 40 << 20
