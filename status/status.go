@@ -94,11 +94,11 @@ type Writer struct {
 	// settled holds, for each object that the last pass found with the
 	// status it wants, or weak pointer to an object it wrote, that wanted
 	// status. Only lead uses it.
-	settled map[any]any
+	settled map[any]wantedStatus
 	// spare is the emptied map of the pass before last, which the next
 	// pass fills: a new map of 10,000 routes on every pass was a good part
 	// of the garbage a route change made.
-	spare map[any]any
+	spare map[any]wantedStatus
 	// The objects a pass has still to bring to their wanted status (see
 	// drain). Only lead uses them.
 	httpRoutes []*watch.RouteReport[*gatewayv1.HTTPRoute]
@@ -276,7 +276,7 @@ func (w *Writer) write(ctx context.Context, r *watch.Reports) {
 	classes := w.gw.GatewayV1().GatewayClasses()
 	p := &pass{w: w, ctx: ctx, settled: w.spare}
 	if p.settled == nil {
-		p.settled = make(map[any]any, len(w.settled))
+		p.settled = make(map[any]wantedStatus, len(w.settled))
 	}
 	defer func() {
 		// Emptied now, so that it holds no replaced objects until the
@@ -329,7 +329,7 @@ func (w *Writer) write(ctx context.Context, r *watch.Reports) {
 	drainRoutes(p, w.udpRoutes, "UDPRoute", func(ns string) statusClient[*gatewayv1.UDPRoute] { return v1.UDPRoutes(ns) },
 		func(o *gatewayv1.UDPRoute) *gatewayv1.RouteStatus { return &o.Status.RouteStatus }, wantedRoute)
 	drain(w.policies, func(pr *watch.PolicyReport) {
-		writeUnsettled(p, pr.Object, pr.Ancestors, equality.Semantic.DeepEqual, func() (bool, error) {
+		writeUnsettled(p, pr.Object, wantedStatus{other: pr.Ancestors}, sameOther, func() (bool, error) {
 			client := w.gw.GatewayV1().BackendTLSPolicies(pr.Object.Namespace)
 			return update(ctx, "BackendTLSPolicy", pr.Object, client.Get, client.UpdateStatus,
 				func(o *gatewayv1.BackendTLSPolicy) *gatewayv1.PolicyStatus { return &o.Status },
@@ -339,7 +339,7 @@ func (w *Writer) write(ctx context.Context, r *watch.Reports) {
 		})
 	})
 	drain(w.ingresses, func(i *watch.IngressReport) {
-		writeUnsettled(p, i.Object, i.LoadBalancer, equality.Semantic.DeepEqual, func() (bool, error) {
+		writeUnsettled(p, i.Object, wantedStatus{other: i.LoadBalancer}, sameOther, func() (bool, error) {
 			client := w.kube.NetworkingV1().Ingresses(i.Object.Namespace)
 			return update(ctx, "Ingress", i.Object, client.Get, client.UpdateStatus,
 				func(o *networkingv1.Ingress) *networkingv1.IngressStatus { return &o.Status },
@@ -376,7 +376,7 @@ type pass struct {
 	// pass need no copy and comparison, as informers keep an object until
 	// it changes and translation reuses the status entries of unchanged
 	// routes, so with 10,000 routes most of a pass is skipped.
-	settled                  map[any]any
+	settled                  map[any]wantedStatus
 	written, failed, skipped int
 }
 
@@ -393,10 +393,19 @@ func (p *pass) count(wrote bool, err error) {
 	}
 }
 
+// wantedStatus is the status an object was settled with: a route's
+// parent entries, or the wanted status of another kind. A route's are
+// kept as they are, not in an interface, which took an allocation for
+// each of 10,000 routes on every pass.
+type wantedStatus struct {
+	parents []gatewayv1.RouteParentStatus
+	other   any
+}
+
 // unchanged reports whether the last pass settled key (an object, or a
 // weak pointer to one the Writer wrote) with the same wanted status, and
 // keeps it settled if so.
-func (p *pass) unchanged(key, wanted any, same func(a, b any) bool) bool {
+func (p *pass) unchanged(key any, wanted wantedStatus, same func(a, b wantedStatus) bool) bool {
 	last, ok := p.w.settled[key]
 	if !ok || !same(last, wanted) {
 		return false
@@ -406,30 +415,40 @@ func (p *pass) unchanged(key, wanted any, same func(a, b any) bool) bool {
 	return true
 }
 
-// writeUnsettled brings obj to its wanted status with write, unless obj,
-// or the object it replaced, is settled with that status. An object
-// written is replaced in the informers' caches by the one the write made,
-// but a pass may meet it before that: it is settled under a weak pointer,
-// which does not keep the replaced object alive for as long as the pass
-// lasts (a minute for 10,000 routes), and finds it if it is still there.
-func writeUnsettled[T any](p *pass, obj *T, wanted any, same func(a, b any) bool, write func() (bool, error)) {
-	if p.unchanged(obj, wanted, same) {
-		return
+// settled reports whether obj, or the object it replaced, is settled with
+// wanted, and keeps it settled if so. An object written is replaced in
+// the informers' caches by the one the write made, but a pass may meet it
+// before that: it is settled under a weak pointer, which does not keep
+// the replaced object alive for as long as the pass lasts (a minute for
+// 10,000 routes), and finds it if it is still there.
+func settled[T any](p *pass, obj *T, wanted wantedStatus, same func(a, b wantedStatus) bool) bool {
+	return p.unchanged(obj, wanted, same) || p.unchanged(weak.Make(obj), wanted, same)
+}
+
+// writeUnsettled brings obj to its wanted status with write, unless it is
+// settled with it.
+func writeUnsettled[T any](p *pass, obj *T, wanted wantedStatus, same func(a, b wantedStatus) bool, write func() (bool, error)) {
+	if !settled(p, obj, wanted, same) {
+		writeSettling(p, obj, wanted, write)
 	}
-	written := weak.Make(obj)
-	if p.unchanged(written, wanted, same) {
-		return
-	}
+}
+
+// writeSettling brings obj, which is not settled, to its wanted status
+// with write, and settles it.
+func writeSettling[T any](p *pass, obj *T, wanted wantedStatus, write func() (bool, error)) {
 	wrote, err := write()
 	switch {
 	case err != nil:
 	case wrote:
-		p.settled[written] = wanted
+		p.settled[weak.Make(obj)] = wanted
 	default:
 		p.settled[obj] = wanted
 	}
 	p.count(wrote, err)
 }
+
+// sameOther compares the wanted statuses of kinds other than routes.
+func sameOther(a, b wantedStatus) bool { return equality.Semantic.DeepEqual(a.other, b.other) }
 
 // drainRoutes brings each route of pending, of kind, to its wanted
 // parent statuses (see drain), through the client of its namespace.
@@ -440,7 +459,13 @@ func drainRoutes[R any, T interface {
 	wanted func([]gatewayv1.RouteParentStatus) func(gatewayv1.RouteStatus) (gatewayv1.RouteStatus, bool)) {
 	drain(pending, func(listed **watch.RouteReport[T]) {
 		rr := *listed
-		writeUnsettled(p, (*R)(rr.Object), rr.Parents, sameParents, func() (bool, error) {
+		// Checked before the write is made: the closure is allocated, and
+		// all but a few of 10,000 routes are settled on every pass.
+		obj, want := (*R)(rr.Object), wantedStatus{parents: rr.Parents}
+		if settled(p, obj, want, sameParents) {
+			return
+		}
+		writeSettling(p, obj, want, func() (bool, error) {
 			c := client(rr.Object.GetNamespace())
 			return update(p.ctx, kind, rr.Object, c.Get, c.UpdateStatus, status, wanted(rr.Parents))
 		})
@@ -462,8 +487,8 @@ func drain[T any](pending []T, write func(*T)) {
 
 // sameParents reports whether two wanted route statuses are the same
 // slice, as translation hands out for a route that did not change.
-func sameParents(a, b any) bool {
-	pa, pb := a.([]gatewayv1.RouteParentStatus), b.([]gatewayv1.RouteParentStatus)
+func sameParents(a, b wantedStatus) bool {
+	pa, pb := a.parents, b.parents
 	return len(pa) == len(pb) && (len(pa) == 0 || &pa[0] == &pb[0])
 }
 

@@ -27,6 +27,10 @@ import (
 	"k8s.io/client-go/discovery"
 	clientfeatures "k8s.io/client-go/features"
 	"k8s.io/client-go/informers"
+	coreinformers "k8s.io/client-go/informers/core/v1"
+	discoveryinformers "k8s.io/client-go/informers/discovery/v1"
+	"k8s.io/client-go/informers/internalinterfaces"
+	networkinginformers "k8s.io/client-go/informers/networking/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
@@ -34,6 +38,8 @@ import (
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 	gatewayclient "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
 	gatewayinformers "sigs.k8s.io/gateway-api/pkg/client/informers/externalversions"
+	gatewayv1informers "sigs.k8s.io/gateway-api/pkg/client/informers/externalversions/apis/v1"
+	gatewayinternal "sigs.k8s.io/gateway-api/pkg/client/informers/externalversions/internalinterfaces"
 	"sigs.k8s.io/gateway-api/pkg/consts"
 )
 
@@ -398,6 +404,37 @@ func (c *clusterStore) synced(ctx context.Context, list ...watching) bool {
 	return true
 }
 
+// The informers of the kinds that clusters hold by the thousand are made
+// without the namespace index that the factories' own carry: nothing
+// lists them by namespace (translation groups what it looks up itself),
+// and the index took 43 bytes an object, and an update on every event.
+// They must be registered before the factories hand out the kind's
+// informer, which they then return.
+
+// registerUnindexedCore registers the core kinds' informers.
+func (c *clusterStore) registerUnindexedCore() {
+	for obj, newInformer := range map[runtime.Object]func(kubernetes.Interface, string, internalinterfaces.InformerOptions) cache.SharedIndexInformer{
+		&corev1.Service{}:            coreinformers.NewServiceInformerWithOptions,
+		&discoveryv1.EndpointSlice{}: discoveryinformers.NewEndpointSliceInformerWithOptions,
+		&networkingv1.Ingress{}:      networkinginformers.NewIngressInformerWithOptions,
+	} {
+		c.core.InformerFor(obj, func(client kubernetes.Interface, resync time.Duration) cache.SharedIndexInformer {
+			return newInformer(client, metav1.NamespaceAll, internalinterfaces.InformerOptions{ResyncPeriod: resync, Indexers: cache.Indexers{}, InformerName: c.core.InformerName()})
+		})
+	}
+}
+
+// unindexedGateway returns the informer of a Gateway API kind, registered
+// first if the factory has none: the factory starts every informer it
+// has, and a kind's is made only once discovery lists the kind.
+func (c *clusterStore) unindexedGateway(obj runtime.Object, newInformer func(gatewayclient.Interface, string, gatewayinternal.InformerOptions) cache.SharedIndexInformer) func() cache.SharedIndexInformer {
+	return func() cache.SharedIndexInformer {
+		return c.gateway.InformerFor(obj, func(client gatewayclient.Interface, resync time.Duration) cache.SharedIndexInformer {
+			return newInformer(client, metav1.NamespaceAll, gatewayinternal.InformerOptions{ResyncPeriod: resync, Indexers: cache.Indexers{}, InformerName: c.gateway.InformerName()})
+		})
+	}
+}
+
 // gatewayKinds are the Gateway API resources hostgate watches, by
 // resource name as discovery lists them.
 func (c *clusterStore) gatewayKinds() map[string]func() cache.SharedIndexInformer {
@@ -406,8 +443,8 @@ func (c *clusterStore) gatewayKinds() map[string]func() cache.SharedIndexInforme
 		"gatewayclasses":     v1.GatewayClasses().Informer,
 		"gateways":           v1.Gateways().Informer,
 		"listenersets":       v1.ListenerSets().Informer,
-		"httproutes":         v1.HTTPRoutes().Informer,
-		"grpcroutes":         v1.GRPCRoutes().Informer,
+		"httproutes":         c.unindexedGateway(&gatewayv1.HTTPRoute{}, gatewayv1informers.NewHTTPRouteInformerWithOptions),
+		"grpcroutes":         c.unindexedGateway(&gatewayv1.GRPCRoute{}, gatewayv1informers.NewGRPCRouteInformerWithOptions),
 		"tlsroutes":          v1.TLSRoutes().Informer,
 		"tcproutes":          v1.TCPRoutes().Informer,
 		"udproutes":          v1.UDPRoutes().Informer,
@@ -429,6 +466,7 @@ func (c *clusterStore) run(ctx context.Context, changed func()) error {
 		}
 	}
 	handler := eventHandler(gated(changed), gated(c.statusChanged))
+	c.registerUnindexedCore()
 	sliceWatch, err := c.watch(c.core.Discovery().V1().EndpointSlices().Informer(), c.sliceHandler(), true)
 	if err != nil {
 		return fmt.Errorf("watch: %w", err)
