@@ -429,6 +429,7 @@ func (t *translator) spliceSockets(kind int, gone []sortKey) {
 // their places. A socket whose block did not change goes on sharing its
 // last routes.
 func (t *translator) spliceBlock(s *socket, block []*router.Route, kind router.Kind, gone []sortKey, placed []*router.Route) {
+	gone, placed = replacedAlike(block, gone, placed)
 	if len(placed) == 0 && !slices.ContainsFunc(gone, func(k sortKey) bool { return containsKey(block, k, routeKey) }) {
 		if s.sharing >= 0 {
 			s.sharing += len(block)
@@ -445,6 +446,41 @@ func (t *translator) spliceBlock(s *socket, block []*router.Route, kind router.K
 	for _, r := range placed {
 		s.spliced = append(s.spliced, r.ID)
 	}
+}
+
+// replacedAlike drops from gone and placed the objects replaced by ones
+// that place the very routes block has of them. A status write replaces
+// every route it writes, and sharingRules hands the last rules to a route
+// whose spec is the same, so its routes are router.SameRoute as before:
+// splicing them in again made the socket a list of its own and the router
+// a new table for no change, on every route change (the status write
+// that follows it).
+func replacedAlike(block []*router.Route, gone []sortKey, placed []*router.Route) ([]sortKey, []*router.Route) {
+	var alike []sortKey
+	for _, k := range gone {
+		was, now := keyRange(block, k), keyRange(placed, k)
+		if len(now) > 0 && slices.EqualFunc(was, now, router.SameRoute) {
+			alike = append(alike, k)
+		}
+	}
+	if len(alike) == 0 {
+		return gone, placed
+	}
+	isAlike := func(k sortKey) bool {
+		return slices.ContainsFunc(alike, func(a sortKey) bool { return a.compare(k) == 0 })
+	}
+	return slices.DeleteFunc(slices.Clone(gone), isAlike),
+		slices.DeleteFunc(slices.Clone(placed), func(r *router.Route) bool { return isAlike(routeKey(&r)) })
+}
+
+// keyRange is the part of list, in the order of routeKey, of key k.
+func keyRange(list []*router.Route, k sortKey) []*router.Route {
+	lo := sort.Search(len(list), func(n int) bool { return routeKey(&list[n]).compare(k) >= 0 })
+	hi := lo
+	for hi < len(list) && routeKey(&list[hi]).compare(k) == 0 {
+		hi++
+	}
+	return list[lo:hi]
 }
 
 // routeChanges are the Changes of s's Listener: nil unless routes were

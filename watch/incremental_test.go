@@ -521,3 +521,40 @@ func TestStatusChangeSharesRules(t *testing.T) {
 		}
 	}
 }
+
+// TestStatusChangeKeepsListeners: a route whose object was replaced with
+// its spec unchanged (hostgate's own status write) leaves its listener's
+// routes as they were, the very list, with no changes for the router to
+// recompile, and the next translation as a full one makes them.
+func TestStatusChangeKeepsListeners(t *testing.T) {
+	objs := benchObjects(20)
+	store := newTrackedStore()
+	for _, o := range objs.all() {
+		store.put(o)
+	}
+	m := newMemo()
+	before, _ := m.translate(store.objects(objs), Options{})
+	for i, r := range objs.httpRoutes {
+		if r.Name == "r3" {
+			written := r.DeepCopy()
+			written.Status.Parents = []gatewayv1.RouteParentStatus{{ParentRef: gatewayv1.ParentReference{Name: "g"}, ControllerName: DefaultGatewayController}}
+			objs.httpRoutes[i] = written
+			store.put(written)
+		}
+	}
+	after, reports := m.translate(store.objects(objs), Options{})
+	if !m.spliced {
+		t.Fatal("the status change was not spliced: the test no longer tells what it should")
+	}
+	l, was := after.Listeners[0], before.Listeners[0]
+	if l.Changes != nil || len(l.Routes) != len(was.Routes) || &l.Routes[0] != &was.Routes[0] {
+		t.Errorf("a status change made the listener routes of their own (changes %+v)", l.Changes)
+	}
+	if !slices.ContainsFunc(reports.HTTPRoutes, func(rr *RouteReport[*gatewayv1.HTTPRoute]) bool { return rr.Object.Status.Parents != nil }) {
+		t.Error("the reports do not hold the replaced route object, which the status writer must write from")
+	}
+	full, _ := translate(store.objects(objs), Options{})
+	if !reflect.DeepEqual(full.Listeners[0].Routes, l.Routes) {
+		t.Error("the routes differ from a full translation's")
+	}
+}
