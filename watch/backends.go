@@ -242,8 +242,9 @@ func backendProtocol(appProtocol *string, grpc bool) (string, bool) {
 // same name, or from a numeric targetPort for slices without ports.
 //
 // The set is kept for as long as the Service and its slices do not change,
-// one per Service port: it is made at its final size, where growing it by
-// appends left a tenth of a Service's endpoints in unused capacity, and
+// one per Service port: it is made with room for every address listed,
+// its final size unless some are left out, where growing it by appends
+// left a third of a set of ten endpoints unused, and
 // an address listed twice is dropped after sorting, where a map of the
 // addresses seen was garbage of every set made.
 func endpointSet(list []*discoveryv1.EndpointSlice, port *corev1.ServicePort) []Endpoint {

@@ -38,7 +38,7 @@ func TestBigKindsHaveNoNamespaceIndex(t *testing.T) {
 			t.Errorf("the informer of %s has indexers %v, want none", name, indexers)
 		}
 	}
-	// Asked for after the kind started, the factory hands out the same.
+	// Asked for again through the factory, the kind's informer is ours.
 	if indexers := c.gateway.Gateway().V1().HTTPRoutes().Informer().GetIndexer().GetIndexers(); len(indexers) != 0 {
 		t.Errorf("the factory's HTTPRoute informer has indexers %v, want none", indexers)
 	}

@@ -450,11 +450,13 @@ func (t *translator) spliceBlock(s *socket, block []*router.Route, kind router.K
 
 // replacedAlike drops from gone and placed the objects replaced by ones
 // that place the very routes block has of them. A status write replaces
-// every route it writes, and sharingRules hands the last rules to a route
-// whose spec is the same, so its routes are router.SameRoute as before:
-// splicing them in again made the socket a list of its own and the router
-// a new table for no change, on every route change (the status write
-// that follows it).
+// every object it writes, and sharingRules hands an HTTPRoute or
+// GRPCRoute whose spec is the same its last rules, so its routes are
+// router.SameRoute as before: splicing them in again made the socket a
+// list of its own and the router a new table for no change, on every
+// route change (the status write that follows it). An object whose
+// routes are not the very same (rules made anew, as an Ingress's may be)
+// is spliced as ever.
 func replacedAlike(block []*router.Route, gone []sortKey, placed []*router.Route) ([]sortKey, []*router.Route) {
 	var alike []sortKey
 	for _, k := range gone {
