@@ -10,26 +10,30 @@ import (
 )
 
 func TestGCPercentFor(t *testing.T) {
+	const idle, busy = time.Minute, busyGCInterval / 2
 	for _, tc := range []struct {
-		live uint64
-		want int
+		live  uint64
+		since time.Duration
+		want  int
 	}{
-		{0, gcPercent},                 // no collection yet
-		{1 << 20, maxGCPercent},        // tiny: the floor would be 40 times it
-		{12 << 20, maxGCPercent},       // HTTP/2 load: floor 233% above, capped
-		{16 << 20, 150},                // grows to the floor exactly
-		{20 << 20, 100},                //
-		{24 << 20, gcPercent},          // 75% above is past the floor already
-		{heapFloor, gcPercent},         // 75% above is 30 MiB: less than the floor's room
-		{heapFloor * 4 / 3, gcPercent}, // 75% above is the floor's room exactly
-		{90 << 20, 44},                 // 10,000 routes: 40 MiB above
-		{160 << 20, minGCPercent},      // 40 MiB above is 25%
-		{1 << 40, minGCPercent},        //
-		{heapFloor - 1, gcPercent},     //
-		{heapFloor / 3, maxGCPercent},  // 200% above is the floor, to a byte
+		{0, idle, gcPercent},                    // no collection yet
+		{1 << 20, idle, maxGCPercent},           // tiny: the floor would be 40 times it
+		{12 << 20, busy, maxGCPercent},          // HTTP/2 load: floor 233% above, capped
+		{16 << 20, idle, 150},                   // grows to the floor exactly
+		{20 << 20, idle, 100},                   //
+		{24 << 20, idle, gcPercent},             // 75% above is past the floor already
+		{heapFloor - 1, idle, gcPercent},        //
+		{heapFloor / 3, idle, maxGCPercent},     // 200% above is the floor, to a byte
+		{heapFloor, idle, gcPercent},            // 75% above is 30 MiB: less than the floor's room
+		{heapFloor * 4 / 3, idle, gcPercent},    // 75% above is the floor's room exactly
+		{90 << 20, idle, 44},                    // 10,000 routes, changes now and then: 40 MiB above
+		{90 << 20, busy, gcPercent},             // 10,000 routes under load
+		{160 << 20, idle, minGCPercent},         // 40 MiB above is 25%
+		{1 << 40, idle, minGCPercent},           //
+		{1 << 40, busyGCInterval, minGCPercent}, // a collection a second is not busy
 	} {
-		if got := gcPercentFor(tc.live); got != tc.want {
-			t.Errorf("gcPercentFor(%d MiB) = %d, want %d", tc.live>>20, got, tc.want)
+		if got := gcPercentFor(tc.live, tc.since); got != tc.want {
+			t.Errorf("gcPercentFor(%d MiB, %v since the last collection) = %d, want %d", tc.live>>20, tc.since, got, tc.want)
 		}
 	}
 }
@@ -48,11 +52,12 @@ func TestPaceGC(t *testing.T) {
 		time.Sleep(10 * time.Millisecond) // the cleanup runs after the collection
 		metrics.Read(samples)
 		percent, live := int(samples[0].Value.Uint64()), samples[1].Value.Uint64()
-		if want := gcPercentFor(live); percent == want && want != gcPercent {
+		// Below the floor the interval between collections does not count.
+		if want := gcPercentFor(live, 0); percent == want && want != gcPercent {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("GOGC %d after collections that left %d bytes live, want %d", percent, live, gcPercentFor(live))
+			t.Fatalf("GOGC %d after collections that left %d bytes live, want %d", percent, live, gcPercentFor(live, 0))
 		}
 	}
 }
