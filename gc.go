@@ -53,8 +53,8 @@ const (
 	busyGCInterval = time.Second
 )
 
-// gcPercentFor returns the GOGC for a heap of live bytes, the last
-// collection since the one before: below heapFloor, the percent that lets
+// gcPercentFor returns the GOGC after a collection that left live bytes
+// and came since after the one before: below heapFloor, the percent that lets
 // it grow to heapFloor (within gcPercent and maxGCPercent); from there,
 // the one that lets it grow by heapFloor (within minGCPercent and
 // gcPercent), or gcPercent while collections are busy.
