@@ -224,7 +224,8 @@ type endpointEntry struct {
 	translation uint64
 	// routeRefs counts the HTTPRoutes and GRPCRoutes of the last
 	// translation whose memoized results registered the entry (each
-	// once per port it registered): a translation that splices route
+	// once per run of rules that registered it, see appendUnlessLast):
+	// a translation that splices route
 	// changes keeps the entry while some route still does.
 	routeRefs int32
 }
