@@ -225,8 +225,8 @@ type endpointEntry struct {
 	// routeRefs counts the HTTPRoutes and GRPCRoutes of the last
 	// translation whose memoized results registered the entry (each
 	// once per run of rules that registered it, see appendUnlessLast):
-	// a translation that splices route
-	// changes keeps the entry while some route still does.
+	// a translation that splices route changes keeps the entry while
+	// some route still does.
 	routeRefs int32
 }
 
