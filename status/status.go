@@ -329,7 +329,11 @@ func (w *Writer) write(ctx context.Context, r *watch.Reports) {
 	drainRoutes(p, w.udpRoutes, "UDPRoute", func(ns string) statusClient[*gatewayv1.UDPRoute] { return v1.UDPRoutes(ns) },
 		func(o *gatewayv1.UDPRoute) *gatewayv1.RouteStatus { return &o.Status.RouteStatus }, wantedRoute)
 	drain(w.policies, func(pr *watch.PolicyReport) {
-		writeUnsettled(p, pr.Object, wantedStatus{other: pr.Ancestors}, sameOther, func() (bool, error) {
+		want := wantedStatus{other: pr.Ancestors}
+		if settled(p, pr.Object, want, sameOther) {
+			return
+		}
+		writeSettling(p, pr.Object, want, func() (bool, error) {
 			client := w.gw.GatewayV1().BackendTLSPolicies(pr.Object.Namespace)
 			return update(ctx, "BackendTLSPolicy", pr.Object, client.Get, client.UpdateStatus,
 				func(o *gatewayv1.BackendTLSPolicy) *gatewayv1.PolicyStatus { return &o.Status },
@@ -339,7 +343,11 @@ func (w *Writer) write(ctx context.Context, r *watch.Reports) {
 		})
 	})
 	drain(w.ingresses, func(i *watch.IngressReport) {
-		writeUnsettled(p, i.Object, wantedStatus{other: i.LoadBalancer}, sameOther, func() (bool, error) {
+		want := wantedStatus{loadBalancer: i.LoadBalancer.Ingress}
+		if settled(p, i.Object, want, sameLoadBalancer) {
+			return
+		}
+		writeSettling(p, i.Object, want, func() (bool, error) {
 			client := w.kube.NetworkingV1().Ingresses(i.Object.Namespace)
 			return update(ctx, "Ingress", i.Object, client.Get, client.UpdateStatus,
 				func(o *networkingv1.Ingress) *networkingv1.IngressStatus { return &o.Status },
@@ -394,12 +402,14 @@ func (p *pass) count(wrote bool, err error) {
 }
 
 // wantedStatus is the status an object was settled with: a route's
-// parent entries, or the wanted status of another kind. A route's are
-// kept as they are, not in an interface, which took an allocation for
-// each of 10,000 routes on every pass.
+// parent entries, an Ingress's load balancer, or the wanted status of a
+// BackendTLSPolicy. Those of routes and Ingresses are kept as they are,
+// not in an interface, which took an allocation for each of 10,000
+// objects on every pass.
 type wantedStatus struct {
-	parents []gatewayv1.RouteParentStatus
-	other   any
+	parents      []gatewayv1.RouteParentStatus
+	loadBalancer []networkingv1.IngressLoadBalancerIngress
+	other        any
 }
 
 // unchanged reports whether the last pass settled key (an object, or a
@@ -425,16 +435,10 @@ func settled[T any](p *pass, obj *T, wanted wantedStatus, same func(a, b wantedS
 	return p.unchanged(obj, wanted, same) || p.unchanged(weak.Make(obj), wanted, same)
 }
 
-// writeUnsettled brings obj to its wanted status with write, unless it is
-// settled with it.
-func writeUnsettled[T any](p *pass, obj *T, wanted wantedStatus, same func(a, b wantedStatus) bool, write func() (bool, error)) {
-	if !settled(p, obj, wanted, same) {
-		writeSettling(p, obj, wanted, write)
-	}
-}
-
 // writeSettling brings obj, which is not settled, to its wanted status
-// with write, and settles it.
+// with write, and settles it. Callers ask settled first, before they make
+// write: the closure is allocated, and all but a few of 10,000 objects are
+// settled on every pass.
 func writeSettling[T any](p *pass, obj *T, wanted wantedStatus, write func() (bool, error)) {
 	wrote, err := write()
 	switch {
@@ -447,8 +451,15 @@ func writeSettling[T any](p *pass, obj *T, wanted wantedStatus, write func() (bo
 	p.count(wrote, err)
 }
 
-// sameOther compares the wanted statuses of kinds other than routes.
+// sameOther compares the wanted statuses of BackendTLSPolicies.
 func sameOther(a, b wantedStatus) bool { return equality.Semantic.DeepEqual(a.other, b.other) }
+
+// sameLoadBalancer compares the wanted statuses of Ingresses: translation
+// gives every Ingress the same one, so most are the very same slice.
+func sameLoadBalancer(a, b wantedStatus) bool {
+	la, lb := a.loadBalancer, b.loadBalancer
+	return len(la) == len(lb) && (len(la) == 0 || &la[0] == &lb[0] || equality.Semantic.DeepEqual(la, lb))
+}
 
 // drainRoutes brings each route of pending, of kind, to its wanted
 // parent statuses (see drain), through the client of its namespace.
@@ -459,8 +470,6 @@ func drainRoutes[R any, T interface {
 	wanted func([]gatewayv1.RouteParentStatus) func(gatewayv1.RouteStatus) (gatewayv1.RouteStatus, bool)) {
 	drain(pending, func(listed **watch.RouteReport[T]) {
 		rr := *listed
-		// Checked before the write is made: the closure is allocated, and
-		// all but a few of 10,000 routes are settled on every pass.
 		obj, want := (*R)(rr.Object), wantedStatus{parents: rr.Parents}
 		if settled(p, obj, want, sameParents) {
 			return

@@ -460,7 +460,7 @@ func (t *translator) spliceBlock(s *socket, block []*router.Route, kind router.K
 func replacedAlike(block []*router.Route, gone []sortKey, placed []*router.Route) ([]sortKey, []*router.Route) {
 	var alike []sortKey
 	for _, k := range gone {
-		was, now := keyRange(block, k), keyRange(placed, k)
+		was, now := keyRange(block, k, routeKey), keyRange(placed, k, routeKey)
 		if len(now) > 0 && slices.EqualFunc(was, now, router.SameRoute) {
 			alike = append(alike, k)
 		}
@@ -473,16 +473,6 @@ func replacedAlike(block []*router.Route, gone []sortKey, placed []*router.Route
 	}
 	return slices.DeleteFunc(slices.Clone(gone), isAlike),
 		slices.DeleteFunc(slices.Clone(placed), func(r *router.Route) bool { return isAlike(routeKey(&r)) })
-}
-
-// keyRange is the part of list, in the order of routeKey, of key k.
-func keyRange(list []*router.Route, k sortKey) []*router.Route {
-	lo := sort.Search(len(list), func(n int) bool { return routeKey(&list[n]).compare(k) >= 0 })
-	hi := lo
-	for hi < len(list) && routeKey(&list[hi]).compare(k) == 0 {
-		hi++
-	}
-	return list[lo:hi]
 }
 
 // routeChanges are the Changes of s's Listener: nil unless routes were
@@ -536,6 +526,15 @@ func spliceSorted[E any](dst, list []E, gone []sortKey, come []E, key func(*E) s
 
 // containsKey reports whether list, in the order of key, has an element of k.
 func containsKey[E any](list []E, k sortKey, key func(*E) sortKey) bool {
-	i := sort.Search(len(list), func(n int) bool { return key(&list[n]).compare(k) >= 0 })
-	return i < len(list) && key(&list[i]).compare(k) == 0
+	return len(keyRange(list, k, key)) > 0
+}
+
+// keyRange is the part of list, in the order of key, of key k.
+func keyRange[E any](list []E, k sortKey, key func(*E) sortKey) []E {
+	lo := sort.Search(len(list), func(n int) bool { return key(&list[n]).compare(k) >= 0 })
+	hi := lo
+	for hi < len(list) && key(&list[hi]).compare(k) == 0 {
+		hi++
+	}
+	return list[lo:hi]
 }
