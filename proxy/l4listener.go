@@ -119,9 +119,18 @@ func (s *Server) l4Options(address string, mode l4.Mode) l4.Options {
 		BackendTLS:      func(b *router.BackendTLS) (*tls.Config, error) { return pipeline.BackendTLSConfig(nil, b) },
 		Sets:            s.path.Endpoints,
 		Socket:          guard.SocketOf,
+		Claim:           claimConn,
 		Metrics:         s.l4metrics,
 		Log:             s.log,
 		AccessLog:       o.L4AccessLog,
+	}
+}
+
+// claimConn marks the connection caps' record of c busy for as long as
+// c lasts: nothing marks it idle again.
+func claimConn(c net.Conn) {
+	if t, ok := guard.Beneath[*guard.TrackedConn](c); ok {
+		t.Claim()
 	}
 }
 

@@ -318,3 +318,35 @@ func TestTCPConnectionCap(t *testing.T) {
 		})
 	}
 }
+
+// TestTCPSessionOutlivesTheCap: a relayed connection the caps have had for
+// longer than a keep-alive connection's grace is a session, not an idle
+// connection to close for a newcomer: the newcomer is refused.
+func TestTCPSessionOutlivesTheCap(t *testing.T) {
+	for _, engine := range []Engine{EngineNative, EngineLoop} {
+		t.Run(string(engine), func(t *testing.T) {
+			if engine == EngineLoop && !relay.Supported {
+				t.Skip("no relay loops here")
+			}
+			backend := startBackend(t, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok") }))
+			opts := testOptions()
+			opts.HTTP1Engine = engine
+			opts.MaxConnections, opts.MaxConnectionsPerAddress = NoCap, 1
+			s := startServer(t, opts)
+			s.UpdateEndpoints(map[string][]Endpoint{"ns/web:80": {{Address: backend}}})
+			addr := freeAddr(t)
+			f := &capFixture{t: t, s: s, addr: apply(t, s, Listener{Address: addr, Protocol: TCP, L4: l4Table(t, router.KindTCPRoute, "ns/web:80")})[0]}
+			session := f.idle("127.0.0.1")
+			// Past the grace after which the caps may close an idle
+			// HTTP connection (guard's idleGrace, a second).
+			time.Sleep(1500 * time.Millisecond)
+			newcomer := f.dial("127.0.0.1")
+			newcomer.send("/")
+			wantClosed(t, newcomer, "a connection past the cap")
+			session.send("/")
+			if err := session.answered(); err != nil {
+				t.Fatalf("the session within the cap: %v", err)
+			}
+		})
+	}
+}

@@ -80,6 +80,12 @@ type Options struct {
 	// nil. Copies between two sockets splice; the wrappers' Read and
 	// Write would not. Nil: only a bare *net.TCPConn is its own socket.
 	Socket func(net.Conn) *net.TCPConn
+	// Claim tells the connection caps that an accepted connection
+	// reached its backend. Until then (a ClientHello awaited) it is one
+	// of the idle connections the caps may close to make room for
+	// another; from then on it is a session, a database's say, that no
+	// client would expect to lose to a newcomer. Nil: no caps.
+	Claim func(net.Conn)
 	// Relay, with mode TCP or Passthrough, carries the connections that
 	// are a relay.Socket beneath the caps' wrapper (RelaySocket finds
 	// it, nil for others) on its loops (relay.go).
@@ -276,13 +282,17 @@ func (l *Listener) track(c net.Conn) bool {
 	return true
 }
 
-// bind notes what c, an open connection, was routed to.
+// bind notes what c, an open connection, was routed to, and claims it
+// from the caps.
 func (l *Listener) bind(c net.Conn, b *binding) {
 	l.mu.Lock()
 	if _, open := l.conns[c]; open {
 		l.conns[c] = b
 	}
 	l.mu.Unlock()
+	if l.opts.Claim != nil {
+		l.opts.Claim(c)
+	}
 }
 
 // sweep closes the connections whose route or endpoint has been gone for
