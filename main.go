@@ -182,6 +182,7 @@ func parseFlags(args []string, output io.Writer) (*config, error) {
 	fs.DurationVar(&c.proxy.ShutdownDelay, "shutdown-delay", c.proxy.ShutdownDelay, "on SIGTERM, how long listeners keep accepting after /readyz fails, with answers that close their connections")
 	fs.DurationVar(&c.proxy.ShutdownGrace, "shutdown-grace", c.proxy.ShutdownGrace, "on SIGTERM, how long requests in flight get to finish")
 	fs.DurationVar(&c.proxy.L4DrainGrace, "l4-drain-grace", c.proxy.L4DrainGrace, "how long a TCP, TLS or UDP connection goes on once its route is removed or its endpoint leaves the Service, before it is closed (-1ns: never)")
+	fs.DurationVar(&c.proxy.L4IdleTimeout, "l4-idle-timeout", c.proxy.L4IdleTimeout, "how long a TCP or TLS connection carried to its backend may go without a byte either way before it is closed, as nginx's proxy_timeout (-1ns: never)")
 	fs.DurationVar(&c.proxy.UDPFlowIdleTimeout, "udp-flow-idle-timeout", c.proxy.UDPFlowIdleTimeout, "how long a UDP flow (client address and port) lives without a datagram either way")
 	fs.IntVar(&c.proxy.MaxUDPFlows, "max-udp-flows", c.proxy.MaxUDPFlows, "flows per UDP listener; datagrams that would start more are dropped (-1: no cap)")
 	fs.StringVar(&c.logFormat, "log-format", "json", "json or text")
@@ -511,6 +512,7 @@ func l4AccessLogger(log *slog.Logger) func(*proxy.L4AccessRecord) {
 			"server_name", r.ServerName, "route", r.Route.String(), "refused", r.Refused,
 			"backend", r.Backend, "endpoint", r.Endpoint, "bytes_received", r.BytesIn, "bytes_sent", r.BytesOut,
 			"packets_received", r.PacketsIn, "packets_sent", r.PacketsOut, "drained", r.Drained,
+			"idle_timeout", r.IdleTimedOut,
 			"duration_seconds", r.Duration.Seconds())
 	}
 }

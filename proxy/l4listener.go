@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"net"
+	"time"
 
 	"github.com/hostgate/hostgate/proxy/guard"
 	"github.com/hostgate/hostgate/proxy/l4"
@@ -23,6 +24,7 @@ func (s *Server) openL4Listener(cfg *Listener, ln net.Listener, port int) *liste
 		mode = l4.Passthrough
 	}
 	opts := s.l4Options(cfg.Address, mode)
+	opts.IdleTimeout, opts.Quiet = max(s.opts.L4IdleTimeout, 0), quietFor
 	var loop *relay.Loop
 	if s.opts.HTTP1Engine == EngineLoop {
 		// TCP and TLS passthrough connections (proxy/l4's relay.go),
@@ -132,6 +134,29 @@ func claimConn(c net.Conn) {
 	if t, ok := guard.Beneath[*guard.TrackedConn](c); ok {
 		t.Claim()
 	}
+}
+
+// quietFor is how long the socket beneath c, an accepted TCP connection,
+// has carried no data either way; false when that cannot be told.
+func quietFor(c net.Conn) (time.Duration, bool) {
+	var control func(func(fd uintptr)) error
+	if sock, ok := guard.Beneath[*relay.Socket](c); ok {
+		control = sock.Control
+	} else if tcp, ok := guard.Beneath[*net.TCPConn](c); ok {
+		rc, err := tcp.SyscallConn()
+		if err != nil {
+			return 0, false
+		}
+		control = rc.Control
+	} else {
+		return 0, false
+	}
+	var quiet time.Duration
+	known := false
+	if control(func(fd uintptr) { quiet, known = socketQuiet(fd) }) != nil {
+		return 0, false
+	}
+	return quiet, known
 }
 
 // drainL4 lets the listener's connections run until ctx is done, then

@@ -319,6 +319,48 @@ func TestTCPConnectionCap(t *testing.T) {
 	}
 }
 
+// TestTCPIdleTimeout: a relayed connection that carries nothing either way
+// for the idle timeout is closed, counted and logged as such; one that
+// keeps talking is not, however long it lasts.
+func TestTCPIdleTimeout(t *testing.T) {
+	for _, engine := range []Engine{EngineNative, EngineLoop} {
+		t.Run(string(engine), func(t *testing.T) {
+			if engine == EngineLoop && !relay.Supported {
+				t.Skip("no relay loops here")
+			}
+			backend := startBackend(t, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok") }))
+			opts := testOptions()
+			opts.HTTP1Engine = engine
+			opts.L4IdleTimeout = 400 * time.Millisecond
+			logged := make(chan L4AccessRecord, 4)
+			opts.L4AccessLog = func(r *L4AccessRecord) { logged <- *r }
+			s := startServer(t, opts)
+			s.UpdateEndpoints(map[string][]Endpoint{"ns/web:80": {{Address: backend}}})
+			addr := freeAddr(t)
+			f := &capFixture{t: t, s: s, addr: apply(t, s, Listener{Address: addr, Protocol: TCP, L4: l4Table(t, router.KindTCPRoute, "ns/web:80")})[0]}
+			quiet := f.idle("127.0.0.1")
+			talking := f.idle("127.0.0.1")
+			for range 12 {
+				time.Sleep(100 * time.Millisecond)
+				talking.send("/")
+				if err := talking.answered(); err != nil {
+					t.Fatalf("a connection that kept talking past the idle timeout: %v", err)
+				}
+			}
+			wantClosed(t, quiet, "a connection quiet past the idle timeout")
+			select {
+			case r := <-logged:
+				if !r.IdleTimedOut || r.BytesIn == 0 {
+					t.Errorf("access log record %+v, want idle_timeout and the bytes it carried", r)
+				}
+			case <-time.After(5 * time.Second):
+				t.Fatal("no access log record for the connection closed")
+			}
+			wantMetric(t, s, 1, "hostgate_l4_idle_closed_total", "listener", addr)
+		})
+	}
+}
+
 // TestTCPSessionOutlivesTheCap: a relayed connection the caps have had for
 // longer than a keep-alive connection's grace is a session, not an idle
 // connection to close for a newcomer: the newcomer is refused.
@@ -338,8 +380,8 @@ func TestTCPSessionOutlivesTheCap(t *testing.T) {
 			f := &capFixture{t: t, s: s, addr: apply(t, s, Listener{Address: addr, Protocol: TCP, L4: l4Table(t, router.KindTCPRoute, "ns/web:80")})[0]}
 			session := f.idle("127.0.0.1")
 			// Past the grace after which the caps may close an idle
-			// HTTP connection (guard's idleGrace, a second).
-			time.Sleep(1500 * time.Millisecond)
+			// HTTP connection.
+			settle()
 			newcomer := f.dial("127.0.0.1")
 			newcomer.send("/")
 			wantClosed(t, newcomer, "a connection past the cap")

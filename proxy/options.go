@@ -170,6 +170,13 @@ type Options struct {
 	// once its route is removed or its endpoint leaves the backend's set,
 	// before hostgate closes it. Default 30s; NoCap: never closed.
 	L4DrainGrace time.Duration
+	// L4IdleTimeout closes a TCP or TLS connection carried to its
+	// backend (TCPRoute, TLSRoute) that carried no data either way for
+	// that long, as nginx's proxy_timeout does (ingress-nginx's
+	// proxy-stream-timeout for tcp-services): the connection caps never
+	// close such a connection to make room. Default 10m, nginx's; NoCap:
+	// never closed for being idle.
+	L4IdleTimeout time.Duration
 	// UDPFlowIdleTimeout ends a UDP flow (a client address and port)
 	// after so long without a datagram either way. Default 30s.
 	UDPFlowIdleTimeout time.Duration
@@ -227,6 +234,7 @@ func DefaultOptions() Options {
 		ShutdownGrace:            30 * time.Second,
 		UDPFlowIdleTimeout:       30 * time.Second,
 		L4DrainGrace:             30 * time.Second,
+		L4IdleTimeout:            10 * time.Minute,
 		MaxUDPFlows:              4096,
 		Logger:                   slog.Default(),
 	}
@@ -267,6 +275,7 @@ func (o Options) complete() (Options, error) {
 	setDefault(&o.ShutdownGrace, d.ShutdownGrace)
 	setDefault(&o.UDPFlowIdleTimeout, d.UDPFlowIdleTimeout)
 	setDefault(&o.L4DrainGrace, d.L4DrainGrace)
+	setDefault(&o.L4IdleTimeout, d.L4IdleTimeout)
 	setDefault(&o.MaxUDPFlows, d.MaxUDPFlows)
 	if o.Logger == nil {
 		o.Logger = d.Logger

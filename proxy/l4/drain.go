@@ -14,6 +14,7 @@ package l4
 // snapshots they do.
 
 import (
+	"net"
 	"slices"
 	"sync/atomic"
 	"time"
@@ -31,9 +32,15 @@ type binding struct {
 	// orphaned is when the binding was first seen no longer served;
 	// zero while it is. Only the sweeper touches it.
 	orphaned time.Time
-	// close ends the connection or flow; drained says the sweeper did.
-	close   func()
-	drained atomic.Bool
+	// lookQuiet is when the sweeper next asks how long the connection
+	// has been quiet (Options.IdleTimeout): not before it could have
+	// been quiet for the timeout, so that a busy connection's socket is
+	// asked once per timeout. Only bind, then the sweeper, touch it.
+	lookQuiet time.Time
+	// close ends the connection or flow; drained and idled say the
+	// sweeper did, for the drain or the idle timeout.
+	close          func()
+	drained, idled atomic.Bool
 }
 
 func newBinding(serverName string, target *router.L4Target, backend string, host *upstream.Host, close func()) *binding {
@@ -44,6 +51,31 @@ func newBinding(serverName string, target *router.L4Target, backend string, host
 func (b *binding) drain(o *Options) {
 	if !b.drained.Swap(true) {
 		o.Metrics.drained(o.Address)
+		b.close()
+	}
+}
+
+// quietFor reports whether c, bound to b, has been quiet for
+// o.IdleTimeout at now.
+func (b *binding) quietFor(c net.Conn, now time.Time, o *Options) bool {
+	if now.Before(b.lookQuiet) {
+		return false
+	}
+	quiet, known := o.Quiet(c)
+	if known && quiet >= o.IdleTimeout {
+		return true
+	}
+	if !known {
+		quiet = 0
+	}
+	b.lookQuiet = now.Add(o.IdleTimeout - quiet)
+	return false
+}
+
+// idleClose closes b, quiet for the idle timeout, and counts it.
+func (b *binding) idleClose(o *Options) {
+	if !b.idled.Swap(true) {
+		o.Metrics.idleClosed(o.Address)
 		b.close()
 	}
 }
@@ -78,20 +110,25 @@ func (b *binding) expired(served bool, now time.Time, grace time.Duration) bool 
 }
 
 // sweepEvery is how often a listener looks at its connections: a quarter
-// of the grace, so that a connection is closed at most a quarter late,
-// within bounds that keep the look cheap.
-func sweepEvery(grace time.Duration) time.Duration {
-	return min(max(grace/4, 10*time.Millisecond), time.Second)
+// of the drain grace or idle timeout, the shorter of those set, so that a
+// connection is closed at most a quarter late, within bounds that keep
+// the look cheap.
+func sweepEvery(grace, idle time.Duration) time.Duration {
+	shortest := grace
+	if shortest <= 0 || (idle > 0 && idle < shortest) {
+		shortest = idle
+	}
+	return min(max(shortest/4, 10*time.Millisecond), time.Second)
 }
 
-// sweep calls look every sweepEvery(grace) until stop is closed. It does
-// nothing when grace is not positive: connections then run until their
-// peers end them.
-func sweep(grace time.Duration, stop <-chan struct{}, look func(now time.Time)) {
-	if grace <= 0 {
+// sweep calls look every sweepEvery(grace, idle) until stop is closed. It
+// does nothing when neither is positive: connections then run until
+// their peers end them.
+func sweep(grace, idle time.Duration, stop <-chan struct{}, look func(now time.Time)) {
+	if grace <= 0 && idle <= 0 {
 		return
 	}
-	tick := time.NewTicker(sweepEvery(grace))
+	tick := time.NewTicker(sweepEvery(grace, idle))
 	defer tick.Stop()
 	for {
 		select {

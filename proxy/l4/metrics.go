@@ -20,6 +20,9 @@ type Metrics struct {
 	// drainedTotal counts connections and flows closed DrainGrace after
 	// their route or endpoint went away.
 	drainedTotal *prometheus.CounterVec
+	// idleClosedTotal counts connections closed after IdleTimeout
+	// without a byte either way.
+	idleClosedTotal *prometheus.CounterVec
 
 	// routes are the listeners' and routes' series, with the connections
 	// open on each: a route removed from its listener loses its series
@@ -64,9 +67,13 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Name: "hostgate_l4_drained_total",
 			Help: "Layer 4 connections (UDP flows) closed by hostgate once their route or endpoint had been gone for the drain grace, by listener.",
 		}, []string{"listener"}),
+		idleClosedTotal: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "hostgate_l4_idle_closed_total",
+			Help: "TCP and TLS connections closed by hostgate after the idle timeout (--l4-idle-timeout) without a byte either way, by listener.",
+		}, []string{"listener"}),
 		routes: map[routeSeries]int{},
 	}
-	for _, c := range []prometheus.Collector{m.refusedTotal, m.connsTotal, m.connsOpen, m.bytesTotal, m.datagramsTotal, m.drainedTotal} {
+	for _, c := range []prometheus.Collector{m.refusedTotal, m.connsTotal, m.connsOpen, m.bytesTotal, m.datagramsTotal, m.drainedTotal, m.idleClosedTotal} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -125,6 +132,14 @@ func (m *Metrics) ended(rec *Record) {
 func (m *Metrics) drained(listener string) {
 	if m != nil {
 		m.drainedTotal.WithLabelValues(listener).Inc()
+	}
+}
+
+// idleClosed counts a connection of listener closed after the idle
+// timeout.
+func (m *Metrics) idleClosed(listener string) {
+	if m != nil {
+		m.idleClosedTotal.WithLabelValues(listener).Inc()
 	}
 }
 

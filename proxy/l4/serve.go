@@ -111,6 +111,12 @@ type Options struct {
 	// or endpoint is gone (drain.go) before it is closed; not positive:
 	// it goes on until its peers end it.
 	DrainGrace time.Duration
+	// IdleTimeout closes a TCP or TLS connection bound to a backend that
+	// Quiet says carried no data either way for that long; not positive:
+	// never. Quiet asks the socket beneath a connection, as the bytes
+	// may pass where no Go code sees them (splice, a relay loop).
+	IdleTimeout time.Duration
+	Quiet       func(net.Conn) (time.Duration, bool)
 	// Log receives events; AccessLog, when set, gets one record per
 	// connection (UDP flow) once it ends.
 	Log       *slog.Logger
@@ -139,8 +145,9 @@ type Record struct {
 	// way.
 	PacketsIn, PacketsOut int64
 	// Drained says the connection was closed DrainGrace after its route
-	// or endpoint went away.
-	Drained bool
+	// or endpoint went away, and IdleTimedOut that it was closed after
+	// IdleTimeout without a byte either way.
+	Drained, IdleTimedOut bool
 }
 
 // Listener serves the connections of one socket.
@@ -185,7 +192,7 @@ func New(opts Options, routes *router.L4Table, certs *tlsstore.Store) *Listener 
 	}
 	l := &Listener{opts: opts, conns: map[net.Conn]*binding{}, stop: make(chan struct{})}
 	l.Publish(routes, certs)
-	go sweep(opts.DrainGrace, l.stop, l.sweep)
+	go sweep(opts.DrainGrace, opts.IdleTimeout, l.stop, l.sweep)
 	return l
 }
 
@@ -285,6 +292,9 @@ func (l *Listener) track(c net.Conn) bool {
 // bind notes what c, an open connection, was routed to, and claims it
 // from the caps.
 func (l *Listener) bind(c net.Conn, b *binding) {
+	if l.opts.IdleTimeout > 0 {
+		b.lookQuiet = time.Now().Add(l.opts.IdleTimeout)
+	}
 	l.mu.Lock()
 	if _, open := l.conns[c]; open {
 		l.conns[c] = b
@@ -296,14 +306,18 @@ func (l *Listener) bind(c net.Conn, b *binding) {
 }
 
 // sweep closes the connections whose route or endpoint has been gone for
-// DrainGrace.
+// DrainGrace, and those quiet for IdleTimeout.
 func (l *Listener) sweep(now time.Time) {
 	routes, sets := l.state.Load().routes, l.opts.Sets()
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	for _, b := range l.conns {
-		if b != nil && b.expired(b.served(routes, sets), now, l.opts.DrainGrace) {
+	for c, b := range l.conns {
+		switch {
+		case b == nil:
+		case l.opts.DrainGrace > 0 && b.expired(b.served(routes, sets), now, l.opts.DrainGrace):
 			b.drain(&l.opts)
+		case l.opts.IdleTimeout > 0 && b.quietFor(c, now, &l.opts):
+			b.idleClose(&l.opts)
 		}
 	}
 }
@@ -470,7 +484,7 @@ func (l *Listener) route(c net.Conn, rec *Record, st *state, hello []byte, err e
 	l.bind(tracked, b)
 	l.opts.Metrics.opened(l.opts.Address, rec.Route)
 	defer l.opts.Metrics.ended(rec)
-	defer func() { rec.Drained = b.drained.Load() }()
+	defer func() { rec.Drained, rec.IdleTimedOut = b.drained.Load(), b.idled.Load() }()
 	if len(hello) > 0 {
 		if _, err := backend.Write(hello); err != nil {
 			return

@@ -78,7 +78,7 @@ func NewUDP(opts Options, routes *router.L4Table, conn *net.UDPConn) *UDPListene
 	}
 	u := &UDPListener{opts: opts, conn: conn, stop: make(chan struct{})}
 	u.routes.Store(routes)
-	go sweep(opts.DrainGrace, u.stop, u.sweep)
+	go sweep(opts.DrainGrace, 0, u.stop, u.sweep)
 	return u
 }
 

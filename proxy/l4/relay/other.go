@@ -30,6 +30,7 @@ var ErrNoneWaiting = errors.New("relay: no connection waiting")
 // Socket is never made: Listen returns its listener as it is.
 type Socket struct{ net.Conn }
 
-func (*Socket) Go() error { return nil }
+func (*Socket) Go() error                      { return nil }
+func (*Socket) Control(func(fd uintptr)) error { return errors.ErrUnsupported }
 
 func Listen(ln net.Listener) net.Listener { return ln }

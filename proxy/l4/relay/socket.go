@@ -205,6 +205,29 @@ func (s *Socket) Close() error {
 	return unix.Close(s.fd)
 }
 
+// Control calls f with the socket's descriptor, as a syscall.RawConn's
+// Control does: while a worker relays it, its Close cannot come between.
+func (s *Socket) Control(f func(fd uintptr)) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case s.closed:
+		return net.ErrClosed
+	case s.Inner != nil:
+		sc, ok := s.Inner.(syscall.Conn)
+		if !ok {
+			return errors.ErrUnsupported
+		}
+		rc, err := sc.SyscallConn()
+		if err != nil {
+			return err
+		}
+		return rc.Control(f)
+	}
+	f(uintptr(s.fd))
+	return nil
+}
+
 // take gives the socket's descriptor to p, false if it was closed.
 func (s *Socket) take(p *pipe) bool {
 	s.mu.Lock()
