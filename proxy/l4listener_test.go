@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -357,6 +358,81 @@ func TestTCPIdleTimeout(t *testing.T) {
 				t.Fatal("no access log record for the connection closed")
 			}
 			wantMetric(t, s, 1, "hostgate_l4_idle_closed_total", "listener", addr)
+		})
+	}
+}
+
+// TestHalfOpenTLSFlood: clients that open TLS passthrough connections and
+// send a few bytes of a ClientHello, never the rest, hold no more than the
+// per-address cap between them, each only until the hello timeout, and
+// reach no backend; once they are gone a real client passes through.
+func TestHalfOpenTLSFlood(t *testing.T) {
+	const perAddress = 8
+	for _, engine := range []Engine{EngineNative, EngineLoop} {
+		t.Run(string(engine), func(t *testing.T) {
+			if engine == EngineLoop && !relay.Supported {
+				t.Skip("no relay loops here")
+			}
+			ca := tlstest.NewCA(t)
+			var reached atomic.Int64
+			backend := startTLSBackend(t, ca, []string{"http/1.1"}, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+				reached.Add(1)
+				io.WriteString(w, "ok")
+			}), "secure.example.com")
+			opts := testOptions()
+			opts.HTTP1Engine = engine
+			opts.MaxConnections, opts.MaxConnectionsPerAddress = NoCap, perAddress
+			opts.ReadHeaderTimeout = 500 * time.Millisecond
+			s := startServer(t, opts)
+			s.UpdateEndpoints(map[string][]Endpoint{"ns/secure:443": {{Address: backend}}})
+			addr := freeAddr(t)
+			bound := apply(t, s, Listener{Address: addr, Protocol: TLSPassthrough, L4: l4Table(t, router.KindTLSRoute, "ns/secure:443", "secure.example.com")})[0]
+			f := &capFixture{t: t, s: s, addr: bound}
+			// A TLS record header, then nothing: the hello never comes.
+			var flood []*capConn
+			for range 3 * perAddress {
+				c := f.dial("127.0.0.1")
+				io.WriteString(c, "\x16\x03\x01")
+				flood = append(flood, c)
+			}
+			// Within their first second, before any counts as idle, the
+			// cap's worth are held and the rest closed at once.
+			closedAtOnce := 0
+			for _, c := range flood[perAddress:] {
+				c.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
+				if _, err := c.br.ReadByte(); err != nil {
+					if ne, ok := err.(net.Error); !ok || !ne.Timeout() {
+						closedAtOnce++
+					}
+				}
+			}
+			if closedAtOnce != 2*perAddress {
+				t.Errorf("%d of the %d connections past the cap closed at once, want all", closedAtOnce, 2*perAddress)
+			}
+			wantMetric(t, s, 2*perAddress, "hostgate_connections_refused_total", "reason", "address_limit")
+			// The held ones end at the hello timeout, each counted.
+			for i, c := range flood[:perAddress] {
+				c.SetReadDeadline(time.Now().Add(5 * time.Second))
+				if _, err := c.br.ReadByte(); err == nil {
+					t.Errorf("connection %d within the cap: read a byte, want it closed at the hello timeout", i)
+				} else if ne, ok := err.(net.Error); ok && ne.Timeout() {
+					t.Errorf("connection %d within the cap: still open 5s after its hello timeout", i)
+				}
+			}
+			eventuallyMetric(t, s, perAddress, "hostgate_l4_refused_total", "listener", addr, "reason", "hello_timeout")
+			if n := reached.Load(); n != 0 {
+				t.Errorf("%d requests reached the backend during the flood, want none", n)
+			}
+			client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
+				TLSClientConfig: &tls.Config{RootCAs: ca.Pool},
+				DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
+					return (&net.Dialer{}).DialContext(ctx, network, bound)
+				},
+			}}
+			defer client.CloseIdleConnections()
+			if resp, body := get(t, client, "https://secure.example.com/"); resp.StatusCode != http.StatusOK || body != "ok" {
+				t.Errorf("after the flood: %d %q, want 200 ok from the backend", resp.StatusCode, body)
+			}
 		})
 	}
 }

@@ -377,11 +377,16 @@ func (w *worker) park() int {
 	// turns, and the deadline is set again however it turned, so that a
 	// wheel that did not (a tick not yet due by its reckoning) has the
 	// worker wait for it again rather than find the deadline passed at
-	// every turn.
+	// every turn. The passed deadline is cleared too: the netpoller's
+	// Read fails before it calls its function while one is set, and a
+	// wheel left with no timer (the last peek timed out) would not set
+	// another, so the worker spun on failing Reads and never read its
+	// set again.
 	if w.raw.Read(func(uintptr) bool {
 		n = w.poll.WaitNow(w.events[:])
 		return n > 0
 	}) != nil {
+		_ = w.file.SetReadDeadline(time.Time{})
 		w.waitFor = time.Time{}
 	}
 	return n

@@ -467,6 +467,36 @@ func TestPeek(t *testing.T) {
 	})
 }
 
+// TestRelayAfterTimeouts: a worker whose last deadline passed (a peek that
+// timed out, with nothing else armed) goes on relaying: the deadline left
+// on its epoll set's file once had every later wait fail before it read
+// the set, and the worker spun, serving nothing, for good.
+func TestRelayAfterTimeouts(t *testing.T) {
+	f := newFixture(t)
+	ap, conns := backend(t)
+	// One timed out on every worker, whichever takes which.
+	for range 2 * runtime.GOMAXPROCS(0) {
+		p := &peeker{handler: newHandler(ap)}
+		client, s := f.accept(nil)
+		f.loop.RelayPeeked(s, p, 100*time.Millisecond, time.Second)
+		readEOF(t, client)
+		p.waitEnded(t)
+	}
+	// Past the wheel's next tick, so that each worker waited since.
+	time.Sleep(300 * time.Millisecond)
+	for i := range 2 * runtime.GOMAXPROCS(0) {
+		client, s := f.accept(nil)
+		f.loop.Relay(s, newHandler(ap), nil, time.Second)
+		b := next(t, conns)
+		write(t, client, "ping")
+		if got := string(readN(t, b, 4)); got != "ping" {
+			t.Fatalf("connection %d: the backend got %q", i, got)
+		}
+		client.Close()
+		b.Close()
+	}
+}
+
 // TestCloseEnds: closing a relayed Socket from another goroutine (a
 // drain, the caps) ends the connection on both sides; closing one before
 // the loop took it ends it without a connect.
