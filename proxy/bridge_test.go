@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -17,8 +18,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/quic-go/qpack"
 	"github.com/quic-go/quic-go"
 	"github.com/quic-go/quic-go/http3"
+	"github.com/quic-go/quic-go/quicvarint"
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
 
@@ -313,8 +316,8 @@ func http3BridgeServer(t *testing.T) (*tlsFixture, *Server, string, string) {
 
 // TestBridgeHTTP3 sends HTTP/3 requests through the bridge: a GET, which
 // quic-go gives a body of unknown length, is found to have none and
-// bridged; a GET and a POST with bodies of unknown length go through
-// ReverseProxy with the body whole.
+// bridged; a GET and a POST with bodies of unknown length, announced by
+// Content-Type, go through ReverseProxy with the body whole.
 func TestBridgeHTTP3(t *testing.T) {
 	f, s, backend, addr := http3BridgeServer(t)
 	h3 := &http3.Transport{
@@ -336,6 +339,7 @@ func TestBridgeHTTP3(t *testing.T) {
 	for _, method := range []string{"GET", "POST"} {
 		// No length: the client streams it.
 		req, _ := http.NewRequest(method, "https://app.example.com/x", io.MultiReader(strings.NewReader("pay"), strings.NewReader("load")))
+		req.Header.Set("Content-Type", "text/plain")
 		resp, err := client.Do(req)
 		if err != nil {
 			t.Fatal(err)
@@ -349,9 +353,12 @@ func TestBridgeHTTP3(t *testing.T) {
 }
 
 // TestBridgeHTTP3OpenStream sends HTTP/3 GETs on request streams the
-// client opens itself: one whose client keeps its side open until it has
-// the response (HEADERS without FIN) is answered, bodiless; one whose body
-// follows the HEADERS in DATA frames of their own reaches the backend whole.
+// client opens itself. One whose client keeps its side open until it has
+// the response (HEADERS without FIN) is answered, bodiless, without the
+// 200ms the bridge waits for a body announced by Content-Type. One whose
+// announced body follows the HEADERS later in DATA frames of their own,
+// and one whose unannounced body came with the HEADERS, reach the backend
+// whole.
 func TestBridgeHTTP3OpenStream(t *testing.T) {
 	f, _, _, addr := http3BridgeServer(t)
 
@@ -369,11 +376,12 @@ func TestBridgeHTTP3OpenStream(t *testing.T) {
 	cc := tr.NewClientConn(qc)
 
 	for _, tt := range []struct {
-		name string
-		body string // written after the HEADERS, then FIN; "" leaves the stream open
+		name        string
+		contentType string
+		body        string // written after the HEADERS, then FIN; "" leaves the stream open
 	}{
-		{"stream left open", ""},
-		{"body after the header", "payload"},
+		{"stream left open", "", ""},
+		{"announced body after the header", "text/plain", "payload"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			// A failing case fails within this bound rather than hanging.
@@ -387,10 +395,16 @@ func TestBridgeHTTP3OpenStream(t *testing.T) {
 			defer str.CancelWrite(0)
 			_ = str.SetReadDeadline(deadline)
 			req, _ := http.NewRequest(http.MethodGet, "https://app.example.com/open", nil)
+			if tt.contentType != "" {
+				req.Header.Set("Content-Type", tt.contentType)
+			}
+			start := time.Now()
 			if err := str.SendRequestHeader(req); err != nil {
 				t.Fatal(err)
 			}
 			if tt.body != "" {
+				// Past the packet that carried the HEADERS.
+				time.Sleep(20 * time.Millisecond)
 				if _, err := io.WriteString(str, tt.body); err != nil {
 					t.Fatal(err)
 				}
@@ -402,6 +416,7 @@ func TestBridgeHTTP3OpenStream(t *testing.T) {
 			if err != nil {
 				t.Fatalf("no response (the stream still open): %v", err)
 			}
+			elapsed := time.Since(start)
 			got, err := io.ReadAll(resp.Body)
 			resp.Body.Close()
 			if err != nil {
@@ -411,6 +426,92 @@ func TestBridgeHTTP3OpenStream(t *testing.T) {
 			if resp.StatusCode != http.StatusOK || resp.Header.Get("X-Backend") != "web" || !strings.Contains(string(got), want) {
 				t.Errorf("got %d %q, want 200 from the backend with %q", resp.StatusCode, got, want)
 			}
+			t.Logf("response after %v", elapsed)
+			if tt.body == "" && elapsed > 100*time.Millisecond {
+				t.Errorf("the response to a GET on an open stream came after %v: the bridge waited for a body nothing announced", elapsed)
+			}
 		})
+	}
+
+	t.Run("unannounced body with the header", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		status, got := rawH3Get(t, ctx, qc, "/open", "payload")
+		want := "method=GET host=app.example.com path=/open query= body=payload\n"
+		if status != "200" || !strings.Contains(got, want) {
+			t.Errorf("got %s %q, want 200 from the backend with %q", status, got, want)
+		}
+	})
+}
+
+// rawH3Get sends a GET for path on a stream of qc with body in the same
+// write as the HEADERS, so that both arrive in one STREAM frame, and ends
+// the stream; it returns the response's status and body. http3's request
+// streams write the HEADERS on their own.
+func rawH3Get(t *testing.T, ctx context.Context, qc *quic.Conn, path, body string) (status, respBody string) {
+	t.Helper()
+	str, err := qc.OpenStreamSync(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer str.CancelRead(0)
+	deadline, _ := ctx.Deadline()
+	_ = str.SetReadDeadline(deadline)
+	var fields bytes.Buffer
+	enc := qpack.NewEncoder(&fields)
+	for _, f := range [][2]string{{":method", "GET"}, {":scheme", "https"}, {":authority", "app.example.com"}, {":path", path}} {
+		if err := enc.WriteField(qpack.HeaderField{Name: f[0], Value: f[1]}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const frameData, frameHeaders = 0x0, 0x1
+	msg := quicvarint.Append(nil, frameHeaders)
+	msg = quicvarint.Append(msg, uint64(fields.Len()))
+	msg = append(msg, fields.Bytes()...)
+	msg = quicvarint.Append(msg, frameData)
+	msg = quicvarint.Append(msg, uint64(len(body)))
+	msg = append(msg, body...)
+	if _, err := str.Write(msg); err != nil {
+		t.Fatal(err)
+	}
+	if err := str.Close(); err != nil {
+		t.Fatal(err)
+	}
+	r := quicvarint.NewReader(str)
+	var got []byte
+	for {
+		typ, err := quicvarint.Read(r)
+		if err == io.EOF {
+			return status, string(got)
+		}
+		if err != nil {
+			t.Fatalf("reading the response: %v", err)
+		}
+		n, err := quicvarint.Read(r)
+		if err != nil {
+			t.Fatalf("reading the response: %v", err)
+		}
+		payload := make([]byte, n)
+		if _, err := io.ReadFull(str, payload); err != nil {
+			t.Fatalf("reading the response: %v", err)
+		}
+		switch typ {
+		case frameHeaders:
+			next := qpack.NewDecoder().Decode(payload)
+			for {
+				hf, err := next()
+				if err == io.EOF {
+					break
+				}
+				if err != nil {
+					t.Fatalf("decoding the response's fields: %v", err)
+				}
+				if hf.Name == ":status" {
+					status = hf.Value
+				}
+			}
+		case frameData:
+			got = append(got, payload...)
+		}
 	}
 }

@@ -71,9 +71,16 @@ func usuallyBodiless(method string) bool {
 	return false
 }
 
-// bodyProbeWait bounds lengthKnown's wait for a body, as net/http's
-// Transport bounds its probe (probeRequestBody).
+// bodyProbeWait bounds lengthKnown's wait for a body the client announced
+// with Content-Type, as net/http's Transport bounds its probe
+// (probeRequestBody).
 const bodyProbeWait = 200 * time.Millisecond
+
+// arrivedProbeWait is lengthKnown's wait for a body nothing announced: no
+// wait in effect, but a deadline already past would not do, as quic-go's
+// Read fails on one before it takes the bytes, or the FIN, already
+// received (ReceiveStream.readImpl checks the deadline first).
+const arrivedProbeWait = time.Millisecond
 
 // lengthKnown settles the length of a body the client did not declare:
 // quic-go gives an HTTP/3 GET without Content-Length a length of -1, so the
@@ -83,12 +90,20 @@ const bodyProbeWait = 200 * time.Millisecond
 // Some clients keep a GET's stream open until they have the response, so
 // the read is bounded, by a read deadline on the stream rather than, as
 // the Transport's, by a goroutine left reading: nothing stays blocked, and
-// a FIN that came with the HEADERS ends the read at once, before quic-go
-// arms a timer. A stream still open and silent at the deadline is taken
-// for bodiless: a client that sends nothing until it has the answer sends
-// no body a backend could wait for, and RFC 9114 section 4.1 lets the
-// server answer first and stop reading (quic-go does, with H3_NO_ERROR).
+// a FIN or body that came with the HEADERS ends the read at once, before
+// quic-go arms a timer. A stream still open and silent at the deadline is
+// taken for bodiless: a client that sends nothing until it has the answer
+// sends no body a backend could wait for, and RFC 9114 section 4.1 lets
+// the server answer first and stop reading (quic-go does, with H3_NO_ERROR).
 // A body later than that is not forwarded.
+//
+// Only the methods usuallyBodiless lists come here, and the content of
+// GET, HEAD and DELETE has no defined semantics (RFC 9110 section 9.3),
+// so a request of theirs without Content-Type, which a sender of content
+// should send (section 8.3; for OPTIONS it must, 9.3.7), is not waited for
+// beyond what has arrived: an open stream would otherwise cost each such
+// request the whole bound. With Content-Type, a body is waited for as the
+// Transport would.
 //
 // net/http's HTTP/2 server gives -1 only to a stream its client left open,
 // which may stay open as long as the client streams: such a request goes
@@ -99,7 +114,11 @@ func lengthKnown(w http.ResponseWriter, r *http.Request, deadline time.Time) boo
 		return true
 	}
 	rc := http.NewResponseController(w)
-	wait := time.Now().Add(bodyProbeWait)
+	probeWait := arrivedProbeWait
+	if len(r.Header["Content-Type"]) != 0 {
+		probeWait = bodyProbeWait
+	}
+	wait := time.Now().Add(probeWait)
 	if !deadline.IsZero() && deadline.Before(wait) {
 		wait = deadline
 	}
