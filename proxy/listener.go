@@ -201,6 +201,7 @@ func (s *Server) openListener(cfg *Listener) (*listener, error) {
 			MaxHeaderListSize:    uint32(o.MaxHeaderBytes),
 			ResetBurst:           guard.ResetBurst,
 			ResetRate:            guard.ResetRate,
+			EmptyFrameBurst:      guard.EmptyFrameBurst,
 			IdleTimeout:          o.IdleTimeout,
 			PrefaceTimeout:       o.ReadHeaderTimeout,
 			ConnState:            l.connState,

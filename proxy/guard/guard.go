@@ -14,6 +14,9 @@ package guard
 //     the response started. Go's server only bounds how many handlers run
 //     at once, so a client that opens and resets streams in a loop keeps a
 //     core and the backends busy without end.
+//   - HTTP/2 frames that carry no bytes and do nothing (CVE-2019-9518):
+//     Go's server reads empty DATA and CONTINUATION frames and PRIORITY
+//     without end, at no cost to the client.
 //   - HTTP/2 settings repeated in one SETTINGS frame, which Go's server
 //     refuses though RFC 9113 has them processed in order: all but the
 //     last are renamed to identifiers the server ignores.
@@ -46,11 +49,12 @@ package guard
 // error after the head, in a later read): its body then fails to read and
 // the request to the backend is aborted.
 //
-// An HTTP/2 connection over the reset limit gets GOAWAY(ENHANCE_YOUR_CALM)
-// and its reads fail, which closes it. A malformed header block gets
-// GOAWAY(PROTOCOL_ERROR) the same way, before the server has read the
-// block whole, so no handler sees it. RFC 9113 section 8.1.1 asks for a
-// stream error, and section 5.4 allows a connection error in its place:
+// An HTTP/2 connection over the reset or empty-frame budget gets
+// GOAWAY(ENHANCE_YOUR_CALM) and its reads fail, which closes it. A
+// malformed header block gets GOAWAY(PROTOCOL_ERROR) the same way, before
+// the server has read the block whole, so no handler sees it. RFC 9113
+// section 8.1.1 asks for a stream error, and section 5.4 allows a
+// connection error in its place:
 // resetting one stream would mean handing the server a block that decodes
 // to a request it resets, with its HPACK table in step with the client's,
 // which no rewrite of a block in place can promise (a Huffman string of
@@ -79,6 +83,18 @@ import (
 const (
 	ResetBurst = 100
 	ResetRate  = 10
+	// EmptyFrameBurst is how many more frames that carry no bytes and do
+	// nothing (empty DATA without END_STREAM, empty header block
+	// fragments without END_HEADERS, PRIORITY) a connection may send
+	// than frames that do work (DATA with bytes or END_STREAM, a header
+	// block ended). Real clients send a few: PRIORITY frames for
+	// Firefox's stream groups, an empty DATA frame where a stream's
+	// writer flushed nothing, each next to requests and bodies that give
+	// the budget back; curl, grpc-go and Go's Transport end streams with
+	// END_STREAM on a frame of their own but send no frames that do
+	// nothing. A thousand is far above any of them and caps a flood
+	// (CVE-2019-9518) at 9 KiB of frames before the work it rides on.
+	EmptyFrameBurst = 1000
 	// respSlots remembers, per connection, which streams' responses
 	// started. A stream maps to slot (id/2) mod respSlots, so two streams
 	// share a slot only if respSlots streams were opened between them
@@ -92,6 +108,7 @@ const poison = "\x00\r\n\r\n"
 
 var (
 	errCalm      = errors.New("HTTP/2 connection closed: too many streams reset before their response (rapid reset)")
+	errEmpty     = errors.New("HTTP/2 connection closed: too many frames that carry nothing (empty frame flood)")
 	errMalformed = errors.New("HTTP/2 connection closed: malformed header block")
 )
 
@@ -176,10 +193,11 @@ type Conn struct {
 	alpnH2 bool // the client chose h2 in the TLS handshake
 
 	// HTTP/2 reader state.
-	in     frameScanner
-	hb     headerBlock
-	resets float64 // reset budget left
-	h2err  error   // why reads fail after the guard's GOAWAY
+	in      frameScanner
+	hb      headerBlock
+	resets  float64 // reset budget left
+	empties int     // empty-frame budget left (EmptyFrameBurst)
+	h2err   error   // why reads fail after the guard's GOAWAY
 	// settingsNext says the next read starts with a SETTINGS payload.
 	settingsNext bool
 	refilled     time.Time
@@ -680,6 +698,7 @@ func HexDigit(c byte) (byte, bool) {
 func (g *Conn) startFrames() {
 	g.st = stFrames
 	g.resets, g.refilled = ResetBurst, g.now()
+	g.empties = EmptyFrameBurst
 	g.responded = new([respSlots]atomic.Uint32)
 	g.wr.Store(wrFrames)
 }
@@ -712,6 +731,9 @@ func (g *Conn) frames(b []byte) bool {
 	for b, ok := g.in.next(b); ok; b, ok = g.in.next(b) {
 		stream := g.in.stream()
 		typ := g.in.hdr[3]
+		if !g.spendEmpty(typ) {
+			return g.goAway(errEnhanceYourCalm, errEmpty)
+		}
 		if g.hb.open != (typ == frameContinuation) {
 			// A block interrupted, or a CONTINUATION outside one: the
 			// server ends the connection too (RFC 9113 section 6.10).
@@ -745,14 +767,35 @@ func (g *Conn) frames(b []byte) bool {
 	return true
 }
 
+// spendEmpty counts the frame of type typ whose header was just read
+// against the empty-frame budget (EmptyFrameBurst), as hostgate's engine
+// does, and reports whether it was within it.
+func (g *Conn) spendEmpty(typ byte) bool {
+	empty, flags := g.in.remain == 0, g.in.hdr[4]
+	headers := typ == frameHeaders || typ == frameContinuation
+	switch {
+	case typ == framePriority || empty && (typ == frameData && flags&flagEndStream == 0 || headers && flags&flagEndHeaders == 0):
+		if g.empties == 0 {
+			return false
+		}
+		g.empties--
+	case typ == frameData || headers && flags&flagEndHeaders != 0:
+		g.empties = min(EmptyFrameBurst, g.empties+1)
+	}
+	return true
+}
+
 // HTTP/2 frame types, flags and the error codes the guard uses (RFC 9113).
 const (
+	frameData          = 0x0
 	frameHeaders       = 0x1
+	framePriority      = 0x2
 	frameRSTStream     = 0x3
 	frameSettings      = 0x4
 	frameGoAway        = 0x7
 	frameContinuation  = 0x9
 	flagAck            = 0x1
+	flagEndStream      = 0x1
 	flagEndHeaders     = 0x4
 	flagPadded         = 0x8
 	flagPriority       = 0x20

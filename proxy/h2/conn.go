@@ -28,6 +28,7 @@ type conn struct {
 	// resets is what is left of the reset budget, as of refilled.
 	resets   float64
 	refilled time.Time
+	empty    emptyBudget
 
 	// Guarded by mu.
 	// streams are the streams open for frames from the client: a stream
@@ -58,6 +59,10 @@ func newConn(s *Server, nc net.Conn, opts ConnOpts) *conn {
 		streams:  map[uint32]*stream{},
 	}
 	c.init(nc, s.maxHeaderList(), connRecvWindow, c.abortAll)
+	if s.EmptyFrameBurst > 0 {
+		c.empty = emptyBudget{left: s.EmptyFrameBurst, burst: s.EmptyFrameBurst}
+		c.hdr.empty = &c.empty
+	}
 	return c
 }
 
@@ -190,6 +195,7 @@ func (c *conn) readFrame() error {
 		if b, err = c.hdr.read(c.fr, f); err != nil {
 			return c.frameError(err)
 		}
+		c.empty.refill()
 		err = c.processHeaders(b)
 	case *http2.DataFrame:
 		err = c.processData(f)
@@ -204,6 +210,8 @@ func (c *conn) readFrame() error {
 	case *http2.PriorityFrame:
 		if f.StreamDep == f.StreamID {
 			err = streamErr(f.StreamID, http2.ErrCodeProtocol)
+		} else if !c.empty.spend() {
+			err = errEmptyFlood
 		}
 	case *http2.GoAwayFrame:
 		c.goAwayGracefully()
@@ -316,6 +324,11 @@ func (c *conn) processTrailer(st *stream, f *headerBlock) error {
 
 // processData hands request body bytes to their stream's handler.
 func (c *conn) processData(f *http2.DataFrame) error {
+	if f.Length > 0 || f.StreamEnded() {
+		c.empty.refill()
+	} else if !c.empty.spend() {
+		return errEmptyFlood
+	}
 	id := f.StreamID
 	data := f.Data()
 	flow := int32(f.Length)
@@ -462,6 +475,42 @@ func (c *conn) spendReset() bool {
 	}
 	c.resets--
 	return true
+}
+
+// emptyBudget bounds the frames of a connection that carry no bytes and
+// do nothing: DATA without END_STREAM, header block fragments without
+// END_HEADERS, and PRIORITY, which this engine ignores. Each costs a read
+// and a dispatch as a request's frames do, yet takes nothing from a
+// flow-control window or the header limit, so without a bound a client
+// keeps a core busy with them at no cost (CVE-2019-9518). Every such
+// frame takes one from the budget, every DATA frame with bytes or
+// END_STREAM and every header block ended gives one back, up to burst:
+// past burst, they can be no more than the frames that move requests
+// forward. The zero budget, and a nil one, bound nothing.
+type emptyBudget struct {
+	left, burst int
+}
+
+var errEmptyFlood = connError{http2.ErrCodeEnhanceYourCalm, "too many frames that carry nothing (empty frame flood)"}
+
+// spend takes one empty frame from the budget and reports whether there
+// was one.
+func (b *emptyBudget) spend() bool {
+	if b == nil || b.burst == 0 {
+		return true
+	}
+	if b.left == 0 {
+		return false
+	}
+	b.left--
+	return true
+}
+
+// refill gives one back for a frame that did work.
+func (b *emptyBudget) refill() {
+	if b != nil && b.left < b.burst {
+		b.left++
+	}
 }
 
 // resetStream sends RST_STREAM with code and aborts the stream if open.

@@ -67,6 +67,10 @@ type headerReader struct {
 	headersLeft, trailersLeft uint32
 	sawRegular                bool
 	invalid                   error
+	// empty bounds fragments without bytes that do not end their
+	// section, which the header limit cannot: the server's, nil on the
+	// client side.
+	empty *emptyBudget
 }
 
 func newHeaderReader(maxHeaderList uint32) *headerReader {
@@ -137,6 +141,9 @@ func (r *headerReader) read(fr *http2.Framer, hf *http2.HeadersFrame) (*headerBl
 		// field, is not decoded: the connection ends.
 		if int64(len(frag)) > 2*int64(r.headersLeft+r.trailersLeft) || r.invalid != nil {
 			return nil, http2.ConnectionError(http2.ErrCodeProtocol)
+		}
+		if len(frag) == 0 && !ended && !r.empty.spend() {
+			return nil, errEmptyFlood
 		}
 		if _, err := r.dec.Write(frag); err != nil {
 			return nil, http2.ConnectionError(http2.ErrCodeCompression)

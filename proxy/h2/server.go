@@ -52,6 +52,11 @@ type Server struct {
 	// GOAWAY(ENHANCE_YOUR_CALM). Zero ResetBurst: no bound.
 	ResetBurst int
 	ResetRate  float64
+	// EmptyFrameBurst bounds the frames a client may send that carry no
+	// bytes and do nothing (emptyBudget): EmptyFrameBurst more than those
+	// that do; past it the connection ends with
+	// GOAWAY(ENHANCE_YOUR_CALM). Zero: no bound.
+	EmptyFrameBurst int
 	// IdleTimeout closes a connection with no stream open for that long,
 	// with GOAWAY. Zero: never.
 	IdleTimeout time.Duration

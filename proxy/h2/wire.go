@@ -317,10 +317,14 @@ func (in *inflow) giveBack(w *wire, id uint32, n int32, open bool) {
 
 // readError sorts an error of reading a frame, other than a stream error:
 // the socket's (the peer left, a deadline), returned as it is, or the
-// peer's, a connection error to answer with GOAWAY: the Framer's
-// ConnectionError and ErrFrameTooLarge, and PROTOCOL_ERROR for anything
-// else it may come to return.
+// peer's, a connection error to answer with GOAWAY: one of ours (a bound
+// the header reader enforces) as it is, the Framer's ConnectionError and
+// ErrFrameTooLarge, and PROTOCOL_ERROR for anything else it may come to
+// return.
 func readError(err error) error {
+	if _, ok := errors.AsType[connError](err); ok {
+		return err
+	}
 	if ce, ok := errors.AsType[http2.ConnectionError](err); ok {
 		return connError{http2.ErrCode(ce), "malformed frame"}
 	}
