@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -12,6 +13,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -34,6 +36,26 @@ func TestFileModeTCPRoute(t *testing.T) {
 	}
 	h := startHostgate(t, "--config", dir, "--access-log")
 	eventually(t, "debug routes", expect(h.admin+"/debug/routes", "", 200, "sni * -> TCPRoute default/db"))
+	eventually(t, "debug routes as JSON", func() string {
+		_, body := get(h.admin+"/debug/routes?format=json", "")
+		var state struct {
+			Listeners []struct {
+				Protocol string
+				L4Routes []struct {
+					Host, Route string
+					Backends    []string
+				}
+			}
+		}
+		if err := json.Unmarshal([]byte(body), &state); err != nil {
+			return err.Error()
+		}
+		if l := state.Listeners; len(l) != 1 || l[0].Protocol != "TCP" || len(l[0].L4Routes) != 1 ||
+			l[0].L4Routes[0].Host != "*" || l[0].L4Routes[0].Route != "TCPRoute default/db" || !slices.Equal(l[0].L4Routes[0].Backends, []string{"default/db:5432 weight=1"}) {
+			return fmt.Sprintf("listeners %+v, want the TCP listener's route to default/db:5432", l)
+		}
+		return ""
+	})
 	eventually(t, "echo through the TCP listener", func() string {
 		if got := ping(net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", port), time.Second)); got != "echo ping\n" {
 			return fmt.Sprintf("answer %q, want %q", got, "echo ping\n")
