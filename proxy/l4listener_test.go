@@ -282,84 +282,89 @@ func TestApplyUDPBesideTCP(t *testing.T) {
 	}
 }
 
-// TestTCPConnectionCap: a TCP listener's connections count against the
-// caps, relayed on loops or on goroutines: past the cap of an address a
-// connection is closed unanswered, and there is room again once the
-// connection within it closed. The series count them.
-func TestTCPConnectionCap(t *testing.T) {
+// onL4Engines runs test on goroutines and, where this system has them,
+// on relay loops.
+func onL4Engines(t *testing.T, test func(t *testing.T, engine Engine)) {
 	for _, engine := range []Engine{EngineNative, EngineLoop} {
 		t.Run(string(engine), func(t *testing.T) {
 			if engine == EngineLoop && !relay.Supported {
 				t.Skip("no relay loops here")
 			}
-			backend := startBackend(t, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok") }))
-			opts := testOptions()
-			opts.HTTP1Engine = engine
-			opts.MaxConnections, opts.MaxConnectionsPerAddress = NoCap, 1
-			s := startServer(t, opts)
-			s.UpdateEndpoints(map[string][]Endpoint{"ns/web:80": {{Address: backend}}})
-			addr := freeAddr(t)
-			f := &capFixture{t: t, s: s, addr: apply(t, s, Listener{Address: addr, Protocol: TCP, L4: l4Table(t, router.KindTCPRoute, "ns/web:80")})[0]}
-			first := f.idle("127.0.0.1")
-			second := f.dial("127.0.0.1")
-			second.send("/")
-			wantClosed(t, second, "a connection past the cap")
-			first.send("/")
-			if err := first.answered(); err != nil {
-				t.Fatalf("the connection within the cap: %v", err)
-			}
-			first.Close()
-			eventuallyMetric(t, s, 0, "hostgate_l4_connections_open", "listener", addr)
-			third := f.dial("127.0.0.1")
-			third.send("/")
-			if err := third.answered(); err != nil {
-				t.Errorf("a connection once the first closed: %v", err)
-			}
-			wantMetric(t, s, 2, "hostgate_l4_connections_total", "listener", addr)
+			test(t, engine)
 		})
 	}
+}
+
+// tcpCapFixture serves, with engine and the options set changes, a TCP
+// listener whose TCPRoute leads to an HTTP backend answering "ok"; it
+// returns the listener as a capFixture, its server and its address.
+func tcpCapFixture(t *testing.T, engine Engine, set func(*Options)) (*capFixture, *Server, string) {
+	backend := startBackend(t, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok") }))
+	opts := testOptions()
+	opts.HTTP1Engine = engine
+	set(&opts)
+	s := startServer(t, opts)
+	s.UpdateEndpoints(map[string][]Endpoint{"ns/web:80": {{Address: backend}}})
+	addr := freeAddr(t)
+	return &capFixture{t: t, s: s, addr: apply(t, s, Listener{Address: addr, Protocol: TCP, L4: l4Table(t, router.KindTCPRoute, "ns/web:80")})[0]}, s, addr
+}
+
+// TestTCPConnectionCap: a TCP listener's connections count against the
+// caps, relayed on loops or on goroutines: past the cap of an address a
+// connection is closed unanswered, and there is room again once the
+// connection within it closed. The series count them.
+func TestTCPConnectionCap(t *testing.T) {
+	onL4Engines(t, func(t *testing.T, engine Engine) {
+		f, s, addr := tcpCapFixture(t, engine, func(o *Options) { o.MaxConnections, o.MaxConnectionsPerAddress = NoCap, 1 })
+		first := f.idle("127.0.0.1")
+		second := f.dial("127.0.0.1")
+		second.send("/")
+		wantClosed(t, second, "a connection past the cap")
+		first.send("/")
+		if err := first.answered(); err != nil {
+			t.Fatalf("the connection within the cap: %v", err)
+		}
+		first.Close()
+		eventuallyMetric(t, s, 0, "hostgate_l4_connections_open", "listener", addr)
+		third := f.dial("127.0.0.1")
+		third.send("/")
+		if err := third.answered(); err != nil {
+			t.Errorf("a connection once the first closed: %v", err)
+		}
+		wantMetric(t, s, 2, "hostgate_l4_connections_total", "listener", addr)
+	})
 }
 
 // TestTCPIdleTimeout: a relayed connection that carries nothing either way
 // for the idle timeout is closed, counted and logged as such; one that
 // keeps talking is not, however long it lasts.
 func TestTCPIdleTimeout(t *testing.T) {
-	for _, engine := range []Engine{EngineNative, EngineLoop} {
-		t.Run(string(engine), func(t *testing.T) {
-			if engine == EngineLoop && !relay.Supported {
-				t.Skip("no relay loops here")
-			}
-			backend := startBackend(t, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok") }))
-			opts := testOptions()
-			opts.HTTP1Engine = engine
-			opts.L4IdleTimeout = 400 * time.Millisecond
-			logged := make(chan L4AccessRecord, 4)
-			opts.L4AccessLog = func(r *L4AccessRecord) { logged <- *r }
-			s := startServer(t, opts)
-			s.UpdateEndpoints(map[string][]Endpoint{"ns/web:80": {{Address: backend}}})
-			addr := freeAddr(t)
-			f := &capFixture{t: t, s: s, addr: apply(t, s, Listener{Address: addr, Protocol: TCP, L4: l4Table(t, router.KindTCPRoute, "ns/web:80")})[0]}
-			quiet := f.idle("127.0.0.1")
-			talking := f.idle("127.0.0.1")
-			for range 12 {
-				time.Sleep(100 * time.Millisecond)
-				talking.send("/")
-				if err := talking.answered(); err != nil {
-					t.Fatalf("a connection that kept talking past the idle timeout: %v", err)
-				}
-			}
-			wantClosed(t, quiet, "a connection quiet past the idle timeout")
-			select {
-			case r := <-logged:
-				if !r.IdleTimedOut || r.BytesIn == 0 {
-					t.Errorf("access log record %+v, want idle_timeout and the bytes it carried", r)
-				}
-			case <-time.After(5 * time.Second):
-				t.Fatal("no access log record for the connection closed")
-			}
-			wantMetric(t, s, 1, "hostgate_l4_idle_closed_total", "listener", addr)
+	onL4Engines(t, func(t *testing.T, engine Engine) {
+		logged := make(chan L4AccessRecord, 4)
+		f, s, addr := tcpCapFixture(t, engine, func(o *Options) {
+			o.L4IdleTimeout = 400 * time.Millisecond
+			o.L4AccessLog = func(r *L4AccessRecord) { logged <- *r }
 		})
-	}
+		quiet := f.idle("127.0.0.1")
+		talking := f.idle("127.0.0.1")
+		for range 12 {
+			time.Sleep(100 * time.Millisecond)
+			talking.send("/")
+			if err := talking.answered(); err != nil {
+				t.Fatalf("a connection that kept talking past the idle timeout: %v", err)
+			}
+		}
+		wantClosed(t, quiet, "a connection quiet past the idle timeout")
+		select {
+		case r := <-logged:
+			if !r.IdleTimedOut || r.BytesIn == 0 {
+				t.Errorf("access log record %+v, want idle_timeout and the bytes it carried", r)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("no access log record for the connection closed")
+		}
+		wantMetric(t, s, 1, "hostgate_l4_idle_closed_total", "listener", addr)
+	})
 }
 
 // TestHalfOpenTLSFlood: clients that open TLS passthrough connections and
@@ -368,103 +373,86 @@ func TestTCPIdleTimeout(t *testing.T) {
 // reach no backend; once they are gone a real client passes through.
 func TestHalfOpenTLSFlood(t *testing.T) {
 	const perAddress = 8
-	for _, engine := range []Engine{EngineNative, EngineLoop} {
-		t.Run(string(engine), func(t *testing.T) {
-			if engine == EngineLoop && !relay.Supported {
-				t.Skip("no relay loops here")
-			}
-			ca := tlstest.NewCA(t)
-			var reached atomic.Int64
-			backend := startTLSBackend(t, ca, []string{"http/1.1"}, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-				reached.Add(1)
-				io.WriteString(w, "ok")
-			}), "secure.example.com")
-			opts := testOptions()
-			opts.HTTP1Engine = engine
-			opts.MaxConnections, opts.MaxConnectionsPerAddress = NoCap, perAddress
-			opts.ReadHeaderTimeout = 500 * time.Millisecond
-			s := startServer(t, opts)
-			s.UpdateEndpoints(map[string][]Endpoint{"ns/secure:443": {{Address: backend}}})
-			addr := freeAddr(t)
-			bound := apply(t, s, Listener{Address: addr, Protocol: TLSPassthrough, L4: l4Table(t, router.KindTLSRoute, "ns/secure:443", "secure.example.com")})[0]
-			f := &capFixture{t: t, s: s, addr: bound}
-			// A TLS record header, then nothing: the hello never comes.
-			var flood []*capConn
-			for range 3 * perAddress {
-				c := f.dial("127.0.0.1")
-				io.WriteString(c, "\x16\x03\x01")
-				flood = append(flood, c)
-			}
-			// Within their first second, before any counts as idle, the
-			// cap's worth are held and the rest closed at once.
-			closedAtOnce := 0
-			for _, c := range flood[perAddress:] {
-				c.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
-				if _, err := c.br.ReadByte(); err != nil {
-					if ne, ok := err.(net.Error); !ok || !ne.Timeout() {
-						closedAtOnce++
-					}
+	onL4Engines(t, func(t *testing.T, engine Engine) {
+		ca := tlstest.NewCA(t)
+		var reached atomic.Int64
+		backend := startTLSBackend(t, ca, []string{"http/1.1"}, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			reached.Add(1)
+			io.WriteString(w, "ok")
+		}), "secure.example.com")
+		opts := testOptions()
+		opts.HTTP1Engine = engine
+		opts.MaxConnections, opts.MaxConnectionsPerAddress = NoCap, perAddress
+		opts.ReadHeaderTimeout = 500 * time.Millisecond
+		s := startServer(t, opts)
+		s.UpdateEndpoints(map[string][]Endpoint{"ns/secure:443": {{Address: backend}}})
+		addr := freeAddr(t)
+		bound := apply(t, s, Listener{Address: addr, Protocol: TLSPassthrough, L4: l4Table(t, router.KindTLSRoute, "ns/secure:443", "secure.example.com")})[0]
+		f := &capFixture{t: t, s: s, addr: bound}
+		// A TLS record header, then nothing: the hello never comes.
+		var flood []*capConn
+		for range 3 * perAddress {
+			c := f.dial("127.0.0.1")
+			io.WriteString(c, "\x16\x03\x01")
+			flood = append(flood, c)
+		}
+		// Within their first second, before any counts as idle, the
+		// cap's worth are held and the rest closed at once.
+		closedAtOnce := 0
+		for _, c := range flood[perAddress:] {
+			c.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
+			if _, err := c.br.ReadByte(); err != nil {
+				if ne, ok := err.(net.Error); !ok || !ne.Timeout() {
+					closedAtOnce++
 				}
 			}
-			if closedAtOnce != 2*perAddress {
-				t.Errorf("%d of the %d connections past the cap closed at once, want all", closedAtOnce, 2*perAddress)
+		}
+		if closedAtOnce != 2*perAddress {
+			t.Errorf("%d of the %d connections past the cap closed at once, want all", closedAtOnce, 2*perAddress)
+		}
+		wantMetric(t, s, 2*perAddress, "hostgate_connections_refused_total", "reason", "address_limit")
+		// The held ones end at the hello timeout, each counted.
+		for i, c := range flood[:perAddress] {
+			c.SetReadDeadline(time.Now().Add(5 * time.Second))
+			if _, err := c.br.ReadByte(); err == nil {
+				t.Errorf("connection %d within the cap: read a byte, want it closed at the hello timeout", i)
+			} else if ne, ok := err.(net.Error); ok && ne.Timeout() {
+				t.Errorf("connection %d within the cap: still open 5s after its hello timeout", i)
 			}
-			wantMetric(t, s, 2*perAddress, "hostgate_connections_refused_total", "reason", "address_limit")
-			// The held ones end at the hello timeout, each counted.
-			for i, c := range flood[:perAddress] {
-				c.SetReadDeadline(time.Now().Add(5 * time.Second))
-				if _, err := c.br.ReadByte(); err == nil {
-					t.Errorf("connection %d within the cap: read a byte, want it closed at the hello timeout", i)
-				} else if ne, ok := err.(net.Error); ok && ne.Timeout() {
-					t.Errorf("connection %d within the cap: still open 5s after its hello timeout", i)
-				}
-			}
-			eventuallyMetric(t, s, perAddress, "hostgate_l4_refused_total", "listener", addr, "reason", "hello_timeout")
-			if n := reached.Load(); n != 0 {
-				t.Errorf("%d requests reached the backend during the flood, want none", n)
-			}
-			client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
-				TLSClientConfig: &tls.Config{RootCAs: ca.Pool},
-				DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
-					return (&net.Dialer{}).DialContext(ctx, network, bound)
-				},
-			}}
-			defer client.CloseIdleConnections()
-			if resp, body := get(t, client, "https://secure.example.com/"); resp.StatusCode != http.StatusOK || body != "ok" {
-				t.Errorf("after the flood: %d %q, want 200 ok from the backend", resp.StatusCode, body)
-			}
-		})
-	}
+		}
+		eventuallyMetric(t, s, perAddress, "hostgate_l4_refused_total", "listener", addr, "reason", "hello_timeout")
+		if n := reached.Load(); n != 0 {
+			t.Errorf("%d requests reached the backend during the flood, want none", n)
+		}
+		client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
+			TLSClientConfig: &tls.Config{RootCAs: ca.Pool},
+			DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
+				return (&net.Dialer{}).DialContext(ctx, network, bound)
+			},
+		}}
+		defer client.CloseIdleConnections()
+		if resp, body := get(t, client, "https://secure.example.com/"); resp.StatusCode != http.StatusOK || body != "ok" {
+			t.Errorf("after the flood: %d %q, want 200 ok from the backend", resp.StatusCode, body)
+		}
+	})
 }
 
 // TestTCPSessionOutlivesTheCap: a relayed connection the caps have had for
 // longer than a keep-alive connection's grace is a session, not an idle
 // connection to close for a newcomer: the newcomer is refused.
 func TestTCPSessionOutlivesTheCap(t *testing.T) {
-	for _, engine := range []Engine{EngineNative, EngineLoop} {
-		t.Run(string(engine), func(t *testing.T) {
-			if engine == EngineLoop && !relay.Supported {
-				t.Skip("no relay loops here")
-			}
-			backend := startBackend(t, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok") }))
-			opts := testOptions()
-			opts.HTTP1Engine = engine
-			opts.MaxConnections, opts.MaxConnectionsPerAddress = NoCap, 1
-			s := startServer(t, opts)
-			s.UpdateEndpoints(map[string][]Endpoint{"ns/web:80": {{Address: backend}}})
-			addr := freeAddr(t)
-			f := &capFixture{t: t, s: s, addr: apply(t, s, Listener{Address: addr, Protocol: TCP, L4: l4Table(t, router.KindTCPRoute, "ns/web:80")})[0]}
-			session := f.idle("127.0.0.1")
-			// Past the grace after which the caps may close an idle
-			// HTTP connection.
-			settle()
-			newcomer := f.dial("127.0.0.1")
-			newcomer.send("/")
-			wantClosed(t, newcomer, "a connection past the cap")
-			session.send("/")
-			if err := session.answered(); err != nil {
-				t.Fatalf("the session within the cap: %v", err)
-			}
-		})
-	}
+	onL4Engines(t, func(t *testing.T, engine Engine) {
+		f, _, _ := tcpCapFixture(t, engine, func(o *Options) { o.MaxConnections, o.MaxConnectionsPerAddress = NoCap, 1 })
+		session := f.idle("127.0.0.1")
+		// Past the grace after which the caps may close an idle
+		// HTTP connection.
+		settle()
+		newcomer := f.dial("127.0.0.1")
+		newcomer.send("/")
+		wantClosed(t, newcomer, "a connection past the cap")
+		session.send("/")
+		if err := session.answered(); err != nil {
+			t.Fatalf("the session within the cap: %v", err)
+		}
+	})
 }
