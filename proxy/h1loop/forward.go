@@ -303,6 +303,10 @@ func (w *worker) upEnded(c *conn, u *upConn, errno unix.Errno) {
 func (w *worker) relay(c *conn, u *upConn) bool {
 	w.cur = c
 	if !c.headSent && !w.responseHead(c, u) {
+		// Informational responses go out now: bw is the worker's, and
+		// what it holds would go with the next answer it writes, another
+		// client's.
+		w.bw.Flush()
 		return c.up == u
 	}
 	done, err := w.relayBody(c, u)

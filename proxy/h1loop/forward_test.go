@@ -12,6 +12,7 @@ import (
 	"net/http/httptest"
 	"os/exec"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -216,6 +217,52 @@ func TestForwardDrain(t *testing.T) {
 	}
 	if !closed(br) {
 		t.Errorf("connection left open after its answer in the drain")
+	}
+}
+
+// TestForwardEarlyHintsAlone: an informational response (103 Early
+// Hints) whose final response has yet to come goes to its own client, and
+// to no other: left in the worker's writer, it went out with the next
+// answer the worker wrote, another client's.
+func TestForwardEarlyHintsAlone(t *testing.T) {
+	hinted, release := make(chan struct{}), make(chan struct{})
+	backend, _ := countedBackend(t, func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/hint" {
+			w.Header().Set("Link", "</a.css>; rel=preload")
+			w.WriteHeader(http.StatusEarlyHints)
+			close(hinted)
+			<-release
+		}
+		io.WriteString(w, "done")
+	})
+	var once sync.Once
+	free := func() { once.Do(func() { close(release) }) }
+	// Before the backend's Close, which waits for its handlers.
+	t.Cleanup(free)
+	st := serveStack(t, backend, stackOpts{})
+	a, abr := dial(t, st.addr)
+	io.WriteString(a, "GET /hint HTTP/1.1\r\nHost: app.test\r\n\r\n")
+	select {
+	case <-hinted:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the request never reached the backend")
+	}
+	// The loop reads the 103; then a client on each worker asks for an
+	// answer the loop makes itself.
+	time.Sleep(100 * time.Millisecond)
+	for i := range 2 {
+		c, br := dial(t, st.addr)
+		io.WriteString(c, "GET / HTTP/1.1\r\nHost: moved.test\r\n\r\n")
+		if got := readAnswer(t, br, "GET"); got.status != http.StatusMovedPermanently {
+			t.Errorf("client %d: %d %v first, want its redirect", i, got.status, got.header)
+		}
+	}
+	free()
+	if got := readAnswer(t, abr, "GET"); got.status != http.StatusEarlyHints || got.header.Get("Link") == "" {
+		t.Errorf("the hinted client: %d %v first, want the 103 with its Link", got.status, got.header)
+	}
+	if got := readAnswer(t, abr, "GET"); got.status != 200 || got.body != "done" {
+		t.Errorf("the hinted client: %d %q, want 200 done", got.status, got.body)
 	}
 }
 
