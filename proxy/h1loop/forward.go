@@ -312,6 +312,10 @@ func (w *worker) relay(c *conn, u *upConn) bool {
 	done, err := w.relayBody(c, u)
 	switch {
 	case w.conn(c.fd) != c:
+		// A write failed, and closed c, while bw held more of the response
+		// than one write takes (a long head): what it still holds goes to
+		// no one, not in front of the next answer, another client's.
+		w.bw.Reset(w)
 		return false
 	case err != nil:
 		w.finish(c, u, false, false)

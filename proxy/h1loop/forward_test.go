@@ -266,6 +266,49 @@ func TestForwardEarlyHintsAlone(t *testing.T) {
 	}
 }
 
+// TestForwardCutShortAlone: what the worker's writer still holds of a
+// response whose client went away while it was relayed (the write that
+// failed was one of several, a long head's) goes to no one: left there,
+// it went out in front of the next answer the worker wrote, another
+// client's.
+func TestForwardCutShortAlone(t *testing.T) {
+	arrived, respond := make(chan struct{}), make(chan struct{})
+	backend, _ := countedBackend(t, func(w http.ResponseWriter, r *http.Request) {
+		close(arrived)
+		<-respond
+		// A head longer than the worker's writer holds.
+		w.Header().Set("X-Long", strings.Repeat("h", 40<<10))
+		io.WriteString(w, strings.Repeat("b", 8<<10))
+	})
+	var once sync.Once
+	free := func() { once.Do(func() { close(respond) }) }
+	// Before the backend's Close, which waits for its handlers.
+	t.Cleanup(free)
+	st := serveStack(t, backend, stackOpts{})
+	a, _ := dial(t, st.addr)
+	io.WriteString(a, "GET /long HTTP/1.1\r\nHost: app.test\r\n\r\n")
+	select {
+	case <-arrived:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the request never reached the backend")
+	}
+	// The client resets its connection: relaying the response fails.
+	a.(*net.TCPConn).SetLinger(0)
+	a.Close()
+	time.Sleep(50 * time.Millisecond)
+	free()
+	time.Sleep(100 * time.Millisecond)
+	// A client on each worker asks for an answer the loop makes itself.
+	for i := range 2 {
+		c, br := dial(t, st.addr)
+		io.WriteString(c, "GET / HTTP/1.1\r\nHost: moved.test\r\n\r\n")
+		line, err := br.ReadString('\n')
+		if want := "HTTP/1.1 301 "; !strings.HasPrefix(line, want) {
+			t.Errorf("client %d: %.40q..., %v first, want %q", i, line, err, want)
+		}
+	}
+}
+
 // TestForwardClients: net/http's client and curl, with bodies.
 func TestForwardClients(t *testing.T) {
 	st := serveStack(t, echoBackend(t), stackOpts{})
