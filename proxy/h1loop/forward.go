@@ -303,11 +303,19 @@ func (w *worker) upEnded(c *conn, u *upConn, errno unix.Errno) {
 func (w *worker) relay(c *conn, u *upConn) bool {
 	w.cur = c
 	if !c.headSent && !w.responseHead(c, u) {
+		// Informational responses go out now: bw is the worker's, and
+		// what it holds would go with the next answer it writes, another
+		// client's.
+		w.bw.Flush()
 		return c.up == u
 	}
 	done, err := w.relayBody(c, u)
 	switch {
 	case w.conn(c.fd) != c:
+		// A write failed, and closed c, while bw held more of the response
+		// than one write takes (a long head): what it still holds goes to
+		// no one, not in front of the next answer, another client's.
+		w.bw.Reset(w)
 		return false
 	case err != nil:
 		w.finish(c, u, false, false)

@@ -12,6 +12,7 @@ import (
 	"net/http/httptest"
 	"os/exec"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -216,6 +217,95 @@ func TestForwardDrain(t *testing.T) {
 	}
 	if !closed(br) {
 		t.Errorf("connection left open after its answer in the drain")
+	}
+}
+
+// TestForwardEarlyHintsAlone: an informational response (103 Early
+// Hints) whose final response has yet to come goes to its own client, and
+// to no other: left in the worker's writer, it went out with the next
+// answer the worker wrote, another client's.
+func TestForwardEarlyHintsAlone(t *testing.T) {
+	hinted, release := make(chan struct{}), make(chan struct{})
+	backend, _ := countedBackend(t, func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/hint" {
+			w.Header().Set("Link", "</a.css>; rel=preload")
+			w.WriteHeader(http.StatusEarlyHints)
+			close(hinted)
+			<-release
+		}
+		io.WriteString(w, "done")
+	})
+	var once sync.Once
+	free := func() { once.Do(func() { close(release) }) }
+	// Before the backend's Close, which waits for its handlers.
+	t.Cleanup(free)
+	st := serveStack(t, backend, stackOpts{})
+	a, abr := dial(t, st.addr)
+	io.WriteString(a, "GET /hint HTTP/1.1\r\nHost: app.test\r\n\r\n")
+	select {
+	case <-hinted:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the request never reached the backend")
+	}
+	// The loop reads the 103; then a client on each worker asks for an
+	// answer the loop makes itself.
+	time.Sleep(100 * time.Millisecond)
+	for i := range 2 {
+		c, br := dial(t, st.addr)
+		io.WriteString(c, "GET / HTTP/1.1\r\nHost: moved.test\r\n\r\n")
+		if got := readAnswer(t, br, "GET"); got.status != http.StatusMovedPermanently {
+			t.Errorf("client %d: %d %v first, want its redirect", i, got.status, got.header)
+		}
+	}
+	free()
+	if got := readAnswer(t, abr, "GET"); got.status != http.StatusEarlyHints || got.header.Get("Link") == "" {
+		t.Errorf("the hinted client: %d %v first, want the 103 with its Link", got.status, got.header)
+	}
+	if got := readAnswer(t, abr, "GET"); got.status != 200 || got.body != "done" {
+		t.Errorf("the hinted client: %d %q, want 200 done", got.status, got.body)
+	}
+}
+
+// TestForwardCutShortAlone: what the worker's writer still holds of a
+// response whose client went away while it was relayed (the write that
+// failed was one of several, a long head's) goes to no one: left there,
+// it went out in front of the next answer the worker wrote, another
+// client's.
+func TestForwardCutShortAlone(t *testing.T) {
+	arrived, respond := make(chan struct{}), make(chan struct{})
+	backend, _ := countedBackend(t, func(w http.ResponseWriter, r *http.Request) {
+		close(arrived)
+		<-respond
+		// A head longer than the worker's writer holds.
+		w.Header().Set("X-Long", strings.Repeat("h", 40<<10))
+		io.WriteString(w, strings.Repeat("b", 8<<10))
+	})
+	var once sync.Once
+	free := func() { once.Do(func() { close(respond) }) }
+	// Before the backend's Close, which waits for its handlers.
+	t.Cleanup(free)
+	st := serveStack(t, backend, stackOpts{})
+	a, _ := dial(t, st.addr)
+	io.WriteString(a, "GET /long HTTP/1.1\r\nHost: app.test\r\n\r\n")
+	select {
+	case <-arrived:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the request never reached the backend")
+	}
+	// The client resets its connection: relaying the response fails.
+	a.(*net.TCPConn).SetLinger(0)
+	a.Close()
+	time.Sleep(50 * time.Millisecond)
+	free()
+	time.Sleep(100 * time.Millisecond)
+	// A client on each worker asks for an answer the loop makes itself.
+	for i := range 2 {
+		c, br := dial(t, st.addr)
+		io.WriteString(c, "GET / HTTP/1.1\r\nHost: moved.test\r\n\r\n")
+		line, err := br.ReadString('\n')
+		if want := "HTTP/1.1 301 "; !strings.HasPrefix(line, want) {
+			t.Errorf("client %d: %.40q..., %v first, want %q", i, line, err, want)
+		}
 	}
 }
 

@@ -767,3 +767,66 @@ func TestServeBoundsRefusals(t *testing.T) {
 		t.Errorf("one accept took %d connections, more than a batch (%d)", most, acceptBatch)
 	}
 }
+
+// blackhole is a loopback address whose connects never complete: a
+// listener that accepts nothing, its backlog full, so that the kernel
+// drops the SYNs that come after.
+func blackhole(t *testing.T) netip.AddrPort {
+	t.Helper()
+	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { syscall.Close(fd) })
+	if err := syscall.Bind(fd, &syscall.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Listen(fd, 0); err != nil {
+		t.Fatal(err)
+	}
+	sa, err := syscall.Getsockname(fd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ap := netip.AddrPortFrom(netip.AddrFrom4(sa.(*syscall.SockaddrInet4).Addr), uint16(sa.(*syscall.SockaddrInet4).Port))
+	for range 8 {
+		c, err := net.DialTimeout("tcp", ap.String(), 200*time.Millisecond)
+		if err != nil {
+			return ap
+		}
+		t.Cleanup(func() { c.Close() })
+	}
+	t.Skip("the listener's backlog never filled: connects there would not time out")
+	return ap
+}
+
+// TestRelayAfterConnectTimeouts: as TestRelayAfterTimeouts, with connects
+// that time out (a backend whose backlog is full) as the last deadlines
+// on the workers.
+func TestRelayAfterConnectTimeouts(t *testing.T) {
+	f := newFixture(t)
+	hole := blackhole(t)
+	ap, conns := backend(t)
+	for range 2 * runtime.GOMAXPROCS(0) {
+		client, s := f.accept(nil)
+		h := newHandler(hole)
+		f.loop.Relay(s, h, nil, 100*time.Millisecond)
+		readEOF(t, client)
+		h.waitEnded(t)
+		if len(h.failed) != 1 || !errors.Is(h.failed[0], os.ErrDeadlineExceeded) {
+			t.Skipf("the connect to a full backlog failed with %v, not a timeout", h.failed)
+		}
+	}
+	time.Sleep(300 * time.Millisecond)
+	for i := range 2 * runtime.GOMAXPROCS(0) {
+		client, s := f.accept(nil)
+		f.loop.Relay(s, newHandler(ap), nil, time.Second)
+		b := next(t, conns)
+		write(t, client, "ping")
+		if got := string(readN(t, b, 4)); got != "ping" {
+			t.Fatalf("connection %d: the backend got %q", i, got)
+		}
+		client.Close()
+		b.Close()
+	}
+}
