@@ -95,9 +95,9 @@ func (s *Shared) discardH1(uc *upstream.Conn, resp *h1wire.Head, method, addr st
 	uc.Close()
 }
 
-// attemptH1 makes one attempt of sendH1: a reused connection found closed
-// is replaced for a request that can be sent again, and a failure moves to
-// another endpoint where tryAnother allows (tries).
+// attemptH1 makes one attempt of sendH1: a reused connection found closed,
+// or holding bytes no request asked for, is replaced, and a failure moves
+// to another endpoint where tryAnother allows (tries).
 func (s *Shared) attemptH1(ex *exchange, replayable bool, clientGone func() bool, send func(uc *upstream.Conn) (answered bool, err error)) (*upstream.Conn, int, error) {
 	deadline := ex.attemptDeadline
 	var t tries
@@ -105,7 +105,11 @@ func (s *Shared) attemptH1(ex *exchange, replayable bool, clientGone func() bool
 		h := ex.nextTry(&t)
 		connect := ex.plan.target.Rule.Timeouts.Connect
 		uc, reused, err := s.h1.Get(h.Address(), deadline, connect, t.fresh)
-		if err == nil && reused && !replayable && uc.Stale() {
+		// Looked at for every request, not only those that cannot be
+		// sent twice: bytes a backend sent past its last response (a
+		// body to a HEAD, after a 204 or 304, past Content-Length) would
+		// be read as the answer to this one, another client's.
+		if err == nil && reused && uc.Stale() {
 			uc.Close()
 			uc, reused, err = s.h1.Get(h.Address(), deadline, connect, true)
 		}

@@ -49,9 +49,9 @@ type Conn struct {
 	readStall, sendStall time.Duration
 	// held, while holding, takes what Writer flushes, for FlushAwait to
 	// write itself: out is what is left of it to write, wrote says the
-	// write was made, writeErr how it failed. raw and step are made once
-	// for all of the connection's FlushAwait, which then allocates
-	// nothing.
+	// write was made, writeErr how it failed. raw, step and peekStep are
+	// made once for all of the connection's FlushAwait and socketState,
+	// which then allocate nothing; peeked is what socketState saw.
 	held     []byte
 	holding  bool
 	out      []byte
@@ -59,6 +59,8 @@ type Conn struct {
 	writeErr error
 	raw      syscall.RawConn
 	step     func(fd uintptr) bool
+	peekStep func(fd uintptr) bool
+	peeked   socketStatus
 }
 
 // ClientWatch is what a watched read asks: the HTTP/1.1 engine's client
@@ -395,7 +397,7 @@ func (uc *Conn) Stale() bool {
 			return true
 		}
 	}
-	st := SocketState(uc.Conn)
+	st := uc.socketState()
 	return st == socketData || st == SocketClosed
 }
 

@@ -9,5 +9,7 @@ import "net"
 // is noticed only when its response is written.
 func SocketState(net.Conn) socketStatus { return socketUnknown }
 
+func (uc *Conn) socketState() socketStatus { return socketUnknown }
+
 // FlushAwait writes what Writer holds; the read that follows waits.
 func (uc *Conn) FlushAwait() error { return uc.Writer.Flush() }

@@ -13,8 +13,8 @@ import (
 // SocketState peeks at a TCP connection without blocking or taking bytes:
 // idle (open, nothing to read), data waiting, or closed by the peer (with
 // or without data unread before the Close) or broken. It costs a system
-// call or two, so the engine uses it only where waiting would cost more:
-// before sending a request that cannot be sent twice on a pooled
+// call or two, so the engine uses it only where waiting would cost more,
+// or reading the wrong bytes: before sending a request on a pooled
 // connection, and while a request or a stream waits long for its backend.
 func SocketState(c net.Conn) socketStatus {
 	sc, ok := c.(syscall.Conn)
@@ -25,23 +25,41 @@ func SocketState(c net.Conn) socketStatus {
 	if err != nil {
 		return SocketClosed
 	}
-	var b [1]byte
-	var n int
-	var peekErr error
-	finished := false
-	if err := raw.Read(func(fd uintptr) bool {
-		n, _, peekErr = syscall.Recvfrom(int(fd), b[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
-		// Bytes the peer sent before it closed, such as a TLS client's
-		// close_notify, hide the Close from the peek.
-		finished = n > 0 && peerFinished(int(fd))
-		return true
-	}); err != nil {
+	st := SocketClosed
+	if err := raw.Read(func(fd uintptr) bool { st = peek(int(fd)); return true }); err != nil {
 		return SocketClosed
 	}
+	return st
+}
+
+// socketState is SocketState for a connection of the pool, made without
+// allocating, as it is before every request sent on one.
+func (uc *Conn) socketState() socketStatus {
+	if !uc.rawConn() {
+		return SocketState(uc.Conn)
+	}
+	if err := uc.raw.Read(uc.peekStep); err != nil {
+		return SocketClosed
+	}
+	return uc.peeked
+}
+
+// peekOnce is socketState's RawConn.Read function.
+func (uc *Conn) peekOnce(fd uintptr) bool {
+	uc.peeked = peek(int(fd))
+	return true
+}
+
+// peek is what SocketState sees of the socket fd.
+func peek(fd int) socketStatus {
+	var b [1]byte
+	n, _, err := syscall.Recvfrom(fd, b[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
 	switch {
-	case errors.Is(peekErr, syscall.EAGAIN):
+	case errors.Is(err, syscall.EAGAIN):
 		return socketIdle
-	case peekErr == nil && n > 0 && !finished:
+	// Bytes the peer sent before it closed, such as a TLS client's
+	// close_notify, hide the Close from the peek.
+	case err == nil && n > 0 && !peerFinished(fd):
 		return socketData
 	}
 	return SocketClosed
@@ -112,7 +130,7 @@ func (uc *Conn) rawConn() bool {
 	if err != nil {
 		return false
 	}
-	uc.raw, uc.step = raw, uc.writeThenWait
+	uc.raw, uc.step, uc.peekStep = raw, uc.writeThenWait, uc.peekOnce
 	return true
 }
 
