@@ -321,7 +321,12 @@ func (w *worker) relay(c *conn, u *upConn) bool {
 		w.finish(c, u, false, false)
 		return false
 	case done:
-		w.finish(c, u, c.reusable && u.start == u.n, true)
+		// The response may end before the backend took all of the
+		// request (a refusal sent before its body was read): putIdle
+		// drops what is left to send, and the next request on the
+		// connection, another client's, would make up the rest of the
+		// body.
+		w.finish(c, u, c.reusable && u.start == u.n && len(u.out) == 0, true)
 		return false
 	}
 	w.bw.Flush()
