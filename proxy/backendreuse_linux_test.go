@@ -94,7 +94,7 @@ func TestStrayResponseBytesGoToNoOne(t *testing.T) {
 // followed it was taken for a request (request smuggling); on a
 // connection whose write failed, it was not sent and failed at once.
 func TestUploadAnsweredEarly(t *testing.T) {
-	for _, engine := range []Engine{EngineLoop} {
+	for _, engine := range []Engine{EngineNative, EngineLoop} {
 		t.Run(string(engine), func(t *testing.T) {
 			upload := strings.Repeat("u", 7000)
 			first := make(chan net.Conn, 1)

@@ -129,6 +129,10 @@ type conn struct {
 	body, rbody h1wire.BodyReader
 	// linger says the connection ends with a request body unread.
 	linger bool
+	// sentShort says the backend answered before the request body all
+	// went: the rest is not on its connection, which can carry no other
+	// request.
+	sentShort bool
 	// http2 says the connection speaks HTTP/2, for the HTTP/2 engine.
 	http2 bool
 }
@@ -482,6 +486,7 @@ func (c *conn) roundTrip(uc *upstream.Conn, ex *pipeline.Exchange) (answered boo
 	if err := ex.Arm(uc); err != nil {
 		return false, err
 	}
+	c.sentShort = false
 	deadline := ex.AttemptDeadline()
 	req := &c.req
 	bw := uc.Writer
@@ -521,6 +526,7 @@ func (c *conn) roundTrip(uc *upstream.Conn, ex *pipeline.Exchange) (answered boo
 	if early, err := pipeline.SendBody(uc, ex.RequestBody(body), c.req.Chunked); err != nil {
 		// The backend may have answered before reading it all.
 		if early && c.readResponse(uc) == nil {
+			c.sentShort = true
 			return true, nil
 		}
 		return false, err
@@ -587,7 +593,11 @@ func (c *conn) relayResponse(uc *upstream.Conn, ex *pipeline.Exchange, keep bool
 	keep = keep && !(unknown && req.HTTP10)
 	// The request body is unread when the backend answered early.
 	keep = keep && c.body.Done
-	reusable := resp.Reusable(mode) && c.body.Done
+	// Read whole from the client, the body may still not all have gone
+	// to the backend (the write of its end timed out after the backend
+	// answered): the writer keeps the failure, and the next request on
+	// the connection would fail with it.
+	reusable := resp.Reusable(mode) && c.body.Done && !c.sentShort
 
 	ex.EditResponse(&resp.Fields)
 	h1wire.WriteStatusLine(c.bw, c.req.HTTP10, status)
