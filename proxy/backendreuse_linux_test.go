@@ -5,7 +5,6 @@ package proxy
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -187,24 +186,7 @@ func smallWindowBackend(t *testing.T, serve func(net.Conn)) string {
 		}
 		return err
 	}}
-	ln, err := lc.Listen(context.Background(), "tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				serve(c)
-			}()
-		}
-	}()
-	return ln.Addr().String()
+	return rawBackendOn(t, lc, serve)
 }
 
 // shrinkSendBuffer gives the proxy's end of the backend connection c (the

@@ -251,7 +251,12 @@ func oneShotBackend(t *testing.T) (string, *atomic.Int64) {
 // rawBackend serves each connection with serve, which writes responses by
 // hand, then closes it.
 func rawBackend(t *testing.T, serve func(net.Conn)) string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	return rawBackendOn(t, net.ListenConfig{}, serve)
+}
+
+// rawBackendOn is rawBackend on a socket lc makes.
+func rawBackendOn(t *testing.T, lc net.ListenConfig, serve func(net.Conn)) string {
+	ln, err := lc.Listen(context.Background(), "tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -467,6 +467,23 @@ func TestPeek(t *testing.T) {
 	})
 }
 
+// wantRelayed has f's loop relay a connection to ap for each worker,
+// whichever takes which, and checks that each reaches the backend.
+func wantRelayed(t *testing.T, f *fixture, ap netip.AddrPort, conns <-chan *net.TCPConn) {
+	t.Helper()
+	for i := range 2 * runtime.GOMAXPROCS(0) {
+		client, s := f.accept(nil)
+		f.loop.Relay(s, newHandler(ap), nil, time.Second)
+		b := next(t, conns)
+		write(t, client, "ping")
+		if got := string(readN(t, b, 4)); got != "ping" {
+			t.Fatalf("connection %d: the backend got %q", i, got)
+		}
+		client.Close()
+		b.Close()
+	}
+}
+
 // TestRelayAfterTimeouts: a worker whose last deadline passed (a peek that
 // timed out, with nothing else armed) goes on relaying: the deadline left
 // on its epoll set's file once had every later wait fail before it read
@@ -484,17 +501,7 @@ func TestRelayAfterTimeouts(t *testing.T) {
 	}
 	// Past the wheel's next tick, so that each worker waited since.
 	time.Sleep(300 * time.Millisecond)
-	for i := range 2 * runtime.GOMAXPROCS(0) {
-		client, s := f.accept(nil)
-		f.loop.Relay(s, newHandler(ap), nil, time.Second)
-		b := next(t, conns)
-		write(t, client, "ping")
-		if got := string(readN(t, b, 4)); got != "ping" {
-			t.Fatalf("connection %d: the backend got %q", i, got)
-		}
-		client.Close()
-		b.Close()
-	}
+	wantRelayed(t, f, ap, conns)
 }
 
 // TestCloseEnds: closing a relayed Socket from another goroutine (a
@@ -818,15 +825,5 @@ func TestRelayAfterConnectTimeouts(t *testing.T) {
 		}
 	}
 	time.Sleep(300 * time.Millisecond)
-	for i := range 2 * runtime.GOMAXPROCS(0) {
-		client, s := f.accept(nil)
-		f.loop.Relay(s, newHandler(ap), nil, time.Second)
-		b := next(t, conns)
-		write(t, client, "ping")
-		if got := string(readN(t, b, 4)); got != "ping" {
-			t.Fatalf("connection %d: the backend got %q", i, got)
-		}
-		client.Close()
-		b.Close()
-	}
+	wantRelayed(t, f, ap, conns)
 }
