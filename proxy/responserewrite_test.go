@@ -4,6 +4,7 @@ import (
 	"io"
 	"net/http"
 	"slices"
+	"sync"
 	"testing"
 
 	"github.com/hostgate/hostgate/router"
@@ -82,4 +83,38 @@ func TestResponseRewrite(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestResponseRewriteConcurrent rewrites the answers of requests at once
+// through ReverseProxy, whose answers without a Server field of the
+// backend's get the one every response shares: no request writes to it
+// (the race detector tells).
+func TestResponseRewriteConcurrent(t *testing.T) {
+	backend := startBackend(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Location", "http://internal.local/x")
+	}))
+	opts := testOptions()
+	opts.HTTP1Engine = EngineStdlib
+	s := startServer(t, opts)
+	s.UpdateEndpoints(map[string][]Endpoint{"web": {{Address: backend}}})
+	base := "http://" + apply(t, s, Listener{Address: "127.0.0.1:0", Routes: compile(t,
+		route("rewritten", nil, router.Rule{Matches: prefix("/"), Backends: backends("web"),
+			Filters: []router.Filter{{Type: router.FilterResponseRewrite, ResponseRewrite: testResponseRewrite}}}))})[0]
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			for range 20 {
+				resp, err := http.Get(base)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				resp.Body.Close()
+				if got := resp.Header.Get("Location"); got != "https://example.com/shop/x" || resp.Header.Get("Server") != "hostgate" {
+					t.Errorf("Location %q, Server %q", got, resp.Header.Get("Server"))
+				}
+			}
+		})
+	}
+	wg.Wait()
 }

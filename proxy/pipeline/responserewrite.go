@@ -15,8 +15,13 @@ func rewriteResponse(h headerEditor, rw *router.ResponseRewrite) {
 	switch h := h.(type) {
 	case http.Header:
 		for name, values := range h {
-			for i := range values {
-				values[i] = rewriteField(rw, name, values[i])
+			for i, v := range values {
+				// Written only when rewritten: a value may be shared
+				// by every response (the Server field modifyResponse
+				// adds), and other requests read it meanwhile.
+				if rewritten := rewriteField(rw, name, v); rewritten != v {
+					values[i] = rewritten
+				}
 			}
 		}
 	case *h1wire.Fields:
