@@ -6,12 +6,11 @@ import (
 	"crypto/rand"
 	"io"
 	"net"
-	"strconv"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
+	"github.com/hostgate/hostgate/internal/tcptest"
 	"github.com/hostgate/hostgate/proxy/upstream"
 	"github.com/hostgate/hostgate/router"
 )
@@ -198,35 +197,6 @@ func testTCPListenerDrain(t *testing.T, path func(*Options)) {
 	}
 }
 
-// fullAddr is the address of a listener whose accept queue is full and
-// never taken from: the system drops the SYN of a connect to it, which
-// then waits until it times out.
-func fullAddr(t *testing.T) string {
-	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { syscall.Close(fd) })
-	if err := syscall.Bind(fd, &syscall.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
-		t.Fatal(err)
-	}
-	if err := syscall.Listen(fd, 0); err != nil {
-		t.Fatal(err)
-	}
-	sa, err := syscall.Getsockname(fd)
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(sa.(*syscall.SockaddrInet4).Port))
-	for {
-		c, err := net.DialTimeout("tcp", addr, 100*time.Millisecond)
-		if err != nil {
-			return addr
-		}
-		t.Cleanup(func() { c.Close() })
-	}
-}
-
 // TestTCPConnectTimeout: a connect that takes longer than DialTimeout
 // fails, and the client's connection is closed and counted as
 // connect_failed, not held until the system gives up.
@@ -234,7 +204,7 @@ func TestTCPConnectTimeout(t *testing.T) { paths(t, testTCPConnectTimeout) }
 
 func testTCPConnectTimeout(t *testing.T, path func(*Options)) {
 	const timeout = 200 * time.Millisecond
-	full := fullAddr(t)
+	full := tcptest.Unreachable(t).String()
 	_, addr, m := serveL4With(t, TCP, compile(t, route(router.KindTCPRoute, "app", []string{"app"})), nil, func(o *Options) {
 		path(o)
 		withEndpoints(full)(o)

@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/hostgate/hostgate/internal/tcptest"
 )
 
 // The worker over real loopback sockets: a client of Listen's listener,
@@ -775,44 +777,12 @@ func TestServeBoundsRefusals(t *testing.T) {
 	}
 }
 
-// blackhole is a loopback address whose connects never complete: a
-// listener that accepts nothing, its backlog full, so that the kernel
-// drops the SYNs that come after.
-func blackhole(t *testing.T) netip.AddrPort {
-	t.Helper()
-	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { syscall.Close(fd) })
-	if err := syscall.Bind(fd, &syscall.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
-		t.Fatal(err)
-	}
-	if err := syscall.Listen(fd, 0); err != nil {
-		t.Fatal(err)
-	}
-	sa, err := syscall.Getsockname(fd)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ap := netip.AddrPortFrom(netip.AddrFrom4(sa.(*syscall.SockaddrInet4).Addr), uint16(sa.(*syscall.SockaddrInet4).Port))
-	for range 8 {
-		c, err := net.DialTimeout("tcp", ap.String(), 200*time.Millisecond)
-		if err != nil {
-			return ap
-		}
-		t.Cleanup(func() { c.Close() })
-	}
-	t.Skip("the listener's backlog never filled: connects there would not time out")
-	return ap
-}
-
 // TestRelayAfterConnectTimeouts: as TestRelayAfterTimeouts, with connects
 // that time out (a backend whose backlog is full) as the last deadlines
 // on the workers.
 func TestRelayAfterConnectTimeouts(t *testing.T) {
 	f := newFixture(t)
-	hole := blackhole(t)
+	hole := tcptest.Unreachable(t)
 	ap, conns := backend(t)
 	for range 2 * runtime.GOMAXPROCS(0) {
 		client, s := f.accept(nil)

@@ -1,0 +1,48 @@
+//go:build unix
+
+// Package tcptest is test support only: TCP endpoints on loopback that
+// behave as a broken backend does. It must never be imported by non-test
+// code.
+package tcptest
+
+import (
+	"net"
+	"net/netip"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// Unreachable is a loopback address whose connects never complete: a
+// listener that accepts nothing, its backlog filled, so that the system
+// drops the SYNs that come after and a connect waits until it times out.
+// The test is skipped where the backlog does not fill.
+func Unreachable(t testing.TB) netip.AddrPort {
+	t.Helper()
+	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { syscall.Close(fd) })
+	if err := syscall.Bind(fd, &syscall.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Listen(fd, 0); err != nil {
+		t.Fatal(err)
+	}
+	sa, err := syscall.Getsockname(fd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in4 := sa.(*syscall.SockaddrInet4)
+	ap := netip.AddrPortFrom(netip.AddrFrom4(in4.Addr), uint16(in4.Port))
+	for range 8 {
+		c, err := net.DialTimeout("tcp", ap.String(), 200*time.Millisecond)
+		if err != nil {
+			return ap
+		}
+		t.Cleanup(func() { c.Close() })
+	}
+	t.Skip("the listener's backlog never filled: connects there would not time out")
+	return ap
+}
