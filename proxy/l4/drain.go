@@ -37,26 +37,45 @@ type binding struct {
 	// been quiet for the timeout, so that a busy connection's socket is
 	// asked once per timeout. Only bind, then the sweeper, touch it.
 	lookQuiet time.Time
-	// close ends the connection or flow; drained and idled say the
-	// sweeper did, for the drain or the idle timeout.
-	close          func()
-	drained, idled atomic.Bool
+	// close ends the connection or flow; shut is the shutReason the
+	// sweeper closed it for, once.
+	close func()
+	shut  atomic.Uint32
 }
+
+// shutReason is why the sweeper closed a connection or flow.
+type shutReason uint32
+
+const (
+	notShut shutReason = iota
+	// shutDrained: its route or endpoint had been gone for DrainGrace.
+	shutDrained
+	// shutIdle: it carried nothing either way for IdleTimeout.
+	shutIdle
+)
 
 func newBinding(serverName string, target *router.L4Target, backend string, host *upstream.Host, close func()) *binding {
 	return &binding{serverName: serverName, route: target.Route, backend: backend, host: host, close: close}
 }
 
-// drain closes b, once its grace is over, and counts it.
-func (b *binding) drain(o *Options) {
-	if !b.drained.Swap(true) {
-		o.Metrics.drained(o.Address)
+// shutFor closes b for why, and counts it, unless the sweeper closed it
+// already.
+func (b *binding) shutFor(why shutReason, o *Options) {
+	if b.shut.CompareAndSwap(uint32(notShut), uint32(why)) {
+		o.Metrics.shutDown(o.Address, why)
 		b.close()
 	}
 }
 
+// noteShut says in rec why the sweeper closed b, if it did.
+func (b *binding) noteShut(rec *Record) {
+	why := shutReason(b.shut.Load())
+	rec.Drained, rec.IdleTimedOut = why == shutDrained, why == shutIdle
+}
+
 // quietFor reports whether c, bound to b, has been quiet for
-// o.IdleTimeout at now.
+// o.IdleTimeout at now. A socket that cannot tell (Quiet's 0, false) is
+// asked again a whole timeout later.
 func (b *binding) quietFor(c net.Conn, now time.Time, o *Options) bool {
 	if now.Before(b.lookQuiet) {
 		return false
@@ -65,19 +84,8 @@ func (b *binding) quietFor(c net.Conn, now time.Time, o *Options) bool {
 	if known && quiet >= o.IdleTimeout {
 		return true
 	}
-	if !known {
-		quiet = 0
-	}
 	b.lookQuiet = now.Add(o.IdleTimeout - quiet)
 	return false
-}
-
-// idleClose closes b, quiet for the idle timeout, and counts it.
-func (b *binding) idleClose(o *Options) {
-	if !b.idled.Swap(true) {
-		o.Metrics.idleClosed(o.Address)
-		b.close()
-	}
 }
 
 // served reports whether routes and sets still serve b: its route is

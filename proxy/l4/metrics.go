@@ -127,20 +127,18 @@ func (m *Metrics) ended(rec *Record) {
 	m.mu.Unlock()
 }
 
-// drained counts a connection (flow) of listener closed after the drain
-// grace. Not by route: most were cut because their route went away.
-func (m *Metrics) drained(listener string) {
-	if m != nil {
-		m.drainedTotal.WithLabelValues(listener).Inc()
+// shutDown counts a connection (flow) of listener that the sweeper
+// closed for why. Not by route: most drained ones were cut because their
+// route went away.
+func (m *Metrics) shutDown(listener string, why shutReason) {
+	if m == nil {
+		return
 	}
-}
-
-// idleClosed counts a connection of listener closed after the idle
-// timeout.
-func (m *Metrics) idleClosed(listener string) {
-	if m != nil {
-		m.idleClosedTotal.WithLabelValues(listener).Inc()
+	counter := m.drainedTotal
+	if why == shutIdle {
+		counter = m.idleClosedTotal
 	}
+	counter.WithLabelValues(listener).Inc()
 }
 
 // retire drops the series of listener's routes that routes no longer has

@@ -147,7 +147,7 @@ func (r *relayed) Ended(in, out int64) {
 		r.host.End()
 	}
 	if r.bound != nil {
-		r.rec.Drained, r.rec.IdleTimedOut = r.bound.drained.Load(), r.bound.idled.Load()
+		r.bound.noteShut(&r.rec)
 		r.l.opts.Metrics.ended(&r.rec)
 	}
 	r.l.log(&r.rec)

@@ -114,7 +114,8 @@ type Options struct {
 	// IdleTimeout closes a TCP or TLS connection bound to a backend that
 	// Quiet says carried no data either way for that long; not positive:
 	// never. Quiet asks the socket beneath a connection, as the bytes
-	// may pass where no Go code sees them (splice, a relay loop).
+	// may pass where no Go code sees them (splice, a relay loop); 0 and
+	// false when it cannot tell.
 	IdleTimeout time.Duration
 	Quiet       func(net.Conn) (time.Duration, bool)
 	// Log receives events; AccessLog, when set, gets one record per
@@ -315,9 +316,9 @@ func (l *Listener) sweep(now time.Time) {
 		switch {
 		case b == nil:
 		case l.opts.DrainGrace > 0 && b.expired(b.served(routes, sets), now, l.opts.DrainGrace):
-			b.drain(&l.opts)
+			b.shutFor(shutDrained, &l.opts)
 		case l.opts.IdleTimeout > 0 && b.quietFor(c, now, &l.opts):
-			b.idleClose(&l.opts)
+			b.shutFor(shutIdle, &l.opts)
 		}
 	}
 }
@@ -484,7 +485,7 @@ func (l *Listener) route(c net.Conn, rec *Record, st *state, hello []byte, err e
 	l.bind(tracked, b)
 	l.opts.Metrics.opened(l.opts.Address, rec.Route)
 	defer l.opts.Metrics.ended(rec)
-	defer func() { rec.Drained, rec.IdleTimedOut = b.drained.Load(), b.idled.Load() }()
+	defer b.noteShut(rec)
 	if len(hello) > 0 {
 		if _, err := backend.Write(hello); err != nil {
 			return

@@ -250,7 +250,7 @@ func (f *flow) end() {
 		rec.Duration = time.Since(rec.Start)
 		rec.PacketsIn, rec.BytesIn = f.packetsIn.Load(), f.bytesIn.Load()
 		rec.PacketsOut, rec.BytesOut = f.packetsOut.Load(), f.bytesOut.Load()
-		rec.Drained = f.bound.drained.Load()
+		f.bound.noteShut(rec)
 		u.opts.Metrics.ended(rec)
 		if u.opts.AccessLog != nil {
 			u.opts.AccessLog(rec)
@@ -265,7 +265,7 @@ func (u *UDPListener) sweep(now time.Time) {
 	routes, sets := u.routes.Load(), u.opts.Sets()
 	u.flows.Range(func(_, v any) bool {
 		if b := v.(*flow).bound; b.expired(b.served(routes, sets), now, u.opts.DrainGrace) {
-			b.drain(&u.opts)
+			b.shutFor(shutDrained, &u.opts)
 		}
 		return true
 	})
