@@ -27,8 +27,11 @@ type Conn struct {
 	net.Conn
 	Reader *bufio.Reader
 	Writer *bufio.Writer
-	// idleSince is when it went back to the pool.
-	idleSince time.Time
+	// idleSince is when it went back to the pool, takenAt when it was
+	// taken from there: the clock read once for what the start of its
+	// next exchange asks of it (Stale, FlushAwait), a read or two each
+	// otherwise.
+	idleSince, takenAt time.Time
 	// While client is set, a read that waits on the backend asks it every
 	// clientCheckInterval whether the client hung up, and ends with
 	// ErrClientGone if so: net/http's server learns that at once, with a
@@ -49,9 +52,9 @@ type Conn struct {
 	readStall, sendStall time.Duration
 	// held, while holding, takes what Writer flushes, for FlushAwait to
 	// write itself: out is what is left of it to write, wrote says the
-	// write was made, writeErr how it failed. raw, step and peekStep are
-	// made once for all of the connection's FlushAwait and socketState,
-	// which then allocate nothing; peeked is what socketState saw.
+	// write was made, writeErr how it failed. raw and step are made once
+	// for all of the connection's FlushAwait, which then allocates
+	// nothing; fd is the socket's descriptor, which socketState peeks at.
 	held     []byte
 	holding  bool
 	out      []byte
@@ -59,8 +62,7 @@ type Conn struct {
 	writeErr error
 	raw      syscall.RawConn
 	step     func(fd uintptr) bool
-	peekStep func(fd uintptr) bool
-	peeked   socketStatus
+	fd       int
 }
 
 // ClientWatch is what a watched read asks: the HTTP/1.1 engine's client
@@ -274,10 +276,12 @@ func (st *idleStack) pop(timeout time.Duration) *Conn {
 		st.mu.Unlock()
 		return nil
 	}
-	if uc := st.conns[n-1]; time.Since(uc.idleSince) < timeout {
+	now := time.Now()
+	if uc := st.conns[n-1]; now.Sub(uc.idleSince) < timeout {
 		st.conns[n-1] = nil
 		st.conns = st.conns[:n-1]
 		st.mu.Unlock()
+		uc.takenAt = now
 		return uc
 	}
 	stale := st.conns
@@ -389,7 +393,7 @@ func (uc *Conn) Stale() bool {
 	if uc.Reader.Buffered() > 0 {
 		return true
 	}
-	if !uc.checkAt.IsZero() && !time.Now().Before(uc.checkAt) {
+	if !uc.checkAt.IsZero() && !uc.takenAt.Before(uc.checkAt) {
 		// A client check left armed in the pool (armCheck) passed: a
 		// read deadline that passed makes SocketState see the socket
 		// closed.

@@ -32,30 +32,25 @@ func SocketState(c net.Conn) socketStatus {
 	return st
 }
 
-// socketState is SocketState for a connection of the pool, made without
-// allocating, as it is before every request sent on one.
+// socketState is SocketState for a connection of the pool, as it is
+// looked at before every request sent on one: a raw system call on the
+// socket's descriptor, kept from when the connection was first used,
+// without the netpoller's locks and the runtime's bookkeeping of a call
+// that may block, which cost as much as the peek itself. The connection's
+// owner is the one goroutine that may close it, so the descriptor is its
+// own; a peek takes no bytes in any case.
 func (uc *Conn) socketState() socketStatus {
 	if !uc.rawConn() {
 		return SocketState(uc.Conn)
 	}
-	if err := uc.raw.Read(uc.peekStep); err != nil {
-		return SocketClosed
-	}
-	return uc.peeked
-}
-
-// peekOnce is socketState's RawConn.Read function.
-func (uc *Conn) peekOnce(fd uintptr) bool {
-	uc.peeked = peek(int(fd))
-	return true
+	return peek(uc.fd)
 }
 
 // peek is what SocketState sees of the socket fd.
 func peek(fd int) socketStatus {
-	var b [1]byte
-	n, _, err := syscall.Recvfrom(fd, b[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
+	n, err := peekNow(fd)
 	switch {
-	case errors.Is(err, syscall.EAGAIN):
+	case err == syscall.EAGAIN:
 		return socketIdle
 	// Bytes the peer sent before it closed, such as a TLS client's
 	// close_notify, hide the Close from the peek.
@@ -93,7 +88,7 @@ func (uc *Conn) FlushAwait() error {
 	// connection the pool held long enough for a backend's idle timeout
 	// to end is looked at first, and one found closed fails before
 	// anything is sent, for the request to go on a fresh one.
-	if !uc.idleSince.IsZero() && time.Since(uc.idleSince) >= staleAfterIdle && uc.Stale() {
+	if !uc.idleSince.IsZero() && uc.takenAt.Sub(uc.idleSince) >= staleAfterIdle && uc.Stale() {
 		return errClosedWhileIdle
 	}
 	uc.holding = true
@@ -130,7 +125,10 @@ func (uc *Conn) rawConn() bool {
 	if err != nil {
 		return false
 	}
-	uc.raw, uc.step, uc.peekStep = raw, uc.writeThenWait, uc.peekOnce
+	if raw.Control(func(fd uintptr) { uc.fd = int(fd) }) != nil {
+		return false
+	}
+	uc.raw, uc.step = raw, uc.writeThenWait
 	return true
 }
 

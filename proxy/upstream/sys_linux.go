@@ -2,6 +2,7 @@ package upstream
 
 import (
 	"syscall"
+	"unsafe"
 
 	"github.com/hostgate/hostgate/proxy/evloop"
 	"golang.org/x/sys/unix"
@@ -31,4 +32,20 @@ func writeNow(fd int, p []byte) (int, error) {
 		return max(n, 0), syscall.Errno(errno)
 	}
 	return n, nil
+}
+
+// peekNow is socketState's look at the socket fd, a raw system call as
+// writeNow is: one byte peeked without waiting.
+func peekNow(fd int) (int, error) {
+	var b byte
+	for {
+		n, _, errno := unix.RawSyscall6(unix.SYS_RECVFROM, uintptr(fd), uintptr(unsafe.Pointer(&b)), 1, unix.MSG_PEEK|unix.MSG_DONTWAIT, 0, 0)
+		switch errno {
+		case 0:
+			return int(n), nil
+		case unix.EINTR:
+			continue
+		}
+		return 0, syscall.Errno(errno)
+	}
 }

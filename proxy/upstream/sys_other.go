@@ -11,3 +11,11 @@ func peerFinished(int) bool { return false }
 
 // writeNow is FlushAwait's write.
 func writeNow(fd int, p []byte) (int, error) { return syscall.Write(fd, p) }
+
+// peekNow is socketState's look at the socket fd: one byte peeked without
+// waiting.
+func peekNow(fd int) (int, error) {
+	var b [1]byte
+	n, _, err := syscall.Recvfrom(fd, b[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
+	return n, err
+}
