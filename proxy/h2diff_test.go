@@ -227,7 +227,17 @@ func diffCases(large, upload []byte) []diffCase {
 		{name: "20 KB response field", path: "/bigheader", check: status(200)},
 		{name: "hop-by-hop response fields", path: "/hop", check: status(200)},
 		{name: "backend cuts the body short", path: "/truncated"},
-		{name: "103 early hints", path: "/early-hints", check: status(200)},
+		{name: "103 early hints", path: "/early-hints",
+			differs: "net/http's server relays no 1xx (relaysInformational)",
+			check: func(t *testing.T, client string, o *diffOutcome) {
+				want := 1
+				if strings.HasPrefix(client, string(EngineStdlib)+"/") {
+					want = 0
+				}
+				if o.status != 200 || len(o.informational) != want || want > 0 && !strings.Contains(o.informational[0], "Link:[</style.css>; rel=preload; as=style]") {
+					t.Errorf("%s: %s, want 200 after %d Early Hints with their Link", client, o, want)
+				}
+			}},
 		{name: "streamed with flushes", path: "/stream", stream: true, check: func(t *testing.T, client string, o *diffOutcome) {
 			if o.status != 200 || string(o.body) != "chunk 0\nchunk 1\nchunk 2\nchunk 3\n" {
 				t.Errorf("%s: status %d, body %q: a flushed chunk did not reach the client before the backend wrote the next", client, o.status, o.body)

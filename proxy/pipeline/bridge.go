@@ -168,7 +168,10 @@ func (f *forwarder) bridge(w http.ResponseWriter, r *http.Request, ex *exchange)
 		b.req = nil
 		bridgeStates.Put(b)
 	}()
-	informational := func(resp *h1wire.Head) error { relayInformational(w, resp); return nil }
+	var informational func(*h1wire.Head) error
+	if f.s.relaysInformational(r) {
+		informational = func(resp *h1wire.Head) error { relayInformational(w, resp); return nil }
+	}
 	unsent := false
 	replayable := r.ContentLength == 0 && Repeatable(r.Method, h.Get("Idempotency-Key"))
 	send := func(uc *upstream.Conn) (bool, error) {
@@ -273,6 +276,22 @@ func writeRequestFields(bw *bufio.Writer, h http.Header) (teTrailers bool) {
 		}
 	}
 	return teTrailers
+}
+
+// relaysInformational reports whether the 1xx responses a backend sends
+// before its answer (103 Early Hints) go on to r's client: not on
+// net/http's HTTP/2 server (Config.StdlibHTTP2), whose WriteHeader sends
+// a 1xx from the map Header returns, the one the answer's fields go into,
+// and returns on a stream reset or a connection gone without waiting for
+// the goroutine writing the frame, which may be encoding that map still
+// (serverConn.writeHeaders). The clear after the 1xx, here and in
+// ReverseProxy, and the answer's fields raced with that read: a fatal
+// "concurrent map iteration and map write" at worst. ReverseProxy still
+// edits the map around the 1xx that recorder drops, which nothing of
+// net/http's reads then. hostgate's engine, net/http's HTTP/1.1 server
+// and quic-go encode a 1xx before WriteHeader returns.
+func (s *Shared) relaysInformational(r *http.Request) bool {
+	return r.ProtoMajor != 2 || !s.cfg.StdlibHTTP2
 }
 
 // relayInformational relays a 1xx response (103 Early Hints): its fields

@@ -27,7 +27,7 @@ import (
 // serve runs the pipeline for one request and executes its plan.
 func (s *Shared) serve(w http.ResponseWriter, r *http.Request, l *Listener, st *listenerState) {
 	c := &call{
-		rec: recorder{ResponseWriter: w, writes: guard.WriteBound{Stall: s.cfg.IdleTimeout}},
+		rec: recorder{ResponseWriter: w, quiet: !s.relaysInformational(r), writes: guard.WriteBound{Stall: s.cfg.IdleTimeout}},
 		ex:  exchange{start: time.Now(), scheme: l.scheme, sets: s.sets.Load(), backendTLS: st.backendTLS, answer: w.Header()},
 	}
 	rec, ex := &c.rec, &c.ex

@@ -44,6 +44,10 @@ type recorder struct {
 	http.ResponseWriter
 	status int
 	bytes  int64
+	// quiet drops the 1xx responses written, the bridge's and
+	// ReverseProxy's, where none may reach the client
+	// (relaysInformational).
+	quiet bool
 	// writes bounds how long a write of a large answer may wait for the
 	// client (Write).
 	writes guard.WriteBound
@@ -56,6 +60,9 @@ type recorder struct {
 const streamStallAfter = 1 << 20
 
 func (r *recorder) WriteHeader(code int) {
+	if code < 200 && r.quiet {
+		return
+	}
 	if r.status == 0 && code >= 200 {
 		r.status = code
 	}

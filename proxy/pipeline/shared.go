@@ -39,7 +39,8 @@ type Config struct {
 	// hand-offs are the native engine's, which owns Pool).
 	Bridge bool
 	// StdlibHTTP2 speaks HTTP/2 to backends with net/http's Transport
-	// rather than proxy/h2's.
+	// rather than proxy/h2's; it is set where net/http's server serves
+	// HTTP/2 clients too (relaysInformational).
 	StdlibHTTP2 bool
 	// Pool holds the HTTP/1.1 connections to endpoints; its owner closes
 	// it.
