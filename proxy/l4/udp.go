@@ -61,7 +61,12 @@ type flow struct {
 	// when the flow ends.
 	packetsIn, bytesIn   atomic.Int64
 	packetsOut, bytesOut atomic.Int64
-	once                 sync.Once
+	// refused says a send took the report that the endpoint's port is
+	// unreachable, which the kernel gives whichever call on the socket
+	// comes first: the flow's goroutine, which writes its record, then
+	// learns it here.
+	refused atomic.Bool
+	once    sync.Once
 }
 
 // NewUDP returns a UDPListener serving routes on conn once Serve runs.
@@ -126,12 +131,21 @@ func (u *UDPListener) deliver(client netip.AddrPort, p []byte) {
 // still open.
 func (f *flow) send(p []byte) bool {
 	_, err := f.backend.Write(p)
+	if errors.Is(err, syscall.ECONNREFUSED) {
+		// Reported for an earlier datagram, and taken here rather than
+		// by the flow's reader: left alone, the flow would carry the
+		// client's datagrams to a closed port until it idled out. The
+		// datagram goes on a flow of its own, to another endpoint
+		// where there is one.
+		f.refused.Store(true)
+		f.endpointRefused(err)
+		f.u.flows.CompareAndDelete(f.client, f)
+		f.close()
+		return false
+	}
 	if errors.Is(err, net.ErrClosed) {
 		return false
 	}
-	// Other errors (the endpoint's port unreachable, reported for an
-	// earlier datagram) are seen by the flow's reader too, which ends
-	// the flow and counts the failure.
 	f.last.Store(time.Now().UnixNano())
 	f.packetsIn.Add(1)
 	f.bytesIn.Add(int64(len(p)))
@@ -174,6 +188,14 @@ func (u *UDPListener) start(client netip.AddrPort) *flow {
 	if backend == nil {
 		return nil
 	}
+	f := u.track(client, backend, host, rec, target)
+	go f.answer()
+	return f
+}
+
+// track makes the flow of client over backend, connected to host for
+// target, and counts it; its goroutine is the caller's to start.
+func (u *UDPListener) track(client netip.AddrPort, backend *net.UDPConn, host *upstream.Host, rec Record, target *router.L4Target) *flow {
 	f := &flow{u: u, client: client, backend: backend, host: host, rec: rec}
 	f.bound = newBinding("", target, rec.Backend, host, f.close)
 	f.last.Store(rec.Start.UnixNano())
@@ -181,7 +203,6 @@ func (u *UDPListener) start(client netip.AddrPort) *flow {
 	u.active.Add(1)
 	u.flows.Store(client, f)
 	u.opts.Metrics.opened(u.opts.Address, rec.Route)
-	go f.answer()
 	return f
 }
 
@@ -200,6 +221,9 @@ func (f *flow) answer() {
 		n, err := f.backend.Read(buf)
 		if err != nil {
 			if errors.Is(err, net.ErrClosed) {
+				if f.refused.Load() {
+					f.rec.Refused = refusedDial
+				}
 				return
 			}
 			var ne net.Error
@@ -212,11 +236,7 @@ func (f *flow) answer() {
 				continue
 			}
 			if errors.Is(err, syscall.ECONNREFUSED) {
-				// Nothing listens on the endpoint's port: a failure
-				// of the endpoint, as a refused TCP connect is.
-				if f.host.Failed() {
-					u.opts.Log.Warn("endpoint ejected", "listener", u.opts.Address, "backend", f.rec.Backend, "endpoint", f.host.Address(), "error", err)
-				}
+				f.endpointRefused(err)
 				f.rec.Refused = refusedDial
 				return
 			}
@@ -232,6 +252,14 @@ func (f *flow) answer() {
 		}
 		f.packetsOut.Add(1)
 		f.bytesOut.Add(int64(n))
+	}
+}
+
+// endpointRefused counts that nothing listens on the endpoint's port: a
+// failure of the endpoint, as a refused TCP connect is.
+func (f *flow) endpointRefused(err error) {
+	if f.host.Failed() {
+		f.u.opts.Log.Warn("endpoint ejected", "listener", f.u.opts.Address, "backend", f.rec.Backend, "endpoint", f.host.Address(), "error", err)
 	}
 }
 

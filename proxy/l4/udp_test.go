@@ -2,6 +2,7 @@ package l4
 
 import (
 	"net"
+	"net/netip"
 	"strings"
 	"sync"
 	"testing"
@@ -242,12 +243,7 @@ func TestUDPFlowCap(t *testing.T) {
 // and counts against the endpoint; the client's next datagram gets a new
 // flow.
 func TestUDPEndpointRefused(t *testing.T) {
-	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	closed := pc.LocalAddr().String()
-	pc.Close()
+	closed := closedUDPPort(t)
 	f := serveUDP(t, 5*time.Second, 0, closed)
 	c := f.client(t)
 	if _, err := c.Write([]byte("x")); err != nil {
@@ -260,5 +256,61 @@ func TestUDPEndpointRefused(t *testing.T) {
 		}
 	case <-time.After(3 * time.Second):
 		t.Fatal("the flow to a closed port did not end")
+	}
+}
+
+// closedUDPPort is a loopback address where nothing listens.
+func closedUDPPort(t *testing.T) string {
+	t.Helper()
+	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := pc.LocalAddr().String()
+	pc.Close()
+	return closed
+}
+
+// TestUDPSendTakesRefusal: the kernel reports an endpoint's port
+// unreachable to whichever call on the flow's socket comes first. When the
+// listener's send of the client's next datagram takes it, and not the
+// flow's reader, the flow ends there, the datagram is left to another
+// flow, and the record says the endpoint refused: the flow no longer
+// carries datagrams to a closed port until it idles out. The flow's
+// reader starts only once its send has taken the report, which a running
+// reader usually takes first.
+func TestUDPSendTakesRefusal(t *testing.T) {
+	closed := closedUDPPort(t)
+	fx := serveUDP(t, 5*time.Second, 0, closed)
+	backend, err := net.DialUDP("udp", nil, net.UDPAddrFromAddrPort(netip.MustParseAddrPort(closed)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := netip.MustParseAddrPort("127.0.0.1:9")
+	target := fx.u.routes.Load().Lookup("")
+	rec := Record{Start: time.Now(), Listener: "test", Mode: UDP, Client: client, Route: target.Route, Backend: "echo", Endpoint: closed}
+	fl := fx.u.track(client, backend, fx.sets.Get("echo").Pick(nil), rec, target)
+	if _, err := backend.Write([]byte("first")); err != nil {
+		t.Fatal(err)
+	}
+	// The port unreachable answer to it comes back over loopback in
+	// microseconds.
+	time.Sleep(100 * time.Millisecond)
+	// Errors, not Fatal: the flow's goroutine must run for the
+	// listener to close.
+	if fl.send([]byte("second")) {
+		t.Error("the send that took the endpoint's refusal kept the flow")
+	}
+	if _, ok := fx.u.flows.Load(client); ok {
+		t.Error("the refused flow is still the client's: its next datagram would go to it")
+	}
+	go fl.answer()
+	select {
+	case r := <-fx.records:
+		if r.Refused != refusedDial || r.Endpoint != closed {
+			t.Errorf("record = %+v, want refused %s at %s", r, refusedDial, closed)
+		}
+	case <-time.After(3 * time.Second):
+		t.Fatal("the refused flow did not end")
 	}
 }
