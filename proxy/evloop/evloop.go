@@ -65,9 +65,10 @@ func (p Poller) Close() {
 }
 
 // Add registers fd, edge-triggered for reading, writing and the peer's
-// half-close.
-func (p Poller) Add(fd int) error {
-	ev := unix.EpollEvent{Events: unix.EPOLLIN | unix.EPOLLOUT | unix.EPOLLRDHUP | unix.EPOLLET, Fd: int32(fd)}
+// half-close. Its events carry tag (Pad), which tells them from those of
+// a socket closed earlier with the same number, left in a wait's batch.
+func (p Poller) Add(fd int, tag int32) error {
+	ev := unix.EpollEvent{Events: unix.EPOLLIN | unix.EPOLLOUT | unix.EPOLLRDHUP | unix.EPOLLET, Fd: int32(fd), Pad: tag}
 	return unix.EpollCtl(p.FD, unix.EPOLL_CTL_ADD, fd, &ev)
 }
 
@@ -134,9 +135,10 @@ func SendNow(fd int, p []byte, out *[]byte) unix.Errno {
 
 // Connect starts a non-blocking connect to ap, with no Nagle delay and
 // keep-alive probes at the system's timings (one option, where Go's
-// dialer sets four), and registers the socket with p. inProgress says the
-// connect goes on: writable is the edge that says it succeeded.
-func (p Poller) Connect(ap netip.AddrPort) (fd int, inProgress bool, err error) {
+// dialer sets four), and registers the socket with p, with tag as Add.
+// inProgress says the connect goes on: writable is the edge that says it
+// succeeded.
+func (p Poller) Connect(ap netip.AddrPort, tag int32) (fd int, inProgress bool, err error) {
 	family := unix.AF_INET6
 	var sa unix.Sockaddr
 	if ip := ap.Addr().Unmap(); ip.Is4() {
@@ -159,7 +161,7 @@ func (p Poller) Connect(ap netip.AddrPort) (fd int, inProgress bool, err error) 
 		unix.Close(fd)
 		return -1, false, os.NewSyscallError("connect", err)
 	}
-	if err := p.Add(fd); err != nil {
+	if err := p.Add(fd, tag); err != nil {
 		unix.Close(fd)
 		return -1, false, os.NewSyscallError("epoll_ctl", err)
 	}

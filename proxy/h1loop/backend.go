@@ -8,8 +8,9 @@ package h1loop
 // them and no lock is needed. As upstream.Pool's: the most recently used
 // idle connection is taken first, so that those a burst opened age out
 // (UpstreamIdleTimeout) while the rest stay warm; and a connection the
-// backend closed while idle is closed as soon as the loop sees it, since
-// its end of stream is an edge like any other.
+// backend closed, or sent bytes on, while idle is closed as soon as the
+// loop sees it, since its end of stream or the bytes are an edge like any
+// other, and before a request of the same wait may take it (dropStale).
 
 import (
 	"net"
@@ -30,6 +31,7 @@ const (
 // upConn is a connection to a backend.
 type upConn struct {
 	fd   int
+	tag  int32
 	addr string
 	// buf holds what was read of the response and not yet relayed,
 	// buf[start:n].
@@ -46,9 +48,11 @@ type upConn struct {
 	// mayRead says a read was held back while the client had the
 	// response's last piece unread; hup that an edge said the backend
 	// sends no more, so that reads go on to the end of the stream, which
-	// no later edge announces.
-	mayRead, hup bool
-	idleSince    time.Time
+	// no later edge announces; full that the latest read filled the room
+	// it had, so that the socket may hold more, which no later edge
+	// announces either.
+	mayRead, hup, full bool
+	idleSince          time.Time
 }
 
 func (w *worker) up(fd int) *upConn {
@@ -62,7 +66,9 @@ func (w *worker) up(fd int) *upConn {
 // still of use, nil when there is none. With check, one the backend may
 // have closed since the loop last looked is not taken, for a request
 // that cannot be sent again (as upstream.Conn's Stale); others are sent
-// again on a fresh connection should it be.
+// again on a fresh connection should it be. Without, it takes one that
+// holds bytes no request asked for only if they came after the wait whose
+// batch is handled (dropStale).
 func (w *worker) takeIdle(addr string, check bool) *upConn {
 	stack := w.idle[addr]
 	for len(stack) > 0 {
@@ -80,7 +86,9 @@ func (w *worker) takeIdle(addr string, check bool) *upConn {
 
 // stale reports whether an idle connection is of no use: the backend
 // closed it or sent bytes no request asked for, which the loop may not
-// have been told yet when the edge and the request come in one round.
+// have been told yet: they came after the wait, or were in the socket
+// past a read that filled its buffer, or a read in the batch took the
+// bytes its event was for.
 func stale(fd int) bool {
 	var b [1]byte
 	n, _, err := unix.Recvfrom(fd, b[:], unix.MSG_PEEK|unix.MSG_DONTWAIT)
@@ -141,11 +149,12 @@ func (w *worker) dial(addr string) (*upConn, error) {
 	if err != nil {
 		return nil, err
 	}
-	fd, connecting, err := w.poll.Connect(ap)
+	tag := w.tag()
+	fd, connecting, err := w.poll.Connect(ap, tag)
 	if err != nil {
 		return nil, dialError(err)
 	}
-	u := &upConn{fd: fd, addr: addr, connecting: connecting}
+	u := &upConn{fd: fd, tag: tag, addr: addr, connecting: connecting}
 	for fd >= len(w.ups) {
 		w.ups = append(w.ups, nil)
 	}

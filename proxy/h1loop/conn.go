@@ -20,7 +20,10 @@ import (
 
 // conn is a client connection on a loop.
 type conn struct {
-	fd   int
+	fd int
+	// tag is in its socket's events, which it tells from those of a
+	// socket closed before with the same descriptor number (dispatch).
+	tag  int32
 	tc   *guard.TrackedConn
 	sock *Socket
 	// remote is the connection's address, client its IP, and peer that

@@ -173,8 +173,9 @@ func (s upSink) Write(p []byte) (int, error) {
 func (w *worker) upEvent(u *upConn, events uint32) {
 	c := u.c
 	if c == nil {
-		// An idle connection the backend closed, or sent bytes on: of no
-		// use. An edge of bytes already read says nothing.
+		// Idle since the wait (dropStale closed those idle before): an
+		// idle connection the backend closed, or sent bytes on, is of no
+		// use, but the edge may be of bytes a read in the batch took.
 		if events&(unix.EPOLLIN|unix.EPOLLRDHUP|unix.EPOLLERR|unix.EPOLLHUP) != 0 && stale(u.fd) {
 			w.dropIdle(u)
 		}
@@ -267,6 +268,7 @@ func (w *worker) upReadable(u *upConn) {
 		}
 		u.n += n
 		u.answered = true
+		u.full = n == room
 		if c.readStall > 0 {
 			// Bytes came: the read timeout starts over (relay arms
 			// the client's instead, if it stops reading them).
@@ -325,8 +327,12 @@ func (w *worker) relay(c *conn, u *upConn) bool {
 		// request (a refusal sent before its body was read): putIdle
 		// drops what is left to send, and the next request on the
 		// connection, another client's, would make up the rest of the
-		// body.
-		w.finish(c, u, c.reusable && u.start == u.n && len(u.out) == 0, true)
+		// body. And bytes past it are no request's: those the read that
+		// ended it took are in the buffer, and those it left in the
+		// socket, when it filled the buffer, had their edge taken with
+		// its own, so that only a look tells (rare: the response ends
+		// where the buffer does).
+		w.finish(c, u, c.reusable && u.start == u.n && len(u.out) == 0 && !(u.full && stale(u.fd)), true)
 		return false
 	}
 	w.bw.Flush()

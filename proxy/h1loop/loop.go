@@ -102,6 +102,8 @@ type worker struct {
 	conns  []*conn
 	wheel  evloop.Wheel[*conn]
 	events [events]unix.EpollEvent
+	// tags is the tag of the latest socket registered.
+	tags int32
 	// bw builds the answers to the connection served (cur), and writes
 	// them to it (Write).
 	bw  *bufio.Writer
@@ -152,30 +154,7 @@ func (w *worker) run() {
 			n = w.poll.Wait(w.events[:], w.wheel.Wait(time.Now()))
 		}
 		w.now = time.Now()
-		for i := range n {
-			ev := &w.events[i]
-			fd := int(ev.Fd)
-			if fd == w.poll.Wake {
-				w.woken()
-				continue
-			}
-			c := w.conn(fd)
-			if c == nil {
-				if u := w.up(fd); u != nil {
-					w.upEvent(u, ev.Events)
-				}
-				continue
-			}
-			if ev.Events&(unix.EPOLLOUT|unix.EPOLLERR|unix.EPOLLHUP) != 0 && len(c.out) > 0 {
-				w.flushOut(c)
-			}
-			if ev.Events&(unix.EPOLLRDHUP|unix.EPOLLERR|unix.EPOLLHUP) != 0 {
-				c.hup = true
-			}
-			if ev.Events&(unix.EPOLLIN|unix.EPOLLRDHUP|unix.EPOLLERR|unix.EPOLLHUP) != 0 && w.conn(fd) == c {
-				w.readable(c)
-			}
-		}
+		w.dispatch(w.events[:n])
 		w.wheel.Advance(w.now, w.expire)
 		// A loop that never blocks holds its P until the scheduler
 		// preempts it after 10 ms: the goroutines that need the P (the
@@ -208,6 +187,83 @@ func (w *worker) run() {
 		c.Close()
 	}
 	w.poll.Close()
+}
+
+// dispatch handles the events of one wait.
+//
+// An event is its socket's, not its descriptor number's: a socket closed
+// while the batch is handled (a client's end closes its backend
+// connection, a stale pooled one is dropped) frees its number, which the
+// next socket the worker adopts or dials takes, and what the batch has
+// left of the old socket's events would be the new one's (a backend's
+// reset making a new client look hung up). The tag each socket is
+// registered with, a counter of the worker's, tells them apart, with no
+// system call and nothing to do at each close.
+func (w *worker) dispatch(evs []unix.EpollEvent) {
+	w.dropStale(evs)
+	for i := range evs {
+		ev := &evs[i]
+		fd := int(ev.Fd)
+		if fd == w.poll.Wake {
+			w.woken()
+			continue
+		}
+		c := w.conn(fd)
+		if c == nil || c.tag != ev.Pad {
+			if u := w.up(fd); u != nil && u.tag == ev.Pad {
+				w.upEvent(u, ev.Events)
+			}
+			continue
+		}
+		if ev.Events&(unix.EPOLLOUT|unix.EPOLLERR|unix.EPOLLHUP) != 0 && len(c.out) > 0 {
+			w.flushOut(c)
+		}
+		if ev.Events&(unix.EPOLLRDHUP|unix.EPOLLERR|unix.EPOLLHUP) != 0 {
+			c.hup = true
+		}
+		if ev.Events&(unix.EPOLLIN|unix.EPOLLRDHUP|unix.EPOLLERR|unix.EPOLLHUP) != 0 && w.conn(fd) == c {
+			w.readable(c)
+		}
+	}
+}
+
+// dropStale closes, before any event of the batch is handled, the pooled
+// backend connections that the wait found with bytes to read or their
+// end. A request that may be sent twice takes a pooled connection without
+// a look at its socket (takeIdle), a system call a request saved; handled
+// in turn, a client's request before such an event in the same batch took
+// the connection and was sent on it, and the bytes, a response no
+// request asked for (a body to a HEAD, bytes past Content-Length, a
+// response split in two), were read as its answer: another client's.
+// Idle since before the wait, the connection was read by no one since the
+// kernel found it readable: what it holds is stray, or its end, and no
+// peek is needed to tell.
+//
+// What remains: bytes that come after the wait returned, while its batch
+// is handled, are seen at the next wait, and a connection a request of
+// the batch takes carries them to it. Every proxy that keeps backend
+// connections alive runs that race with a backend that sends past its
+// responses: bytes sent just after the netpoll engine's peek before each
+// reuse (upstream.Conn's Stale), or just after the request, are read as
+// its answer all the same. The loop's window is wider, the rest of a
+// batch rather than the moment between a peek and a write, and that is
+// the price of no system call a request.
+func (w *worker) dropStale(evs []unix.EpollEvent) {
+	for i := range evs {
+		ev := &evs[i]
+		if ev.Events&(unix.EPOLLIN|unix.EPOLLRDHUP|unix.EPOLLERR|unix.EPOLLHUP) == 0 {
+			continue
+		}
+		if u := w.up(int(ev.Fd)); u != nil && u.tag == ev.Pad && u.c == nil {
+			w.dropIdle(u)
+		}
+	}
+}
+
+// tag is the tag of the next socket registered (dispatch).
+func (w *worker) tag() int32 {
+	w.tags++
+	return w.tags
 }
 
 func (w *worker) conn(fd int) *conn {
@@ -257,7 +313,7 @@ func (w *worker) adopt(nc net.Conn) {
 		}
 		return
 	}
-	c := &conn{fd: fd, tc: tc, sock: sock, remote: tc.RemoteAddr().String(), waiting: true}
+	c := &conn{fd: fd, tag: w.tag(), tc: tc, sock: sock, remote: tc.RemoteAddr().String(), waiting: true}
 	c.timer.Of = c
 	c.peer = guard.AddrOf(tc.RemoteAddr())
 	c.client = c.remote
@@ -268,7 +324,7 @@ func (w *worker) adopt(nc net.Conn) {
 		w.conns = append(w.conns, nil)
 	}
 	w.conns[fd] = c
-	if err := w.poll.Add(fd); err != nil {
+	if err := w.poll.Add(fd, c.tag); err != nil {
 		w.close(c)
 		return
 	}

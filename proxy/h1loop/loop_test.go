@@ -63,39 +63,11 @@ func serveStack(t testing.TB, backend string, o stackOpts) *stack {
 		o.idleTimeout = 5 * time.Second
 	}
 	st := &stack{}
-	pool := upstream.NewPool(time.Second, 16, time.Minute)
-	t.Cleanup(pool.Close)
-	shared, err := pipeline.New(pipeline.Config{Pool: pool, ConnectAttempts: max(o.attempts, 1), DialTimeout: time.Second, Logger: slog.New(slog.DiscardHandler), AccessLog: func(a *pipeline.AccessRecord) {
+	st.path = testPath(t, backend, o, func(a *pipeline.AccessRecord) {
 		st.mu.Lock()
 		st.records = append(st.records, *a)
 		st.mu.Unlock()
-	}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	registry := upstream.NewRegistry(upstream.RoundRobin, upstream.Health{FailureThreshold: 5, BaseEjection: time.Second, MaxEjection: time.Second})
-	endpoints := []upstream.Endpoint{{Address: backend}}
-	for _, a := range o.more {
-		endpoints = append(endpoints, upstream.Endpoint{Address: a})
-	}
-	shared.SetEndpoints(registry.Sets(map[string][]upstream.Endpoint{"web": endpoints}))
-	tbl, errs := router.Compile([]router.Route{{
-		ID:        router.RouteID{Kind: router.KindHTTPRoute, Namespace: "ns", Name: "web"},
-		Hostnames: []string{"app.test"},
-		Rules:     []router.Rule{{Backends: []router.BackendRef{{Name: "web", Weight: 1}}, Timeouts: o.timeouts}},
-	}, {
-		ID:        router.RouteID{Kind: router.KindHTTPRoute, Namespace: "ns", Name: "moved"},
-		Hostnames: []string{"moved.test"},
-		Rules: []router.Rule{{Filters: []router.Filter{{
-			Type:     router.FilterRequestRedirect,
-			Redirect: &router.Redirect{Scheme: "https", StatusCode: http.StatusMovedPermanently},
-		}}}},
-	}})
-	if len(errs) > 0 {
-		t.Fatal(errs)
-	}
-	st.path = shared.NewListener("test", "http", 0, nil, nil)
-	st.path.Publish(tbl, nil)
+	})
 
 	raw, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -151,6 +123,42 @@ func serveStack(t testing.TB, backend string, o stackOpts) *stack {
 		handoff.Close()
 	})
 	return st
+}
+
+// testPath is the request path of serveStack's listener, which logs with
+// record.
+func testPath(t testing.TB, backend string, o stackOpts, record func(*pipeline.AccessRecord)) *pipeline.Listener {
+	t.Helper()
+	pool := upstream.NewPool(time.Second, 16, time.Minute)
+	t.Cleanup(pool.Close)
+	shared, err := pipeline.New(pipeline.Config{Pool: pool, ConnectAttempts: max(o.attempts, 1), DialTimeout: time.Second, Logger: slog.New(slog.DiscardHandler), AccessLog: record})
+	if err != nil {
+		t.Fatal(err)
+	}
+	registry := upstream.NewRegistry(upstream.RoundRobin, upstream.Health{FailureThreshold: 5, BaseEjection: time.Second, MaxEjection: time.Second})
+	endpoints := []upstream.Endpoint{{Address: backend}}
+	for _, a := range o.more {
+		endpoints = append(endpoints, upstream.Endpoint{Address: a})
+	}
+	shared.SetEndpoints(registry.Sets(map[string][]upstream.Endpoint{"web": endpoints}))
+	tbl, errs := router.Compile([]router.Route{{
+		ID:        router.RouteID{Kind: router.KindHTTPRoute, Namespace: "ns", Name: "web"},
+		Hostnames: []string{"app.test"},
+		Rules:     []router.Rule{{Backends: []router.BackendRef{{Name: "web", Weight: 1}}, Timeouts: o.timeouts}},
+	}, {
+		ID:        router.RouteID{Kind: router.KindHTTPRoute, Namespace: "ns", Name: "moved"},
+		Hostnames: []string{"moved.test"},
+		Rules: []router.Rule{{Filters: []router.Filter{{
+			Type:     router.FilterRequestRedirect,
+			Redirect: &router.Redirect{Scheme: "https", StatusCode: http.StatusMovedPermanently},
+		}}}},
+	}})
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	path := shared.NewListener("test", "http", 0, nil, nil)
+	path.Publish(tbl, nil)
+	return path
 }
 
 // echoBackend answers with what it got.

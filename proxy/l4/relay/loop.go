@@ -453,7 +453,7 @@ func (w *worker) adopt(p *pipe) {
 		return
 	}
 	w.set(p.cfd, p)
-	if err := w.poll.Add(p.cfd); err != nil {
+	if err := w.poll.Add(p.cfd, 0); err != nil {
 		w.end(p)
 		return
 	}
@@ -590,7 +590,7 @@ func (w *worker) dial(p *pipe, failed error) {
 			w.end(p)
 			return
 		}
-		fd, inProgress, err := w.poll.Connect(ap)
+		fd, inProgress, err := w.poll.Connect(ap, 0)
 		if err != nil {
 			failed = &net.OpError{Op: "dial", Net: "tcp", Addr: net.TCPAddrFromAddrPort(ap), Err: err}
 			continue
