@@ -19,10 +19,12 @@ import (
 // The test is skipped where the backlog does not fill.
 func Unreachable(t testing.TB) netip.AddrPort {
 	t.Helper()
-	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
+	// SOCK_CLOEXEC is Linux's and the BSDs', not macOS's.
+	syscall.CloseOnExec(fd)
 	t.Cleanup(func() { syscall.Close(fd) })
 	if err := syscall.Bind(fd, &syscall.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
 		t.Fatal(err)
