@@ -66,6 +66,22 @@ spec:
       paths:
       - {path: /, pathType: Prefix, backend: {service: {name: web, port: {number: 80}}}}
 ---
+apiVersion: networking.k8s.io/v1
+kind: Ingress
+metadata:
+  name: bad-method
+  namespace: default
+  annotations:
+    nginx.ingress.kubernetes.io/auth-url: http://auth.security.svc/check
+    nginx.ingress.kubernetes.io/auth-method: FOO
+spec:
+  ingressClassName: nginx
+  rules:
+  - host: bad-method.example.com
+    http:
+      paths:
+      - {path: /, pathType: Prefix, backend: {service: {name: web, port: {number: 80}}}}
+---
 apiVersion: gateway.networking.k8s.io/v1
 kind: GatewayClass
 metadata: {name: hostgate}
@@ -134,7 +150,7 @@ spec:
 // real HTTP server, allows or denies, over real sockets in file mode:
 // ingress-nginx's auth-url (allowed with the answer's headers copied,
 // 401 and 403 passed on, a 302 to auth-signin for a 401, 500 when the
-// service is down), an HTTPRoute's ExternalAuth filter (a denial relayed
+// service is down or an annotation of the group is invalid), an HTTPRoute's ExternalAuth filter (a denial relayed
 // as the service gave it) and a Gateway listener's, which runs before
 // route matching: a header its answer sets selects the route.
 func TestExternalAuth(t *testing.T) {
@@ -249,6 +265,17 @@ func TestExternalAuth(t *testing.T) {
 	if code, _, _ := do("GET", plain+"/", "down.example.com", "Bearer alice"); code != 500 {
 		t.Errorf("authorization service down: %d, want 500", code)
 	}
+	// An invalid auth-method neither asks with GET nor lets the request
+	// through: 500, as for a service down, and the report says why.
+	drain()
+	if code, _, body := do("GET", plain+"/", "bad-method.example.com", "Bearer alice"); code != 500 || strings.HasPrefix(body, "backend /") {
+		t.Errorf("auth-method FOO: %d %q, want 500 without reaching the backend", code, body)
+	}
+	if len(asked) > 0 {
+		t.Errorf("auth-method FOO: the service was asked %+v", <-asked)
+	}
+	eventually(t, "auth-method FOO reported", expect(h.admin+"/debug/routes", "", 200,
+		`Ingress default/bad-method: annotation nginx.ingress.kubernetes.io/auth-method="FOO": invalid: must be one of GET, HEAD, POST, PUT, PATCH, DELETE, CONNECT, OPTIONS, TRACE; the Ingress's paths answer 500`))
 
 	eventually(t, "HTTPRoute ExternalAuth allows", func() string {
 		code, _, body := do("GET", gw+"/r?q=1", "route.example.com", "Bearer bob", "X-Token", "t1", "X-Other", "no")

@@ -8,7 +8,9 @@ package watch
 // gets an outcome: honoured, ignored (hostgate does not do it yet, or it
 // has no effect here), refused (snippets and modsecurity: text for nginx
 // that hostgate never executes) or invalid (a value that does not parse,
-// which leaves the annotation out and the rest of the Ingress serving).
+// which leaves the annotation out and the rest of the Ingress serving;
+// the access annotations and the auth-url group fail closed instead, the
+// Ingress's paths answering 503 or 500: nginx_access.go, nginx_auth.go).
 // The outcomes go into the Ingress's report, so that /debug/routes, the
 // log, Events and a metric show what a migrated Ingress lost; `hostgate
 // check ingress-nginx` prints them before a migration.

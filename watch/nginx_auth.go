@@ -4,9 +4,17 @@ package watch
 // that shape it): a router.ExternalAuth filter in the nginx style on
 // every path of the Ingress. The service is named by URL, as nginx
 // proxies to it; hostgate reaches it as a backend, so the URL must name
-// a Service of the cluster by its DNS name. An auth-url that cannot be
-// served, or does not parse, fails closed: the Ingress's paths answer 500
-// rather than serve unauthenticated.
+// a Service of the cluster by its DNS name.
+//
+// The group fails closed. An auth-url that cannot be served, or does not
+// parse, and an invalid value of any annotation that shapes it (a method
+// that is none, a sign-in URL, response headers, a cache, a ConfigMap of
+// fields that cannot be read as written) make the Ingress's paths answer
+// 500, as ingress-nginx denies the location (503) for most of them,
+// rather than serve unauthenticated or ask the service otherwise than the
+// Ingress says: a request the user meant to be checked one way must not
+// be let through after a check of another. The outcome of the annotation
+// says so.
 
 import (
 	"cmp"
@@ -35,7 +43,15 @@ type nginxAuth struct {
 	setHeaders types.NamespacedName
 	// filter is the ExternalAuth, its backend resolved.
 	filter *router.ExternalAuth
+	// denied is set where an annotation of the group is invalid: the
+	// filter's backend is then invalid whatever auth-url names, and the
+	// Ingress's paths answer 500 (resolveNginxAuth).
+	denied bool
 }
+
+// nginxAuthDenied ends the reason of an invalid annotation of the auth-url
+// group: what becomes of the Ingress's paths.
+const nginxAuthDenied = "; the Ingress's paths answer 500"
 
 // nginxAuthAnnotations ask an authorization service before forwarding.
 // All but auth-url are read with it, in settleAuth.
@@ -91,7 +107,9 @@ var (
 )
 
 // settleAuth reads the annotations that shape auth-url's filter, all but
-// its backend.
+// its backend. Where one of them, or auth-url itself, is invalid, the
+// filter is denied: the paths answer 500 instead of asking the service
+// without what the annotation says.
 func (s *nginxSettings) settleAuth(annotations map[string]string, id string, outcomes []AnnotationOutcome) {
 	setOutcome(outcomes, "enable-global-auth", Ignored, "hostgate has no global authentication URL (global-auth-url of ingress-nginx's ConfigMap): only auth-url applies")
 	shaping := []string{"auth-method", "auth-signin", "auth-signin-redirect-param", "auth-response-headers", "auth-request-redirect", "auth-cache-key", "auth-cache-duration", "auth-always-set-cookie", "auth-proxy-set-headers"}
@@ -113,24 +131,43 @@ func (s *nginxSettings) settleAuth(annotations map[string]string, id string, out
 		if !ok {
 			continue
 		}
+		if name == "auth-signin-redirect-param" && annotations[NginxAnnotationPrefix+"auth-signin"] == "" {
+			setOutcome(outcomes, name, Ignored, "without auth-signin")
+			continue
+		}
 		if err := setNginxAuth(a, name, v, annotations); err != nil {
 			setOutcome(outcomes, name, Invalid, err.Error())
 		}
 	}
 	if a.Cache != nil {
 		a.Cache.ID = id + " auth-cache"
-	} else if key, duration := nginxOutcome(outcomes, "auth-cache-key"), nginxOutcome(outcomes, "auth-cache-duration"); key != nil && key.Outcome == Honoured {
-		// A bad duration keeps nothing rather than keep answers longer
-		// than meant.
-		key.Outcome, key.Reason = Ignored, "auth-cache-duration is invalid: no answer is kept"
-	} else if duration != nil && duration.Outcome == Honoured {
+	} else if duration := nginxOutcome(outcomes, "auth-cache-duration"); duration != nil && duration.Outcome == Honoured {
 		duration.Outcome, duration.Reason = Ignored, "without a valid auth-cache-key"
 	}
 	if v, ok := annotations[NginxAnnotationPrefix+"auth-proxy-set-headers"]; ok {
-		// Invalid is already its outcome where it does not parse.
 		s.auth.setHeaders, _ = parseSecretRef(v)
 	}
+	// An invalid value of the group, whether its parser or setNginxAuth
+	// refused it, leaves nothing half applied: no method, sign-in,
+	// headers or cache of a default stands in for the one written.
+	for _, name := range append([]string{"auth-url"}, shaping...) {
+		if o := nginxOutcome(outcomes, name); o != nil && o.Outcome == Invalid {
+			o.Reason += nginxAuthDenied
+			s.auth.denied = true
+		}
+	}
 	s.auth.filter = a
+	if s.auth.denied {
+		denyNginxAuth(a)
+	}
+}
+
+// denyNginxAuth makes a answer 500 on every request: its backend is
+// invalid, and it keeps no cache, whose answers, kept under the same
+// identity across configuration changes, were given about another
+// configuration and would otherwise still be acted on.
+func denyNginxAuth(a *router.ExternalAuth) {
+	a.Backend, a.Cache = router.BackendRef{Invalid: true, Weight: 1}, nil
 }
 
 // nginxDefaultAuthCache is auth-cache-duration's default, ingress-nginx's.
@@ -249,11 +286,9 @@ func setNginxAuth(a *router.ExternalAuth, name, v string, annotations map[string
 		}
 		a.SignIn, a.SignInParam = v, param
 	case "auth-signin-redirect-param":
+		// Without auth-signin it is ignored (settleAuth).
 		if !nginxAuthHeader.MatchString(v) {
 			return fmt.Errorf("must be a query parameter name of letters, digits, '-' and '_'")
-		}
-		if annotations[NginxAnnotationPrefix+"auth-signin"] == "" {
-			return fmt.Errorf("without auth-signin it has no effect")
 		}
 	case "auth-response-headers":
 		var names []string
@@ -278,8 +313,8 @@ func setNginxAuth(a *router.ExternalAuth, name, v string, annotations map[string
 		}
 		ttls, err := parseAuthCacheDurations(cmp.Or(annotations[NginxAnnotationPrefix+"auth-cache-duration"], nginxDefaultAuthCache))
 		if err != nil {
-			// Reported on auth-cache-duration; settleAuth says why
-			// nothing is kept.
+			// Reported on auth-cache-duration, which denies the filter
+			// (settleAuth).
 			return nil
 		}
 		// The ID gets each path's: pathFilters.
@@ -309,31 +344,34 @@ func setNginxAuth(a *router.ExternalAuth, name, v string, annotations map[string
 // <service>.<namespace>, at the URL's port (80 or 443 by default), and the
 // fields auth-proxy-set-headers' ConfigMap adds to the authorization
 // request. A URL that names no Service, or a ConfigMap that cannot be
-// read as ingress-nginx would, keeps the filter with an invalid backend,
-// so that the paths of the Ingress in namespace answer 500 instead of
-// going unauthenticated or asking the service without what it was meant
-// to be told.
+// read as ingress-nginx would, denies the filter, as an invalid
+// annotation of the group has (settleAuth): the paths of the Ingress in
+// namespace answer 500 instead of going unauthenticated or asking the
+// service without what it was meant to be told. A denied filter still
+// has its Service and ConfigMap looked up, so that the report names every
+// problem at once.
 func (t *translator) resolveNginxAuth(namespace string, s *nginxSettings, outcomes []AnnotationOutcome) {
 	if s.auth == nil || s.auth.filter == nil {
 		return
 	}
 	a := s.auth.filter
 	if s.auth.url == nil {
-		a.Backend = router.BackendRef{Invalid: true, Weight: 1}
 		return
 	}
 	ref, err := t.nginxURLService(s.auth.url)
 	if err != nil {
-		setOutcome(outcomes, "auth-url", Invalid, err.Error()+"; the Ingress's paths answer 500")
-		ref = router.BackendRef{Invalid: true, Weight: 1}
+		setOutcome(outcomes, "auth-url", Invalid, err.Error()+nginxAuthDenied)
+		s.auth.denied = true
 	}
 	a.Backend = ref
-	if s.auth.setHeaders.Name == "" {
-		return
+	if s.auth.setHeaders.Name != "" {
+		if a.RequestHeaders, err = t.authSetHeaders(namespace, s.auth.setHeaders); err != nil {
+			setOutcome(outcomes, "auth-proxy-set-headers", Invalid, err.Error()+nginxAuthDenied)
+			s.auth.denied = true
+		}
 	}
-	if a.RequestHeaders, err = t.authSetHeaders(namespace, s.auth.setHeaders); err != nil {
-		setOutcome(outcomes, "auth-proxy-set-headers", Invalid, err.Error()+"; the Ingress's paths answer 500")
-		a.Backend = router.BackendRef{Invalid: true, Weight: 1}
+	if s.auth.denied {
+		denyNginxAuth(a)
 	}
 }
 

@@ -2,9 +2,12 @@ package watch
 
 import (
 	"reflect"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -66,7 +69,8 @@ func checkValues[T any](t *testing.T, annotation string, parse func(string) ([]T
 
 // TestNginxAuthCacheOutcomes: the cache needs auth-url and a key, each
 // path gets a cache of its own under the Ingress's identity, and a bad
-// duration keeps nothing; auth-always-set-cookie needs auth-url too.
+// duration keeps none (it denies the filter: TestNginxAuthFailsClosed);
+// auth-always-set-cookie needs auth-url too.
 func TestNginxAuthOutcomes(t *testing.T) {
 	for _, tc := range []struct {
 		annotations map[string]string
@@ -76,7 +80,7 @@ func TestNginxAuthOutcomes(t *testing.T) {
 	}{
 		{map[string]string{"auth-url": "http://auth.sec.svc/check", "auth-cache-key": "$http_authorization"}, "auth-cache-key", Honoured, true},
 		{map[string]string{"auth-url": "http://auth.sec.svc/check", "auth-cache-key": "$http_authorization", "auth-cache-duration": "200 1m"}, "auth-cache-duration", Honoured, true},
-		{map[string]string{"auth-url": "http://auth.sec.svc/check", "auth-cache-key": "$http_authorization", "auth-cache-duration": "1m 200"}, "auth-cache-key", Ignored, false},
+		{map[string]string{"auth-url": "http://auth.sec.svc/check", "auth-cache-key": "$http_authorization", "auth-cache-duration": "1m 200"}, "auth-cache-duration", Invalid, false},
 		{map[string]string{"auth-url": "http://auth.sec.svc/check", "auth-cache-duration": "200 1m"}, "auth-cache-duration", Ignored, false},
 		{map[string]string{"auth-url": "http://auth.sec.svc/check", "auth-cache-key": "$request_body"}, "auth-cache-key", Invalid, false},
 		{map[string]string{"auth-cache-key": "$http_authorization"}, "auth-cache-key", Ignored, false},
@@ -146,4 +150,99 @@ func FuzzNginxValueParsers(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestNginxAuthFailsClosed: with an auth-url the cluster serves, an
+// invalid value of any annotation that shapes its request denies every
+// path of the Ingress (the filter's backend is invalid: 500, and no cache
+// answers in its place) instead of asking the service as the annotation
+// does not say, and the report names the annotation and why; as
+// ingress-nginx denies the location. Valid values ask as written.
+func TestNginxAuthFailsClosed(t *testing.T) {
+	const authURL = "http://oauth2-proxy.auth.svc/oauth2/auth"
+	for _, tc := range []struct {
+		annotations map[string]string
+		// invalid is the annotation reported invalid, "" for none: the
+		// filter then asks the service.
+		invalid string
+		method  string
+	}{
+		{map[string]string{"auth-method": "POST"}, "", "POST"},
+		{map[string]string{"auth-method": "FOO", "auth-cache-key": "$http_authorization"}, "auth-method", ""},
+		{map[string]string{"auth-method": "get"}, "auth-method", ""},
+		{map[string]string{"auth-signin": "https://login.example.com/?next=$arg_next"}, "auth-signin", ""},
+		{map[string]string{"auth-signin": "https://login.example.com/", "auth-signin-redirect-param": "a b"}, "auth-signin-redirect-param", ""},
+		{map[string]string{"auth-signin-redirect-param": "next"}, "", "GET"},
+		{map[string]string{"auth-response-headers": "X-User, X User"}, "auth-response-headers", ""},
+		{map[string]string{"auth-request-redirect": "$request_uri"}, "auth-request-redirect", ""},
+		{map[string]string{"auth-cache-key": "$request_body"}, "auth-cache-key", ""},
+		{map[string]string{"auth-cache-key": "$http_authorization", "auth-cache-duration": "5m 200"}, "auth-cache-duration", ""},
+		{map[string]string{"auth-cache-duration": "forever"}, "auth-cache-duration", ""},
+		{map[string]string{"auth-always-set-cookie": "always"}, "auth-always-set-cookie", ""},
+		{map[string]string{"auth-proxy-set-headers": "a/b/c"}, "auth-proxy-set-headers", ""},
+		{map[string]string{"auth-proxy-set-headers": "no-such-configmap"}, "auth-proxy-set-headers", ""},
+		{map[string]string{"auth-url": "http://oauth2-proxy.auth.svc:8080/oauth2/auth"}, "auth-url", ""},
+	} {
+		objs := &objects{services: []*corev1.Service{
+			{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "web"}, Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 80}}}},
+			{ObjectMeta: metav1.ObjectMeta{Namespace: "auth", Name: "oauth2-proxy"}, Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 80}}}},
+		}}
+		ing := nginxTestIngress(map[string]string{"auth-url": authURL})
+		for k, v := range tc.annotations {
+			ing.Annotations[NginxAnnotationPrefix+k] = v
+		}
+		ing.Spec = networkingv1.IngressSpec{
+			IngressClassName: new(DefaultIngressClass),
+			Rules: []networkingv1.IngressRule{{Host: "a.example", IngressRuleValue: networkingv1.IngressRuleValue{HTTP: &networkingv1.HTTPIngressRuleValue{
+				Paths: []networkingv1.HTTPIngressPath{
+					{Path: "/", Backend: networkingv1.IngressBackend{Service: &networkingv1.IngressServiceBackend{Name: "web", Port: networkingv1.ServiceBackendPort{Number: 80}}}},
+					{Path: "/api", Backend: networkingv1.IngressBackend{Service: &networkingv1.IngressServiceBackend{Name: "web", Port: networkingv1.ServiceBackendPort{Number: 80}}}},
+				},
+			}}}},
+		}
+		objs.ingresses = append(objs.ingresses, ing)
+		snap, reports := translate(objs, goldenOptions)
+
+		paths := 0
+		for _, l := range snap.Listeners {
+			for _, r := range l.Routes {
+				for _, rule := range r.Rules {
+					paths++
+					i := slices.IndexFunc(rule.Filters, func(f router.Filter) bool { return f.ExternalAuth != nil })
+					if i < 0 {
+						t.Errorf("%v: a path without its ExternalAuth filter: %+v", tc.annotations, rule.Filters)
+						continue
+					}
+					a := rule.Filters[i].ExternalAuth
+					switch {
+					case tc.invalid != "" && (!a.Backend.Invalid || a.Cache != nil):
+						t.Errorf("%v: the path asks %+v (cache %v); want it denied, with no cache", tc.annotations, a.Backend, a.Cache)
+					case tc.invalid == "" && (a.Backend.Invalid || a.Backend.Name == "" || a.Method != tc.method):
+						t.Errorf("%v: the path asks %+v with %s; want oauth2-proxy with %s", tc.annotations, a.Backend, a.Method, tc.method)
+					}
+				}
+			}
+		}
+		if paths == 0 {
+			t.Errorf("%v: no path served", tc.annotations)
+		}
+		if len(reports.Ingresses) != 1 {
+			t.Fatalf("%v: reports %+v", tc.annotations, reports.Ingresses)
+		}
+		report := reports.Ingresses[0]
+		for _, o := range report.Annotations {
+			name := strings.TrimPrefix(o.Annotation, NginxAnnotationPrefix)
+			switch {
+			case name == tc.invalid && (o.Outcome != Invalid || !strings.HasSuffix(o.Reason, "; the Ingress's paths answer 500")):
+				t.Errorf("%v: %v; want it invalid, saying the paths answer 500", tc.annotations, o)
+			case name != tc.invalid && o.Outcome == Invalid:
+				t.Errorf("%v: %v; want only %q invalid", tc.annotations, o, tc.invalid)
+			}
+		}
+		if tc.invalid != "" && !slices.ContainsFunc(reports.Problems(), func(p string) bool {
+			return strings.HasPrefix(p, "Ingress default/web: annotation "+NginxAnnotationPrefix+tc.invalid+"=") && strings.Contains(p, "paths answer 500")
+		}) {
+			t.Errorf("%v: problems %q name neither the Ingress nor %s", tc.annotations, reports.Problems(), tc.invalid)
+		}
+	}
 }
