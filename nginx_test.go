@@ -37,6 +37,7 @@ metadata:
     nginx.ingress.kubernetes.io/rewrite-target: /$2
     nginx.ingress.kubernetes.io/x-forwarded-prefix: /something
     nginx.ingress.kubernetes.io/configuration-snippet: 'more_set_headers "X-Evil: 1";'
+    nginx.ingress.kubernetes.io/enable-cors: "true"
 spec:
   ingressClassName: nginx
   tls: [{hosts: [app.example.com], secretName: app-tls}]
@@ -205,6 +206,22 @@ func TestIngressNginxAnnotations(t *testing.T) {
 		resp.Body.Close()
 		if resp.StatusCode != 204 || resp.Header.Get("Access-Control-Allow-Origin") != "https://ui.example.com" || !strings.Contains(resp.Header.Get("Access-Control-Allow-Methods"), "PUT") {
 			t.Errorf("enable-cors preflight: %d %v", resp.StatusCode, resp.Header)
+		}
+	}
+	// enable-cors alone allows every origin, as ingress-nginx's default
+	// cors-allow-origin "*" does.
+	cors, err := http.NewRequest("GET", secure+"/something/x", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cors.Host = "app.example.com"
+	cors.Header.Set("Origin", "https://anywhere.example")
+	if resp, err := client.Do(cors); err != nil {
+		t.Error(err)
+	} else {
+		resp.Body.Close()
+		if resp.StatusCode != 200 || resp.Header.Get("Access-Control-Allow-Origin") == "" {
+			t.Errorf("enable-cors without cors-allow-origin: %d %v, want Access-Control-Allow-Origin for any origin", resp.StatusCode, resp.Header)
 		}
 	}
 	// A name no Ingress serves gets the self-signed default certificate,
