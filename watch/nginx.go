@@ -376,6 +376,8 @@ func nginxDefaultCORS() *router.CORS {
 		AllowCredentials: true,
 		MaxAge:           1728000 * time.Second,
 		AllowOrigins:     []router.Origin{{}},
+		// ingress-nginx answers "*" whatever cors-allow-credentials says.
+		LiteralWildcard: true,
 	}
 }
 
