@@ -183,6 +183,14 @@ func TestIngressNginxAnnotations(t *testing.T) {
 	if code, location, _, _ := do(plain+"/a?b=c", "www.old.example.com"); code != 308 || location != fmt.Sprintf("http://old.example.com:%d/a?b=c", httpPort) {
 		t.Errorf("from-to-www-redirect: %d %q", code, location)
 	}
+	// ingress-nginx drops a trailing slash (ngx_srv_redirect.lua; e2e
+	// "should redirect from www HTTPS to HTTPS": "/" goes to
+	// "https://<host>:443").
+	for path, want := range map[string]string{"/a/": "/a", "/": ""} {
+		if code, location, _, _ := do(plain+path, "www.old.example.com"); code != 308 || location != fmt.Sprintf("http://old.example.com:%d%s", httpPort, want) {
+			t.Errorf("from-to-www-redirect of %s: %d %q, want 308 to %q", path, code, location, want)
+		}
+	}
 	if code, location, _, _ := do(plain+"/", "root.example.com"); code != 302 || location != fmt.Sprintf("http://root.example.com:%d/app1", httpPort) {
 		t.Errorf("app-root: %d %q, want 302 to /app1", code, location)
 	}
