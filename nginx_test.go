@@ -37,6 +37,7 @@ metadata:
     nginx.ingress.kubernetes.io/rewrite-target: /$2
     nginx.ingress.kubernetes.io/x-forwarded-prefix: /something
     nginx.ingress.kubernetes.io/configuration-snippet: 'more_set_headers "X-Evil: 1";'
+    nginx.ingress.kubernetes.io/enable-cors: "true"
 spec:
   ingressClassName: nginx
   tls: [{hosts: [app.example.com], secretName: app-tls}]
@@ -182,6 +183,14 @@ func TestIngressNginxAnnotations(t *testing.T) {
 	if code, location, _, _ := do(plain+"/a?b=c", "www.old.example.com"); code != 308 || location != fmt.Sprintf("http://old.example.com:%d/a?b=c", httpPort) {
 		t.Errorf("from-to-www-redirect: %d %q", code, location)
 	}
+	// ingress-nginx drops a trailing slash (ngx_srv_redirect.lua; e2e
+	// "should redirect from www HTTPS to HTTPS": "/" goes to
+	// "https://<host>:443").
+	for path, want := range map[string]string{"/a/": "/a", "/": ""} {
+		if code, location, _, _ := do(plain+path, "www.old.example.com"); code != 308 || location != fmt.Sprintf("http://old.example.com:%d%s", httpPort, want) {
+			t.Errorf("from-to-www-redirect of %s: %d %q, want 308 to %q", path, code, location, want)
+		}
+	}
 	if code, location, _, _ := do(plain+"/", "root.example.com"); code != 302 || location != fmt.Sprintf("http://root.example.com:%d/app1", httpPort) {
 		t.Errorf("app-root: %d %q, want 302 to /app1", code, location)
 	}
@@ -205,6 +214,24 @@ func TestIngressNginxAnnotations(t *testing.T) {
 		resp.Body.Close()
 		if resp.StatusCode != 204 || resp.Header.Get("Access-Control-Allow-Origin") != "https://ui.example.com" || !strings.Contains(resp.Header.Get("Access-Control-Allow-Methods"), "PUT") {
 			t.Errorf("enable-cors preflight: %d %v", resp.StatusCode, resp.Header)
+		}
+	}
+	// enable-cors alone allows every origin, as ingress-nginx's default
+	// cors-allow-origin "*" does, and says "*" as it does, credentials or
+	// not: browsers then refuse to give a page an answer to a request with
+	// cookies, which echoing the page's origin would allow from anywhere.
+	cors, err := http.NewRequest("GET", secure+"/something/x", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cors.Host = "app.example.com"
+	cors.Header.Set("Origin", "https://anywhere.example")
+	if resp, err := client.Do(cors); err != nil {
+		t.Error(err)
+	} else {
+		resp.Body.Close()
+		if resp.StatusCode != 200 || resp.Header.Get("Access-Control-Allow-Origin") != "*" || resp.Header.Get("Access-Control-Allow-Credentials") != "true" {
+			t.Errorf("enable-cors without cors-allow-origin: %d %v, want Access-Control-Allow-Origin * and Access-Control-Allow-Credentials true", resp.StatusCode, resp.Header)
 		}
 	}
 	// A name no Ingress serves gets the self-signed default certificate,

@@ -49,6 +49,9 @@ func TestCORS(t *testing.T) {
 		corsRule("/any-credentials", router.CORS{
 			AllowOrigins: origins("*"), AllowMethods: []string{"*"}, AllowHeaders: []string{"*"}, ExposeHeaders: []string{"*"}, AllowCredentials: true,
 		}),
+		corsRule("/literal", router.CORS{
+			AllowOrigins: origins("*"), AllowMethods: []string{"GET", "PUT"}, AllowCredentials: true, LiteralWildcard: true,
+		}),
 		route("plain", nil, router.Rule{Matches: prefix("/plain"), Backends: backends("web")}),
 	)
 
@@ -117,6 +120,11 @@ func TestCORS(t *testing.T) {
 			}},
 		{name: "request to any origin with credentials", method: "GET", path: "/any-credentials", header: []string{"Origin", "null"},
 			status: 200, reaches: true, vary: true, want: map[string]string{allowOrigin: "null", allowCredentials: "true", exposeHeaders: ""}},
+		{name: "preflight to any origin with credentials and LiteralWildcard says * (ingress-nginx)", method: "OPTIONS", path: "/literal",
+			header: []string{"Origin", "https://other.foo.com", preflightMethod, "PUT"},
+			status: 204, want: map[string]string{allowOrigin: "*", allowMethods: "GET, PUT", allowCredentials: "true"}},
+		{name: "request to any origin with credentials and LiteralWildcard says * (ingress-nginx)", method: "GET", path: "/literal", header: []string{"Origin", "https://other.foo.com"},
+			status: 200, reaches: true, want: map[string]string{allowOrigin: "*", allowCredentials: "true"}},
 		{name: "preflight to a rule without CORS goes to the backend", method: "OPTIONS", path: "/plain",
 			header: []string{"Origin", "https://www.foo.com", preflightMethod, "GET"},
 			status: 200, reaches: true, want: map[string]string{allowOrigin: "", allowMethods: ""}},

@@ -22,6 +22,11 @@ type CORS struct {
 	// MaxAge is how long a client may keep a preflight's answer; 0 sends
 	// no Access-Control-Max-Age.
 	MaxAge time.Duration
+	// LiteralWildcard sends "*" for an AllowOrigins of "*" even with
+	// AllowCredentials, as ingress-nginx does: browsers then give no page
+	// an answer to a request with credentials. Without it such a filter
+	// echoes the request's origin, as the Gateway API asks.
+	LiteralWildcard bool `json:",omitempty"`
 }
 
 // Origin is an allowed origin as ParseOrigin reads it. Host is lower case

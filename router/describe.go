@@ -379,6 +379,9 @@ func describeCORS(b *strings.Builder, c *CORS) {
 	if c.AllowCredentials {
 		b.WriteString(" allowCredentials")
 	}
+	if c.LiteralWildcard {
+		b.WriteString(" literalWildcard")
+	}
 	if c.MaxAge != 0 {
 		fmt.Fprintf(b, " maxAge=%s", c.MaxAge)
 	}

@@ -464,7 +464,9 @@ func (t *translator) nginxHostRoutes(routes []router.Route, nginx *nginxSettings
 		routes = append(routes, router.Route{
 			ID: r.ID, Created: r.Created, Hostnames: []string{alt},
 			Rules: []router.Rule{{Name: "from-to-www-redirect", Filters: []router.Filter{{
-				Type: router.FilterRequestRedirect, Redirect: &router.Redirect{Hostname: host, StatusCode: 308},
+				// Without a trailing slash, as ingress-nginx's
+				// ngx_srv_redirect.lua sends it.
+				Type: router.FilterRequestRedirect, Redirect: &router.Redirect{Hostname: host, StatusCode: 308, TrimTrailingSlash: true},
 			}}}},
 		})
 	}

@@ -25,6 +25,7 @@ import (
 	"crypto/tls"
 	"fmt"
 	"net/url"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -368,13 +369,17 @@ func (s *nginxSettings) settleTLSOffer(annotations map[string]string, outcomes [
 	b.CipherSuites, o.Reason = suites.ids, suites.note
 }
 
-// nginxDefaultCORS is enable-cors's filter with ingress-nginx's defaults.
+// nginxDefaultCORS is enable-cors's filter with ingress-nginx's defaults:
+// every origin, credentials, 20 days.
 func nginxDefaultCORS() *router.CORS {
 	return &router.CORS{
 		AllowMethods:     []string{"GET", "PUT", "POST", "DELETE", "PATCH", "OPTIONS"},
 		AllowHeaders:     []string{"DNT", "Keep-Alive", "User-Agent", "X-Requested-With", "If-Modified-Since", "Cache-Control", "Content-Type", "Range", "Authorization"},
 		AllowCredentials: true,
 		MaxAge:           1728000 * time.Second,
+		AllowOrigins:     []router.Origin{{}},
+		// ingress-nginx answers "*" whatever cors-allow-credentials says.
+		LiteralWildcard: true,
 	}
 }
 
@@ -389,13 +394,70 @@ func (s *nginxSettings) settleCORS(annotations map[string]string, outcomes []Ann
 			setOutcome(outcomes, name, Ignored, "without enable-cors")
 			continue
 		}
+		if name == "cors-allow-origin" {
+			origins, note, err := nginxCORSOrigins(o.Value)
+			if err != nil {
+				setOutcome(outcomes, name, Invalid, err.Error())
+				continue
+			}
+			s.cors.AllowOrigins = origins
+			setOutcome(outcomes, name, Honoured, note)
+			continue
+		}
 		if err := setNginxCORS(s.cors, name, o.Value); err != nil {
 			setOutcome(outcomes, name, Invalid, err.Error())
 		}
 	}
 }
 
-// setNginxCORS applies one cors-* annotation to c.
+// nginxCORSOriginsValue and nginxCORSOrigin are ingress-nginx's checks
+// of cors-allow-origin (internal/ingress/annotations/cors/main.go): the
+// first of the whole value without its spaces, which when it fails leaves
+// the default, every origin; the second of each entry, which when it fails
+// is left out.
+var (
+	nginxCORSOriginsValue = regexp.MustCompile(`^((((([a-z]+://)?(\*\.)?[A-Za-z0-9\-.]*(:\d+)?,?)|null)+)|\*)?$`)
+	nginxCORSOrigin       = regexp.MustCompile(`^([a-z]+://(\*\.)?[A-Za-z0-9\-.]*(:\d+)?|\*|null)?$`)
+)
+
+// nginxCORSOrigins reads cors-allow-origin as ingress-nginx does: entries
+// separated by commas, empty ones skipped, "*" anywhere allowing every
+// origin; an entry that is not scheme://host[:port] is left out, and so is
+// one hostgate cannot compare (another scheme than http and https, or
+// "null"), each said in note. A value ingress-nginx's validator refuses
+// is an error, and ingress-nginx then allows every origin.
+func nginxCORSOrigins(value string) (origins []router.Origin, note string, err error) {
+	if strings.TrimSpace(value) == "" || !nginxCORSOriginsValue.MatchString(strings.ReplaceAll(value, " ", "")) {
+		return nil, "", fmt.Errorf("must be origins such as https://example.com or *, separated by commas; every origin is allowed, as ingress-nginx does")
+	}
+	origins = []router.Origin{}
+	var skipped []string
+	for item := range strings.SplitSeq(value, ",") {
+		item = strings.TrimSpace(item)
+		if item == "" {
+			continue
+		}
+		if item == "*" {
+			return []router.Origin{{}}, "", nil
+		}
+		origin, perr := router.ParseOrigin(item)
+		if !nginxCORSOrigin.MatchString(item) || perr != nil {
+			skipped = append(skipped, strconv.Quote(item))
+			continue
+		}
+		origins = append(origins, origin)
+	}
+	if len(skipped) > 0 {
+		note = fmt.Sprintf("left out, not an http or https origin (scheme://host[:port]): %s", strings.Join(skipped, ", "))
+		if len(origins) == 0 {
+			note += "; no origin is allowed"
+		}
+	}
+	return origins, note, nil
+}
+
+// setNginxCORS applies one cors-* annotation to c, other than
+// cors-allow-origin (nginxCORSOrigins).
 func setNginxCORS(c *router.CORS, name, value string) error {
 	items := func() ([]string, error) {
 		var out []string
@@ -413,15 +475,6 @@ func setNginxCORS(c *router.CORS, name, value string) error {
 	}
 	var err error
 	switch name {
-	case "cors-allow-origin":
-		c.AllowOrigins = nil
-		for _, item := range strings.Split(value, ",") {
-			origin, perr := router.ParseOrigin(strings.TrimSpace(item))
-			if perr != nil {
-				return perr
-			}
-			c.AllowOrigins = append(c.AllowOrigins, origin)
-		}
 	case "cors-allow-methods":
 		c.AllowMethods, err = items()
 	case "cors-allow-headers":

@@ -115,6 +115,51 @@ func TestNginxRedirectCodes(t *testing.T) {
 	}
 }
 
+// TestNginxCORSOrigins: enable-cors and cors-allow-origin allow the
+// origins ingress-nginx allows, as its e2e tests assert them
+// (test/e2e/annotations/cors.go): every origin without cors-allow-origin
+// or with a value its validator refuses; otherwise the entries in the form
+// scheme://host[:port], an entry without a scheme or an empty one left
+// out, "*" anywhere allowing all.
+func TestNginxCORSOrigins(t *testing.T) {
+	const a, b, c = "https://origin.cors.com:8080", "https://origin2.cors.com", "https://evil.example"
+	for _, tc := range []struct {
+		name, value string // value "" is no cors-allow-origin
+		want        Outcome
+		allowed     []string
+		denied      []string
+	}{
+		{"should enable cors (no cors-allow-origin)", "", Honoured, []string{a, b, c}, nil},
+		{"should not break functionality", "*", Honoured, []string{a, b, c}, nil},
+		{"should not break functionality with extra domain", "*, foo.bar.com", Invalid, []string{a, b, c}, nil},
+		{"should allow - missing origins (should allow all origins)", "      ", Invalid, []string{a, b, c}, nil},
+		{"an invalid value allows all origins, as ingress-nginx's default", "https://origin2.cors.com/", Invalid, []string{a, b, c}, nil},
+		{"should allow - single origin for multiple cors values", "https://origin.cors.com:8080, https://origin2.cors.com", Honoured, []string{a, b}, []string{c}},
+		{"should allow correct origins - single origin for multiple cors values", "origin.cors.com:8080, https://origin2.cors.com, https://origin.com", Honoured, []string{b, "https://origin.com"}, []string{a, c}},
+		{"trailing comma", "https://origin-123.cors.com:8080,   ,https://origin-321.cors.com:8080,", Honoured, []string{"https://origin-123.cors.com:8080", "https://origin-321.cors.com:8080"}, []string{"https://origin-999.cors.com:8080"}},
+		{"nothing left", "origin.cors.com:8080", Honoured, nil, []string{a, b, c}},
+	} {
+		annotations := map[string]string{NginxAnnotationPrefix + "enable-cors": "true"}
+		if tc.value != "" {
+			annotations[NginxAnnotationPrefix+"cors-allow-origin"] = tc.value
+		}
+		s, outcomes := parseNginxAnnotations(&networkingv1.Ingress{ObjectMeta: metav1.ObjectMeta{Annotations: annotations}})
+		if o := nginxOutcome(outcomes, "cors-allow-origin"); o != nil && o.Outcome != tc.want {
+			t.Errorf("%s: %v, want %s", tc.name, o, tc.want)
+		}
+		for _, origin := range tc.allowed {
+			if s.cors == nil || !s.cors.AllowsOrigin(origin) {
+				t.Errorf("%s: %s refused (%+v)", tc.name, origin, s.cors)
+			}
+		}
+		for _, origin := range tc.denied {
+			if s.cors != nil && s.cors.AllowsOrigin(origin) {
+				t.Errorf("%s: %s allowed (%+v)", tc.name, origin, s.cors)
+			}
+		}
+	}
+}
+
 // FuzzNginxAnnotations: whatever an annotation holds, translation gives
 // each annotation one outcome, never panics, and every route it serves
 // passes the router's validation.

@@ -34,9 +34,10 @@ func (p *plan) applyCORS(c *router.CORS, req *router.Request) (preflight bool) {
 
 // dependsOnOrigin reports whether c's answers differ from one origin to
 // another. Only one that allows every origin without credentials can say
-// "*": with credentials, browsers take "*" for no origin at all.
+// "*": with credentials, browsers take "*" for no origin at all, which is
+// what one with LiteralWildcard means.
 func dependsOnOrigin(c *router.CORS) bool {
-	return !c.AnyOrigin() || c.AllowCredentials
+	return !c.AnyOrigin() || c.AllowCredentials && !c.LiteralWildcard
 }
 
 // corsFields adds the allow fields of the plan's CORS filter to a
