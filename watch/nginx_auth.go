@@ -131,6 +131,13 @@ func (s *nginxSettings) settleAuth(annotations map[string]string, id string, out
 		if !ok {
 			continue
 		}
+		if strings.TrimSpace(v) == "" {
+			// As ingress-nginx reads one, and as charts that always
+			// write the annotation render one left unset: not a value
+			// the paths should answer 500 for.
+			setOutcome(outcomes, name, Ignored, "empty: read as not set, as ingress-nginx reads it")
+			continue
+		}
 		if name == "auth-signin-redirect-param" && annotations[NginxAnnotationPrefix+"auth-signin"] == "" {
 			setOutcome(outcomes, name, Ignored, "without auth-signin")
 			continue

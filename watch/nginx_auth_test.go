@@ -173,6 +173,9 @@ func TestNginxAuthFailsClosed(t *testing.T) {
 		{map[string]string{"auth-signin": "https://login.example.com/?next=$arg_next"}, "auth-signin", ""},
 		{map[string]string{"auth-signin": "https://login.example.com/", "auth-signin-redirect-param": "a b"}, "auth-signin-redirect-param", ""},
 		{map[string]string{"auth-signin-redirect-param": "next"}, "", "GET"},
+		// Empty values, which charts render for what is left unset,
+		// are read as not set, as ingress-nginx reads them.
+		{map[string]string{"auth-method": "", "auth-signin": " ", "auth-cache-duration": ""}, "", "GET"},
 		{map[string]string{"auth-response-headers": "X-User, X User"}, "auth-response-headers", ""},
 		{map[string]string{"auth-request-redirect": "$request_uri"}, "auth-request-redirect", ""},
 		{map[string]string{"auth-cache-key": "$request_body"}, "auth-cache-key", ""},
