@@ -61,10 +61,10 @@ type flow struct {
 	// when the flow ends.
 	packetsIn, bytesIn   atomic.Int64
 	packetsOut, bytesOut atomic.Int64
-	// refused says a send took the report that the endpoint's port is
-	// unreachable, which the kernel gives whichever call on the socket
-	// comes first: the flow's goroutine, which writes its record, then
-	// learns it here.
+	// refused says the report that the endpoint's port is unreachable
+	// was taken and counted (endpointRefused): the kernel gives it
+	// whichever call on the socket comes first, and when a send took it,
+	// the flow's goroutine, which writes its record, learns it here.
 	refused atomic.Bool
 	once    sync.Once
 }
@@ -137,7 +137,6 @@ func (f *flow) send(p []byte) bool {
 		// client's datagrams to a closed port until it idled out. The
 		// datagram goes on a flow of its own, to another endpoint
 		// where there is one.
-		f.refused.Store(true)
 		f.endpointRefused(err)
 		f.u.flows.CompareAndDelete(f.client, f)
 		f.close()
@@ -256,8 +255,14 @@ func (f *flow) answer() {
 }
 
 // endpointRefused counts that nothing listens on the endpoint's port: a
-// failure of the endpoint, as a refused TCP connect is.
+// failure of the endpoint, as a refused TCP connect is, once for the flow
+// (refused), whether its reader or a send took the report, and however
+// many came: each datagram sent to the closed port has one, and the
+// reader and a send may each take one before the flow's socket closes.
 func (f *flow) endpointRefused(err error) {
+	if !f.refused.CompareAndSwap(false, true) {
+		return
+	}
 	if f.host.Failed() {
 		f.u.opts.Log.Warn("endpoint ejected", "listener", f.u.opts.Address, "backend", f.rec.Backend, "endpoint", f.host.Address(), "error", err)
 	}

@@ -1,6 +1,8 @@
 package l4
 
 import (
+	"context"
+	"log/slog"
 	"net"
 	"net/netip"
 	"strings"
@@ -312,5 +314,93 @@ func TestUDPSendTakesRefusal(t *testing.T) {
 		}
 	case <-time.After(3 * time.Second):
 		t.Fatal("the refused flow did not end")
+	}
+}
+
+// ejectionLog counts the "endpoint ejected" lines, holding the first until
+// released, so that a test can act while the flow that logged it has not
+// ended yet.
+type ejectionLog struct {
+	mu       sync.Mutex
+	n        int
+	entered  chan struct{}
+	released chan struct{}
+}
+
+func (h *ejectionLog) Enabled(context.Context, slog.Level) bool { return true }
+func (h *ejectionLog) WithAttrs([]slog.Attr) slog.Handler       { return h }
+func (h *ejectionLog) WithGroup(string) slog.Handler            { return h }
+func (h *ejectionLog) Handle(_ context.Context, r slog.Record) error {
+	if r.Message != "endpoint ejected" {
+		return nil
+	}
+	h.mu.Lock()
+	h.n++
+	first := h.n == 1
+	h.mu.Unlock()
+	if first {
+		close(h.entered)
+		<-h.released
+	}
+	return nil
+}
+
+// TestUDPRefusedFlowCountsOnce: a flow whose endpoint's port is closed is
+// one failure of the endpoint, whichever of its reader and the listener's
+// send takes the report, and however many reports come (one per datagram
+// the client sent meanwhile). The reader takes the first and is held, as
+// it counts it, before it closes the flow's socket; the send of the
+// client's next datagram then takes the second report, and must not count
+// the endpoint's failure again: with a threshold of one, the endpoint is
+// ejected once.
+func TestUDPRefusedFlowCountsOnce(t *testing.T) {
+	closed := closedUDPPort(t)
+	log := &ejectionLog{entered: make(chan struct{}), released: make(chan struct{})}
+	fx := serveUDPWith(t, 5*time.Second, 0, func(o *Options) { o.Log = slog.New(log) }, closed)
+	fx.registry = upstream.NewRegistry(upstream.RoundRobin, upstream.Health{FailureThreshold: 1, BaseEjection: time.Millisecond, MaxEjection: time.Millisecond})
+	fx.setEndpoints(closed)
+	backend, err := net.DialUDP("udp", nil, net.UDPAddrFromAddrPort(netip.MustParseAddrPort(closed)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := netip.MustParseAddrPort("127.0.0.1:9")
+	target := fx.u.routes.Load().Lookup("")
+	rec := Record{Start: time.Now(), Listener: "test", Mode: UDP, Client: client, Route: target.Route, Backend: "echo", Endpoint: closed}
+	host := fx.sets.Get("echo").Pick(nil)
+	host.Begin()
+	fl := fx.u.track(client, backend, host, rec, target)
+	if _, err := backend.Write([]byte("first")); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(100 * time.Millisecond)
+	go fl.answer()
+	select {
+	case <-log.entered:
+	case <-time.After(3 * time.Second):
+		close(log.released)
+		t.Fatal("the flow's reader did not take the refusal")
+	}
+	// The reader is held in its count; the socket is still open, and
+	// takes the report of a second datagram.
+	if _, err := backend.Write([]byte("second")); err != nil {
+		t.Error(err)
+	}
+	time.Sleep(100 * time.Millisecond)
+	if fl.send([]byte("third")) {
+		t.Error("the send that took the endpoint's refusal kept the flow")
+	}
+	close(log.released)
+	select {
+	case r := <-fx.records:
+		if r.Refused != refusedDial {
+			t.Errorf("record = %+v, want refused %s", r, refusedDial)
+		}
+	case <-time.After(3 * time.Second):
+		t.Fatal("the refused flow did not end")
+	}
+	log.mu.Lock()
+	defer log.mu.Unlock()
+	if log.n != 1 {
+		t.Errorf("one refused flow ejected its endpoint %d times, want 1", log.n)
 	}
 }
