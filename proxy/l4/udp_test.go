@@ -251,6 +251,13 @@ func TestUDPEndpointRefused(t *testing.T) {
 	if _, err := c.Write([]byte("x")); err != nil {
 		t.Fatal(err)
 	}
+	f.wantRefused(t, closed)
+}
+
+// wantRefused waits for the access log record of a flow that ended as
+// its endpoint, at closed, refused it.
+func (f *udpFixture) wantRefused(t *testing.T, closed string) {
+	t.Helper()
 	select {
 	case r := <-f.records:
 		if r.Refused != refusedDial || r.Endpoint != closed {
@@ -307,14 +314,7 @@ func TestUDPSendTakesRefusal(t *testing.T) {
 		t.Error("the refused flow is still the client's: its next datagram would go to it")
 	}
 	go fl.answer()
-	select {
-	case r := <-fx.records:
-		if r.Refused != refusedDial || r.Endpoint != closed {
-			t.Errorf("record = %+v, want refused %s at %s", r, refusedDial, closed)
-		}
-	case <-time.After(3 * time.Second):
-		t.Fatal("the refused flow did not end")
-	}
+	fx.wantRefused(t, closed)
 }
 
 // ejectionLog counts the "endpoint ejected" lines, holding the first until
@@ -390,14 +390,7 @@ func TestUDPRefusedFlowCountsOnce(t *testing.T) {
 		t.Error("the send that took the endpoint's refusal kept the flow")
 	}
 	close(log.released)
-	select {
-	case r := <-fx.records:
-		if r.Refused != refusedDial {
-			t.Errorf("record = %+v, want refused %s", r, refusedDial)
-		}
-	case <-time.After(3 * time.Second):
-		t.Fatal("the refused flow did not end")
-	}
+	fx.wantRefused(t, closed)
 	log.mu.Lock()
 	defer log.mu.Unlock()
 	if log.n != 1 {
