@@ -67,12 +67,7 @@ func TestStreamsKeepTheirOwn(t *testing.T) {
 		route("h1", nil, router.Rule{Matches: prefix("/h1"), Backends: backends("web")}),
 		route("h2c", nil, router.Rule{Matches: prefix("/h2c"), Backends: []router.BackendRef{{Name: "web", Weight: 1, Protocol: "h2c"}}}),
 	)})[0]
-	clients := make([]*http.Client, 3)
-	for i := range clients {
-		tr := h2cTransport()
-		t.Cleanup(tr.CloseIdleConnections)
-		clients[i] = &http.Client{Transport: tr, Timeout: 20 * time.Second}
-	}
+	clients := h2cClients(t, 3, 20*time.Second)
 
 	var mu sync.Mutex
 	var wg sync.WaitGroup

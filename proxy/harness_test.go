@@ -12,7 +12,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -20,6 +19,7 @@ import (
 	"github.com/quic-go/quic-go"
 	"github.com/quic-go/quic-go/http3"
 
+	"github.com/hostgate/hostgate/internal/tcptest"
 	"github.com/hostgate/hostgate/router"
 	"github.com/hostgate/hostgate/tlsstore"
 	"github.com/hostgate/hostgate/tlsstore/tlstest"
@@ -162,28 +162,7 @@ func startTLSBackend(t testing.TB, ca *tlstest.CA, protos []string, h http.Handl
 }
 
 // deadAddr returns a loopback address that refuses connections.
-func deadAddr(t *testing.T) string {
-	t.Helper()
-	// A socket bound to the address that never listens, held until the
-	// test ends: a closed listener's port could be given to the next
-	// listener of the test process, whose connects then succeed (a
-	// hostgate listener there took a "refused" endpoint's requests and
-	// passed them round to the live one).
-	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	syscall.CloseOnExec(fd)
-	t.Cleanup(func() { syscall.Close(fd) })
-	if err := syscall.Bind(fd, &syscall.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
-		t.Fatal(err)
-	}
-	sa, err := syscall.Getsockname(fd)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return fmt.Sprintf("127.0.0.1:%d", sa.(*syscall.SockaddrInet4).Port)
-}
+func deadAddr(t *testing.T) string { return tcptest.Refused(t).String() }
 
 func get(t *testing.T, c *http.Client, url string, header ...string) (*http.Response, string) {
 	t.Helper()
@@ -303,6 +282,18 @@ func (f *tlsFixture) client(addr string, h2 bool) *http.Client {
 }
 
 // h2cTransport speaks HTTP/2 with prior knowledge over cleartext.
+// h2cClients are n clients of h2c with prior knowledge, each with its own
+// connection.
+func h2cClients(t *testing.T, n int, timeout time.Duration) []*http.Client {
+	clients := make([]*http.Client, n)
+	for i := range clients {
+		tr := h2cTransport()
+		t.Cleanup(tr.CloseIdleConnections)
+		clients[i] = &http.Client{Transport: tr, Timeout: timeout}
+	}
+	return clients
+}
+
 func h2cTransport() *http.Transport {
 	tr := &http.Transport{Protocols: new(http.Protocols)}
 	tr.Protocols.SetUnencryptedHTTP2(true)

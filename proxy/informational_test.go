@@ -64,12 +64,7 @@ func TestEarlyHintsOnResetStreams(t *testing.T) {
 				t.Run(path, func(t *testing.T) {
 					// Fewer resets a connection than the rapid-reset
 					// budget (guard.ResetBurst).
-					clients := make([]*http.Client, 3)
-					for i := range clients {
-						tr := h2cTransport()
-						t.Cleanup(tr.CloseIdleConnections)
-						clients[i] = &http.Client{Transport: tr, Timeout: 10 * time.Second}
-					}
+					clients := h2cClients(t, 3, 10*time.Second)
 					var mu sync.Mutex
 					var whole, hinted int
 					var wg sync.WaitGroup

@@ -268,6 +268,30 @@ func (f *udpFixture) wantRefused(t *testing.T, closed string) {
 	}
 }
 
+// refusedFlow is a flow of a client to the endpoint at closed, made as
+// the listener makes one but with its goroutine left to the test, and
+// the port unreachable report of a first datagram already waiting on
+// its socket for whichever call comes first.
+func (f *udpFixture) refusedFlow(t *testing.T, closed string) *flow {
+	t.Helper()
+	backend, err := net.DialUDP("udp", nil, net.UDPAddrFromAddrPort(netip.MustParseAddrPort(closed)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := netip.MustParseAddrPort("127.0.0.1:9")
+	target := f.u.routes.Load().Lookup("")
+	rec := Record{Start: time.Now(), Listener: "test", Mode: UDP, Client: client, Route: target.Route, Backend: "echo", Endpoint: closed}
+	host := f.sets.Get("echo").Pick(nil)
+	host.Begin()
+	fl := f.u.track(client, backend, host, rec, target)
+	if _, err := backend.Write([]byte("first")); err != nil {
+		t.Fatal(err)
+	}
+	// The report comes back over loopback in microseconds.
+	time.Sleep(100 * time.Millisecond)
+	return fl
+}
+
 // closedUDPPort is a loopback address where nothing listens.
 func closedUDPPort(t *testing.T) string {
 	t.Helper()
@@ -291,26 +315,13 @@ func closedUDPPort(t *testing.T) string {
 func TestUDPSendTakesRefusal(t *testing.T) {
 	closed := closedUDPPort(t)
 	fx := serveUDP(t, 5*time.Second, 0, closed)
-	backend, err := net.DialUDP("udp", nil, net.UDPAddrFromAddrPort(netip.MustParseAddrPort(closed)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	client := netip.MustParseAddrPort("127.0.0.1:9")
-	target := fx.u.routes.Load().Lookup("")
-	rec := Record{Start: time.Now(), Listener: "test", Mode: UDP, Client: client, Route: target.Route, Backend: "echo", Endpoint: closed}
-	fl := fx.u.track(client, backend, fx.sets.Get("echo").Pick(nil), rec, target)
-	if _, err := backend.Write([]byte("first")); err != nil {
-		t.Fatal(err)
-	}
-	// The port unreachable answer to it comes back over loopback in
-	// microseconds.
-	time.Sleep(100 * time.Millisecond)
+	fl := fx.refusedFlow(t, closed)
 	// Errors, not Fatal: the flow's goroutine must run for the
 	// listener to close.
 	if fl.send([]byte("second")) {
 		t.Error("the send that took the endpoint's refusal kept the flow")
 	}
-	if _, ok := fx.u.flows.Load(client); ok {
+	if _, ok := fx.u.flows.Load(fl.client); ok {
 		t.Error("the refused flow is still the client's: its next datagram would go to it")
 	}
 	go fl.answer()
@@ -359,20 +370,7 @@ func TestUDPRefusedFlowCountsOnce(t *testing.T) {
 	fx := serveUDPWith(t, 5*time.Second, 0, func(o *Options) { o.Log = slog.New(log) }, closed)
 	fx.registry = upstream.NewRegistry(upstream.RoundRobin, upstream.Health{FailureThreshold: 1, BaseEjection: time.Millisecond, MaxEjection: time.Millisecond})
 	fx.setEndpoints(closed)
-	backend, err := net.DialUDP("udp", nil, net.UDPAddrFromAddrPort(netip.MustParseAddrPort(closed)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	client := netip.MustParseAddrPort("127.0.0.1:9")
-	target := fx.u.routes.Load().Lookup("")
-	rec := Record{Start: time.Now(), Listener: "test", Mode: UDP, Client: client, Route: target.Route, Backend: "echo", Endpoint: closed}
-	host := fx.sets.Get("echo").Pick(nil)
-	host.Begin()
-	fl := fx.u.track(client, backend, host, rec, target)
-	if _, err := backend.Write([]byte("first")); err != nil {
-		t.Fatal(err)
-	}
-	time.Sleep(100 * time.Millisecond)
+	fl := fx.refusedFlow(t, closed)
 	go fl.answer()
 	select {
 	case <-log.entered:
@@ -382,7 +380,7 @@ func TestUDPRefusedFlowCountsOnce(t *testing.T) {
 	}
 	// The reader is held in its count; the socket is still open, and
 	// takes the report of a second datagram.
-	if _, err := backend.Write([]byte("second")); err != nil {
+	if _, err := fl.backend.Write([]byte("second")); err != nil {
 		t.Error(err)
 	}
 	time.Sleep(100 * time.Millisecond)
