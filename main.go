@@ -31,6 +31,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/hostgate/hostgate/proxy"
 	"github.com/hostgate/hostgate/router"
@@ -142,6 +143,11 @@ func parseFlags(args []string, output io.Writer) (*config, error) {
 		return err
 	})
 	fs.BoolVar(&c.watch.GatewayServices, "gateway-services", false, "keep for each Gateway a Service of type LoadBalancer in its namespace, with spec.infrastructure's labels and annotations and EndpointSlices of the addresses the Gateway is served on, so that a load balancer can give it an address; the leader creates, updates and deletes them (needs the RBAC for Services and EndpointSlices)")
+	fs.Func("publish-service", "NAMESPACE/NAME of a Service whose addresses Ingress status lists instead of the node addresses: its load balancer's IPs and hostnames and its external IPs for type LoadBalancer, as ingress-nginx's --publish-service (for a MetalLB, kube-vip or cloud load balancer in front of hostgate)", func(s string) error {
+		var err error
+		c.watch.PublishService, err = objectKey(s, "Service")
+		return err
+	})
 	fs.Func("status-addresses", "comma-separated addresses to publish in Ingress and Gateway status instead of the node addresses", func(s string) error {
 		var err error
 		c.watch.StatusAddresses, err = ipList(s)
@@ -255,6 +261,9 @@ func parseFlags(args []string, output io.Writer) (*config, error) {
 	}
 	if c.configSettle < 0 {
 		return nil, fmt.Errorf("-config-settle %v: must not be negative", c.configSettle)
+	}
+	if c.watch.PublishService.Name != "" && (c.configPath != "" || len(c.watch.StatusAddresses) > 0) {
+		return nil, errors.New("-publish-service is for cluster mode, and -status-addresses would take its place: set one of them")
 	}
 	if c.configPath != "" && c.watch.GatewayServices {
 		return nil, errors.New("-gateway-services is for cluster mode: with -config nothing writes to a cluster")
@@ -517,6 +526,15 @@ func l4AccessLogger(log *slog.Logger) func(*proxy.L4AccessRecord) {
 	}
 }
 
+// objectKey reads a flag's NAMESPACE/NAME of an object of kind.
+func objectKey(value, kind string) (types.NamespacedName, error) {
+	namespace, name, _ := strings.Cut(value, "/")
+	if len(validation.IsDNS1123Label(namespace)) > 0 || len(validation.IsDNS1123Subdomain(name)) > 0 {
+		return types.NamespacedName{}, fmt.Errorf("NAMESPACE/NAME of a %s, with a namespace and a name as Kubernetes allows them", kind)
+	}
+	return types.NamespacedName{Namespace: namespace, Name: name}, nil
+}
+
 // setIngressDefaultCert reads --ingress-default-certificate. A Secret
 // named there has the self-signed certificate to stand in while it cannot
 // be used.
@@ -525,11 +543,11 @@ func (c *config) setIngressDefaultCert(value string) error {
 		return nil
 	}
 	if value != "self-signed" {
-		namespace, name, ok := strings.Cut(value, "/")
-		if !ok || namespace == "" || name == "" || strings.Contains(name, "/") {
-			return errors.New("must be self-signed, none or NAMESPACE/NAME of a Secret")
+		key, err := objectKey(value, "Secret")
+		if err != nil {
+			return fmt.Errorf("must be self-signed, none or %w", err)
 		}
-		c.watch.IngressDefaultSecret = types.NamespacedName{Namespace: namespace, Name: name}
+		c.watch.IngressDefaultSecret = key
 	}
 	certPEM, keyPEM, err := tlsstore.SelfSigned("hostgate default certificate", 10*365*24*time.Hour)
 	if err != nil {

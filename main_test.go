@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/types"
+
 	"github.com/hostgate/hostgate/proxy"
 )
 
@@ -395,4 +397,28 @@ func TestGracefulStop(t *testing.T) {
 		t.Errorf("in-flight request = %q, want 200 finished", got)
 	}
 	h.stop(t)
+}
+
+// TestPublishServiceFlag: --publish-service takes a Service's
+// NAMESPACE/NAME, and is refused where it could not be honoured.
+func TestPublishServiceFlag(t *testing.T) {
+	c, err := parseFlags([]string{"--publish-service", "ingress/front"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (types.NamespacedName{Namespace: "ingress", Name: "front"}); c.watch.PublishService != want {
+		t.Errorf("--publish-service ingress/front: %v, want %v", c.watch.PublishService, want)
+	}
+	for _, args := range [][]string{
+		{"--publish-service", "front"},
+		{"--publish-service", "ingress/"},
+		{"--publish-service", "Ingress/front"},
+		{"--publish-service", "a/b/c"},
+		{"--publish-service", "ingress/front", "--status-addresses", "192.0.2.1"},
+		{"--publish-service", "ingress/front", "--config", "examples/quickstart"},
+	} {
+		if _, err := parseFlags(args, io.Discard); err == nil || !strings.Contains(err.Error(), "publish-service") {
+			t.Errorf("%q: %v, want an error naming -publish-service", args, err)
+		}
+	}
 }

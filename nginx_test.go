@@ -12,6 +12,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -562,4 +563,87 @@ func TestIngressNginxBasicAuthFromCluster(t *testing.T) {
 	if login("s3cret")() == "" {
 		t.Error("the old password still lets alice in: a remembered credential outlived its Secret")
 	}
+}
+
+// TestPublishService runs hostgate with --publish-service: Ingress status
+// lists the addresses of the load balancer in front of it, as
+// ingress-nginx writes them and external-dns reads them. While the
+// Service is missing the status stays what it was (a typo in the flag
+// must not take every DNS record away); a load balancer without an
+// address yet gives none; and a change of its addresses follows.
+func TestPublishService(t *testing.T) {
+	env := kubetest.Shared(t)
+	c := newCluster(t, env, "publish-service")
+	_, backend := serveHTTP(t, podAddress(t), answer("published"))
+	c.backend("web", backend)
+	ing, err := c.kube.NetworkingV1().Ingresses(c.ns).Create(t.Context(), &networkingv1.Ingress{
+		ObjectMeta: metav1.ObjectMeta{Name: "web"},
+		Spec: networkingv1.IngressSpec{
+			IngressClassName: new("published"),
+			DefaultBackend:   &networkingv1.IngressBackend{Service: &networkingv1.IngressServiceBackend{Name: "web", Port: networkingv1.ServiceBackendPort{Number: 80}}},
+		},
+	}, metav1.CreateOptions{})
+	c.must(ing, err)
+	// As the controller before hostgate left it.
+	before := networkingv1.IngressLoadBalancerIngress{IP: "203.0.113.9"}
+	ing.Status.LoadBalancer.Ingress = []networkingv1.IngressLoadBalancerIngress{before}
+	c.must(c.kube.NetworkingV1().Ingresses(c.ns).UpdateStatus(t.Context(), ing, metav1.UpdateOptions{}))
+	// The route's status tells that the status writer has made a pass.
+	gatewayPort, port := freePort(t), freePort(t)
+	c.gateway(gatewayPort, 0, "")
+	c.route("web", "web.example.com", "/", "web")
+
+	h := c.hostgate(env, "--gateway-class", c.ns, "--ingress-class", "published", "--http-addr", fmt.Sprintf("127.0.0.1:%d", port), "--https-addr=", "--publish-service", c.ns+"/front")
+	eventuallyWithin(t, time.Minute, "the Ingress served", expect(fmt.Sprintf("http://127.0.0.1:%d/", port), "any.example.com", 200, "published"))
+	eventually(t, "why Ingress status is left alone, in debug routes", expect(h.admin+"/debug/routes", "", 200,
+		"--publish-service "+c.ns+"/front: no such Service; Ingress status is left as it is"))
+	eventuallyWithin(t, time.Minute, "the HTTPRoute's status", func() string {
+		route, err := c.gw.GatewayV1().HTTPRoutes(c.ns).Get(t.Context(), "web", metav1.GetOptions{})
+		if err != nil {
+			return err.Error()
+		}
+		if len(route.Status.Parents) == 0 {
+			return "HTTPRoute without status"
+		}
+		return ""
+	})
+	statusIs := func(want ...networkingv1.IngressLoadBalancerIngress) func() string {
+		return func() string {
+			ing, err := c.kube.NetworkingV1().Ingresses(c.ns).Get(t.Context(), "web", metav1.GetOptions{})
+			if err != nil {
+				return err.Error()
+			}
+			if got := ing.Status.LoadBalancer.Ingress; !slices.EqualFunc(got, want, func(a, b networkingv1.IngressLoadBalancerIngress) bool {
+				return a.IP == b.IP && a.Hostname == b.Hostname
+			}) {
+				return fmt.Sprintf("Ingress status %+v, want %+v", got, want)
+			}
+			return ""
+		}
+	}
+	for range 4 {
+		if problem := statusIs(before)(); problem != "" {
+			t.Fatalf("while the Service is missing: %s", problem)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+
+	c.must(c.kube.CoreV1().Services(c.ns).Create(t.Context(), &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: "front"},
+		Spec:       corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, Ports: []corev1.ServicePort{{Name: "http", Port: 80}}},
+	}, metav1.CreateOptions{}))
+	eventuallyWithin(t, time.Minute, "no address while the load balancer has none", statusIs())
+	eventually(t, "why, in debug routes", expect(h.admin+"/debug/routes", "", 200,
+		"--publish-service "+c.ns+"/front: its load balancer has no address yet"))
+	setLoadBalancer := func(addrs ...corev1.LoadBalancerIngress) {
+		svc, err := c.kube.CoreV1().Services(c.ns).Get(t.Context(), "front", metav1.GetOptions{})
+		c.must(svc, err)
+		svc.Status.LoadBalancer.Ingress = addrs
+		c.must(c.kube.CoreV1().Services(c.ns).UpdateStatus(t.Context(), svc, metav1.UpdateOptions{}))
+	}
+	setLoadBalancer(corev1.LoadBalancerIngress{IP: "192.0.2.7"}, corev1.LoadBalancerIngress{Hostname: "lb.example.net"})
+	eventuallyWithin(t, time.Minute, "the load balancer's addresses in Ingress status",
+		statusIs(networkingv1.IngressLoadBalancerIngress{IP: "192.0.2.7"}, networkingv1.IngressLoadBalancerIngress{Hostname: "lb.example.net"}))
+	setLoadBalancer(corev1.LoadBalancerIngress{IP: "192.0.2.8"})
+	eventuallyWithin(t, time.Minute, "the load balancer's new address in Ingress status", statusIs(networkingv1.IngressLoadBalancerIngress{IP: "192.0.2.8"}))
 }

@@ -297,8 +297,9 @@ func (w *Writer) write(ctx context.Context, r *watch.Reports) {
 	w.tcpRoutes = append(w.tcpRoutes[:0], r.TCPRoutes...)
 	w.udpRoutes = append(w.udpRoutes[:0], r.UDPRoutes...)
 	w.policies = append(w.policies[:0], r.BackendTLSPolicies...)
-	if !w.opts.NoIngressStatus {
-		w.ingresses = append(w.ingresses[:0], r.Ingresses...)
+	w.ingresses = w.ingresses[:0]
+	if !w.opts.NoIngressStatus && !r.IngressAddressesUnknown {
+		w.ingresses = append(w.ingresses, r.Ingresses...)
 	}
 	// Before the writes, which must not keep r alive.
 	w.emitAnnotationEvents(ctx, r.Ingresses)

@@ -118,6 +118,7 @@ func NewCluster(cfg *rest.Config, opts Options, publish Publish, log *slog.Logge
 		return nil, fmt.Errorf("metadata client: %w", err)
 	}
 	in := newInterner()
+	in.published = opts.PublishService
 	trim := in.trimObject
 	transform := informers.WithTransform(trim)
 	c := &clusterStore{
@@ -218,7 +219,8 @@ const tooLongForAHeader = "\x00"
 // cache, and interns the rest (see interner). Dropped: managed fields on
 // everything; the annotations of every kind but Ingress and IngressClass;
 // of a Service all but its type and ports (and of those hostgate keeps
-// for Gateways their label saying so and ClusterIPs); of Services and
+// for Gateways their label saying so and ClusterIPs, of the published one
+// its addresses); of Services and
 // EndpointSlices their UID, generated name, owners and finalizers; of an
 // EndpointSlice's endpoints, where they run (targetRef, nodeName, zone,
 // hints); the image list on Nodes; of a ConfigMap its labels, owners and
@@ -261,6 +263,12 @@ func (in *interner) trimObject(obj any) (any, error) {
 	switch o := obj.(type) {
 	case *corev1.Service:
 		spec := corev1.ServiceSpec{Type: o.Spec.Type, Ports: o.Spec.Ports}
+		var status corev1.ServiceStatus
+		if (types.NamespacedName{Namespace: o.Namespace, Name: o.Name}) == in.published {
+			// publishedAddresses reads these.
+			spec.ClusterIP, spec.ExternalIPs, spec.ExternalName = o.Spec.ClusterIP, o.Spec.ExternalIPs, o.Spec.ExternalName
+			status.LoadBalancer = o.Status.LoadBalancer
+		}
 		if o.Labels[ManagedByLabel] == ManagedBy {
 			// The Services kept for Gateways: their ClusterIPs are
 			// Gateway addresses (gatewayServiceIPs).
@@ -271,7 +279,7 @@ func (in *interner) trimObject(obj any) (any, error) {
 		}
 		unowned(&o.ObjectMeta)
 		o.Spec = spec
-		o.Status = corev1.ServiceStatus{}
+		o.Status = status
 	case *discoveryv1.EndpointSlice:
 		unowned(&o.ObjectMeta)
 		for i := range o.Endpoints {

@@ -262,7 +262,7 @@ func (t *translator) spliceIngresses(sockets []*socket) {
 		// No Ingress that stayed touches their hosts: their facts are
 		// theirs alone.
 		hosts := t.nginxHosts(c.come)
-		loadBalancer := t.ingressLoadBalancer()
+		loadBalancer := t.ingressStatus
 		for _, ing := range c.come {
 			report, own, _ := t.ingress(ing, hosts, sockets, st, func(s *socket, r router.Route) { placed[s] = append(placed[s], &r) })
 			report.LoadBalancer = loadBalancer

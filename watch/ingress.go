@@ -116,7 +116,7 @@ func (t *translator) translateIngresses(sockets []*socket) {
 		st = newIngressState(t.prev.ingresses, len(t.objs.ingresses))
 	}
 	hosts := t.nginxHosts(t.objs.ingresses)
-	loadBalancer := t.ingressLoadBalancer()
+	loadBalancer := t.ingressStatus
 	for _, ing := range t.objs.ingresses {
 		if !t.ourIngress(ing) {
 			continue
@@ -156,13 +156,76 @@ func (t *translator) translateIngresses(sockets []*socket) {
 }
 
 // ingressLoadBalancer is the status every Ingress gets: the same
-// addresses for all, which reports only read.
+// addresses for all, which reports only read. Those of the published
+// Service are looked up as a dependency of the whole translation
+// (t.early), so that a change of them is never spliced past.
 func (t *translator) ingressLoadBalancer() networkingv1.IngressLoadBalancerStatus {
 	var loadBalancer networkingv1.IngressLoadBalancerStatus
+	if key := t.opts.PublishService; key.Name != "" && len(t.opts.StatusAddresses) == 0 {
+		svc := t.services.last(key)
+		t.dependOnService(key)
+		var problem string
+		loadBalancer.Ingress, problem = publishedAddresses(svc)
+		switch {
+		case svc == nil:
+			t.reports.IngressAddressesUnknown = true
+			t.reports.Read = append(t.reports.Read, fmt.Sprintf("--publish-service %s: no such Service; Ingress status is left as it is", key))
+		case problem != "":
+			t.reports.Read = append(t.reports.Read, fmt.Sprintf("--publish-service %s: %s; Ingress status lists no address", key, problem))
+		}
+		return loadBalancer
+	}
 	for _, a := range t.nodeAddresses {
 		loadBalancer.Ingress = append(loadBalancer.Ingress, networkingv1.IngressLoadBalancerIngress{IP: a})
 	}
 	return loadBalancer
+}
+
+// publishedAddresses are the addresses of svc that ingress-nginx's
+// --publish-service writes to Ingress status, by the Service's type: for
+// a load balancer, its IPs (or hostnames, where it has no IP) and then
+// the external IPs; for NodePort, the external IPs or else the
+// ClusterIP; for ClusterIP, the ClusterIP; for ExternalName, the name.
+// problem says why there are none.
+func publishedAddresses(svc *corev1.Service) (addrs []networkingv1.IngressLoadBalancerIngress, problem string) {
+	if svc == nil {
+		return nil, "no such Service"
+	}
+	ips := func(list ...string) {
+		for _, ip := range list {
+			if ip != "" && ip != corev1.ClusterIPNone {
+				addrs = append(addrs, networkingv1.IngressLoadBalancerIngress{IP: ip})
+			}
+		}
+	}
+	switch svc.Spec.Type {
+	case corev1.ServiceTypeLoadBalancer:
+		for _, lb := range svc.Status.LoadBalancer.Ingress {
+			if lb.IP != "" {
+				ips(lb.IP)
+			} else if lb.Hostname != "" {
+				addrs = append(addrs, networkingv1.IngressLoadBalancerIngress{Hostname: lb.Hostname})
+			}
+		}
+		ips(svc.Spec.ExternalIPs...)
+		if len(addrs) == 0 {
+			return nil, "its load balancer has no address yet"
+		}
+	case corev1.ServiceTypeNodePort:
+		if len(svc.Spec.ExternalIPs) > 0 {
+			ips(svc.Spec.ExternalIPs...)
+		} else {
+			ips(svc.Spec.ClusterIP)
+		}
+	case corev1.ServiceTypeExternalName:
+		addrs = append(addrs, networkingv1.IngressLoadBalancerIngress{Hostname: svc.Spec.ExternalName})
+	default:
+		ips(svc.Spec.ClusterIP)
+	}
+	if len(addrs) == 0 {
+		return nil, "the Service has no address"
+	}
+	return addrs, ""
 }
 
 // ingress translates ing, an Ingress of ours that is no canary, handing

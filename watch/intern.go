@@ -4,6 +4,8 @@ import (
 	"reflect"
 	"sync"
 	"unsafe"
+
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // An interner makes the objects of the informers' caches share their equal
@@ -30,6 +32,9 @@ type interner struct {
 	// fields are the exported fields of each struct type met: looking
 	// them up again for every value took a third of interning.
 	fields map[reflect.Type][]int
+	// published is Options.PublishService, whose addresses trimObject
+	// keeps.
+	published types.NamespacedName
 }
 
 // pointerKey is a pointed-to string, bool or integer; its type tells

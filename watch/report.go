@@ -28,6 +28,13 @@ type Reports struct {
 	// ours (then with no Ancestors).
 	BackendTLSPolicies []PolicyReport
 	Ingresses          []IngressReport
+	// IngressAddressesUnknown says that the Ingresses' LoadBalancer is
+	// not to be written: the Service of Options.PublishService, whose
+	// addresses it would be, is missing. A typo in the flag, or the
+	// Service deleted and made again, must not take the addresses that
+	// DNS records follow (external-dns) from every Ingress; ingress-nginx
+	// leaves them too.
+	IngressAddressesUnknown bool
 	// Read lists what kept the source from reading objects as written (a
 	// config file with a document that does not decode), one line each.
 	Read []string

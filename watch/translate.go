@@ -24,6 +24,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/types"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
@@ -136,6 +137,12 @@ type Options struct {
 	// StatusAddresses replace the node addresses published in the status of
 	// Ingresses and of Gateways bound to the node addresses.
 	StatusAddresses []string
+	// PublishService, when set, names the Service whose addresses
+	// Ingress status lists in place of the node addresses
+	// (ingress-nginx's --publish-service): the load balancer in front of
+	// hostgate, which is where clients and external-dns must go. The
+	// cluster's cache keeps what of its spec and status that reads.
+	PublishService types.NamespacedName
 	// ReachablePorts, when not nil, are the only listener ports clients
 	// can reach (the hostPorts of a pod that is not on the host network):
 	// TCP ports, and UDP ports for UDP listeners (a hostPort maps one
@@ -193,6 +200,8 @@ type translator struct {
 	eps       *endpointRegistry
 	// nodeAddresses are what status publishes for the node addresses.
 	nodeAddresses []string
+	// ingressStatus is the status every Ingress of ours gets.
+	ingressStatus networkingv1.IngressLoadBalancerStatus
 	reports       Reports
 	// prev holds the results of the previous translation that this one
 	// may reuse, next collects this one's; both are nil without a memo.
@@ -265,6 +274,7 @@ func translateWith(objs *objects, opts Options, groups *lookups, prev, next *res
 	if next != nil {
 		t.deps = &t.early
 	}
+	t.ingressStatus = t.ingressLoadBalancer()
 	t.ingressListeners()
 	t.gatewayClasses()
 	t.gatewaysOfOurClasses()

@@ -2,9 +2,13 @@ package watch
 
 import (
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 )
 
 func TestHostnamesOn(t *testing.T) {
@@ -121,5 +125,45 @@ metadata: {name: ignored}
 	errs := decodeYAML("in.yaml", strings.NewReader(input), &objs)
 	if len(errs) != 1 || len(objs.services) != 1 || objs.services[0].Name != "good" || objs.services[0].Namespace != "default" {
 		t.Fatalf("errs=%v services=%d; want the good Service in namespace default and one error", errs, len(objs.services))
+	}
+}
+
+// TestPublishedAddresses: the addresses --publish-service takes from each
+// type of Service are those ingress-nginx writes to Ingress status.
+func TestPublishedAddresses(t *testing.T) {
+	ip := func(a string) networkingv1.IngressLoadBalancerIngress {
+		return networkingv1.IngressLoadBalancerIngress{IP: a}
+	}
+	name := func(h string) networkingv1.IngressLoadBalancerIngress {
+		return networkingv1.IngressLoadBalancerIngress{Hostname: h}
+	}
+	for _, tc := range []struct {
+		what    string
+		svc     *corev1.Service
+		want    []networkingv1.IngressLoadBalancerIngress
+		problem string
+	}{
+		{"missing", nil, nil, "no such Service"},
+		{"load balancer, IPs and hostnames, then external IPs", &corev1.Service{
+			Spec:   corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, ClusterIP: "10.0.0.1", ExternalIPs: []string{"198.51.100.1"}},
+			Status: corev1.ServiceStatus{LoadBalancer: corev1.LoadBalancerStatus{Ingress: []corev1.LoadBalancerIngress{{IP: "192.0.2.1", Hostname: "ignored.example"}, {Hostname: "lb.example.net"}}}},
+		}, []networkingv1.IngressLoadBalancerIngress{ip("192.0.2.1"), name("lb.example.net"), ip("198.51.100.1")}, ""},
+		{"load balancer without address", &corev1.Service{Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, ClusterIP: "10.0.0.1"}},
+			nil, "its load balancer has no address yet"},
+		{"node port with external IPs", &corev1.Service{Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeNodePort, ClusterIP: "10.0.0.1", ExternalIPs: []string{"198.51.100.1"}}},
+			[]networkingv1.IngressLoadBalancerIngress{ip("198.51.100.1")}, ""},
+		{"node port", &corev1.Service{Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeNodePort, ClusterIP: "10.0.0.1"}},
+			[]networkingv1.IngressLoadBalancerIngress{ip("10.0.0.1")}, ""},
+		{"cluster IP", &corev1.Service{Spec: corev1.ServiceSpec{ClusterIP: "10.0.0.1"}},
+			[]networkingv1.IngressLoadBalancerIngress{ip("10.0.0.1")}, ""},
+		{"headless", &corev1.Service{Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeClusterIP, ClusterIP: corev1.ClusterIPNone}},
+			nil, "the Service has no address"},
+		{"external name", &corev1.Service{Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeExternalName, ExternalName: "front.example.net"}},
+			[]networkingv1.IngressLoadBalancerIngress{name("front.example.net")}, ""},
+	} {
+		got, problem := publishedAddresses(tc.svc)
+		if !reflect.DeepEqual(got, tc.want) || problem != tc.problem {
+			t.Errorf("%s: %v, %q; want %v, %q", tc.what, got, problem, tc.want, tc.problem)
+		}
 	}
 }
