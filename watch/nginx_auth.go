@@ -57,6 +57,13 @@ const nginxAuthDenied = "; the Ingress's paths answer 500"
 // All but auth-url are read with it, in settleAuth.
 var nginxAuthAnnotations = map[string]nginxParse{
 	"auth-url": func(v string, s *nginxSettings) error {
+		if strings.TrimSpace(v) == "" {
+			// Read as not set (settleAuth says so), as ingress-nginx
+			// reads it: its parser finds no content, which does not deny
+			// the location. Charts render an auth-url left unset so, and
+			// 500 on every path would take down what ingress-nginx served.
+			return nil
+		}
 		// Even a URL that does not parse asks for authentication: the
 		// paths must not be served without it (resolveNginxAuth).
 		s.auth = &nginxAuth{}
@@ -101,6 +108,10 @@ var nginxAuthAnnotations = map[string]nginxParse{
 	},
 }
 
+// emptyAnnotation is why an annotation of the group with an empty value is
+// ignored.
+const emptyAnnotation = "empty: read as not set, as ingress-nginx reads it"
+
 var (
 	nginxAuthMethods = regexp.MustCompile(`^(GET|HEAD|POST|PUT|PATCH|DELETE|CONNECT|OPTIONS|TRACE)$`)
 	nginxAuthHeader  = regexp.MustCompile(`^[a-zA-Z\d\-_]+$`)
@@ -114,6 +125,9 @@ func (s *nginxSettings) settleAuth(annotations map[string]string, id string, out
 	setOutcome(outcomes, "enable-global-auth", Ignored, "hostgate has no global authentication URL (global-auth-url of ingress-nginx's ConfigMap): only auth-url applies")
 	shaping := []string{"auth-method", "auth-signin", "auth-signin-redirect-param", "auth-response-headers", "auth-request-redirect", "auth-cache-key", "auth-cache-duration", "auth-always-set-cookie", "auth-proxy-set-headers"}
 	if s.auth == nil {
+		if _, ok := annotations[NginxAnnotationPrefix+"auth-url"]; ok {
+			setOutcome(outcomes, "auth-url", Ignored, emptyAnnotation)
+		}
 		for _, name := range shaping {
 			if _, ok := annotations[NginxAnnotationPrefix+name]; ok {
 				setOutcome(outcomes, name, Ignored, "without auth-url")
@@ -135,7 +149,7 @@ func (s *nginxSettings) settleAuth(annotations map[string]string, id string, out
 			// As ingress-nginx reads one, and as charts that always
 			// write the annotation render one left unset: not a value
 			// the paths should answer 500 for.
-			setOutcome(outcomes, name, Ignored, "empty: read as not set, as ingress-nginx reads it")
+			setOutcome(outcomes, name, Ignored, emptyAnnotation)
 			continue
 		}
 		if name == "auth-signin-redirect-param" && annotations[NginxAnnotationPrefix+"auth-signin"] == "" {

@@ -1,6 +1,7 @@
 package watch
 
 import (
+	"maps"
 	"reflect"
 	"slices"
 	"strings"
@@ -152,6 +153,57 @@ func FuzzNginxValueParsers(f *testing.F) {
 	})
 }
 
+// nginxAuthTestObjects are an Ingress of two paths with annotations, its
+// Service and the Service of an authorization service.
+func nginxAuthTestObjects(annotations map[string]string) *objects {
+	ing := nginxTestIngress(annotations)
+	ing.Spec = networkingv1.IngressSpec{
+		IngressClassName: new(DefaultIngressClass),
+		Rules: []networkingv1.IngressRule{{Host: "a.example", IngressRuleValue: networkingv1.IngressRuleValue{HTTP: &networkingv1.HTTPIngressRuleValue{
+			Paths: []networkingv1.HTTPIngressPath{
+				{Path: "/", Backend: networkingv1.IngressBackend{Service: &networkingv1.IngressServiceBackend{Name: "web", Port: networkingv1.ServiceBackendPort{Number: 80}}}},
+				{Path: "/api", Backend: networkingv1.IngressBackend{Service: &networkingv1.IngressServiceBackend{Name: "web", Port: networkingv1.ServiceBackendPort{Number: 80}}}},
+			},
+		}}}},
+	}
+	return &objects{services: []*corev1.Service{
+		{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "web"}, Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 80}}}},
+		{ObjectMeta: metav1.ObjectMeta{Namespace: "auth", Name: "oauth2-proxy"}, Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 80}}}},
+	}, ingresses: []*networkingv1.Ingress{ing}}
+}
+
+// TestNginxEmptyAuthURL: an empty auth-url, which charts render for one
+// left unset, is read as not set, as ingress-nginx reads it: the paths
+// are served without asking anyone, rather than answering 500, and the
+// report says the group was ignored.
+func TestNginxEmptyAuthURL(t *testing.T) {
+	for _, empty := range []string{"", " "} {
+		snap, reports := translate(nginxAuthTestObjects(map[string]string{"auth-url": empty, "auth-method": "POST", "auth-signin": ""}), goldenOptions)
+		paths := 0
+		for _, l := range snap.Listeners {
+			for _, r := range l.Routes {
+				for _, rule := range r.Rules {
+					paths++
+					if slices.ContainsFunc(rule.Filters, func(f router.Filter) bool { return f.ExternalAuth != nil }) {
+						t.Errorf("auth-url %q: a path asks an authorization service: %+v", empty, rule.Filters)
+					}
+				}
+			}
+		}
+		if paths == 0 {
+			t.Errorf("auth-url %q: no path served", empty)
+		}
+		if len(reports.Ingresses) != 1 {
+			t.Fatalf("auth-url %q: reports %+v", empty, reports.Ingresses)
+		}
+		for _, o := range reports.Ingresses[0].Annotations {
+			if o.Outcome != Ignored {
+				t.Errorf("auth-url %q: %v; want the group ignored", empty, o)
+			}
+		}
+	}
+}
+
 // TestNginxAuthFailsClosed: with an auth-url the cluster serves, an
 // invalid value of any annotation that shapes its request denies every
 // path of the Ingress (the filter's backend is invalid: 500, and no cache
@@ -186,25 +238,9 @@ func TestNginxAuthFailsClosed(t *testing.T) {
 		{map[string]string{"auth-proxy-set-headers": "no-such-configmap"}, "auth-proxy-set-headers", ""},
 		{map[string]string{"auth-url": "http://oauth2-proxy.auth.svc:8080/oauth2/auth"}, "auth-url", ""},
 	} {
-		objs := &objects{services: []*corev1.Service{
-			{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "web"}, Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 80}}}},
-			{ObjectMeta: metav1.ObjectMeta{Namespace: "auth", Name: "oauth2-proxy"}, Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 80}}}},
-		}}
-		ing := nginxTestIngress(map[string]string{"auth-url": authURL})
-		for k, v := range tc.annotations {
-			ing.Annotations[NginxAnnotationPrefix+k] = v
-		}
-		ing.Spec = networkingv1.IngressSpec{
-			IngressClassName: new(DefaultIngressClass),
-			Rules: []networkingv1.IngressRule{{Host: "a.example", IngressRuleValue: networkingv1.IngressRuleValue{HTTP: &networkingv1.HTTPIngressRuleValue{
-				Paths: []networkingv1.HTTPIngressPath{
-					{Path: "/", Backend: networkingv1.IngressBackend{Service: &networkingv1.IngressServiceBackend{Name: "web", Port: networkingv1.ServiceBackendPort{Number: 80}}}},
-					{Path: "/api", Backend: networkingv1.IngressBackend{Service: &networkingv1.IngressServiceBackend{Name: "web", Port: networkingv1.ServiceBackendPort{Number: 80}}}},
-				},
-			}}}},
-		}
-		objs.ingresses = append(objs.ingresses, ing)
-		snap, reports := translate(objs, goldenOptions)
+		annotations := map[string]string{"auth-url": authURL}
+		maps.Copy(annotations, tc.annotations)
+		snap, reports := translate(nginxAuthTestObjects(annotations), goldenOptions)
 
 		paths := 0
 		for _, l := range snap.Listeners {
