@@ -362,7 +362,10 @@ const (
 	ReplacePrefixMatch
 	// ReplaceRegexCaptures replaces the whole path with Value, in which
 	// $1 to $9 stand for the captures of the rule's PathRegularExpression
-	// (ingress-nginx's rewrite-target). It needs regex matches only.
+	// (ingress-nginx's rewrite-target). It needs regex matches only. In a
+	// URLRewrite, Value may have a query after a '?', as nginx's rewrite:
+	// it then replaces the request's, which follows it after "&" unless
+	// Value ends with '?'.
 	ReplaceRegexCaptures
 )
 

@@ -438,6 +438,16 @@ func validateRewrite(r *Rewrite) error {
 			return err
 		}
 	}
+	if p := r.Path; p != nil && p.Type == ReplaceRegexCaptures {
+		if path, query, ok := strings.Cut(p.Value, "?"); ok {
+			// Written as is on the request line: visible ASCII, as a
+			// query may have it, and no '#'.
+			if len(query) > maxPathLen || strings.ContainsFunc(query, func(c rune) bool { return c <= ' ' || c >= 0x7f || c == '#' }) {
+				return fmt.Errorf("path %s: its query must be at most %d characters of visible ASCII without '#'", quote(p.Value), maxPathLen)
+			}
+			return validatePathModifier(&PathModifier{Type: p.Type, Value: path})
+		}
+	}
 	return validatePathModifier(r.Path)
 }
 
