@@ -416,6 +416,9 @@ func validateRedirect(r *Redirect) error {
 	if r.Port < 0 || r.Port > 65535 {
 		return fmt.Errorf("port %d: out of range", r.Port)
 	}
+	if r.RequestHost && (r.Hostname != "" || r.Port != 0) {
+		return errors.New("requestHost: the request's host leaves hostname and port empty")
+	}
 	if r.Location != "" {
 		if r.Scheme != "" || r.Hostname != "" || r.Port != 0 || r.Path != nil {
 			return errors.New("location: a whole Location leaves scheme, hostname, port and path empty")

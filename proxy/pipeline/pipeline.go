@@ -350,9 +350,7 @@ func appendArgument(out []byte, capture string, quoted bool) []byte {
 }
 
 // location builds the Location of a redirect. Unset parts keep the
-// request's; the port follows the Gateway API: the redirect's, else the
-// scheme's well-known one when the scheme changes, else the listener's, and
-// it is left out when it is the scheme's default.
+// request's.
 func location(v *view, p *plan) string {
 	rd := p.redirect
 	if rd.Location != "" {
@@ -362,6 +360,31 @@ func location(v *view, p *plan) string {
 	if rd.Scheme != "" {
 		scheme = rd.Scheme
 	}
+	host := v.Host
+	// Without a Host (HTTP/1.0) nginx's $http_host would leave the
+	// Location without one.
+	if !rd.RequestHost || host == "" {
+		host = redirectAuthority(v, rd, scheme)
+	}
+	path := v.Path
+	if p.path != "" {
+		path = p.path
+	}
+	if rd.TrimTrailingSlash && v.RawQuery == "" {
+		path = strings.TrimSuffix(path, "/")
+	}
+	loc := scheme + "://" + host + path
+	if v.RawQuery != "" && !rd.DropQuery {
+		loc += "?" + v.RawQuery
+	}
+	return loc
+}
+
+// redirectAuthority is the host and port of the Location of rd, sent
+// over scheme. The port follows the Gateway API: the redirect's, else the
+// scheme's well-known one when the scheme changes, else the listener's,
+// and it is left out when it is the scheme's default.
+func redirectAuthority(v *view, rd *router.Redirect, scheme string) string {
 	host := rd.Hostname
 	if host == "" {
 		host = hostOnly(v.Host)
@@ -377,22 +400,12 @@ func location(v *view, p *plan) string {
 		}
 	}
 	if (scheme == "http" && port != 80) || (scheme == "https" && port != 443) {
-		host = net.JoinHostPort(host, strconv.Itoa(port))
-	} else if strings.Contains(host, ":") {
-		host = "[" + host + "]"
+		return net.JoinHostPort(host, strconv.Itoa(port))
 	}
-	path := v.Path
-	if p.path != "" {
-		path = p.path
+	if strings.Contains(host, ":") {
+		return "[" + host + "]"
 	}
-	if rd.TrimTrailingSlash && v.RawQuery == "" {
-		path = strings.TrimSuffix(path, "/")
-	}
-	loc := scheme + "://" + host + path
-	if v.RawQuery != "" {
-		loc += "?" + v.RawQuery
-	}
-	return loc
+	return host
 }
 
 // answer fills the header of an answer the plan gives without a backend,
