@@ -192,8 +192,15 @@ func TestIngressNginxAnnotations(t *testing.T) {
 			t.Errorf("from-to-www-redirect of %s: %d %q, want 308 to %q", path, code, location, want)
 		}
 	}
-	if code, location, _, _ := do(plain+"/", "root.example.com"); code != 302 || location != fmt.Sprintf("http://root.example.com:%d/app1", httpPort) {
-		t.Errorf("app-root: %d %q, want 302 to /app1", code, location)
+	// ingress-nginx's "return 302 $scheme://$http_host/app1": the Host
+	// as the client sent it, with or without a port, and no query.
+	for host, want := range map[string]string{
+		"root.example.com":                           "http://root.example.com/app1",
+		fmt.Sprintf("root.example.com:%d", httpPort): fmt.Sprintf("http://root.example.com:%d/app1", httpPort),
+	} {
+		if code, location, _, _ := do(plain+"/?utm=mail", host); code != 302 || location != want {
+			t.Errorf("app-root with Host %s: %d %q, want 302 to %s", host, code, location, want)
+		}
 	}
 	if code, _, _, body := do(plain+"/other", "root.example.com"); code != 200 || body != "path=/other prefix= evil=" {
 		t.Errorf("app-root leaves other paths: %d %q", code, body)

@@ -52,6 +52,9 @@ func TestFilters(t *testing.T) {
 		route("port", nil, rule("/port", redirect(router.Redirect{Scheme: "https", Port: 8443}))),
 		route("fullpath", nil, rule("/fullpath", redirect(router.Redirect{Path: &router.PathModifier{Type: router.ReplaceFullPath, Value: "/new"}}))),
 		route("prefixpath", nil, rule("/prefixpath", redirect(router.Redirect{Path: &router.PathModifier{Type: router.ReplacePrefixMatch, Value: "/moved"}}))),
+		route("requesthost", nil, rule("/requesthost", redirect(router.Redirect{
+			Path: &router.PathModifier{Type: router.ReplaceFullPath, Value: "/app"}, RequestHost: true, DropQuery: true,
+		}))),
 		route("rwhost", nil, rule("/rwhost", rewrite(router.Rewrite{Hostname: "rewritten.test"}))),
 		route("rwfull", nil, rule("/rwfull", rewrite(router.Rewrite{Path: &router.PathModifier{Type: router.ReplaceFullPath, Value: "/full"}}))),
 		route("rwprefix", nil, rule("/rwprefix/", rewrite(router.Rewrite{Path: &router.PathModifier{Type: router.ReplacePrefixMatch, Value: "/p"}}))),
@@ -92,6 +95,7 @@ func TestFilters(t *testing.T) {
 		{name: "redirect port", path: "/port", header: []string{"Host", "app.test"}, status: 302, location: "https://app.test:8443/port"},
 		{name: "redirect full path", path: "/fullpath/x", header: []string{"Host", "app.test"}, status: 302, location: "http://app.test:" + port + "/new"},
 		{name: "redirect prefix", path: "/prefixpath/x/y", header: []string{"Host", "app.test"}, status: 302, location: "http://app.test:" + port + "/moved/x/y"},
+		{name: "redirect to the Host as sent, without the query", path: "/requesthost?q=1", header: []string{"Host", "App.test:8080"}, status: 302, location: "http://App.test:8080/app"},
 		{name: "rewrite hostname", path: "/rwhost/x", status: 200, body: []string{"host=rewritten.test ", "path=/rwhost/x "}},
 		{name: "rewrite full path", path: "/rwfull/x?q=1", status: 200, body: []string{"path=/full ", "query=q=1 "}},
 		{name: "rewrite prefix", path: "/rwprefix/x/y", status: 200, body: []string{"path=/p/x/y "}},

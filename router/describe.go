@@ -331,6 +331,12 @@ func describeFilter(f *Filter) string {
 		if r.TrimTrailingSlash {
 			b.WriteString(" trimTrailingSlash")
 		}
+		if r.RequestHost {
+			b.WriteString(" requestHost")
+		}
+		if r.DropQuery {
+			b.WriteString(" dropQuery")
+		}
 	case FilterURLRewrite:
 		describeSet(&b, "hostname", f.Rewrite.Hostname)
 		describePathModifier(&b, f.Rewrite.Path)

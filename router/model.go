@@ -362,7 +362,10 @@ const (
 	ReplacePrefixMatch
 	// ReplaceRegexCaptures replaces the whole path with Value, in which
 	// $1 to $9 stand for the captures of the rule's PathRegularExpression
-	// (ingress-nginx's rewrite-target). It needs regex matches only.
+	// (ingress-nginx's rewrite-target). It needs regex matches only. In a
+	// URLRewrite, Value may have a query after a '?', as nginx's rewrite:
+	// it then replaces the request's, which follows it after "&" unless
+	// Value ends with '?'.
 	ReplaceRegexCaptures
 )
 
@@ -397,6 +400,12 @@ type Redirect struct {
 	// TrimTrailingSlash drops a trailing slash of a path without a query
 	// from the Location (ingress-nginx's redirect to HTTPS).
 	TrimTrailingSlash bool `json:",omitempty"`
+	// RequestHost puts the request's Host in the Location as the client
+	// sent it, port and all, in place of the host and port above
+	// (ingress-nginx's app-root, with nginx's $http_host).
+	RequestHost bool `json:",omitempty"`
+	// DropQuery leaves the request's query out of the Location.
+	DropQuery bool `json:",omitempty"`
 }
 
 // Rewrite changes the request before it is forwarded.

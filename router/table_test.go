@@ -210,6 +210,16 @@ func TestCompileReportsInvalidRoutesAndKeepsTheRest(t *testing.T) {
 			Backends: []BackendRef{{Name: "x", Weight: 1, Filters: []Filter{{Type: FilterURLRewrite, Rewrite: &Rewrite{
 				Path: &PathModifier{Type: ReplacePrefixMatch, Value: "/b"}}}}}},
 		}}}, "ReplacePrefixMatch needs a PathPrefix match"},
+		{"rewrite's query with a space", Route{ID: RouteID{Kind: KindHTTPRoute, Name: "bad"}, Rules: []Rule{{
+			Matches: []Match{{Path: PathMatch{Type: PathRegularExpression, Value: "/(.*)"}}},
+			Filters: []Filter{{Type: FilterURLRewrite, Rewrite: &Rewrite{Path: &PathModifier{Type: ReplaceRegexCaptures, Value: "/index.php?q=$1 x"}}}},
+		}}}, `urlRewrite.path "/index.php?q=$1 x": its query must be at most 1024 characters of visible ASCII without '#'`},
+		{"redirect's path with a query", Route{ID: RouteID{Kind: KindHTTPRoute, Name: "bad"}, Rules: []Rule{{
+			Matches: []Match{{Path: PathMatch{Type: PathRegularExpression, Value: "/(.*)"}}},
+			Filters: []Filter{{Type: FilterRequestRedirect, Redirect: &Redirect{Path: &PathModifier{Type: ReplaceRegexCaptures, Value: "/index.php?q=$1"}}}},
+		}}}, `requestRedirect.path "/index.php?q=$1": must be at most 1024 characters without spaces, control characters, '?' or '#'`},
+		{"redirect to the request's host and another", Route{ID: RouteID{Kind: KindHTTPRoute, Name: "bad"}, Rules: []Rule{{Filters: []Filter{{Type: FilterRequestRedirect, Redirect: &Redirect{
+			Hostname: "a.example", RequestHost: true}}}}}}, "requestRedirect.requestHost: the request's host leaves hostname and port empty"},
 		{"negative weight", Route{ID: RouteID{Kind: KindHTTPRoute, Name: "bad"}, Rules: []Rule{{Backends: []BackendRef{{Name: "x", Weight: -1}}}}}, "backendRefs[0].weight -1"},
 		{"CORS on a backend", Route{ID: RouteID{Kind: KindHTTPRoute, Name: "bad"}, Rules: []Rule{{Backends: []BackendRef{{Name: "x", Weight: 1, Filters: []Filter{{Type: FilterCORS, CORS: &CORS{}}}}}}}}, "backendRefs[0].filters[0].type: a CORS filter applies to a whole rule"},
 		{"CORS without its configuration", Route{ID: RouteID{Kind: KindHTTPRoute, Name: "bad"}, Rules: []Rule{{Filters: []Filter{{Type: FilterCORS}}}}}, "rules[0].filters[0].type: CORS filter without its configuration"},

@@ -416,6 +416,9 @@ func validateRedirect(r *Redirect) error {
 	if r.Port < 0 || r.Port > 65535 {
 		return fmt.Errorf("port %d: out of range", r.Port)
 	}
+	if r.RequestHost && (r.Hostname != "" || r.Port != 0) {
+		return errors.New("requestHost: the request's host leaves hostname and port empty")
+	}
 	if r.Location != "" {
 		if r.Scheme != "" || r.Hostname != "" || r.Port != 0 || r.Path != nil {
 			return errors.New("location: a whole Location leaves scheme, hostname, port and path empty")
@@ -436,6 +439,16 @@ func validateRewrite(r *Rewrite) error {
 	if r.Hostname != "" {
 		if err := validateDNSName(r.Hostname); err != nil {
 			return err
+		}
+	}
+	if p := r.Path; p != nil && p.Type == ReplaceRegexCaptures {
+		if path, query, ok := strings.Cut(p.Value, "?"); ok {
+			// Written as is on the request line: visible ASCII, as a
+			// query may have it, and no '#'.
+			if len(query) > maxPathLen || strings.ContainsFunc(query, func(c rune) bool { return c <= ' ' || c >= 0x7f || c == '#' }) {
+				return fmt.Errorf("path %s: its query must be at most %d characters of visible ASCII without '#'", quote(p.Value), maxPathLen)
+			}
+			return validatePathModifier(&PathModifier{Type: p.Type, Value: path})
 		}
 	}
 	return validatePathModifier(r.Path)

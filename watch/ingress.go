@@ -511,8 +511,10 @@ func (t *translator) nginxHostRoutes(routes []router.Route, nginx *nginxSettings
 			r.Rules = append(r.Rules, router.Rule{
 				Name:    "app-root",
 				Matches: []router.Match{{Path: router.PathMatch{Type: router.PathExact, Value: "/"}}},
+				// ingress-nginx's "return 302 $scheme://$http_host<app-root>":
+				// the Host as sent, port and all, and no query.
 				Filters: []router.Filter{{Type: router.FilterRequestRedirect, Redirect: &router.Redirect{
-					Path: &router.PathModifier{Type: router.ReplaceFullPath, Value: nginx.appRoot}, StatusCode: 302,
+					Path: &router.PathModifier{Type: router.ReplaceFullPath, Value: nginx.appRoot}, StatusCode: 302, RequestHost: true, DropQuery: true,
 				}}},
 			})
 		}

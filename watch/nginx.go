@@ -599,9 +599,13 @@ func parseNginxBool(v string) (bool, error) {
 	return b, nil
 }
 
-// parseRewriteTarget reads a rewrite target: a path in which $1 to $9
-// stand for the captures of the path's expression. Any other "$" would be
-// an nginx variable, which hostgate does not have.
+// parseRewriteTarget reads a rewrite target: a path, and maybe a query
+// after a '?', in which $1 to $9 stand for the captures of the path's
+// expression. Any other "$" would be an nginx variable, which hostgate
+// does not have. The query is nginx's rewrite's (router's
+// ReplaceRegexCaptures), as ingress-nginx renders the target into one;
+// its validation of annotations, on by default since v1.12, refuses a
+// '?' and leaves such a target out, but migrating users had it served.
 func parseRewriteTarget(v string) (string, error) {
 	if v == "" {
 		return "", fmt.Errorf("must not be empty")
@@ -614,8 +618,16 @@ func parseRewriteTarget(v string) (string, error) {
 	if !strings.HasPrefix(v, "/") && !strings.HasPrefix(v, "$") {
 		v = "/" + v
 	}
-	if err := checkPath(v); err != nil {
-		return "", err
+	if strings.ContainsFunc(v, func(c rune) bool { return c == ' ' || c == '#' || isControl(c) }) {
+		return "", fmt.Errorf("must not have spaces, control characters or '#'")
+	}
+	path, query, _ := strings.Cut(v, "?")
+	if len(path) > 1024 || len(query) > 1024 {
+		return "", fmt.Errorf("the path and the query after '?' must be at most 1024 characters each")
+	}
+	// Sent on the request line as it is.
+	if strings.ContainsFunc(query, func(c rune) bool { return c > 0x7f }) {
+		return "", fmt.Errorf("the query after '?' must be ASCII: percent-encode other characters")
 	}
 	return v, nil
 }

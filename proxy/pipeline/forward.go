@@ -404,6 +404,11 @@ func (f *forwarder) rewrite(pr *httputil.ProxyRequest) {
 	if ex.plan.path != "" {
 		setPath(out.URL, ex.plan.path)
 	}
+	if ex.plan.rewritesQuery {
+		// A client's bare "?" goes no further, as nginx sends a
+		// rewritten query only when it is not empty.
+		out.URL.RawQuery, out.URL.ForceQuery = ex.plan.query, false
+	}
 	if ex.plan.host != "" {
 		out.Host = ex.plan.host
 	}

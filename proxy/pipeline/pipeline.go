@@ -76,6 +76,10 @@ type plan struct {
 	// path and host replace the request's when not empty: the redirect's
 	// Location path, or the forwarded request's path and Host.
 	path, host string
+	// query replaces the forwarded request's query, "" sending none, where
+	// rewritesQuery says a rewrite had a query of its own.
+	query         string
+	rewritesQuery bool
 	// redirect is the RequestRedirect filter (actRedirect).
 	redirect *router.Redirect
 	// cors is the rule's CORS filter, if any, and allowOrigin the
@@ -186,13 +190,17 @@ func decide(routes *router.Table, sets *upstream.Sets, v *view) plan {
 	return p
 }
 
-// rewrite applies a URLRewrite filter to the forwarded request's host and
-// path.
+// rewrite applies a URLRewrite filter to the forwarded request's host,
+// path and, for a template of captures with a '?', query.
 func (p *plan) rewrite(v *view, rw *router.Rewrite) {
 	if rw.Hostname != "" {
 		p.host = rw.Hostname
 	}
-	if rw.Path != nil {
+	switch {
+	case rw.Path == nil:
+	case rw.Path.Type == router.ReplaceRegexCaptures:
+		p.path, p.query, p.rewritesQuery = expandCaptures(rw.Path.Value, &v.Request, p.target.Pattern)
+	default:
 		p.path = modifyPath(v.Path, p.target, rw.Path)
 	}
 }
@@ -242,7 +250,10 @@ func modifyPath(path string, target *router.Target, m *router.PathModifier) stri
 	case router.ReplaceFullPath:
 		return m.Value
 	case router.ReplaceRegexCaptures:
-		return expandCaptures(m.Value, path, target.Pattern)
+		// Only rewrites have a query in their template (router's
+		// validation), so a redirect's path is the whole of it.
+		path, _, _ = expandCaptures(m.Value, &router.Request{Path: path}, target.Pattern)
+		return path
 	}
 	prefix := matchedPrefix(target)
 	rest := path[min(len(prefix), len(path)):]
@@ -254,35 +265,92 @@ func modifyPath(path string, target *router.Target, m *router.PathModifier) stri
 }
 
 // expandCaptures fills $1 to $9 in template with the captures of pattern
-// in path, as nginx's rewrite does: one digit each, and a capture that
-// took no part in the match is empty. The result always starts with "/".
-func expandCaptures(template, path string, pattern *regexp.Regexp) string {
+// in r's path, as nginx's rewrite does: one digit each, and a capture that
+// took no part in the match is empty. The path always starts with "/".
+// Like nginx's, a template with a '?' replaces the query too
+// (rewritesQuery): with what follows the first '?', then "&" and r's
+// query; and a template that ends with '?' drops r's query, that '?' not
+// being part of it.
+func expandCaptures(template string, r *router.Request, pattern *regexp.Regexp) (path, query string, rewritesQuery bool) {
 	var groups []int
 	if pattern != nil {
-		groups = pattern.FindStringSubmatchIndex(path)
+		groups = pattern.FindStringSubmatchIndex(r.Path)
 	}
-	out := make([]byte, 0, len(template)+len(path))
+	template, dropQuery := strings.CutSuffix(template, "?")
+	out := make([]byte, 0, len(template)+len(r.Path)+len(r.RawQuery)+1)
+	queryAt, quoted := -1, false
 	for i := 0; i < len(template); i++ {
 		c := template[i]
-		if c != '$' || i+1 == len(template) || template[i+1] < '0' || template[i+1] > '9' {
+		switch {
+		case c == '?' && queryAt < 0:
+			queryAt = len(out)
+			quoted = strings.ContainsAny(r.Path, "%+")
 			out = append(out, c)
-			continue
-		}
-		i++
-		if n := int(template[i]-'0') * 2; n+1 < len(groups) && groups[n] >= 0 {
-			out = append(out, path[groups[n]:groups[n+1]]...)
+		case c != '$' || i+1 == len(template) || template[i+1] < '0' || template[i+1] > '9':
+			out = append(out, c)
+		default:
+			i++
+			n := int(template[i]-'0') * 2
+			if n+1 >= len(groups) || groups[n] < 0 {
+				continue
+			}
+			if capture := r.Path[groups[n]:groups[n+1]]; queryAt < 0 {
+				out = append(out, capture...)
+			} else {
+				out = appendArgument(out, capture, quoted)
+			}
 		}
 	}
 	if len(out) == 0 || out[0] != '/' {
 		out = append([]byte{'/'}, out...)
+		if queryAt >= 0 {
+			queryAt++
+		}
 	}
-	return string(out)
+	if queryAt < 0 {
+		return string(out), "", dropQuery
+	}
+	if !dropQuery && r.RawQuery != "" {
+		out = append(append(out, '&'), r.RawQuery...)
+	}
+	s := string(out)
+	return s[:queryAt], s[queryAt+1:], true
+}
+
+// appendArgument appends a capture of the request path to a query as
+// nginx's rewrite puts it there. nginx matches the decoded path and, when
+// the path as sent had a '%' or a '+' (its quoted_uri and plus_in_uri),
+// escapes the capture for arguments (NGX_ESCAPE_ARGS), so that "a%26b" or
+// "a+b" stay one value ("a%26b", "a%2Bb") rather than "&" splitting it or
+// "+" reading as a space; otherwise it copies the capture as is, so a path
+// "/s/a&b" does give two arguments. hostgate matches the path as sent:
+// decoding a quoted capture and escaping it again gives nginx's bytes.
+// Bytes no request line may carry in its query (spaces, control
+// characters, '#', non-ASCII) are escaped whatever the path, where nginx
+// would copy them unescaped from a path that had neither '%' nor '+'.
+func appendArgument(out []byte, capture string, quoted bool) []byte {
+	const hex = "0123456789ABCDEF"
+	for i := 0; i < len(capture); i++ {
+		c := capture[i]
+		if quoted && c == '%' && i+2 < len(capture) {
+			hi, okHi := guard.HexDigit(capture[i+1])
+			lo, okLo := guard.HexDigit(capture[i+2])
+			if okHi && okLo {
+				c = hi<<4 | lo
+				i += 2
+			}
+		}
+		if c <= ' ' || c >= 0x7f || c == '#' || quoted && strings.IndexByte("%&+;?", c) >= 0 {
+			out = append(out, '%', hex[c>>4], hex[c&0xf])
+		} else {
+			out = append(out, c)
+		}
+	}
+	return out
 }
 
 // location builds the Location of a redirect. Unset parts keep the
-// request's; the port follows the Gateway API: the redirect's, else the
-// scheme's well-known one when the scheme changes, else the listener's, and
-// it is left out when it is the scheme's default.
+// request's.
 func location(v *view, p *plan) string {
 	rd := p.redirect
 	if rd.Location != "" {
@@ -292,6 +360,31 @@ func location(v *view, p *plan) string {
 	if rd.Scheme != "" {
 		scheme = rd.Scheme
 	}
+	host := v.Host
+	// Without a Host (HTTP/1.0) nginx's $http_host would leave the
+	// Location without one.
+	if !rd.RequestHost || host == "" {
+		host = redirectAuthority(v, rd, scheme)
+	}
+	path := v.Path
+	if p.path != "" {
+		path = p.path
+	}
+	if rd.TrimTrailingSlash && v.RawQuery == "" {
+		path = strings.TrimSuffix(path, "/")
+	}
+	loc := scheme + "://" + host + path
+	if v.RawQuery != "" && !rd.DropQuery {
+		loc += "?" + v.RawQuery
+	}
+	return loc
+}
+
+// redirectAuthority is the host and port of the Location of rd, sent
+// over scheme. The port follows the Gateway API: the redirect's, else the
+// scheme's well-known one when the scheme changes, else the listener's,
+// and it is left out when it is the scheme's default.
+func redirectAuthority(v *view, rd *router.Redirect, scheme string) string {
 	host := rd.Hostname
 	if host == "" {
 		host = hostOnly(v.Host)
@@ -307,22 +400,12 @@ func location(v *view, p *plan) string {
 		}
 	}
 	if (scheme == "http" && port != 80) || (scheme == "https" && port != 443) {
-		host = net.JoinHostPort(host, strconv.Itoa(port))
-	} else if strings.Contains(host, ":") {
-		host = "[" + host + "]"
+		return net.JoinHostPort(host, strconv.Itoa(port))
 	}
-	path := v.Path
-	if p.path != "" {
-		path = p.path
+	if strings.Contains(host, ":") {
+		return "[" + host + "]"
 	}
-	if rd.TrimTrailingSlash && v.RawQuery == "" {
-		path = strings.TrimSuffix(path, "/")
-	}
-	loc := scheme + "://" + host + path
-	if v.RawQuery != "" {
-		loc += "?" + v.RawQuery
-	}
-	return loc
+	return host
 }
 
 // answer fills the header of an answer the plan gives without a backend,

@@ -241,7 +241,8 @@ func Repeatable(method, idempotencyKey string) bool {
 }
 
 // writeRequestLine writes the request line and Host field of a request to
-// the endpoint ex.host: the plan's path and host where it rewrites them.
+// the endpoint ex.host: the plan's path, query and host where it rewrites
+// them.
 func writeRequestLine(bw *bufio.Writer, ex *exchange, method, path, query, host string) {
 	bw.WriteString(method)
 	bw.WriteByte(' ')
@@ -249,6 +250,9 @@ func writeRequestLine(bw *bufio.Writer, ex *exchange, method, path, query, host 
 		bw.WriteString(ex.plan.path)
 	} else {
 		bw.WriteString(path)
+	}
+	if ex.plan.rewritesQuery {
+		query = ex.plan.query
 	}
 	if query != "" {
 		bw.WriteByte('?')
