@@ -237,29 +237,42 @@ func (t *translator) startSplice(s *splice) {
 
 // startRoutePorts begins the counting of the endpoint entries that
 // Ingresses, HTTPRoutes and GRPCRoutes register. A full translation
-// counts them all again; one that splices takes back those of the
-// Ingresses and routes gone and registers the entries one still
-// registers.
+// counts them all again; one that splices takes the last counts and list
+// over and takes back those of the Ingresses and routes gone.
 func (t *translator) startRoutePorts() {
 	if t.next == nil {
 		return
 	}
-	t.routePorts = t.next.routePorts[:0]
 	if t.splice == nil {
 		for _, e := range t.prev.routePorts {
-			e.routeRefs = 0
+			e.routeRefs, e.listed = 0, false
 		}
+		t.eps.routed = 0
+		t.routePorts = t.next.routePorts[:0]
 		return
 	}
+	// Handed over, not copied: the last results are cleared after this
+	// translation.
+	t.routePorts, t.prev.routePorts = t.prev.routePorts, nil
 	t.uncountGoneIngresses()
 	uncountRemoved(t, spliceHTTP, &t.order.httpRoutes)
 	uncountRemoved(t, spliceGRPC, &t.order.grpcRoutes)
-	for _, e := range t.prev.routePorts {
-		if e.routeRefs > 0 {
-			t.routePorts = append(t.routePorts, e)
-			t.register(e, e.port)
-		}
+}
+
+// finishRoutePorts leaves the list of counted entries for the next
+// translation, without those no route counts once they are as many as
+// the rest: a splice leaves them in, so that it costs what changed.
+func (t *translator) finishRoutePorts() {
+	if t.next == nil {
+		return
 	}
+	if len(t.routePorts) > 2*t.eps.routed {
+		t.routePorts = slices.DeleteFunc(t.routePorts, func(e *endpointEntry) bool {
+			e.listed = e.routeRefs > 0
+			return !e.listed
+		})
+	}
+	t.next.routePorts = t.routePorts
 }
 
 // uncountRemoved takes back the endpoint entries the routes of kind gone
@@ -320,10 +333,19 @@ func (t *translator) countPorts(e *memoEntry, delta int32) {
 		return
 	}
 	for _, p := range e.deps.ports {
-		if p.entry.routeRefs == 0 && delta > 0 {
-			t.routePorts = append(t.routePorts, p.entry)
-		}
+		was := p.entry.routeRefs
 		p.entry.routeRefs += delta
+		switch {
+		case was == 0 && delta > 0:
+			t.eps.routed++
+			if !p.entry.listed {
+				p.entry.listed = true
+				t.routePorts = append(t.routePorts, p.entry)
+			}
+		case was > 0 && p.entry.routeRefs == 0:
+			t.eps.routed--
+			t.eps.released = append(t.eps.released, p.entry)
+		}
 	}
 }
 
