@@ -33,8 +33,14 @@ package watch
 // with an Ingress that stayed (incremental_ingress.go); their block of
 // routes comes first on each Ingress socket (splice.at).
 //
+// EndpointSlices that changed splice too: they decide endpoint sets and
+// nothing else, and the sets of their Services are made again
+// (dropUnregistered). In cluster mode they come between almost any two
+// route changes (changeEndpoints publishes them at once, but the next
+// listing has them), and made each route change a full translation.
+//
 // Anything else that changed (a Gateway, ListenerSet, class, L4
-// route, EndpointSlice, Secret, ConfigMap, namespace or node; the status
+// route, Secret, ConfigMap, namespace or node; the status
 // hostgate writes on Gateways, ListenerSets and GatewayClasses aside), a
 // BackendTLSPolicy, or a Gateway with a client certificate for backends
 // (attaching routes then gathers state across them, per Service and per
@@ -89,7 +95,7 @@ func (t *translator) canSplice() *splice {
 	}
 	l := t.lookups
 	if l.secrets.changedAny() || l.configMaps.changedAny() || l.trustBundles.changedAny() ||
-		l.namespaces.changedAny() || l.slices.changedAny() || l.policies.changedAny() || !t.unchanged(&t.early) {
+		l.namespaces.changedAny() || l.policies.changedAny() || l.slices.all || !t.unchanged(&t.early) {
 		return nil
 	}
 	ingresses, ok := t.spliceableIngresses()

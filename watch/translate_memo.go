@@ -511,16 +511,19 @@ func (t *translator) endpointMap() *EndpointSets {
 }
 
 // dropUnregistered brings the entries of a splice up to date: those that
-// routes still count and that it did not register, of Services whose sets
-// changeEndpoints changed since the last translation, get their sets
-// again, and the entries that no route counts and it did not register are
-// dropped. It returns the names dropped.
+// routes still count and that it did not register, of Services whose
+// EndpointSlices changed since the last translation (or whose sets
+// changeEndpoints changed), get their sets again, and the entries that no
+// route counts and it did not register are dropped. It returns the names
+// dropped.
 func (t *translator) dropUnregistered() []string {
 	r := t.eps
-	for key := range r.changed {
-		for _, e := range r.byService[key] {
-			if e.routeRefs > 0 {
-				t.register(e, e.port)
+	for _, changed := range []map[types.NamespacedName]struct{}{t.slices.changed, r.changed} {
+		for key := range changed {
+			for _, e := range r.byService[key] {
+				if e.routeRefs > 0 {
+					t.register(e, e.port)
+				}
 			}
 		}
 	}
