@@ -127,30 +127,96 @@ func (t *translator) staleRoutes() (stale [spliceKinds][]any, ok bool) {
 	if services.all || grants.all {
 		return stale, false
 	}
-	// Every result of the last translation is looked at (what looked up
-	// a key is not indexed), and only its lookups of Services and
-	// ReferenceGrants: nothing else it looks up changed.
-	for obj, e := range t.prev.objects {
-		if !anyChanged(services, e.deps.services) && (e.deps.other == nil || !anyChanged(grants, e.deps.other.grants)) {
-			continue
+	// Only the results that looked up a key that changed are looked at,
+	// and only their lookups of Services and ReferenceGrants: nothing
+	// else they look up changed. Walking every result was half of a
+	// Service change at 50,000 routes.
+	seen := map[any]bool{}
+	take := func(obj any) bool {
+		e := t.prev.objects[obj]
+		if seen[obj] || e == nil || !anyChanged(services, e.deps.services) && (e.deps.other == nil || !anyChanged(grants, e.deps.other.grants)) {
+			return true // seen, or no result of the last translation looked it up
 		}
+		seen[obj] = true
 		kind := spliceHTTP
 		switch o := obj.(type) {
 		case *gatewayv1.HTTPRoute:
 			if slices.Contains(t.order.httpRoutes.removed, o) {
-				continue
+				return true
 			}
 		case *gatewayv1.GRPCRoute:
 			if slices.Contains(t.order.grpcRoutes.removed, o) {
-				continue
+				return true
 			}
 			kind = spliceGRPC
 		default:
-			return stale, false
+			return false
 		}
 		stale[kind] = append(stale[kind], obj)
+		return true
+	}
+	for key := range services.changed {
+		if !all(t.dependents.services[key], take) {
+			return stale, false
+		}
+	}
+	for namespace := range grants.changed {
+		if !all(t.dependents.grants[namespace], take) {
+			return stale, false
+		}
 	}
 	return stale, true
+}
+
+// all reports whether f is true of every element of list, which it calls
+// f with in order until one is false.
+func all[E any](list []E, f func(E) bool) bool {
+	for _, e := range list {
+		if !f(e) {
+			return false
+		}
+	}
+	return true
+}
+
+// dependents index the memo's results by the Services they looked up,
+// and by the namespaces whose ReferenceGrants they did, so that a splice
+// finds those a change makes stale. A result is indexed when it is made;
+// an entry of one the memo no longer holds, or holds made again, stays
+// until the index is made again from the results held, once it has had
+// as many made since as the memo holds. added counts the results indexed
+// since the index was made from nothing.
+type dependents struct {
+	services map[types.NamespacedName][]any
+	grants   map[string][]any
+	added    int
+}
+
+// add indexes the result made for the memo key obj, which looked up d.
+func (x *dependents) add(obj any, d *deps) {
+	x.added++
+	for _, key := range d.services {
+		x.services[key] = append(x.services[key], obj)
+	}
+	if d.other != nil {
+		for _, namespace := range d.other.grants {
+			x.grants[namespace] = append(x.grants[namespace], obj)
+		}
+	}
+}
+
+// prune makes the index again from results, the memo's, when it has had
+// more results made since it was last made than results holds.
+func (x *dependents) prune(results map[any]*memoEntry) {
+	if x.added <= 2*len(results) {
+		return
+	}
+	clear(x.services)
+	clear(x.grants)
+	x.added = 0
+	for obj, e := range results {
+		x.add(obj, &e.deps)
+	}
 }
 
 // spliceable reports whether the routes of o can be spliced: o lists

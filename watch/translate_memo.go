@@ -298,6 +298,7 @@ func memoizedEntry[T any](t *translator, obj any, build func() T) (T, *memoEntry
 	e.value = v
 	t.next.objects[obj] = e
 	t.deps = nil
+	t.dependents.add(obj, &e.deps)
 	return v, e
 }
 
