@@ -55,7 +55,7 @@ func benchObjects(n int) *objects {
 // one after a Service changed the protocol of its port (of one route's
 // backends).
 func BenchmarkTranslate(b *testing.B) {
-	for _, n := range []int{100, 1000, 10000} {
+	for _, n := range []int{100, 1000, 10000, 50000} {
 		b.Run(fmt.Sprintf("routes=%d/cold", n), func(b *testing.B) {
 			objs := benchObjects(n)
 			b.ReportAllocs()
@@ -109,7 +109,7 @@ func toggleServiceProtocol(objs *objects, i int) *corev1.Service {
 // routes as cluster mode does, without a translation: the counterpart of
 // BenchmarkTranslate's endpoints-change.
 func BenchmarkChangeEndpoints(b *testing.B) {
-	for _, n := range []int{1000, 10000} {
+	for _, n := range []int{1000, 10000, 50000} {
 		b.Run(fmt.Sprintf("routes=%d", n), func(b *testing.B) {
 			objs := benchObjects(n)
 			m := newMemo()
@@ -153,6 +153,32 @@ func benchChanges(n int, change func(objs *objects, i int) (replaced []any)) fun
 			}
 			checkBenchSnapshot(b, n)(m.translate(store.objects(objs), Options{}))
 		}
+	}
+}
+
+// BenchmarkListOneChange lists a tracked store of n HTTPRoutes, Services
+// and EndpointSlices after one HTTPRoute was replaced, as cluster mode
+// lists before every translation: the part of BenchmarkTranslate's
+// one-change that is the source's.
+func BenchmarkListOneChange(b *testing.B) {
+	for _, n := range []int{1000, 10000, 50000} {
+		b.Run(fmt.Sprintf("routes=%d", n), func(b *testing.B) {
+			objs := benchObjects(n)
+			store := newTrackedStore()
+			for _, o := range objs.all() {
+				store.put(o)
+			}
+			store.objects(objs)
+			b.ReportAllocs()
+			defer reportCPU(b)()
+			for i := 0; b.Loop(); i++ {
+				objs.httpRoutes[i%n] = objs.httpRoutes[i%n].DeepCopy()
+				store.put(objs.httpRoutes[i%n])
+				if listed := store.objects(objs); len(listed.httpRoutes) != n {
+					b.Fatalf("%d routes listed", len(listed.httpRoutes))
+				}
+			}
+		})
 	}
 }
 

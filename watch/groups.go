@@ -125,10 +125,14 @@ type lookups struct {
 	// policies are BackendTLSPolicies by namespace, which is the
 	// namespace of the Services they target.
 	policies *groups[string, *gatewayv1.BackendTLSPolicy]
+	// dependents are what looked up each Service and the grants of each
+	// namespace (incremental.go).
+	dependents dependents
 }
 
 func newLookups() *lookups {
 	return &lookups{
+		dependents:   dependents{services: map[types.NamespacedName][]any{}, grants: map[string][]any{}},
 		services:     newGroups(keyed(namespacedName[*corev1.Service])),
 		secrets:      newGroups(keyed(namespacedName[*corev1.Secret])),
 		configMaps:   newGroups(keyed(namespacedName[*corev1.ConfigMap])),

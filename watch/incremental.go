@@ -33,8 +33,14 @@ package watch
 // with an Ingress that stayed (incremental_ingress.go); their block of
 // routes comes first on each Ingress socket (splice.at).
 //
+// EndpointSlices that changed splice too: they decide endpoint sets and
+// nothing else, and the sets of their Services are made again
+// (dropUnregistered). In cluster mode they come between almost any two
+// route changes (changeEndpoints publishes them at once, but the next
+// listing has them), and made each route change a full translation.
+//
 // Anything else that changed (a Gateway, ListenerSet, class, L4
-// route, EndpointSlice, Secret, ConfigMap, namespace or node; the status
+// route, Secret, ConfigMap, namespace or node; the status
 // hostgate writes on Gateways, ListenerSets and GatewayClasses aside), a
 // BackendTLSPolicy, or a Gateway with a client certificate for backends
 // (attaching routes then gathers state across them, per Service and per
@@ -89,7 +95,7 @@ func (t *translator) canSplice() *splice {
 	}
 	l := t.lookups
 	if l.secrets.changedAny() || l.configMaps.changedAny() || l.trustBundles.changedAny() ||
-		l.namespaces.changedAny() || l.slices.changedAny() || l.policies.changedAny() || !t.unchanged(&t.early) {
+		l.namespaces.changedAny() || l.policies.changedAny() || l.slices.all || !t.unchanged(&t.early) {
 		return nil
 	}
 	ingresses, ok := t.spliceableIngresses()
@@ -121,30 +127,96 @@ func (t *translator) staleRoutes() (stale [spliceKinds][]any, ok bool) {
 	if services.all || grants.all {
 		return stale, false
 	}
-	// Every result of the last translation is looked at (what looked up
-	// a key is not indexed), and only its lookups of Services and
-	// ReferenceGrants: nothing else it looks up changed.
-	for obj, e := range t.prev.objects {
-		if !anyChanged(services, e.deps.services) && (e.deps.other == nil || !anyChanged(grants, e.deps.other.grants)) {
-			continue
+	// Only the results that looked up a key that changed are looked at,
+	// and only their lookups of Services and ReferenceGrants: nothing
+	// else they look up changed. Walking every result was half of a
+	// Service change at 50,000 routes.
+	seen := map[any]bool{}
+	take := func(obj any) bool {
+		e := t.prev.objects[obj]
+		if seen[obj] || e == nil || !anyChanged(services, e.deps.services) && (e.deps.other == nil || !anyChanged(grants, e.deps.other.grants)) {
+			return true // seen, or no result of the last translation looked it up
 		}
+		seen[obj] = true
 		kind := spliceHTTP
 		switch o := obj.(type) {
 		case *gatewayv1.HTTPRoute:
 			if slices.Contains(t.order.httpRoutes.removed, o) {
-				continue
+				return true
 			}
 		case *gatewayv1.GRPCRoute:
 			if slices.Contains(t.order.grpcRoutes.removed, o) {
-				continue
+				return true
 			}
 			kind = spliceGRPC
 		default:
-			return stale, false
+			return false
 		}
 		stale[kind] = append(stale[kind], obj)
+		return true
+	}
+	for key := range services.changed {
+		if !all(t.dependents.services[key], take) {
+			return stale, false
+		}
+	}
+	for namespace := range grants.changed {
+		if !all(t.dependents.grants[namespace], take) {
+			return stale, false
+		}
 	}
 	return stale, true
+}
+
+// all reports whether f is true of every element of list, which it calls
+// f with in order until one is false.
+func all[E any](list []E, f func(E) bool) bool {
+	for _, e := range list {
+		if !f(e) {
+			return false
+		}
+	}
+	return true
+}
+
+// dependents index the memo's results by the Services they looked up,
+// and by the namespaces whose ReferenceGrants they did, so that a splice
+// finds those a change makes stale. A result is indexed when it is made;
+// an entry of one the memo no longer holds, or holds made again, stays
+// until the index is made again from the results held, once it has had
+// as many made since as the memo holds. added counts the results indexed
+// since the index was made from nothing.
+type dependents struct {
+	services map[types.NamespacedName][]any
+	grants   map[string][]any
+	added    int
+}
+
+// add indexes the result made for the memo key obj, which looked up d.
+func (x *dependents) add(obj any, d *deps) {
+	x.added++
+	for _, key := range d.services {
+		x.services[key] = append(x.services[key], obj)
+	}
+	if d.other != nil {
+		for _, namespace := range d.other.grants {
+			x.grants[namespace] = append(x.grants[namespace], obj)
+		}
+	}
+}
+
+// prune makes the index again from results, the memo's, when it has had
+// more results made since it was last made than results holds.
+func (x *dependents) prune(results map[any]*memoEntry) {
+	if x.added <= 2*len(results) {
+		return
+	}
+	clear(x.services)
+	clear(x.grants)
+	x.added = 0
+	for obj, e := range results {
+		x.add(obj, &e.deps)
+	}
 }
 
 // spliceable reports whether the routes of o can be spliced: o lists
@@ -237,29 +309,42 @@ func (t *translator) startSplice(s *splice) {
 
 // startRoutePorts begins the counting of the endpoint entries that
 // Ingresses, HTTPRoutes and GRPCRoutes register. A full translation
-// counts them all again; one that splices takes back those of the
-// Ingresses and routes gone and registers the entries one still
-// registers.
+// counts them all again; one that splices takes the last counts and list
+// over and takes back those of the Ingresses and routes gone.
 func (t *translator) startRoutePorts() {
 	if t.next == nil {
 		return
 	}
-	t.routePorts = t.next.routePorts[:0]
 	if t.splice == nil {
 		for _, e := range t.prev.routePorts {
-			e.routeRefs = 0
+			e.routeRefs, e.listed = 0, false
 		}
+		t.eps.routed = 0
+		t.routePorts = t.next.routePorts[:0]
 		return
 	}
+	// Handed over, not copied: the last results are cleared after this
+	// translation.
+	t.routePorts, t.prev.routePorts = t.prev.routePorts, nil
 	t.uncountGoneIngresses()
 	uncountRemoved(t, spliceHTTP, &t.order.httpRoutes)
 	uncountRemoved(t, spliceGRPC, &t.order.grpcRoutes)
-	for _, e := range t.prev.routePorts {
-		if e.routeRefs > 0 {
-			t.routePorts = append(t.routePorts, e)
-			t.register(e, e.port)
-		}
+}
+
+// finishRoutePorts leaves the list of counted entries for the next
+// translation, without those no route counts once they are as many as
+// the rest: a splice leaves them in, so that it costs what changed.
+func (t *translator) finishRoutePorts() {
+	if t.next == nil {
+		return
 	}
+	if len(t.routePorts) > 2*t.eps.routed {
+		t.routePorts = slices.DeleteFunc(t.routePorts, func(e *endpointEntry) bool {
+			e.listed = e.routeRefs > 0
+			return !e.listed
+		})
+	}
+	t.next.routePorts = t.routePorts
 }
 
 // uncountRemoved takes back the endpoint entries the routes of kind gone
@@ -320,10 +405,19 @@ func (t *translator) countPorts(e *memoEntry, delta int32) {
 		return
 	}
 	for _, p := range e.deps.ports {
-		if p.entry.routeRefs == 0 && delta > 0 {
-			t.routePorts = append(t.routePorts, p.entry)
-		}
+		was := p.entry.routeRefs
 		p.entry.routeRefs += delta
+		switch {
+		case was == 0 && delta > 0:
+			t.eps.routed++
+			if !p.entry.listed {
+				p.entry.listed = true
+				t.routePorts = append(t.routePorts, p.entry)
+			}
+		case was > 0 && p.entry.routeRefs == 0:
+			t.eps.routed--
+			t.eps.released = append(t.eps.released, p.entry)
+		}
 	}
 }
 

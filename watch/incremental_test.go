@@ -11,6 +11,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -33,9 +34,10 @@ import (
 // status, as hostgate does when its attached routes change, which a
 // splice may pass over. And one in four removes, puts back or changes a
 // Service or ReferenceGrant, which a splice follows by translating again
-// the routes that looked it up.
+// the routes that looked it up, or an EndpointSlice, which a splice
+// follows by making the endpoint sets of its Service again.
 func TestSpliceMatchesTranslation(t *testing.T) {
-	spliced, afterStatus, afterLookedUp := 0, 0, 0
+	spliced, afterStatus, afterLookedUp, afterSlices := 0, 0, 0, 0
 	var ingressSteps [2]int // Ingress changes translated in full, spliced
 	certsSpliced := 0       // splices that changed a listener's certificates
 	eachCase(t, func(t *testing.T, _ string, objs *objects, opts Options) {
@@ -57,12 +59,12 @@ func TestSpliceMatchesTranslation(t *testing.T) {
 				}
 				rng := rand.New(rand.NewPCG(29, uint64(len(original))))
 				current := slices.Clone(original) // nil where removed
-				var lookedUp []any                // Services and ReferenceGrants, nil where removed
+				var lookedUp []any                // Services, ReferenceGrants and EndpointSlices, nil where removed
 				others := slices.DeleteFunc(objs.all(), func(o any) bool {
 					switch o.(type) {
 					case *gatewayv1.HTTPRoute, *gatewayv1.GRPCRoute, *networkingv1.Ingress:
 						return true
-					case *corev1.Service, *gatewayv1.ReferenceGrant:
+					case *corev1.Service, *gatewayv1.ReferenceGrant, *discoveryv1.EndpointSlice:
 						lookedUp = append(lookedUp, o)
 						return true
 					}
@@ -118,7 +120,7 @@ func TestSpliceMatchesTranslation(t *testing.T) {
 						v.change(rng, c)
 						current[i] = c
 					}
-					full, status, changedLookedUp := false, false, false
+					full, status, changedLookedUp, changedSlice := false, false, false, false
 					switch rng.IntN(8) {
 					case 0:
 						if len(others) == 0 {
@@ -152,7 +154,8 @@ func TestSpliceMatchesTranslation(t *testing.T) {
 						v := lookedUpVariants[rng.IntN(len(lookedUpVariants))]
 						what += ", " + describeObject(lookedUpOriginal[j]) + " " + v.name
 						lookedUp[j] = v.change(lookedUpOriginal[j])
-						changedLookedUp = true
+						_, changedSlice = lookedUpOriginal[j].(*discoveryv1.EndpointSlice)
+						changedLookedUp = !changedSlice
 					}
 					snap, reports := m.translate(listed(objs, list()), opts)
 					if full && m.spliced {
@@ -171,6 +174,9 @@ func TestSpliceMatchesTranslation(t *testing.T) {
 						}
 						if changedLookedUp {
 							afterLookedUp++
+						}
+						if changedSlice {
+							afterSlices++
 						}
 					}
 					what = fmt.Sprintf("%s (spliced: %v)", what, m.spliced)
@@ -193,9 +199,9 @@ func TestSpliceMatchesTranslation(t *testing.T) {
 			})
 		}
 	})
-	if spliced == 0 || afterStatus == 0 || afterLookedUp == 0 || certsSpliced == 0 || ingressSteps[0] == 0 || ingressSteps[1] == 0 {
-		t.Errorf("%d translations spliced, %d of them after a Gateway's status was written, %d after a Service or ReferenceGrant changed, %d changing certificates; of those after an Ingress changed, %d spliced, %d not: the test checked too little",
-			spliced, afterStatus, afterLookedUp, certsSpliced, ingressSteps[1], ingressSteps[0])
+	if spliced == 0 || afterStatus == 0 || afterLookedUp == 0 || afterSlices == 0 || certsSpliced == 0 || ingressSteps[0] == 0 || ingressSteps[1] == 0 {
+		t.Errorf("%d translations spliced, %d of them after a Gateway's status was written, %d after a Service or ReferenceGrant changed, %d after an EndpointSlice did, %d changing certificates; of those after an Ingress changed, %d spliced, %d not: the test checked too little",
+			spliced, afterStatus, afterLookedUp, afterSlices, certsSpliced, ingressSteps[1], ingressSteps[0])
 	}
 }
 
@@ -240,8 +246,8 @@ func listenerCerts(snap *Snapshot) [][]Cert {
 }
 
 // lookedUpVariants are the changes TestSpliceMatchesTranslation makes to
-// a Service or ReferenceGrant: each returns what the store holds
-// instead of the original, nil for nothing.
+// a Service, ReferenceGrant or EndpointSlice: each returns what the store
+// holds instead of the original, nil for nothing.
 var lookedUpVariants = []struct {
 	name   string
 	change func(original any) any
@@ -269,8 +275,13 @@ var lookedUpVariants = []struct {
 				}
 			}
 			return o
+		case *discoveryv1.EndpointSlice:
+			// An endpoint more, and the first one no longer ready.
+			o.Endpoints = append(o.Endpoints, discoveryv1.Endpoint{Addresses: []string{"10.29.0.1"}})
+			o.Endpoints[0].Conditions.Ready = new(false)
+			return o
 		}
-		panic(fmt.Sprintf("not a Service or ReferenceGrant: %T", original))
+		panic(fmt.Sprintf("not a Service, ReferenceGrant or EndpointSlice: %T", original))
 	}},
 }
 

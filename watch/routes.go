@@ -138,9 +138,7 @@ func (t *translator) routes() {
 		func(r *Reports) []*RouteReport[*gatewayv1.HTTPRoute] { return r.HTTPRoutes })
 	t.reports.GRPCRoutes = kindRoutes(t, spliceGRPC, &t.order.grpcRoutes, t.objs.grpcRoutes, t.grpcRoute,
 		func(r *Reports) []*RouteReport[*gatewayv1.GRPCRoute] { return r.GRPCRoutes })
-	if t.next != nil {
-		t.next.routePorts = t.routePorts
-	}
+	t.finishRoutePorts()
 	t.splice = nil
 	t.reports.TLSRoutes = translateRoutes(t, t.objs.tlsRoutes, t.tlsRoute)
 	t.reports.TCPRoutes = translateRoutes(t, t.objs.tcpRoutes, t.tcpRoute)

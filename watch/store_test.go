@@ -53,9 +53,8 @@ func TestOrderMatchesSort(t *testing.T) {
 				rng.Shuffle(len(list), func(i, j int) { list[i], list[j] = list[j], list[i] })
 				want := slices.Clone(list)
 				sortObjects(want)
-				o.sort(list, nil)
-				if !slices.Equal(list, want) {
-					t.Fatalf("round %d: order differs from sortObjects:\n got %v\nwant %v", round, names(list), names(want))
+				if got := o.sort(list, nil); !slices.Equal(got, want) {
+					t.Fatalf("round %d: order differs from sortObjects:\n got %v\nwant %v", round, names(got), names(want))
 				}
 			}
 		})

@@ -226,8 +226,7 @@ func (t *tracked) list(objs *objects) {
 	if t.complete {
 		objs.changes = &storeChanges{since: t.listings - 1, listing: t.listings, added: keysOf(t.added), removed: keysOf(t.removed)}
 	}
-	clear(t.added)
-	clear(t.removed)
+	t.added, t.removed = emptied(t.added), emptied(t.removed)
 	t.complete = true
 }
 
@@ -237,6 +236,18 @@ func keysOf(set map[any]struct{}) []any {
 		out = append(out, o)
 	}
 	return out
+}
+
+// emptied returns set emptied, or a new set where set held many: a map
+// keeps its room when cleared, and a walk of it takes as long as it is
+// large, so after a relist of 50,000 objects, each listing's keysOf read
+// 50,000 empty places, a fifth of a route change at 50,000 routes.
+func emptied(set map[any]struct{}) map[any]struct{} {
+	if len(set) > 64 {
+		return map[any]struct{}{}
+	}
+	clear(set)
+	return set
 }
 
 // slicesOf returns the EndpointSlices of the Service key, in no order,

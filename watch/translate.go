@@ -292,6 +292,7 @@ func translateWith(objs *objects, opts Options, groups *lookups, prev, next *res
 	t.reports.Read = append(slices.Clip(objs.readProblems), t.reports.Read...)
 	if next != nil {
 		next.reports, next.inputs = &t.reports, inputsOf(objs)
+		t.dependents.prune(next.objects)
 	}
 	return t.snapshot(), &t.reports
 }

@@ -226,8 +226,12 @@ type endpointEntry struct {
 	// translation whose memoized results registered the entry (each
 	// once per run of rules that registered it, see appendUnlessLast):
 	// a translation that splices route changes keeps the entry while
-	// some route still does.
+	// some route still does, without registering it again. listed says
+	// the entry is in the translation's list of such entries
+	// (translator.routePorts), where it stays, once, until the list is
+	// pruned.
 	routeRefs int32
+	listed    bool
 }
 
 // endpointRegistry holds the endpoint sets of the last translation, which
@@ -248,6 +252,15 @@ type endpointRegistry struct {
 	// rebuilt are the entries of the current translation that are new or
 	// have a new set.
 	rebuilt []*endpointEntry
+	// A translation that splices route changes registers only what it
+	// translates: the entries routes still count stay without being
+	// registered again, which at 50,000 routes was a quarter of a route
+	// change. The entries that may go are then those whose count fell
+	// to 0 (released) and those the last translation registered and no
+	// route counted (unrouted); routed is the number of entries routes
+	// count.
+	released, unrouted []*endpointEntry
+	routed             int
 	// published is the last Snapshot's map of endpoints, one set for each
 	// entry registered: the next translation hands it on when it
 	// registers the same ones, unchanged.
@@ -285,6 +298,7 @@ func memoizedEntry[T any](t *translator, obj any, build func() T) (T, *memoEntry
 	e.value = v
 	t.next.objects[obj] = e
 	t.deps = nil
+	t.dependents.add(obj, &e.deps)
 	return v, e
 }
 
@@ -435,6 +449,7 @@ func (r *endpointRegistry) start() {
 	r.translation++
 	r.registered = r.registered[:0]
 	r.rebuilt = r.rebuilt[:0]
+	r.released = r.released[:0]
 }
 
 // endpointMap is the Snapshot's endpoint sets. When every set registered
@@ -447,16 +462,21 @@ func (t *translator) endpointMap() *EndpointSets {
 		return NewEndpointSets(t.endpoints)
 	}
 	r := t.eps
-	clear(r.changed) // every set registered is made again or right
-	if len(r.byName) > len(r.registered) {
-		for name, e := range r.byName {
+	var dropped []string
+	if t.next.spliced {
+		dropped = t.dropUnregistered()
+	} else if len(r.byName) > len(r.registered) {
+		for _, e := range r.byName {
 			if e.translation != r.translation {
-				delete(r.byName, name)
-				r.byService[e.key] = slices.DeleteFunc(r.byService[e.key], func(o *endpointEntry) bool { return o == e })
-				if len(r.byService[e.key]) == 0 {
-					delete(r.byService, e.key)
-				}
+				r.drop(e)
 			}
+		}
+	}
+	clear(r.changed) // every set registered is made again or right
+	r.unrouted = r.unrouted[:0]
+	for _, e := range r.registered {
+		if e.routeRefs == 0 {
+			r.unrouted = append(r.unrouted, e)
 		}
 	}
 	// Each entry registered and not rebuilt was the last translation's,
@@ -464,8 +484,9 @@ func (t *translator) endpointMap() *EndpointSets {
 	// many of them means the same ones. An entry dropped from byName
 	// comes back new, and so rebuilt: were one registered again without
 	// that, its set would be left out of the sets made below, where a
-	// rebuild of them all would have had it.
-	if len(r.rebuilt) == 0 && r.published != nil && len(r.registered) == r.published.Len() {
+	// rebuild of them all would have had it. A splice keeps every entry
+	// it does not drop.
+	if len(r.rebuilt) == 0 && r.published != nil && (t.next.spliced && len(dropped) == 0 || len(r.registered) == r.published.Len()) {
 		return r.published
 	}
 	sets := shardmap.Change(r.published)
@@ -476,7 +497,10 @@ func (t *translator) endpointMap() *EndpointSets {
 	for _, e := range rebuilt {
 		sets.Put(e.name, e.set)
 	}
-	if sets.Len() != len(r.registered) {
+	for _, name := range dropped {
+		sets.Delete(name)
+	}
+	if !t.next.spliced && sets.Len() != len(r.registered) {
 		for name := range r.published.All() {
 			if r.byName[name] == nil {
 				sets.Delete(name)
@@ -485,6 +509,44 @@ func (t *translator) endpointMap() *EndpointSets {
 	}
 	r.published = sets.Done()
 	return r.published
+}
+
+// dropUnregistered brings the entries of a splice up to date: those that
+// routes still count and that it did not register, of Services whose
+// EndpointSlices changed since the last translation (or whose sets
+// changeEndpoints changed), get their sets again, and the entries that no
+// route counts and it did not register are dropped. It returns the names
+// dropped.
+func (t *translator) dropUnregistered() []string {
+	r := t.eps
+	for _, changed := range []map[types.NamespacedName]struct{}{t.slices.changed, r.changed} {
+		for key := range changed {
+			for _, e := range r.byService[key] {
+				if e.routeRefs > 0 {
+					t.register(e, e.port)
+				}
+			}
+		}
+	}
+	var dropped []string
+	for _, list := range [][]*endpointEntry{r.released, r.unrouted} {
+		for _, e := range list {
+			if e.translation != r.translation && e.routeRefs == 0 && r.byName[e.name] == e {
+				r.drop(e)
+				dropped = append(dropped, e.name)
+			}
+		}
+	}
+	return dropped
+}
+
+// drop forgets e.
+func (r *endpointRegistry) drop(e *endpointEntry) {
+	delete(r.byName, e.name)
+	r.byService[e.key] = slices.DeleteFunc(r.byService[e.key], func(o *endpointEntry) bool { return o == e })
+	if len(r.byService[e.key]) == 0 {
+		delete(r.byService, e.key)
+	}
 }
 
 // changeEndpoints brings the endpoint sets of the Services keys to the
