@@ -106,8 +106,8 @@ func (b *indexBuilder) descend(h *hostBuilder, rest string) *trieNode {
 // build lays out the collected hosts of sc, with the tables of kept (the
 // previous Table's scope of the same listener hostname) that were not
 // rebuilt: the wildcard and catch-all tables in sc.rest, the exact hosts in
-// sc.shards. A shard of kept that no rebuilt host falls in is shared as it
-// is.
+// sc.shards. What of kept no rebuilt host falls in, its rest or a shard, is
+// shared as it is.
 func (b *indexBuilder) build(sc *scope, kept *keptHosts) {
 	var exactBuilt, restBuilt []*hostBuilder
 	for _, hb := range b.hosts {
@@ -118,19 +118,22 @@ func (b *indexBuilder) build(sc *scope, kept *keptHosts) {
 		}
 	}
 	var prev *scope
-	var keptRest []indexedTable
 	hosts := len(exactBuilt) // at most, after the change
-	if kept != nil {
+	switch {
+	case kept == nil:
+		sc.seed = maphash.MakeSeed()
+		sc.rest = layOutIndex(nil, restBuilt, sc.seed)
+	case slices.ContainsFunc(kept.rebuilt, func(host string) bool { return !isExactHost(host) }):
 		prev = kept.from
 		sc.seed = prev.seed
-		keptRest = kept.tables(&prev.rest)
-		for i := range prev.shards {
-			hosts += prev.shards[i].exact.n
-		}
-	} else {
-		sc.seed = maphash.MakeSeed()
+		sc.rest = layOutIndex(kept.tables(&prev.rest), restBuilt, sc.seed)
+	default:
+		prev = kept.from
+		sc.seed, sc.rest = prev.seed, prev.rest
 	}
-	sc.rest = layOutIndex(keptRest, restBuilt, sc.seed)
+	if prev != nil {
+		hosts += prev.hosts
+	}
 
 	bits := shardBits(hosts)
 	if prev != nil {
@@ -142,40 +145,44 @@ func (b *indexBuilder) build(sc *scope, kept *keptHosts) {
 		}
 	}
 	sc.shift = uint8(64 - bits)
-	sc.shards = make([]hostIndex, 1<<bits)
-	built := make([][]*hostBuilder, len(sc.shards))
+	shardOf := func(host string) int { return sc.shardOf(maphash.String(sc.seed, host)) }
+	built := map[int][]*hostBuilder{}
 	for _, hb := range exactBuilt {
-		s := sc.shardOf(maphash.String(sc.seed, hb.name))
+		s := shardOf(hb.name)
 		built[s] = append(built[s], hb)
 	}
-	keptBy := make([][]indexedTable, len(sc.shards))
-	sameShards := prev != nil && prev.shift == sc.shift
-	var dirty []bool
-	switch {
-	case sameShards:
-		dirty = make([]bool, len(sc.shards))
+	if prev != nil && prev.shift == sc.shift {
+		// The shards of the rebuilt hosts are laid out again, those
+		// that lost their last host included.
 		for _, host := range kept.rebuilt {
-			if isExactHost(host) {
-				dirty[sc.shardOf(maphash.String(sc.seed, host))] = true
+			if !isExactHost(host) {
+				continue
+			}
+			if s := shardOf(host); built[s] == nil {
+				built[s] = nil // present, to be laid out
 			}
 		}
-	case prev != nil:
-		for i := range prev.shards {
-			for _, k := range kept.tables(&prev.shards[i]) {
-				s := sc.shardOf(maphash.String(sc.seed, k.name))
+		sc.shards, sc.hosts = slices.Clone(prev.shards), prev.hosts
+		for s, hbs := range built {
+			was := sc.shards[s]
+			x := layOutIndex(kept.tables(was), hbs, sc.seed)
+			sc.shards[s], sc.hosts = &x, sc.hosts+x.exact.n-was.exact.n
+		}
+		return
+	}
+	keptBy := make([][]indexedTable, 1<<bits)
+	if prev != nil {
+		for _, x := range prev.shards {
+			for _, k := range kept.tables(x) {
+				s := shardOf(k.name)
 				keptBy[s] = append(keptBy[s], k)
 			}
 		}
 	}
+	sc.shards, sc.hosts = make([]*hostIndex, 1<<bits), 0
 	for s := range sc.shards {
-		if sameShards {
-			if !dirty[s] && len(built[s]) == 0 {
-				sc.shards[s] = prev.shards[s]
-				continue
-			}
-			keptBy[s] = kept.tables(&prev.shards[s])
-		}
-		sc.shards[s] = layOutIndex(keptBy[s], built[s], sc.seed)
+		x := layOutIndex(keptBy[s], built[s], sc.seed)
+		sc.shards[s], sc.hosts = &x, sc.hosts+x.exact.n
 	}
 }
 
