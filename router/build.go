@@ -212,7 +212,7 @@ func layOutIndex(kept []indexedTable, built []*hostBuilder, seed maphash.Seed) h
 	var nodes, entries int
 	for _, k := range kept {
 		nodes += int(k.nodes.len())
-		entries += int(k.grpc.hi - k.from.nodes[k.nodes.lo].exact.lo)
+		entries += len(k.from.entriesIn(k.hostTable))
 	}
 	for _, hb := range built {
 		nodes += hb.nodes
@@ -317,16 +317,20 @@ func (x *hostIndex) indexWide(i int32) {
 	}
 }
 
+// entriesIn returns the entries of h, a table of x: a host's entries are
+// contiguous, from those of its root to its gRPC list (see layOut).
+func (x *hostIndex) entriesIn(h *hostTable) []entry {
+	return x.entries[x.nodes[h.nodes.lo].exact.lo:h.grpc.hi]
+}
+
 // relocate appends the nodes and entries of h, a host table of from, to x,
 // and returns its table in x. Its routes are unchanged and the new Table
 // has the same copies of them: the entries are copied as they are. A
-// host's nodes are contiguous in from, and so are its entries, from those
-// of its root to its gRPC list (see layOut).
+// host's nodes are contiguous in from.
 func (x *hostIndex) relocate(from *hostIndex, h *hostTable) hostTable {
 	nodeShift := int32(len(x.nodes)) - h.nodes.lo
-	first := from.nodes[h.nodes.lo].exact.lo
-	entryShift := int32(len(x.entries)) - first
-	x.entries = append(x.entries, from.entries[first:h.grpc.hi]...)
+	entryShift := int32(len(x.entries)) - from.nodes[h.nodes.lo].exact.lo
+	x.entries = append(x.entries, from.entriesIn(h)...)
 	x.tags = append(x.tags, from.tags[h.nodes.lo:h.nodes.hi]...)
 	for i := h.nodes.lo; i < h.nodes.hi; i++ {
 		n := from.nodes[i]

@@ -186,3 +186,21 @@ func sameTables(t *testing.T, where string, got, want *Table) {
 		}
 	}
 }
+
+// TestRecompileChangedTwinAfterShift: a route's entries keep the place it
+// had when it was compiled, which the routes that went before it since
+// have shifted; a twin that comes after it, closer to the start than its
+// old place, still comes second, as in a fresh Compile.
+func TestRecompileChangedTwinAfterShift(t *testing.T) {
+	first := route(KindHTTPRoute, "x", 0, []string{"x.example.com"}, []Match{prefix("/")})
+	second := first
+	second.Rules = []Rule{{Backends: []BackendRef{{Name: "default/second:80", Weight: 1}}}}
+	a, b := route(KindHTTPRoute, "a", 0, []string{"a.example.com"}), route(KindHTTPRoute, "b", 0, []string{"b.example.com"})
+	routes := []*Route{&a, &b, &first}
+	table, _ := Compile(values(routes))
+	shifted, _ := RecompileChanged(table, routes, routes[2:], []RouteID{a.ID, b.ID})
+	twins := []*Route{&first, &second}
+	got, _ := RecompileChanged(shifted, routes[2:], twins, []RouteID{first.ID})
+	want, _ := Compile(values(twins))
+	sameTables(t, "a twin after a shift", got, want)
+}

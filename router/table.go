@@ -17,11 +17,7 @@ type Table struct {
 	scopes      []*scope
 	exactScopes map[string]*scope
 	// routes are the routes that compiled, in input order.
-	routes []*tableRoute
-	// withRefs are those of routes that have filters or backends with a
-	// TLS identity, in the same order: what Filters and BackendTLS walk on
-	// every change, where most routes have neither.
-	withRefs []*Route
+	routes routeList
 	// listenerHostnames are Compile's, which Recompile must see again to
 	// reuse anything.
 	listenerHostnames []string
@@ -39,7 +35,7 @@ type Table struct {
 // previous Table's copy, which keeps what was found of it.
 type tableRoute struct {
 	Route
-	// hasRefs says whether the route is among withRefs.
+	// hasRefs says whether the route is among its chunk's withRefs.
 	hasRefs bool
 }
 
@@ -63,8 +59,10 @@ type scope struct {
 	seed   maphash.Seed
 	// shift is 64 less the bits that pick a shard: 64 for one shard.
 	shift uint8
-	// hosts counts the exact hosts of the shards.
-	hosts int
+	// hosts counts the exact hosts of the shards, and routes the routes
+	// of the listener hostname: a scope is there while it has routes or
+	// is that of a listener.
+	hosts, routes int
 }
 
 func (sc *scope) shardOf(hash uint64) int { return int(hash >> sc.shift) }
@@ -119,6 +117,14 @@ func (t *Table) scope(listener string) *scope {
 	t.exactScopes[listener] = sc
 	t.scopes = append(t.scopes, sc)
 	return sc
+}
+
+// scopeNamed returns the scope of a listener hostname, nil if none.
+func (t *Table) scopeNamed(listener string) *scope {
+	if i := slices.IndexFunc(t.scopes, func(sc *scope) bool { return sc.listener == listener }); i >= 0 {
+		return t.scopes[i]
+	}
+	return nil
 }
 
 // orderScopes puts the scopes in the order selectScope tries them.
