@@ -47,9 +47,9 @@ func recompileTold(prev *Table, base, routes []*Route, changed []RouteID, listen
 	for _, id := range changed {
 		u.changed.add(id)
 	}
-	var list listBuilder
-	i, j := 0, 0 // of routes, of base
 	chunks := prev.routes.chunks
+	list := listBuilder{list: routeList{chunks: make([]*routeChunk, 0, len(chunks)+1)}}
+	i, j := 0, 0 // of routes, of base
 	for c, start := 0, 0; j < len(base); {
 		ch := chunks[c]
 		end := start + len(ch.routes)
