@@ -222,13 +222,15 @@ func (u *told) gone() []RouteID {
 // hostTable returns the table of a hostname of routes ("" for none) and the
 // index it is in; a nil table when sc has none.
 func (sc *scope) hostTable(host string) (*hostIndex, *hostTable) {
-	switch {
-	case host == "":
+	if host == "" {
 		return &sc.rest, sc.rest.any
-	case !isExactHost(host):
-		return &sc.rest, sc.rest.wild.get(unsafe.Slice(unsafe.StringData(host[2:]), len(host)-2)) // only read
 	}
-	hash := maphash.String(sc.seed, host)
+	key := shardKey(host)
+	hash := maphash.String(sc.seed, key)
 	x := sc.shards[sc.shardOf(hash)]
-	return x, x.exact.getHashed(hash, unsafe.Slice(unsafe.StringData(host), len(host)))
+	m := &x.exact
+	if key != host {
+		m = &x.wild
+	}
+	return x, m.getHashed(hash, unsafe.Slice(unsafe.StringData(key), len(key))) // only read
 }
