@@ -74,6 +74,11 @@ func compile(reuse *reuse, routes []*Route, listenerHostnames []string) (*Table,
 	var errs []error
 	var sc *scope
 	var list listBuilder
+	var shared []sharedChunk
+	if reuse != nil {
+		shared = reuse.shared
+	}
+	inShared := 0 // routes left of the last chunk shared
 	for i := range routes {
 		// An unchanged route is the previous Table's copy, which the
 		// entries of its tables, copied as they are, point to.
@@ -102,7 +107,16 @@ func compile(reuse *reuse, routes []*Route, listenerHostnames []string) (*Table,
 			sc = c.table.scope(r.Listener)
 		}
 		sc.routes++
-		list.add(tr)
+		switch {
+		case inShared > 0:
+			inShared--
+		case len(shared) > 0 && shared[0].at == i:
+			list.share(shared[0].routeChunk)
+			inShared = len(shared[0].routes) - 1
+			shared = shared[1:]
+		default:
+			list.add(tr)
+		}
 	}
 	c.table.routes = list.done()
 	errs = append(errs, c.table.listenerScopes(listenerHostnames)...)

@@ -47,13 +47,22 @@ func RecompileChanged(prev *Table, base, routes []*Route, changed []RouteID, lis
 // reuse is what a compilation takes from a previous Table.
 type reuse struct {
 	prev *Table
-	// prevRoutes are prev's routes, and kept holds, by index in the routes
-	// being compiled, prev's copy of each route that is unchanged; nil for
-	// the others (Recompile's).
-	prevRoutes, kept []*tableRoute
+	// kept holds, by index in the routes being compiled, prev's copy of
+	// each route that is unchanged; nil for the others (Recompile's).
+	kept []*tableRoute
+	// shared are the chunks of prev's routes that are kept whole, in the
+	// order of the places of their first routes (Recompile's).
+	shared []sharedChunk
 	// rebuilt are the host tables that a new, changed or removed route is
 	// or was in.
 	rebuilt smallSet[hostKey]
+}
+
+// sharedChunk is a chunk of routes kept whole, whose first route is at
+// the place at in the routes being compiled.
+type sharedChunk struct {
+	at int
+	*routeChunk
 }
 
 // smallSet is a set of the few keys a change touches, asked about for
@@ -105,9 +114,23 @@ func newReuse(prev *Table, routes []*Route, listenerHostnames []string) *reuse {
 	if !reusable(prev, listenerHostnames) {
 		return nil
 	}
-	u := &reuse{prev: prev, prevRoutes: slices.Collect(prev.routes.all()), kept: make([]*tableRoute, len(routes))}
-	prevRoutes := u.prevRoutes
-	paired := make([]bool, len(prevRoutes))
+	u := &reuse{prev: prev, kept: make([]*tableRoute, len(routes))}
+	prevRoutes := slices.AppendSeq(make([]*tableRoute, 0, prev.routes.len), prev.routes.all())
+	// pairedTo holds, for each of prevRoutes, the index in routes of the
+	// route it is kept for, -1 for none.
+	pairedTo := make([]int32, len(prevRoutes))
+	for k := range pairedTo {
+		pairedTo[k] = -1
+	}
+	// pair keeps prevRoutes[k] for routes[i] and reports whether the two
+	// are the same.
+	pair := func(i, k int) bool {
+		if !SameRoute(&prevRoutes[k].Route, routes[i]) {
+			return false
+		}
+		u.kept[i], pairedTo[k] = prevRoutes[k], int32(i)
+		return true
+	}
 	var missed []int // of routes
 	j := 0
 	for i := range routes {
@@ -121,7 +144,7 @@ func newReuse(prev *Table, routes []*Route, listenerHostnames []string) *reuse {
 			missed = append(missed, i)
 			continue
 		}
-		if !u.pair(routes, i, j-1, paired) {
+		if !pair(i, j-1) {
 			missed = append(missed, i)
 		}
 	}
@@ -152,7 +175,7 @@ func newReuse(prev *Table, routes []*Route, listenerHostnames []string) *reuse {
 				byID[old.ID] = p
 			}
 			p.count++
-			if !paired[k] {
+			if pairedTo[k] < 0 {
 				p.unpaired = append(p.unpaired, k)
 			}
 		}
@@ -163,7 +186,7 @@ func newReuse(prev *Table, routes []*Route, listenerHostnames []string) *reuse {
 				continue
 			}
 			for _, k := range p.unpaired {
-				if !paired[k] && u.pair(routes, i, k, paired) {
+				if pairedTo[k] < 0 && pair(i, k) {
 					break
 				}
 			}
@@ -173,10 +196,25 @@ func newReuse(prev *Table, routes []*Route, listenerHostnames []string) *reuse {
 		}
 	}
 	for k, old := range prevRoutes {
-		if !paired[k] {
+		if pairedTo[k] < 0 {
 			u.rebuild(&old.Route)
 		}
 	}
+	// A chunk whose routes are all kept, in a row and in order, is the
+	// new Table's too.
+	k := 0
+	for _, ch := range prev.routes.chunks {
+		at := pairedTo[k]
+		whole := at >= 0
+		for n := range ch.routes {
+			whole = whole && pairedTo[k+n] == at+int32(n)
+		}
+		if whole {
+			u.shared = append(u.shared, sharedChunk{int(at), ch})
+		}
+		k += len(ch.routes)
+	}
+	slices.SortFunc(u.shared, func(a, b sharedChunk) int { return a.at - b.at })
 	return u
 }
 
@@ -206,16 +244,6 @@ func (u *reuse) keptAt(i int) *tableRoute {
 		return nil
 	}
 	return u.kept[i]
-}
-
-// pair keeps prev's route k for routes[i] and reports whether the two are
-// the same.
-func (u *reuse) pair(routes []*Route, i, k int, paired []bool) bool {
-	if !SameRoute(&u.prevRoutes[k].Route, routes[i]) {
-		return false
-	}
-	u.kept[i], paired[k] = u.prevRoutes[k], true
-	return true
 }
 
 func (u *reuse) rebuild(r *Route) {
