@@ -76,6 +76,9 @@ func (s *changeSource) change(routes []*Route) ([]*Route, []RouteID) {
 	}
 	for range 1 + s.rng.IntN(3) {
 		k := s.rng.IntN(len(next) + 1)
+		if s.rng.IntN(8) == 0 { // at the end of the list, past base's last chunk
+			k = max(len(next)-s.rng.IntN(2), 0)
+		}
 		if k == len(next) || s.rng.IntN(4) == 0 { // a route comes
 			id := s.newID()
 			if len(next) > 0 && s.rng.IntN(8) == 0 { // an object's route at one more listener hostname, or its twin
@@ -99,7 +102,21 @@ func (s *changeSource) change(routes []*Route) ([]*Route, []RouteID) {
 		case 2: // told, though the same
 		case 3: // a copy, not told: the same route for the Table
 			same := *next[k]
+			if s.rng.IntN(2) == 0 {
+				same.Hostnames = slices.Clone(same.Hostnames) // in other memory
+			}
 			next[k] = &same
+			continue
+		case 4: // now and then, a caller that does not say it all: RecompileChanged pairs the routes
+			switch {
+			case s.rng.IntN(8) > 0:
+				next[k] = s.route(id)
+				changed = append(changed, id)
+			case k+1 < len(next) && s.rng.IntN(2) == 0: // two routes swap places
+				next[k], next[k+1] = next[k+1], next[k]
+			default: // a route comes at the end
+				next = append(next, s.route(s.newID()))
+			}
 			continue
 		default:
 			next[k] = s.route(id)
@@ -155,6 +172,9 @@ func TestRecompileChangedSequence(t *testing.T) {
 // does.
 func sameTables(t *testing.T, where string, got, want *Table) {
 	t.Helper()
+	if got.Shared() != want.Shared() {
+		t.Fatalf("%s: shared by listeners: %v, want %v", where, got.Shared(), want.Shared())
+	}
 	if g, w := slices.Collect(got.RouteIDs()), slices.Collect(want.RouteIDs()); !slices.Equal(g, w) {
 		t.Fatalf("%s: routes\n %v\nwant\n %v", where, g, w)
 	}
@@ -174,7 +194,7 @@ func sameTables(t *testing.T, where string, got, want *Table) {
 	for i := range 21 {
 		hosts = append(hosts, fmt.Sprintf("x.w%d.a.com", i), fmt.Sprintf("y.x.w%d.a.com", i))
 	}
-	hosts = append(hosts, "b.a.com", "z.b.a.com", "a.com", "other.com")
+	hosts = append(hosts, "b.a.com", "z.b.a.com", "x.a.com", "a.com", "other.com")
 	for _, host := range hosts {
 		for _, path := range []string{"/", "/p0", "/p1/x", "/p2", "/p3/"} {
 			for _, header := range []Headers{nil, http.Header{"X-A": {"1"}}} {
@@ -203,4 +223,30 @@ func TestRecompileChangedTwinAfterShift(t *testing.T) {
 	got, _ := RecompileChanged(shifted, routes[2:], twins, []RouteID{first.ID})
 	want, _ := Compile(values(twins))
 	sameTables(t, "a twin after a shift", got, want)
+}
+
+// TestRecompileChangedScopes: the scope of a listener hostname that no
+// listener has comes with its first route and goes with its last, as in
+// a fresh Compile, whether a change adds or removes it.
+func TestRecompileChangedScopes(t *testing.T) {
+	a := route(KindHTTPRoute, "a", 0, nil, []Match{prefix("/")})
+	x := route(KindHTTPRoute, "x", 0, []string{"h1.a.com"}, []Match{prefix("/")})
+	x.Listener = "x.a.com"
+	steps := [][]*Route{{&a}, {&a, &x}, {&a}, {&x}, {}}
+	table, _ := Compile(values(steps[0]), "")
+	for k := 1; k < len(steps); k++ {
+		var changed []RouteID
+		for _, r := range append(slices.Clone(steps[k-1]), steps[k]...) {
+			if slices.Contains(steps[k-1], r) != slices.Contains(steps[k], r) {
+				changed = append(changed, r.ID)
+			}
+		}
+		got, _ := RecompileChanged(table, steps[k-1], steps[k], changed, "")
+		if _, told := got.GoneSince(table.Serial()); !told {
+			t.Fatalf("step %d: not recompiled as told", k)
+		}
+		want, _ := Compile(values(steps[k]), "")
+		sameTables(t, fmt.Sprintf("step %d", k), got, want)
+		table = got
+	}
 }

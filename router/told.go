@@ -42,7 +42,7 @@ type freshRoute struct {
 // unchanged route and one compiled afresh have the same ID and share a
 // table, where their order in routes decides between them (see
 // keepEntries): then the routes are to be paired by Recompile.
-func recompileTold(prev *Table, base, routes []*Route, changed []RouteID, listenerHostnames []string) (t *Table, errs []error, ok bool) {
+func recompileTold(prev *Table, base, routes []*Route, changed []RouteID, listenerHostnames []string) (*Table, []error, bool) {
 	u := &told{compiler: newCompiler(listenerHostnames), reuse: reuse{prev: prev}}
 	for _, id := range changed {
 		u.changed.add(id)
@@ -92,7 +92,7 @@ func recompileTold(prev *Table, base, routes []*Route, changed []RouteID, listen
 		}
 		u.compileFresh(routes[i], i, &list)
 	}
-	t = u.table
+	t := u.table
 	t.routes = list.done()
 	u.scopes(listenerHostnames)
 	for _, f := range u.fresh {
