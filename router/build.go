@@ -15,10 +15,10 @@ import (
 // of a node are adjacent, and its entries node by node. A lookup then reads
 // a few neighbouring cache lines per host instead of one object per node,
 // child list and entry list, which is what its cost was made of once the
-// tables outgrew the caches. A listener's exact hosts are spread over
-// shards of about hostsPerShard, each an index of its own, so that a change
-// lays out again a shard, not every host of the listener; its wildcard
-// and catch-all hosts share one more index.
+// tables outgrew the caches. A listener's exact and wildcard hosts are
+// spread over shards of about hostsPerShard, each an index of its own, so
+// that a change lays out again a shard, not every host of the listener;
+// its catch-all host has one more index.
 
 // indexBuilder collects the host tables of one listener hostname.
 type indexBuilder struct {
@@ -105,32 +105,35 @@ func (b *indexBuilder) descend(h *hostBuilder, rest string) *trieNode {
 
 // build lays out the collected hosts of sc, with the tables of kept (the
 // previous Table's scope of the same listener hostname) that were not
-// rebuilt: the wildcard and catch-all tables in sc.rest, the exact hosts in
-// sc.shards. A shard of kept that no rebuilt host falls in is shared as it
-// is.
+// rebuilt: the catch-all table in sc.rest, the exact and wildcard hosts in
+// sc.shards. What of kept no rebuilt host falls in, its rest or a shard, is
+// shared as it is.
 func (b *indexBuilder) build(sc *scope, kept *keptHosts) {
-	var exactBuilt, restBuilt []*hostBuilder
+	var sharded, restBuilt []*hostBuilder
 	for _, hb := range b.hosts {
-		if isExactHost(hb.name) {
-			exactBuilt = append(exactBuilt, hb)
-		} else {
+		if hb.name == "" {
 			restBuilt = append(restBuilt, hb)
+		} else {
+			sharded = append(sharded, hb)
 		}
 	}
 	var prev *scope
-	var keptRest []indexedTable
-	hosts := len(exactBuilt) // at most, after the change
-	if kept != nil {
+	hosts := len(sharded) // at most, after the change
+	switch {
+	case kept == nil:
+		sc.seed = maphash.MakeSeed()
+		sc.rest = layOutIndex(nil, restBuilt, sc.seed)
+	case slices.Contains(kept.rebuilt, ""):
 		prev = kept.from
 		sc.seed = prev.seed
-		keptRest = kept.tables(&prev.rest)
-		for i := range prev.shards {
-			hosts += prev.shards[i].exact.n
-		}
-	} else {
-		sc.seed = maphash.MakeSeed()
+		sc.rest = layOutIndex(kept.tables(&prev.rest), restBuilt, sc.seed)
+	default:
+		prev = kept.from
+		sc.seed, sc.rest = prev.seed, prev.rest
 	}
-	sc.rest = layOutIndex(keptRest, restBuilt, sc.seed)
+	if prev != nil {
+		hosts += prev.hosts
+	}
 
 	bits := shardBits(hosts)
 	if prev != nil {
@@ -142,53 +145,90 @@ func (b *indexBuilder) build(sc *scope, kept *keptHosts) {
 		}
 	}
 	sc.shift = uint8(64 - bits)
-	sc.shards = make([]hostIndex, 1<<bits)
-	built := make([][]*hostBuilder, len(sc.shards))
-	for _, hb := range exactBuilt {
-		s := sc.shardOf(maphash.String(sc.seed, hb.name))
+	shardOf := func(host string) int { return sc.shardOf(maphash.String(sc.seed, shardKey(host))) }
+	built := map[int][]*hostBuilder{}
+	for _, hb := range sharded {
+		s := shardOf(hb.name)
 		built[s] = append(built[s], hb)
 	}
-	keptBy := make([][]indexedTable, len(sc.shards))
-	sameShards := prev != nil && prev.shift == sc.shift
-	var dirty []bool
-	switch {
-	case sameShards:
-		dirty = make([]bool, len(sc.shards))
+	if prev != nil && prev.shift == sc.shift {
+		// The shards of the rebuilt hosts are laid out again, those
+		// that lost their last host included.
 		for _, host := range kept.rebuilt {
-			if isExactHost(host) {
-				dirty[sc.shardOf(maphash.String(sc.seed, host))] = true
+			if host == "" {
+				continue
+			}
+			if s := shardOf(host); built[s] == nil {
+				built[s] = nil // present, to be laid out
 			}
 		}
-	case prev != nil:
-		for i := range prev.shards {
-			for _, k := range kept.tables(&prev.shards[i]) {
-				s := sc.shardOf(maphash.String(sc.seed, k.name))
+		sc.shards, sc.hosts, sc.wild = slices.Clone(prev.shards), prev.hosts, slices.Clone(prev.wild)
+		for s, hbs := range built {
+			was := sc.shards[s]
+			x := layOutIndex(kept.tables(was), hbs, sc.seed)
+			sc.shards[s] = &x
+			sc.count(was, -1)
+			sc.count(&x, 1)
+		}
+		sc.wildRange()
+		return
+	}
+	keptBy := make([][]indexedTable, 1<<bits)
+	if prev != nil {
+		for _, x := range prev.shards {
+			for _, k := range kept.tables(x) {
+				s := shardOf(k.name)
 				keptBy[s] = append(keptBy[s], k)
 			}
 		}
 	}
+	sc.shards, sc.hosts, sc.wild = make([]*hostIndex, 1<<bits), 0, nil
 	for s := range sc.shards {
-		if sameShards {
-			if !dirty[s] && len(built[s]) == 0 {
-				sc.shards[s] = prev.shards[s]
-				continue
-			}
-			keptBy[s] = kept.tables(&prev.shards[s])
+		x := layOutIndex(keptBy[s], built[s], sc.seed)
+		sc.shards[s] = &x
+		sc.count(&x, 1)
+	}
+	sc.wildRange()
+}
+
+// shardKey is what picks the shard of a host table, and what a lookup
+// hashes to find it: an exact name, or the suffix of a wildcard after "*.".
+func shardKey(host string) string { return strings.TrimPrefix(host, "*.") }
+
+// count adds by times the hosts of x, a shard, to those of sc.
+func (sc *scope) count(x *hostIndex, by int) {
+	sc.hosts += by * (x.exact.n + x.wild.n)
+	x.wild.each(func(h *hostTable) {
+		labels := wildLabels(h.name)
+		if labels >= len(sc.wild) {
+			sc.wild = append(sc.wild, make([]int, labels+1-len(sc.wild))...)
 		}
-		sc.shards[s] = layOutIndex(keptBy[s], built[s], sc.seed)
+		sc.wild[labels] += by
+	})
+}
+
+// wildRange sets the fewest and most labels of sc's wildcard suffixes.
+func (sc *scope) wildRange() {
+	sc.minWild, sc.maxWild = 0, 0
+	for labels, n := range sc.wild {
+		if n > 0 {
+			if sc.maxWild == 0 {
+				sc.minWild = labels
+			}
+			sc.maxWild = labels
+		}
 	}
 }
 
-// isExactHost reports whether a hostname of routes is neither a wildcard
-// nor "" (every host).
-func isExactHost(host string) bool { return host != "" && !strings.HasPrefix(host, "*.") }
+// wildLabels is how many labels the suffix of a wildcard hostname has.
+func wildLabels(host string) int { return 1 + strings.Count(host[2:], ".") }
 
-// hostsPerShard is about how many exact hosts a shard holds: few enough
+// hostsPerShard is about how many hosts a shard holds: few enough
 // that laying one out again takes microseconds.
 const hostsPerShard = 64
 
-// shardBits is how many bits of a name's hash pick the shard of an index
-// of n exact hosts.
+// shardBits is how many bits of a name's hash pick the shard of a scope of
+// n exact and wildcard hosts.
 func shardBits(n int) int { return min(bits.Len(uint(n/hostsPerShard)), 16) }
 
 // indexedTable is a host table and the index that holds its nodes and
@@ -205,7 +245,7 @@ func layOutIndex(kept []indexedTable, built []*hostBuilder, seed maphash.Seed) h
 	var nodes, entries int
 	for _, k := range kept {
 		nodes += int(k.nodes.len())
-		entries += int(k.grpc.hi - k.from.nodes[k.nodes.lo].exact.lo)
+		entries += len(k.from.entriesIn(k.hostTable))
 	}
 	for _, hb := range built {
 		nodes += hb.nodes
@@ -222,11 +262,6 @@ func layOutIndex(kept []indexedTable, built []*hostBuilder, seed maphash.Seed) h
 		case h.name == "*":
 			x.any = &h
 		case strings.HasPrefix(h.name, "*."):
-			depth := 1 + strings.Count(h.name[2:], ".")
-			if len(wild) == 0 || depth < x.minWild {
-				x.minWild = depth
-			}
-			x.maxWild = max(x.maxWild, depth)
 			wild = append(wild, h)
 		default:
 			exact = append(exact, h)
@@ -310,16 +345,20 @@ func (x *hostIndex) indexWide(i int32) {
 	}
 }
 
+// entriesIn returns the entries of h, a table of x: a host's entries are
+// contiguous, from those of its root to its gRPC list (see layOut).
+func (x *hostIndex) entriesIn(h *hostTable) []entry {
+	return x.entries[x.nodes[h.nodes.lo].exact.lo:h.grpc.hi]
+}
+
 // relocate appends the nodes and entries of h, a host table of from, to x,
 // and returns its table in x. Its routes are unchanged and the new Table
 // has the same copies of them: the entries are copied as they are. A
-// host's nodes are contiguous in from, and so are its entries, from those
-// of its root to its gRPC list (see layOut).
+// host's nodes are contiguous in from.
 func (x *hostIndex) relocate(from *hostIndex, h *hostTable) hostTable {
 	nodeShift := int32(len(x.nodes)) - h.nodes.lo
-	first := from.nodes[h.nodes.lo].exact.lo
-	entryShift := int32(len(x.entries)) - first
-	x.entries = append(x.entries, from.entries[first:h.grpc.hi]...)
+	entryShift := int32(len(x.entries)) - from.nodes[h.nodes.lo].exact.lo
+	x.entries = append(x.entries, from.entriesIn(h)...)
 	x.tags = append(x.tags, from.tags[h.nodes.lo:h.nodes.hi]...)
 	for i := h.nodes.lo; i < h.nodes.hi; i++ {
 		n := from.nodes[i]

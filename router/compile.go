@@ -66,85 +66,100 @@ func pointers(routes []Route) []*Route {
 }
 
 func compile(reuse *reuse, routes []*Route, listenerHostnames []string) (*Table, []error) {
-	c := compiler{
-		table:   &Table{exactScopes: map[string]*scope{}, listenerHostnames: slices.Clone(listenerHostnames), routes: make([]*tableRoute, 0, len(routes))},
-		indexes: map[*scope]*indexBuilder{},
-		regexps: map[string]*regexp.Regexp{},
-		strings: map[string]string{},
-	}
+	c := newCompiler(listenerHostnames)
 	var rebuild func(listener, host string) bool
 	if reuse != nil {
 		rebuild = reuse.rebuilds
 	}
 	var errs []error
 	var sc *scope
-	// fresh are the IDs of the routes compiled afresh, when the caller
-	// said what changed: those not kept that are still served.
-	var fresh []RouteID
-	told := reuse != nil && reuse.told
+	var list listBuilder
+	var shared []sharedChunk
+	if reuse != nil {
+		shared = reuse.shared
+	}
+	inShared := 0 // routes left of the last chunk shared
 	for i := range routes {
 		// An unchanged route is the previous Table's copy, which the
 		// entries of its tables, copied as they are, point to.
 		tr := reuse.keptAt(i)
 		kept := tr != nil
 		if !kept {
-			tr = &tableRoute{Route: *routes[i]}
-			tr.hasRefs = hasRefs(&tr.Route)
+			tr = newTableRoute(routes[i])
 		}
 		r := &tr.Route
-		if kept && !reuse.touches(r) {
-			// Its tables are copied: nothing of it to compile. Routes of
-			// a listener mostly follow one another: its scope is the
-			// last one's.
-			if sc == nil || sc.listener != r.Listener {
-				sc = c.table.scope(r.Listener)
-			}
-		} else {
-			// The whole route is compiled before any of its entries is
-			// added, so a route is either served completely or not at all.
-			// A kept route that shares a rebuilt host is compiled again,
-			// for that host only (rebuild).
+		// A kept route's tables are copied: nothing of it to compile,
+		// unless it shares a rebuilt host, where it is compiled again for
+		// that host only (rebuild). The whole route is compiled before any
+		// of its entries is added, so a route is either served completely
+		// or not at all.
+		if !kept || reuse.touches(r) {
 			conds, err := c.compileRoute(r, i)
 			if err != nil {
 				errs = append(errs, &RouteError{Route: r.ID, Index: i, Err: err})
-				if kept && told {
-					reuse.notKept = append(reuse.notKept, r.ID)
-				}
 				continue
 			}
 			c.insert(r, conds, rebuild)
-			if !kept && told {
-				fresh = append(fresh, r.ID)
-			}
 		}
-		c.table.routes = append(c.table.routes, tr)
-		if tr.hasRefs {
-			c.table.withRefs = append(c.table.withRefs, r)
+		// Routes of a listener mostly follow one another: its scope is
+		// the last one's.
+		if sc == nil || sc.listener != r.Listener {
+			sc = c.table.scope(r.Listener)
+		}
+		sc.routes++
+		switch {
+		case inShared > 0:
+			inShared--
+		case len(shared) > 0 && shared[0].at == i:
+			list.share(shared[0].routeChunk)
+			inShared = len(shared[0].routes) - 1
+			shared = shared[1:]
+		default:
+			list.add(tr)
 		}
 	}
+	c.table.routes = list.done()
+	errs = append(errs, c.table.listenerScopes(listenerHostnames)...)
+	for _, sc := range c.table.scopes {
+		c.index(sc).build(sc, reuse.keptHosts(sc.listener))
+	}
+	c.table.orderScopes()
+	c.table.serial = tableSerials.Add(1)
+	return c.table, errs
+}
+
+func newCompiler(listenerHostnames []string) *compiler {
+	return &compiler{
+		table:   &Table{exactScopes: map[string]*scope{}, listenerHostnames: slices.Clone(listenerHostnames)},
+		indexes: map[*scope]*indexBuilder{},
+		regexps: map[string]*regexp.Regexp{},
+		strings: map[string]string{},
+	}
+}
+
+func newTableRoute(r *Route) *tableRoute {
+	tr := &tableRoute{Route: *r}
+	tr.hasRefs = hasRefs(&tr.Route)
+	return tr
+}
+
+// listenerScopes makes the scopes of listenerHostnames that t has not,
+// so that a listener without routes still claims its hosts, and the scope
+// of every host when t has none; it returns the errors of those that are
+// not hostnames.
+func (t *Table) listenerScopes(listenerHostnames []string) []error {
+	var errs []error
 	for _, l := range listenerHostnames {
 		if err := validateHostname(l); l != "" && err != nil {
 			errs = append(errs, fmt.Errorf("listener hostname %q: %w", l, err))
 			continue
 		}
-		c.table.scope(l)
+		t.scope(l)
 	}
-	if len(c.table.scopes) == 0 {
-		c.table.scope("")
+	if len(t.scopes) == 0 {
+		t.scope("")
 	}
-	for _, sc := range c.table.scopes {
-		b := c.indexes[sc]
-		if b == nil {
-			b = &indexBuilder{}
-		}
-		b.build(sc, reuse.keptHosts(sc.listener))
-	}
-	c.table.orderScopes()
-	c.table.serial = tableSerials.Add(1)
-	if told {
-		c.table.since, c.table.gone = reuse.prev.serial, reuse.gone(c.table, fresh)
-	}
-	return c.table, errs
+	return errs
 }
 
 // tableSerials numbers the Tables compiled (Table.Serial).
@@ -205,12 +220,14 @@ func (c *compiler) compileRoute(r *Route, seq int) ([][]*entry, error) {
 // insert adds the entries of r to the tables of its hostnames, or of those
 // of them that rebuild reports (nil: all).
 func (c *compiler) insert(r *Route, conds [][]*entry, rebuild func(listener, host string) bool) {
-	sc := c.table.scope(r.Listener)
-	index := c.indexes[sc]
-	if index == nil {
-		index = &indexBuilder{hosts: map[string]*hostBuilder{}, intern: c.intern}
-		c.indexes[sc] = index
+	if len(conds) == 0 {
+		// A route without rules has no entries, and no table of its
+		// own: a host table is made of the entries in it, so that one
+		// rebuilt from the entries of the one before (keepEntries) has
+		// the same hosts.
+		return
 	}
+	index := c.index(c.table.scope(r.Listener))
 	for _, host := range hostsOf(r) {
 		if rebuild != nil && !rebuild(r.Listener, host) {
 			continue
@@ -223,6 +240,16 @@ func (c *compiler) insert(r *Route, conds [][]*entry, rebuild func(listener, hos
 			}
 		}
 	}
+}
+
+// index returns the builder of the host tables of sc.
+func (c *compiler) index(sc *scope) *indexBuilder {
+	b := c.indexes[sc]
+	if b == nil {
+		b = &indexBuilder{hosts: map[string]*hostBuilder{}, intern: c.intern}
+		c.indexes[sc] = b
+	}
+	return b
 }
 
 // hostsOf returns the hostnames whose tables r is in: "" for a route

@@ -78,7 +78,7 @@ func (t *Table) GoneSince(serial uint64) ([]RouteID, bool) {
 // once for each. Unlike Describe it builds no strings.
 func (t *Table) RouteIDs() iter.Seq[RouteID] {
 	return func(yield func(RouteID) bool) {
-		for _, r := range t.routes {
+		for r := range t.routes.all() {
 			if !yield(r.ID) {
 				return
 			}
@@ -89,7 +89,7 @@ func (t *Table) RouteIDs() iter.Seq[RouteID] {
 // Filters yields every rule filter of t, once per reference.
 func (t *Table) Filters() iter.Seq[*Filter] {
 	return func(yield func(*Filter) bool) {
-		for _, r := range t.withRefs {
+		for r := range t.routes.withRefs() {
 			for ri := range r.Rules {
 				for fi := range r.Rules[ri].Filters {
 					if !yield(&r.Rules[ri].Filters[fi]) {
@@ -123,7 +123,7 @@ func (t *Table) BackendTLS() iter.Seq[*BackendTLS] {
 				}
 			}
 		}
-		for _, r := range t.withRefs {
+		for r := range t.routes.withRefs() {
 			for ri := range r.Rules {
 				rule := &r.Rules[ri]
 				for fi := range rule.Filters {

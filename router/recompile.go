@@ -1,7 +1,6 @@
 package router
 
 import (
-	"maps"
 	"slices"
 	"unsafe"
 )
@@ -30,31 +29,40 @@ func Recompile(prev *Table, routes []*Route, listenerHostnames ...string) (*Tabl
 // base are the routes prev was compiled from, and routes are base in the
 // same order, but for the routes of the IDs in changed, which may have
 // come, gone or changed. The others are taken for unchanged without
-// comparing them, which at 10,000 routes was most of what Recompile spent
-// on a change; a caller that says less than what changed gets a Table
-// that serves the routes it had.
+// comparing them, and what a change does not fall in is not read: the
+// Table shares prev's host tables, shards and chunks of routes but for
+// those of the changed routes (recompileTold). A caller that says less
+// than what changed gets a Table that serves the routes it had.
 func RecompileChanged(prev *Table, base, routes []*Route, changed []RouteID, listenerHostnames ...string) (*Table, []error) {
-	u := newReuseChanged(prev, base, routes, changed, listenerHostnames)
-	if u == nil {
-		u = newReuse(prev, routes, listenerHostnames)
+	// prev's routes are copies of base's, one for one, unless one of
+	// base did not compile: then routes are paired as Recompile does.
+	if reusable(prev, listenerHostnames) && prev.routes.len == len(base) {
+		if t, errs, ok := recompileTold(prev, base, routes, changed, listenerHostnames); ok {
+			return t, errs
+		}
 	}
-	return compile(u, routes, listenerHostnames)
+	return Recompile(prev, routes, listenerHostnames...)
 }
 
 // reuse is what a compilation takes from a previous Table.
 type reuse struct {
 	prev *Table
 	// kept holds, by index in the routes being compiled, prev's copy of
-	// each route that is unchanged; nil for the others.
+	// each route that is unchanged; nil for the others (Recompile's).
 	kept []*tableRoute
+	// shared are the chunks of prev's routes that are kept whole, in the
+	// order of the places of their first routes (Recompile's).
+	shared []sharedChunk
 	// rebuilt are the host tables that a new, changed or removed route is
 	// or was in.
 	rebuilt smallSet[hostKey]
-	// told is set when the caller said what changed (RecompileChanged):
-	// notKept then holds the IDs of prev's routes that are not kept,
-	// the only ones that can have left the Table (GoneSince).
-	told    bool
-	notKept []RouteID
+}
+
+// sharedChunk is a chunk of routes kept whole, whose first route is at
+// the place at in the routes being compiled.
+type sharedChunk struct {
+	at int
+	*routeChunk
 }
 
 // smallSet is a set of the few keys a change touches, asked about for
@@ -107,21 +115,36 @@ func newReuse(prev *Table, routes []*Route, listenerHostnames []string) *reuse {
 		return nil
 	}
 	u := &reuse{prev: prev, kept: make([]*tableRoute, len(routes))}
-	paired := make([]bool, len(prev.routes))
+	prevRoutes := slices.AppendSeq(make([]*tableRoute, 0, prev.routes.len), prev.routes.all())
+	// pairedTo holds, for each of prevRoutes, the index in routes of the
+	// route it is kept for, -1 for none.
+	pairedTo := make([]int32, len(prevRoutes))
+	for k := range pairedTo {
+		pairedTo[k] = -1
+	}
+	// pair keeps prevRoutes[k] for routes[i] and reports whether the two
+	// are the same.
+	pair := func(i, k int) bool {
+		if !SameRoute(&prevRoutes[k].Route, routes[i]) {
+			return false
+		}
+		u.kept[i], pairedTo[k] = prevRoutes[k], int32(i)
+		return true
+	}
 	var missed []int // of routes
 	j := 0
 	for i := range routes {
 		id := routes[i].ID
 		switch {
-		case j < len(prev.routes) && prev.routes[j].ID == id:
+		case j < len(prevRoutes) && prevRoutes[j].ID == id:
 			j++
-		case j+1 < len(prev.routes) && prev.routes[j+1].ID == id: // prev.routes[j] went
+		case j+1 < len(prevRoutes) && prevRoutes[j+1].ID == id: // prevRoutes[j] went
 			j += 2
 		default:
 			missed = append(missed, i)
 			continue
 		}
-		if !u.pair(routes, i, j-1, paired) {
+		if !pair(i, j-1) {
 			missed = append(missed, i)
 		}
 	}
@@ -142,7 +165,7 @@ func newReuse(prev *Table, routes []*Route, listenerHostnames []string) *reuse {
 			unpaired []int
 		}
 		byID := map[RouteID]*previous{}
-		for k, old := range prev.routes {
+		for k, old := range prevRoutes {
 			if !names[old.ID.Name] {
 				continue
 			}
@@ -152,7 +175,7 @@ func newReuse(prev *Table, routes []*Route, listenerHostnames []string) *reuse {
 				byID[old.ID] = p
 			}
 			p.count++
-			if !paired[k] {
+			if pairedTo[k] < 0 {
 				p.unpaired = append(p.unpaired, k)
 			}
 		}
@@ -163,7 +186,7 @@ func newReuse(prev *Table, routes []*Route, listenerHostnames []string) *reuse {
 				continue
 			}
 			for _, k := range p.unpaired {
-				if !paired[k] && u.pair(routes, i, k, paired) {
+				if pairedTo[k] < 0 && pair(i, k) {
 					break
 				}
 			}
@@ -172,64 +195,26 @@ func newReuse(prev *Table, routes []*Route, listenerHostnames []string) *reuse {
 			}
 		}
 	}
-	for k, old := range prev.routes {
-		if !paired[k] {
+	for k, old := range prevRoutes {
+		if pairedTo[k] < 0 {
 			u.rebuild(&old.Route)
 		}
 	}
-	return u
-}
-
-// newReuseChanged pairs routes with those of prev as RecompileChanged
-// says they are; nil when nothing can be reused, or when the routes that
-// did not change are not base's in order, or prev left a route of base
-// out (it did not compile), which newReuse pairs by comparing routes.
-//
-// prev's routes are then copies of base's, one for one. Most routes are
-// base's very routes, told apart by their pointers alone: comparing their
-// IDs instead read each name's bytes, and reading prev's copies went to
-// 10,000 places in memory, a cache miss each (a tenth of a route change's
-// CPU at 10,000 routes).
-func newReuseChanged(prev *Table, base, routes []*Route, changed []RouteID, listenerHostnames []string) *reuse {
-	if !reusable(prev, listenerHostnames) || len(prev.routes) != len(base) {
-		return nil
+	// A chunk whose routes are all kept, in a row and in order, is the
+	// new Table's too.
+	k := 0
+	for _, ch := range prev.routes.chunks {
+		at := pairedTo[k]
+		whole := at >= 0
+		for n := range ch.routes {
+			whole = whole && pairedTo[k+n] == at+int32(n)
+		}
+		if whole {
+			u.shared = append(u.shared, sharedChunk{int(at), ch})
+		}
+		k += len(ch.routes)
 	}
-	var ids smallSet[RouteID]
-	for _, id := range changed {
-		ids.add(id)
-	}
-	u := &reuse{prev: prev, kept: make([]*tableRoute, len(routes)), told: true}
-	j := 0
-	for i := range routes {
-		r := routes[i]
-		if j < len(base) && sameCopy(r, base[j]) {
-			u.kept[i] = prev.routes[j]
-			j++
-			continue
-		}
-		if ids.has(r.ID) {
-			u.rebuild(r)
-			continue
-		}
-		// base's routes up to r's are those that changed.
-		for ; j < len(base) && base[j].ID != r.ID; j++ {
-			if !ids.has(base[j].ID) {
-				return nil
-			}
-			u.drop(base[j])
-		}
-		if j == len(base) || base[j].Listener != r.Listener {
-			return nil
-		}
-		u.kept[i] = prev.routes[j]
-		j++
-	}
-	for ; j < len(base); j++ {
-		if !ids.has(base[j].ID) {
-			return nil
-		}
-		u.drop(base[j])
-	}
+	slices.SortFunc(u.shared, func(a, b sharedChunk) int { return a.at - b.at })
 	return u
 }
 
@@ -261,62 +246,10 @@ func (u *reuse) keptAt(i int) *tableRoute {
 	return u.kept[i]
 }
 
-// pair keeps prev's route k for routes[i] and reports whether the two are
-// the same.
-func (u *reuse) pair(routes []*Route, i, k int, paired []bool) bool {
-	if !SameRoute(&u.prev.routes[k].Route, routes[i]) {
-		return false
-	}
-	u.kept[i], paired[k] = u.prev.routes[k], true
-	return true
-}
-
 func (u *reuse) rebuild(r *Route) {
 	for _, host := range hostsOf(r) {
 		u.rebuilt.add(hostKey{r.Listener, host})
 	}
-}
-
-// drop rebuilds the tables of r, a route of prev's that is not kept.
-func (u *reuse) drop(r *Route) {
-	u.rebuild(r)
-	u.notKept = append(u.notKept, r.ID)
-}
-
-// gone returns the IDs of prev's routes that t, compiled with u, has not:
-// of those not kept, the ones compiled afresh are still there, and the
-// few left (a route removed, or that no longer compiles) are looked for
-// among t's routes, as a route at several listener hostnames may have
-// lost one and kept the others.
-func (u *reuse) gone(t *Table, fresh []RouteID) []RouteID {
-	if len(u.notKept) == 0 {
-		return nil
-	}
-	left := make(map[RouteID]bool, len(u.notKept))
-	for _, id := range u.notKept {
-		left[id] = true
-	}
-	for _, id := range fresh {
-		delete(left, id)
-	}
-	if len(left) > 0 {
-		// Names first: comparing one with a few is cheaper than hashing
-		// an ID, for each of 10,000 routes.
-		var names smallSet[string]
-		for id := range left {
-			names.add(id.Name)
-		}
-		for _, r := range t.routes {
-			if !names.has(r.ID.Name) {
-				continue
-			}
-			delete(left, r.ID)
-			if len(left) == 0 {
-				break
-			}
-		}
-	}
-	return slices.Collect(maps.Keys(left))
 }
 
 func (u *reuse) rebuilds(listener, host string) bool {
@@ -355,8 +288,8 @@ func (u *reuse) keptHosts(listener string) *keptHosts {
 	if u == nil {
 		return nil
 	}
-	i := slices.IndexFunc(u.prev.scopes, func(sc *scope) bool { return sc.listener == listener })
-	if i < 0 {
+	from := u.prev.scopeNamed(listener)
+	if from == nil {
 		return nil
 	}
 	var rebuilt []string
@@ -366,7 +299,7 @@ func (u *reuse) keptHosts(listener string) *keptHosts {
 		}
 	}
 	return &keptHosts{
-		from:    u.prev.scopes[i],
+		from:    from,
 		rebuilt: rebuilt,
 		keep: func(h *hostTable) bool {
 			host := h.name

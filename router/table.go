@@ -17,11 +17,7 @@ type Table struct {
 	scopes      []*scope
 	exactScopes map[string]*scope
 	// routes are the routes that compiled, in input order.
-	routes []*tableRoute
-	// withRefs are those of routes that have filters or backends with a
-	// TLS identity, in the same order: what Filters and BackendTLS walk on
-	// every change, where most routes have neither.
-	withRefs []*Route
+	routes routeList
 	// listenerHostnames are Compile's, which Recompile must see again to
 	// reuse anything.
 	listenerHostnames []string
@@ -39,7 +35,7 @@ type Table struct {
 // previous Table's copy, which keeps what was found of it.
 type tableRoute struct {
 	Route
-	// hasRefs says whether the route is among withRefs.
+	// hasRefs says whether the route is among its chunk's withRefs.
 	hasRefs bool
 }
 
@@ -50,33 +46,44 @@ type scope struct {
 	listener string
 	// suffix is the part of a wildcard listener hostname after its "*".
 	suffix string
-	// rest holds the wildcard and catch-all tables. The exact hosts are in
-	// shards, picked by the top bits of the hash of the host's name (with
-	// seed, which every host map of the scope uses, so that a lookup hashes
-	// the host once): Recompile lays out again only the shards of the hosts
-	// a change touches, where one index of 10,000 hosts was copied whole on
-	// every change.
+	// rest holds the catch-all table. The exact and wildcard hosts are in
+	// shards, picked by the top bits of the hash of the host's name or the
+	// wildcard's suffix (shardKey; with seed, which every host map of the
+	// scope uses, so that a lookup hashes a name once): Recompile lays out
+	// again only the shards of the hosts a change touches, where one index
+	// of 10,000 hosts was copied whole on every change, and then all the
+	// wildcards with a change of one. A Table recompiled shares the others
+	// with the one it came from, by pointer: at 50,000 hosts a copy of the
+	// shards themselves was 190 KB a change.
 	rest   hostIndex
-	shards []hostIndex
+	shards []*hostIndex
 	seed   maphash.Seed
 	// shift is 64 less the bits that pick a shard: 64 for one shard.
 	shift uint8
+	// hosts counts the hosts of the shards, and routes the routes of the
+	// listener hostname: a scope is there while it has routes or is that
+	// of a listener.
+	hosts, routes int
+	// wild counts the wildcard hosts by the labels of their suffix after
+	// "*.", and minWild and maxWild are the fewest and most of those
+	// labels (0 for none): the suffixes of a request's host that a lookup
+	// tries.
+	wild             []int
+	minWild, maxWild int
 }
 
 func (sc *scope) shardOf(hash uint64) int { return int(hash >> sc.shift) }
 
-// hostIndex holds host tables: a shard of a scope's exact hosts, or the
-// scope's wildcards and catch-all (scope.lookup tries them in that order).
+// hostIndex holds host tables: a shard of a scope's exact and wildcard
+// hosts, or the scope's catch-all (scope.lookup tries them in that order).
 // The tables of all its hosts share the arrays nodes, tags and entries
 // (see build.go).
 type hostIndex struct {
 	exact hostMap
-	// wild holds wildcard hosts by their suffix after "*."; minWild and
-	// maxWild are the fewest and most labels of those suffixes (0 for none).
-	wild             hostMap
-	minWild, maxWild int
-	any              *hostTable
-	nodes            []pathNode
+	// wild holds wildcard hosts by their suffix after "*.".
+	wild  hostMap
+	any   *hostTable
+	nodes []pathNode
 	// tags are those of the keys of nodes (see cutSegment), apart so that
 	// a lookup step scans a node's children in a cache line or two and
 	// reads the node of the one that matches.
@@ -115,6 +122,14 @@ func (t *Table) scope(listener string) *scope {
 	t.exactScopes[listener] = sc
 	t.scopes = append(t.scopes, sc)
 	return sc
+}
+
+// scopeNamed returns the scope of a listener hostname, nil if none.
+func (t *Table) scopeNamed(listener string) *scope {
+	if i := slices.IndexFunc(t.scopes, func(sc *scope) bool { return sc.listener == listener }); i >= 0 {
+		return t.scopes[i]
+	}
+	return nil
 }
 
 // orderScopes puts the scopes in the order selectScope tries them.
@@ -340,8 +355,7 @@ func (x *hostIndex) forEachHost(f func(*hostTable)) {
 
 // forEachHost calls f with every host table of sc and the index it is in.
 func (sc *scope) forEachHost(f func(*hostIndex, *hostTable)) {
-	for i := range sc.shards {
-		x := &sc.shards[i]
+	for _, x := range sc.shards {
 		x.forEachHost(func(h *hostTable) { f(x, h) })
 	}
 	sc.rest.forEachHost(func(h *hostTable) { f(&sc.rest, h) })
@@ -427,13 +441,13 @@ func (sc *scope) lookup(host []byte, req *Request) *Target {
 	if len(host) > 0 {
 		// One shard: get hashes the host only if there are exact hosts
 		// (a scope of wildcards or a catch-all has none).
-		x := &sc.shards[0]
+		x := sc.shards[0]
 		var h *hostTable
 		if len(sc.shards) == 1 {
 			h = x.exact.get(host)
 		} else {
 			hash := maphash.Bytes(sc.seed, host)
-			x = &sc.shards[sc.shardOf(hash)]
+			x = sc.shards[sc.shardOf(hash)]
 			h = x.exact.getHashed(hash, host)
 		}
 		if h != nil {
@@ -441,7 +455,7 @@ func (sc *scope) lookup(host []byte, req *Request) *Target {
 				return tg
 			}
 		}
-		if tg := sc.rest.lookupWild(host, req); tg != nil {
+		if tg := sc.lookupWild(host, req); tg != nil {
 			return tg
 		}
 	}
