@@ -25,7 +25,7 @@ import (
 // route-change-after-status makes each route change after a snapshot of
 // the same routes in another list, as a status written on a route gives.
 func BenchmarkPublish(b *testing.B) {
-	for _, n := range []int{1000, 10000} {
+	for _, n := range []int{1000, 10000, 50000} {
 		for _, kind := range []string{"route-change", "route-change-after-status", "endpoints-only"} {
 			b.Run(fmt.Sprintf("routes=%d/%s", n, kind), func(b *testing.B) {
 				quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
