@@ -139,10 +139,7 @@ func BenchmarkChangeEndpoints(b *testing.B) {
 func benchChanges(n int, change func(objs *objects, i int) (replaced []any)) func(*testing.B) {
 	return func(b *testing.B) {
 		objs := benchObjects(n)
-		store := newTrackedStore()
-		for _, o := range objs.all() {
-			store.put(o)
-		}
+		store := trackedStoreOf(objs)
 		m := newMemo()
 		m.translate(store.objects(objs), Options{})
 		b.ReportAllocs()
@@ -164,10 +161,7 @@ func BenchmarkListOneChange(b *testing.B) {
 	for _, n := range []int{1000, 10000, 50000} {
 		b.Run(fmt.Sprintf("routes=%d", n), func(b *testing.B) {
 			objs := benchObjects(n)
-			store := newTrackedStore()
-			for _, o := range objs.all() {
-				store.put(o)
-			}
+			store := trackedStoreOf(objs)
 			store.objects(objs)
 			b.ReportAllocs()
 			defer reportCPU(b)()
@@ -355,10 +349,7 @@ func BenchmarkTranslateIngresses(b *testing.B) {
 func BenchmarkTranslationHeap(b *testing.B) {
 	const n = 10000
 	objs := benchObjects(n)
-	store := newTrackedStore()
-	for _, o := range objs.all() {
-		store.put(o)
-	}
+	store := trackedStoreOf(objs)
 	listed := store.objects(objs)
 	var perRoute float64
 	for b.Loop() {

@@ -65,53 +65,85 @@ type storeChanges struct {
 // objects: a cache lists thousands of one kind, and growing the list one
 // object at a time made as much garbage as the rest of the listing.
 func (o *objects) add(obj any, hint int) bool {
-	switch v := obj.(type) {
-	case *networkingv1.IngressClass:
-		o.ingressClasses = appendTo(o.ingressClasses, v, hint)
-	case *networkingv1.Ingress:
-		o.ingresses = appendTo(o.ingresses, v, hint)
-	case *gatewayv1.GatewayClass:
-		o.gatewayClasses = appendTo(o.gatewayClasses, v, hint)
-	case *gatewayv1.Gateway:
-		o.gateways = appendTo(o.gateways, v, hint)
-	case *gatewayv1.ListenerSet:
-		o.listenerSets = appendTo(o.listenerSets, v, hint)
-	case *gatewayv1.HTTPRoute:
-		o.httpRoutes = appendTo(o.httpRoutes, v, hint)
-	case *gatewayv1.GRPCRoute:
-		o.grpcRoutes = appendTo(o.grpcRoutes, v, hint)
-	case *gatewayv1.TLSRoute:
-		o.tlsRoutes = appendTo(o.tlsRoutes, v, hint)
-	case *gatewayv1.TCPRoute:
-		o.tcpRoutes = appendTo(o.tcpRoutes, v, hint)
-	case *gatewayv1.UDPRoute:
-		o.udpRoutes = appendTo(o.udpRoutes, v, hint)
-	case *gatewayv1.ReferenceGrant:
-		o.referenceGrants = appendTo(o.referenceGrants, v, hint)
-	case *gatewayv1.BackendTLSPolicy:
-		o.backendTLS = appendTo(o.backendTLS, v, hint)
-	case *corev1.Service:
-		o.services = appendTo(o.services, v, hint)
-	case *discoveryv1.EndpointSlice:
-		o.endpointSlices = appendTo(o.endpointSlices, v, hint)
-	case *corev1.Secret:
-		o.secrets = appendTo(o.secrets, v, hint)
-	case *corev1.ConfigMap:
-		o.configMaps = appendTo(o.configMaps, v, hint)
-	case *certificatesv1.ClusterTrustBundle:
-		o.trustBundles = appendTo(o.trustBundles, v, hint)
-	case *corev1.Namespace:
-		o.namespaces = appendTo(o.namespaces, v, hint)
-	case *corev1.Node:
-		o.nodes = appendTo(o.nodes, v, hint)
-	default:
+	list := o.listOf(obj)
+	if list == nil {
 		return false
 	}
+	list.add(obj, hint)
 	return true
 }
 
+// kindList is one of the lists of objects, of one kind, whatever kind.
+type kindList interface {
+	add(obj any, hint int)
+	// set puts obj at i, after resize made room for it.
+	set(i int, obj any)
+	// resize makes the list n objects long; those it adds are nil.
+	resize(n int)
+}
+
+type listOf[T any] struct{ list *[]T }
+
+func (l listOf[T]) add(obj any, hint int) { *l.list = appendTo(*l.list, obj.(T), hint) }
+func (l listOf[T]) set(i int, obj any)    { (*l.list)[i] = obj.(T) }
+
+func (l listOf[T]) resize(n int) {
+	if n <= len(*l.list) {
+		clear((*l.list)[n:])
+		*l.list = (*l.list)[:n]
+		return
+	}
+	*l.list = slices.Grow(*l.list, n-len(*l.list))[:n]
+}
+
+// listOf is o's list of obj's kind; nil for a kind the store does not
+// keep.
+func (o *objects) listOf(obj any) kindList {
+	switch obj.(type) {
+	case *networkingv1.IngressClass:
+		return listOf[*networkingv1.IngressClass]{&o.ingressClasses}
+	case *networkingv1.Ingress:
+		return listOf[*networkingv1.Ingress]{&o.ingresses}
+	case *gatewayv1.GatewayClass:
+		return listOf[*gatewayv1.GatewayClass]{&o.gatewayClasses}
+	case *gatewayv1.Gateway:
+		return listOf[*gatewayv1.Gateway]{&o.gateways}
+	case *gatewayv1.ListenerSet:
+		return listOf[*gatewayv1.ListenerSet]{&o.listenerSets}
+	case *gatewayv1.HTTPRoute:
+		return listOf[*gatewayv1.HTTPRoute]{&o.httpRoutes}
+	case *gatewayv1.GRPCRoute:
+		return listOf[*gatewayv1.GRPCRoute]{&o.grpcRoutes}
+	case *gatewayv1.TLSRoute:
+		return listOf[*gatewayv1.TLSRoute]{&o.tlsRoutes}
+	case *gatewayv1.TCPRoute:
+		return listOf[*gatewayv1.TCPRoute]{&o.tcpRoutes}
+	case *gatewayv1.UDPRoute:
+		return listOf[*gatewayv1.UDPRoute]{&o.udpRoutes}
+	case *gatewayv1.ReferenceGrant:
+		return listOf[*gatewayv1.ReferenceGrant]{&o.referenceGrants}
+	case *gatewayv1.BackendTLSPolicy:
+		return listOf[*gatewayv1.BackendTLSPolicy]{&o.backendTLS}
+	case *corev1.Service:
+		return listOf[*corev1.Service]{&o.services}
+	case *discoveryv1.EndpointSlice:
+		return listOf[*discoveryv1.EndpointSlice]{&o.endpointSlices}
+	case *corev1.Secret:
+		return listOf[*corev1.Secret]{&o.secrets}
+	case *corev1.ConfigMap:
+		return listOf[*corev1.ConfigMap]{&o.configMaps}
+	case *certificatesv1.ClusterTrustBundle:
+		return listOf[*certificatesv1.ClusterTrustBundle]{&o.trustBundles}
+	case *corev1.Namespace:
+		return listOf[*corev1.Namespace]{&o.namespaces}
+	case *corev1.Node:
+		return listOf[*corev1.Node]{&o.nodes}
+	}
+	return nil
+}
+
 // addListing adds the objects of from, which it may share: neither
-// changes them afterwards but to reorder a list (sort).
+// changes them afterwards.
 func (o *objects) addListing(from *objects) {
 	o.ingressClasses = appendList(o.ingressClasses, from.ingressClasses)
 	o.ingresses = appendList(o.ingresses, from.ingresses)
@@ -160,20 +192,35 @@ func appendTo[T any](list []T, v T, hint int) []T {
 // sorting every object of the store on every translation. The kinds that
 // come by the thousand are sorted by orders, which reuse the last order:
 // their lists become the orders' own, which the next sort overwrites.
+// No list the source handed over is reordered: a tracked store's lists
+// keep the places of its informers' objects (tracked.list).
 func (o *objects) sort(orders *orders) {
-	sortObjects(o.ingressClasses)
+	o.ingressClasses = sorted(o.ingressClasses)
 	o.ingresses = orders.ingresses.sort(o.ingresses, o.changes)
-	sortObjects(o.gatewayClasses)
-	sortObjects(o.gateways)
-	sortObjects(o.listenerSets)
+	o.gatewayClasses = sorted(o.gatewayClasses)
+	o.gateways = sorted(o.gateways)
+	o.listenerSets = sorted(o.listenerSets)
 	o.httpRoutes = orders.httpRoutes.sort(o.httpRoutes, o.changes)
 	o.grpcRoutes = orders.grpcRoutes.sort(o.grpcRoutes, o.changes)
 	// Precedence matters here too: of two TCPRoutes on one listener the
 	// oldest is served.
-	sortObjects(o.tlsRoutes)
-	sortObjects(o.tcpRoutes)
-	sortObjects(o.udpRoutes)
-	sortObjects(o.nodes)
+	o.tlsRoutes = sorted(o.tlsRoutes)
+	o.tcpRoutes = sorted(o.tcpRoutes)
+	o.udpRoutes = sorted(o.udpRoutes)
+	o.nodes = sorted(o.nodes)
+}
+
+// sorted is list sorted by sortObjects: list itself when it is in
+// order, a sorted copy when not.
+func sorted[T metav1.Object](list []T) []T {
+	for i := 1; i < len(list); i++ {
+		if keyOf(list[i-1]).compare(keyOf(list[i])) > 0 {
+			list = slices.Clone(list)
+			sortObjects(list)
+			break
+		}
+	}
+	return list
 }
 
 // orders keep the sorted order of the kinds that come by the thousand.
@@ -203,17 +250,16 @@ type order[T object] struct {
 }
 
 // sort returns the objects of list in the order sortObjects puts them in,
-// in a list of o's own that the next sort overwrites. It may sort list
-// in place.
+// in a list of o's own that the next sort overwrites.
 func (o *order[T]) sort(list []T, changes *storeChanges) []T {
 	added, removed, first := o.members.update(list, changes)
 	o.added, o.removed, o.allNew, o.wasStrict = added, removed, first && len(list) > 0, o.strict
 	if first || !o.strict || o.members.len() != len(list) || !o.merge(len(list), added, removed) {
 		// Everything is new, a list holds an object twice, or keys tie,
 		// which a stable sort orders by position in list.
-		sortObjects(list)
-		o.strict = increasing(list)
 		o.sorted = append(o.sorted[:0], list...)
+		sortObjects(o.sorted)
+		o.strict = increasing(o.sorted)
 	}
 	return o.sorted
 }
