@@ -50,10 +50,11 @@ func benchObjects(n int) *objects {
 
 // BenchmarkTranslate translates the whole store: cold is a first
 // translation (or one without memo, as in file mode), one-change a
-// translation after one HTTPRoute changed, as in cluster mode,
-// endpoints-change one after an EndpointSlice changed, and service-change
-// one after a Service changed the protocol of its port (of one route's
-// backends).
+// translation after one HTTPRoute was replaced with its spec unchanged,
+// as in cluster mode, spec-change one after one changed a path (the
+// listener's routes change), endpoints-change one after an EndpointSlice
+// changed, and service-change one after a Service changed the protocol
+// of its port (of one route's backends).
 func BenchmarkTranslate(b *testing.B) {
 	for _, n := range []int{100, 1000, 10000, 50000} {
 		b.Run(fmt.Sprintf("routes=%d/cold", n), func(b *testing.B) {
@@ -69,6 +70,17 @@ func BenchmarkTranslate(b *testing.B) {
 		b.Run(fmt.Sprintf("routes=%d/one-change", n), benchChanges(n, func(objs *objects, i int) []any {
 			objs.httpRoutes[i%n] = objs.httpRoutes[i%n].DeepCopy()
 			return []any{objs.httpRoutes[i%n]}
+		}))
+		b.Run(fmt.Sprintf("routes=%d/spec-change", n), benchChanges(n, func(objs *objects, i int) []any {
+			r := objs.httpRoutes[i%n].DeepCopy()
+			if path := r.Spec.Rules[0].Matches[0].Path; *path.Value == "/api" {
+				path.Value = new("/api2")
+			} else {
+				path.Value = new("/api")
+			}
+			r.Generation++
+			objs.httpRoutes[i%n] = r
+			return []any{r}
 		}))
 		// The status writer writes 100 routes a second, and a translation
 		// follows each second of them.
@@ -139,10 +151,7 @@ func BenchmarkChangeEndpoints(b *testing.B) {
 func benchChanges(n int, change func(objs *objects, i int) (replaced []any)) func(*testing.B) {
 	return func(b *testing.B) {
 		objs := benchObjects(n)
-		store := newTrackedStore()
-		for _, o := range objs.all() {
-			store.put(o)
-		}
+		store := trackedStoreOf(objs)
 		m := newMemo()
 		m.translate(store.objects(objs), Options{})
 		b.ReportAllocs()
@@ -164,10 +173,7 @@ func BenchmarkListOneChange(b *testing.B) {
 	for _, n := range []int{1000, 10000, 50000} {
 		b.Run(fmt.Sprintf("routes=%d", n), func(b *testing.B) {
 			objs := benchObjects(n)
-			store := newTrackedStore()
-			for _, o := range objs.all() {
-				store.put(o)
-			}
+			store := trackedStoreOf(objs)
 			store.objects(objs)
 			b.ReportAllocs()
 			defer reportCPU(b)()
@@ -355,10 +361,7 @@ func BenchmarkTranslateIngresses(b *testing.B) {
 func BenchmarkTranslationHeap(b *testing.B) {
 	const n = 10000
 	objs := benchObjects(n)
-	store := newTrackedStore()
-	for _, o := range objs.all() {
-		store.put(o)
-	}
+	store := trackedStoreOf(objs)
 	listed := store.objects(objs)
 	var perRoute float64
 	for b.Loop() {

@@ -421,13 +421,13 @@ func (t *translator) countPorts(e *memoEntry, delta int32) {
 	}
 }
 
-// kindRoutes translates and attaches the routes of kind, the HTTPRoutes
-// or GRPCRoutes objs in the order o, or splices those that came and went
+// kindRoutes translates and attaches the routes of kind, the n HTTPRoutes
+// or GRPCRoutes of the order o, or splices those that came and went
 // into the last translation's (last picks its reports of the kind), and
 // records what the kind added to each listener's attached routes.
-func kindRoutes[T object](t *translator, kind int, o *order[T], objs []T, build func(T) *route, last func(*Reports) []*RouteReport[T]) []*RouteReport[T] {
+func kindRoutes[T object](t *translator, kind int, o *order[T], n int, build func(T) *route, last func(*Reports) []*RouteReport[T]) []*RouteReport[T] {
 	if t.next == nil {
-		return translateRoutes(t, objs, build)
+		return translateRoutes(t, o.list(), build)
 	}
 	before := make([]int32, len(t.listeners))
 	for i, l := range t.listeners {
@@ -440,9 +440,9 @@ func kindRoutes[T object](t *translator, kind int, o *order[T], objs []T, build 
 	build = sharingRules(t, removed, build)
 	var reports []*RouteReport[T]
 	if t.splice == nil {
-		reports = attachRoutes(t, objs, build, true)
+		reports = attachRoutes(t, o.list(), build, true)
 	} else {
-		reports = spliceRoutes(t, kind, removed, o, len(objs), last(t.prev.reports), build)
+		reports = spliceRoutes(t, kind, removed, o, n, last(t.prev.reports), build)
 	}
 	counts := t.next.kindCounts[kind][:0]
 	for i, l := range t.listeners {

@@ -539,10 +539,7 @@ func TestStatusChangeSharesRules(t *testing.T) {
 // recompile, and the next translation as a full one makes them.
 func TestStatusChangeKeepsListeners(t *testing.T) {
 	objs := benchObjects(20)
-	store := newTrackedStore()
-	for _, o := range objs.all() {
-		store.put(o)
-	}
+	store := trackedStoreOf(objs)
 	m := newMemo()
 	before, _ := m.translate(store.objects(objs), Options{})
 	for i, r := range objs.httpRoutes {

@@ -134,9 +134,9 @@ func (t *translator) backendFor(r *route, field string, ref gatewayv1.BackendRef
 }
 
 func (t *translator) routes() {
-	t.reports.HTTPRoutes = kindRoutes(t, spliceHTTP, &t.order.httpRoutes, t.objs.httpRoutes, t.httpRoute,
+	t.reports.HTTPRoutes = kindRoutes(t, spliceHTTP, &t.order.httpRoutes, len(t.objs.httpRoutes), t.httpRoute,
 		func(r *Reports) []*RouteReport[*gatewayv1.HTTPRoute] { return r.HTTPRoutes })
-	t.reports.GRPCRoutes = kindRoutes(t, spliceGRPC, &t.order.grpcRoutes, t.objs.grpcRoutes, t.grpcRoute,
+	t.reports.GRPCRoutes = kindRoutes(t, spliceGRPC, &t.order.grpcRoutes, len(t.objs.grpcRoutes), t.grpcRoute,
 		func(r *Reports) []*RouteReport[*gatewayv1.GRPCRoute] { return r.GRPCRoutes })
 	t.finishRoutePorts()
 	t.splice = nil

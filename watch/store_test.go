@@ -15,12 +15,18 @@ import (
 // sorts every list as sortObjects does, through additions, removals,
 // replacements (an informer's update) and objects whose keys tie, which
 // only the position in the list orders; and where keys never tie, which
-// is where changes are merged into the last order.
+// is where changes are merged into the last order. Most sorts are not
+// read, as in a translation that splices, and what came and went waits.
 func TestOrderMatchesSort(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
 		names int
-	}{{"ties", 40}, {"no ties", 1 << 30}} {
+		// size is how many objects the list starts with; relist
+		// replaces them all in some rounds, more than an order lets
+		// wait to be merged.
+		size   int
+		relist bool
+	}{{"ties", 40, 30, false}, {"no ties", 1 << 30, 30, false}, {"relists", 1 << 30, 200, true}} {
 		t.Run(tc.name, func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(1, 2))
 			newRoute := func() *gatewayv1.HTTPRoute {
@@ -32,7 +38,7 @@ func TestOrderMatchesSort(t *testing.T) {
 			}
 			var o order[*gatewayv1.HTTPRoute]
 			var list []*gatewayv1.HTTPRoute
-			for range 30 {
+			for range tc.size {
 				list = append(list, newRoute())
 			}
 			for round := range 2000 {
@@ -49,11 +55,21 @@ func TestOrderMatchesSort(t *testing.T) {
 						i := rng.IntN(len(list))
 						list[i] = list[i].DeepCopy()
 					}
+				case 3:
+					if tc.relist {
+						for i := range list {
+							list[i] = list[i].DeepCopy()
+						}
+					}
 				}
 				rng.Shuffle(len(list), func(i, j int) { list[i], list[j] = list[j], list[i] })
+				o.update(list, nil)
+				if rng.IntN(3) > 0 {
+					continue // a translation that splices reads no order
+				}
 				want := slices.Clone(list)
 				sortObjects(want)
-				if got := o.sort(list, nil); !slices.Equal(got, want) {
+				if got := o.list(); !slices.Equal(got, want) {
 					t.Fatalf("round %d: order differs from sortObjects:\n got %v\nwant %v", round, names(got), names(want))
 				}
 			}

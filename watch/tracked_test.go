@@ -65,6 +65,15 @@ func newTrackedStore() *trackedStore {
 	return &trackedStore{tracked: newTracked(), informers: map[reflect.Type]*trackedInformer{}}
 }
 
+// trackedStoreOf returns a tracked store that was told of objs.
+func trackedStoreOf(objs *objects) *trackedStore {
+	store := newTrackedStore()
+	for _, o := range objs.all() {
+		store.put(o)
+	}
+	return store
+}
+
 func (s *trackedStore) informerOf(obj any) *trackedInformer {
 	typ := reflect.TypeOf(obj)
 	inf := s.informers[typ]
@@ -111,7 +120,8 @@ func setOf(objs []any) map[any]bool {
 // an informer that syncs late, and checks every listing: the objects of
 // the synced informers, the changes since the listing before (with an
 // object that came and went in between in neither), and the EndpointSlices
-// of each Service.
+// of each Service. A listing must stay as it was handed out until the
+// one after the next: the spare listing is brought up to date in place.
 func TestTrackedMatchesInformer(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 11))
 	tr := newTracked()
@@ -129,6 +139,8 @@ func TestTrackedMatchesInformer(t *testing.T) {
 	}
 	listed := map[*trackedInformer]bool{}
 	var lastListing map[any]bool
+	var handedOut *objects
+	var handedOutAll []any
 	listings, complete := 0, 0
 	for step := range 3000 {
 		inf := services
@@ -168,6 +180,10 @@ func TestTrackedMatchesInformer(t *testing.T) {
 		objs := &objects{}
 		tr.list(objs)
 		listings++
+		if handedOut != nil && !slices.Equal(handedOut.all(), handedOutAll) {
+			t.Fatalf("step %d: the listing before changed", step)
+		}
+		handedOut, handedOutAll = objs, objs.all()
 		want := map[any]bool{}
 		for inf, objects := range stores {
 			if listed[inf] {
@@ -210,10 +226,8 @@ func TestTrackedMatchesInformer(t *testing.T) {
 		}
 		lastListing = want
 		if rng.IntN(3) == 0 {
-			// Translation may reorder its lists in place; a listing with
-			// nothing changed since hands out the same objects again.
-			slices.Reverse(objs.services)
-			slices.Reverse(objs.endpointSlices)
+			// A listing with nothing changed since hands out the same
+			// objects again.
 			again := &objects{}
 			tr.list(again)
 			listings++
@@ -244,5 +258,25 @@ func TestTrackedMatchesInformer(t *testing.T) {
 	}
 	if complete < listings/2 {
 		t.Errorf("%d of %d listings told their changes: the test checked too little", complete, listings)
+	}
+}
+
+// TestTranslationKeepsListingsInPlace translates the listings of a
+// tracked store after each of a run of route changes and checks that each
+// listing holds the informers' objects: a listing is the one before last
+// brought up to date place by place, which only works if translation
+// left that one in the order it was handed out.
+func TestTranslationKeepsListingsInPlace(t *testing.T) {
+	objs := benchObjects(30)
+	store := trackedStoreOf(objs)
+	m := newMemo()
+	for i := range 20 {
+		listed := store.objects(objs)
+		if got, want := setOf(listed.all()), setOf(objs.all()); !maps.Equal(got, want) {
+			t.Fatalf("change %d: listed %d objects, the informers hold %d", i, len(got), len(want))
+		}
+		m.translate(listed, Options{})
+		objs.httpRoutes[i%7] = objs.httpRoutes[i%7].DeepCopy()
+		store.put(objs.httpRoutes[i%7])
 	}
 }
