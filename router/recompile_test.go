@@ -250,3 +250,59 @@ func TestRecompileChangedScopes(t *testing.T) {
 		table = got
 	}
 }
+
+// TestRecompileChangedBulk: runs of routes come and go at once
+// (a namespace deleted, a chart installed), so that whole chunks empty,
+// chunks grow past 2*routesPerChunk and scopes reshard.
+func TestRecompileChangedBulk(t *testing.T) {
+	for seed := range uint64(4) {
+		s := &changeSource{rng: rand.New(rand.NewPCG(seed, 7))}
+		var routes []*Route
+		for range 1200 {
+			routes = append(routes, s.route(s.newID()))
+		}
+		table, _ := Recompile(nil, routes, changeListeners...)
+		for step := range 60 {
+			next := slices.Clone(routes)
+			var changed []RouteID
+			switch s.rng.IntN(4) {
+			case 0: // a run goes
+				if len(next) > 0 {
+					k := s.rng.IntN(len(next))
+					n := min(len(next)-k, 1+s.rng.IntN(700))
+					for _, r := range next[k : k+n] {
+						changed = append(changed, r.ID)
+					}
+					next = slices.Delete(next, k, k+n)
+				}
+			case 1: // a run comes
+				k := s.rng.IntN(len(next) + 1)
+				var add []*Route
+				for range 1 + s.rng.IntN(700) {
+					r := s.route(s.newID())
+					add = append(add, r)
+					changed = append(changed, r.ID)
+				}
+				next = slices.Insert(next, k, add...)
+			case 2: // many change in place
+				for k := range next {
+					if s.rng.IntN(5) == 0 {
+						next[k] = s.route(next[k].ID)
+						changed = append(changed, next[k].ID)
+					}
+				}
+			default:
+				next, changed = s.change(routes)
+			}
+			got, errs := RecompileChanged(table, routes, next, changed, changeListeners...)
+			want, wantErrs := Compile(values(next), changeListeners...)
+			where := fmt.Sprintf("seed %d step %d (%d routes, %d changed)", seed, step, len(next), len(changed))
+			if fmt.Sprint(errs) != fmt.Sprint(wantErrs) {
+				t.Fatalf("%s: errors\n %v\nwant\n %v", where, errs, wantErrs)
+			}
+			sameTables(t, where, got, want)
+			table, routes = got, next
+		}
+		t.Logf("seed %d: %d routes in %d chunks", seed, table.routes.len, len(table.routes.chunks))
+	}
+}
