@@ -143,7 +143,14 @@ func recompile(prev *listenerState, l watch.Listener, routes []*router.Route) (*
 		return router.Recompile(nil, routes, l.ListenerHostnames...)
 	}
 	if c := l.Changes; c != nil && len(c.Base) > 0 && len(c.Base) == len(prev.spec.Routes) && &c.Base[0] == &prev.spec.Routes[0] {
-		return router.RecompileChanged(prev.table, c.Base, routes, c.IDs, l.ListenerHostnames...)
+		// The table was compiled from the HTTP routes of the base alone:
+		// on a socket with TLS passthrough (any ssl-passthrough Ingress
+		// puts the Ingress HTTPS socket there), the whole base never
+		// matched it, and every change paired every route again.
+		based := l
+		based.Routes = c.Base
+		base, _ := based.SplitTLS()
+		return router.RecompileChanged(prev.table, base, routes, c.IDs, l.ListenerHostnames...)
 	}
 	return router.Recompile(prev.table, routes, l.ListenerHostnames...)
 }

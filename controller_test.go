@@ -413,3 +413,40 @@ func TestEndpointChangesTold(t *testing.T) {
 		t.Errorf("told changes against another map: %s, want %s", got, want)
 	}
 }
+
+// TestRouteChangesToldWithPassthrough: on a socket that also passes TLS
+// through (an ssl-passthrough Ingress on the Ingress HTTPS socket), a
+// route change is compiled from what changed, as on any other socket,
+// and serves what a compilation of every route serves.
+func TestRouteChangesToldWithPassthrough(t *testing.T) {
+	route := func(kind router.Kind, name, path string) *router.Route {
+		r := &router.Route{ID: router.RouteID{Kind: kind, Namespace: "default", Name: name}, Hostnames: []string{name + ".example.com"}}
+		if !kind.IsL4() {
+			r.Rules = []router.Rule{{Matches: []router.Match{{Path: router.PathMatch{Type: router.PathPrefix, Value: path}}}, Backends: []router.BackendRef{{Name: "default/" + name + ":80", Weight: 1}}}}
+		} else {
+			r.Listener = r.Hostnames[0]
+			r.Rules = []router.Rule{{Backends: []router.BackendRef{{Name: "default/" + name + ":443", Weight: 1}}}}
+		}
+		return r
+	}
+	listener := func(routes []*router.Route, changes *watch.RouteChanges) *watch.Snapshot {
+		return &watch.Snapshot{Listeners: []watch.Listener{{
+			Name: "127.0.0.1:443", Address: "127.0.0.1", Port: 443, Protocol: watch.ProtocolHTTPS,
+			ListenerHostnames: []string{""}, TLSHostnames: []string{"secure.example.com"}, Routes: routes, Changes: changes,
+		}}}
+	}
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	first := []*router.Route{route(router.KindIngress, "web", "/a"), route(router.KindIngressPassthrough, "secure", ""), route(router.KindIngress, "api", "/x")}
+	gen := compileSnapshot(listener(first, nil), 1, nil, quiet)
+	next := slices.Clone(first)
+	next[2] = route(router.KindIngress, "api", "/y")
+	changed := compileSnapshot(listener(next, &watch.RouteChanges{Base: first, IDs: []router.RouteID{next[2].ID}}), 2, gen, quiet)
+	table := changed.Listeners[0].table
+	if _, told := table.GoneSince(gen.Listeners[0].table.Serial()); !told {
+		t.Error("the change was compiled by pairing every route, not from what changed")
+	}
+	want, _ := router.Recompile(nil, []*router.Route{next[0], next[2]}, "")
+	if !reflect.DeepEqual(table.Describe(), want.Describe()) {
+		t.Errorf("serving\n%+v\nwant\n%+v", table.Describe(), want.Describe())
+	}
+}
