@@ -131,6 +131,10 @@ func CompileL4Socket(routes []*Route, listeners L4Listeners) (*L4Table, []error)
 			continue
 		}
 		s := scope(r.Listener)
+		if s.https {
+			errs = append(errs, fmt.Errorf("%s: listener %q of the socket is an HTTPS one, which serves HTTP routes, not this", r.ID, r.Listener))
+			continue
+		}
 		hosts := r.Hostnames
 		if len(hosts) == 0 {
 			hosts = []string{""}

@@ -149,6 +149,21 @@ func TestL4Shared(t *testing.T) {
 	}
 }
 
+// TestL4RouteOfAnHTTPSListener: a route bound to a listener hostname that
+// is one of the socket's HTTPS listeners (a snapshot out of step, a state
+// file edited by hand) is left out and reported, not compiled into that
+// listener's scope, which has no table of server names.
+func TestL4RouteOfAnHTTPSListener(t *testing.T) {
+	routes := []Route{l4Route(KindTLSRoute, "stray", "www.example.com", "www.example.com"), l4Route(KindTLSRoute, "db", "db.example.com")}
+	table, errs := CompileL4Socket(pointers(routes), L4Listeners{Hostnames: []string{"db.example.com"}, HTTPS: []string{"www.example.com"}})
+	if len(errs) != 1 || !strings.Contains(errs[0].Error(), "stray") || !strings.Contains(errs[0].Error(), "HTTPS") {
+		t.Errorf("errors %v, want one naming the route and its HTTPS listener", errs)
+	}
+	if table.Claims("www.example.com") || table.Lookup("db.example.com") == nil {
+		t.Errorf("www.example.com claimed %t, db.example.com found %v; want the HTTPS listener's and the route of db", table.Claims("www.example.com"), table.Lookup("db.example.com"))
+	}
+}
+
 // TestL4RouteHostnamePrecedence: within a listener, a route's own
 // hostname decides, not its intersection with the listener's: an exact
 // hostname over an older route's wildcard the listener narrows to the
