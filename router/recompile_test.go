@@ -126,6 +126,17 @@ func (s *changeSource) change(routes []*Route) ([]*Route, []RouteID) {
 	return next, changed
 }
 
+// table makes n new routes and the Table compiled from them, where a
+// sequence of changes starts.
+func (s *changeSource) table(n int) ([]*Route, *Table) {
+	routes := make([]*Route, n)
+	for i := range routes {
+		routes[i] = s.route(s.newID())
+	}
+	table, _ := Recompile(nil, routes, changeListeners...)
+	return routes, table
+}
+
 // TestRecompileChangedSequence: a Table recompiled change after change,
 // each from the last, told what changed, serves what a fresh Compile of
 // the same routes serves, says the same errors, lists the same routes,
@@ -133,11 +144,7 @@ func (s *changeSource) change(routes []*Route) ([]*Route, []RouteID) {
 func TestRecompileChangedSequence(t *testing.T) {
 	for seed := range uint64(2) {
 		s := &changeSource{rng: rand.New(rand.NewPCG(seed, 29))}
-		var routes []*Route
-		for range 400 {
-			routes = append(routes, s.route(s.newID()))
-		}
-		table, _ := Recompile(nil, routes, changeListeners...)
+		routes, table := s.table(400)
 		told := 0
 		for step := range 100 {
 			next, changed := s.change(routes)
@@ -257,11 +264,7 @@ func TestRecompileChangedScopes(t *testing.T) {
 func TestRecompileChangedBulk(t *testing.T) {
 	for seed := range uint64(4) {
 		s := &changeSource{rng: rand.New(rand.NewPCG(seed, 7))}
-		var routes []*Route
-		for range 1200 {
-			routes = append(routes, s.route(s.newID()))
-		}
-		table, _ := Recompile(nil, routes, changeListeners...)
+		routes, table := s.table(1200)
 		for step := range 60 {
 			next := slices.Clone(routes)
 			var changed []RouteID
