@@ -145,7 +145,7 @@ func parseFlags(args []string, output io.Writer) (*config, error) {
 	fs.BoolVar(&c.watch.GatewayServices, "gateway-services", false, "keep for each Gateway a Service of type LoadBalancer in its namespace, with spec.infrastructure's labels and annotations and EndpointSlices of the addresses the Gateway is served on, so that a load balancer can give it an address; the leader creates, updates and deletes them (needs the RBAC for Services and EndpointSlices)")
 	fs.Func("publish-service", "NAMESPACE/NAME of a Service whose addresses Ingress status lists instead of the node addresses: its load balancer's IPs and hostnames and its external IPs for type LoadBalancer, as ingress-nginx's --publish-service (for a MetalLB, kube-vip or cloud load balancer in front of hostgate)", func(s string) error {
 		var err error
-		c.watch.PublishService, err = objectKey(s, "Service")
+		c.watch.PublishService, err = objectKey(s, "Service", validation.IsDNS1035Label)
 		return err
 	})
 	fs.Func("status-addresses", "comma-separated addresses to publish in Ingress and Gateway status instead of the node addresses", func(s string) error {
@@ -526,10 +526,11 @@ func l4AccessLogger(log *slog.Logger) func(*proxy.L4AccessRecord) {
 	}
 }
 
-// objectKey reads a flag's NAMESPACE/NAME of an object of kind.
-func objectKey(value, kind string) (types.NamespacedName, error) {
+// objectKey reads a flag's NAMESPACE/NAME of an object of kind, whose
+// names validName checks as the API server does for that kind.
+func objectKey(value, kind string, validName func(string) []string) (types.NamespacedName, error) {
 	namespace, name, _ := strings.Cut(value, "/")
-	if len(validation.IsDNS1123Label(namespace)) > 0 || len(validation.IsDNS1123Subdomain(name)) > 0 {
+	if len(validation.IsDNS1123Label(namespace)) > 0 || len(validName(name)) > 0 {
 		return types.NamespacedName{}, fmt.Errorf("NAMESPACE/NAME of a %s, with a namespace and a name as Kubernetes allows them", kind)
 	}
 	return types.NamespacedName{Namespace: namespace, Name: name}, nil
@@ -543,7 +544,7 @@ func (c *config) setIngressDefaultCert(value string) error {
 		return nil
 	}
 	if value != "self-signed" {
-		key, err := objectKey(value, "Secret")
+		key, err := objectKey(value, "Secret", validation.IsDNS1123Subdomain)
 		if err != nil {
 			return fmt.Errorf("must be self-signed, none or %w", err)
 		}

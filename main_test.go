@@ -414,6 +414,7 @@ func TestPublishServiceFlag(t *testing.T) {
 		{"--publish-service", "ingress/"},
 		{"--publish-service", "Ingress/front"},
 		{"--publish-service", "a/b/c"},
+		{"--publish-service", "ingress/front.lb"},
 		{"--publish-service", "ingress/front", "--status-addresses", "192.0.2.1"},
 		{"--publish-service", "ingress/front", "--config", "examples/quickstart"},
 	} {
