@@ -118,3 +118,44 @@ func FuzzCgroupFiles(f *testing.F) {
 		}
 	})
 }
+
+// TestTrimIfQuiet checks that a process that went quiet with much of its
+// heap free gives that back to the system, and that one still allocating
+// keeps it.
+func TestTrimIfQuiet(t *testing.T) {
+	// The scavenger returns at once what lies far above the heap's goal:
+	// the heap that stays free in hostgate is within it, below the
+	// room the collector leaves a large live heap.
+	live := megabytes(128)
+	megabytes(64) // garbage at once
+	runtime.GC()
+	samples := []metrics.Sample{{Name: "/gc/heap/allocs:bytes"}, {Name: "/memory/classes/heap/free:bytes"}}
+	metrics.Read(samples)
+	if free := samples[1].Value.Uint64(); free <= idleFreeMin {
+		t.Fatalf("%d MiB of the heap free after 64 MiB became garbage, want more than %d", free>>20, idleFreeMin>>20)
+	}
+	busy := samples[0].Value.Uint64() - 2*idleAllocation
+	if _, trimmed := trimIfQuiet(samples, busy); trimmed {
+		t.Errorf("trimmed the heap of a process that allocated %d MiB since the last check", 2*idleAllocation>>20)
+	}
+	now, trimmed := trimIfQuiet(samples, samples[0].Value.Uint64())
+	if !trimmed {
+		t.Fatalf("kept %d MiB of free heap in a quiet process", samples[1].Value.Uint64()>>20)
+	}
+	metrics.Read(samples)
+	if free := samples[1].Value.Uint64(); free > idleFreeMin {
+		t.Errorf("%d MiB of the heap still free after trimming", free>>20)
+	}
+	if _, trimmed := trimIfQuiet(samples, now); trimmed {
+		t.Errorf("trimmed again with %d MiB free", samples[1].Value.Uint64()>>20)
+	}
+	runtime.KeepAlive(live)
+}
+
+func megabytes(n int) [][]byte {
+	b := make([][]byte, n)
+	for i := range b {
+		b[i] = make([]byte, 1<<20)
+	}
+	return b
+}

@@ -45,6 +45,7 @@ var version = "dev"
 func main() {
 	limitMemory()
 	paceGC()
+	go trimWhenIdle()
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
 	run := func(ctx context.Context, args []string) error { return run(ctx, args, os.Stderr, nil) }

@@ -570,7 +570,17 @@ func (h *hostgate) reportStartup(b *testing.B, unwritten func(context.Context) (
 	b.ReportMetric(m.peak, "peak_rss_MiB")
 	b.Logf("serving after %v; status written and idle %v later; RSS %.0f MiB (peak %.0f MiB; anonymous %.0f MiB, of files such as the binary %.0f MiB)",
 		h.ready.Round(time.Millisecond), settled.Round(time.Second), m.rss, m.peak, m.anon, m.file)
+	// hostgate gives its free heap back once it has been quiet for one of
+	// its checks, 10 s apart (trimWhenIdle): what it holds for as long as
+	// the cluster stays quiet.
+	time.Sleep(idleTrimWait)
+	idle := h.memory(b)
+	b.ReportMetric(idle.rss, "idle_rss_MiB")
+	b.Logf("quiet for %v more: RSS %.0f MiB (anonymous %.0f MiB)", idleTrimWait, idle.rss, idle.anon)
 }
+
+// idleTrimWait is two of hostgate's checks for quiet and a margin.
+const idleTrimWait = 25 * time.Second
 
 // saveProfile writes hostgate's /debug/pprof/<query> to path, with the
 // scenario's name (and part, if any) before the extensions of its file
