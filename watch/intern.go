@@ -1,11 +1,16 @@
 package watch
 
 import (
+	"encoding/binary"
 	"reflect"
 	"sync"
+	"time"
 	"unsafe"
 
+	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 )
 
 // An interner makes the objects of the informers' caches share their equal
@@ -29,6 +34,9 @@ type interner struct {
 	strings generations[string, string]
 	// pointers maps a pointed-to value to the pointer handed out for it.
 	pointers generations[pointerKey, reflect.Value]
+	// slices maps the elements of a slice of sharedSlices to the slice
+	// handed out for them.
+	slices generations[sliceKey, reflect.Value]
 	// fields are the exported fields of each struct type met: looking
 	// them up again for every value took a third of interning.
 	fields map[reflect.Type][]int
@@ -50,8 +58,14 @@ type pointerKey struct {
 // messages), small enough not to matter beside 10,000 objects.
 const internLimit = 4096
 
+// sliceInternLimit is the number of slices of a generation: the slices
+// that many objects share are a few for each Gateway and second in which
+// hostgate wrote statuses, and a generation of internLimit, made whole,
+// was 460 KB.
+const sliceInternLimit = 512
+
 func newInterner() *interner {
-	return &interner{fields: map[reflect.Type][]int{}}
+	return &interner{fields: map[reflect.Type][]int{}, slices: generations[sliceKey, reflect.Value]{limit: sliceInternLimit}}
 }
 
 // intern makes obj, which must be a pointer to a newly decoded object that
@@ -90,12 +104,120 @@ func (in *interner) walk(v reflect.Value) {
 		if holdsNothingShared(v.Type().Elem().Kind()) {
 			return
 		}
+		if v.Kind() == reflect.Slice && v.Len() > 0 && sharedSlices[v.Type()] {
+			if shared, ok := in.slice(v); ok {
+				v.Set(shared)
+				return
+			}
+		}
 		for i := range v.Len() {
 			in.walk(v.Index(i))
 		}
 	}
 	// Maps (labels, annotations) are few and small, and their keys cannot
 	// be replaced in place; interfaces hold nothing of the kinds cached.
+}
+
+// sharedSlices are the types of slices that the interner shares whole
+// between the objects that hold equal ones: the status entries of routes
+// (hostgate writes the same for every route of a Gateway, with the
+// transition times of the second it wrote them), their conditions, the
+// parentRefs of the routes of a Gateway and the load balancer status of
+// Ingresses. Each was a copy of its own in every object: at 10,000
+// HTTPRoutes, most of the status they held. The elements of these slices
+// hold no slice of a type not shared or not walked, and no pointer to a
+// struct (TestSharedSlicesHoldNothingWritten): slice never writes to
+// them.
+var sharedSlices = map[reflect.Type]bool{
+	reflect.TypeFor[[]gatewayv1.RouteParentStatus]():             true,
+	reflect.TypeFor[[]metav1.Condition]():                        true,
+	reflect.TypeFor[[]gatewayv1.ParentReference]():               true,
+	reflect.TypeFor[[]networkingv1.IngressLoadBalancerIngress](): true,
+	reflect.TypeFor[[]networkingv1.IngressPortStatus]():          true,
+}
+
+// sliceKey is a slice's type and the encoding of its elements
+// (appendValueKey).
+type sliceKey struct {
+	t reflect.Type
+	s string
+}
+
+// slice returns the slice to hand out for s, one of sharedSlices: the one
+// handed out before for equal elements, or else an interned copy of s,
+// which later ones then share. ok is false for elements that cannot be
+// told equal. The elements of s are never written: s may be a slice
+// handed out already (client-go interns some objects twice, see pointer),
+// which translation reads meanwhile. The copy has no room to append into.
+func (in *interner) slice(s reflect.Value) (_ reflect.Value, ok bool) {
+	encoded, ok := appendValueKey(nil, s)
+	if !ok {
+		return s, false
+	}
+	key := sliceKey{t: s.Type(), s: string(encoded)}
+	if shared, found := in.slices.find(key); found {
+		return in.slices.share(key, shared), true
+	}
+	own := reflect.MakeSlice(s.Type(), s.Len(), s.Len())
+	reflect.Copy(own, s)
+	for i := range own.Len() {
+		in.walk(own.Index(i))
+	}
+	return in.slices.share(key, own), true
+}
+
+var timeType = reflect.TypeFor[time.Time]()
+
+// appendValueKey appends to b an encoding of v that two values have alike
+// if and only if they are deeply equal, as long as they hold no other
+// kinds than strings, bools, integers, pointers, slices, structs and
+// times; ok is false for a value that holds another kind. Times are equal
+// as instants in locations of the same name.
+func appendValueKey(b []byte, v reflect.Value) (_ []byte, ok bool) {
+	switch v.Kind() {
+	case reflect.String:
+		return append(binary.AppendUvarint(b, uint64(v.Len())), v.String()...), true
+	case reflect.Bool:
+		if v.Bool() {
+			return append(b, 1), true
+		}
+		return append(b, 0), true
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		return binary.AppendVarint(b, v.Int()), true
+	case reflect.Pointer:
+		if v.IsNil() {
+			return append(b, 0), true
+		}
+		return appendValueKey(append(b, 1), v.Elem())
+	case reflect.Slice:
+		if v.IsNil() {
+			return append(b, 0), true
+		}
+		b = binary.AppendUvarint(append(b, 1), uint64(v.Len()))
+		for i := range v.Len() {
+			if b, ok = appendValueKey(b, v.Index(i)); !ok {
+				return b, false
+			}
+		}
+		return b, true
+	case reflect.Struct:
+		if v.Type() == timeType {
+			if !v.CanInterface() {
+				return b, false
+			}
+			t := v.Interface().(time.Time)
+			b = binary.AppendVarint(binary.AppendVarint(b, t.Unix()), int64(t.Nanosecond()))
+			name := t.Location().String()
+			return append(binary.AppendUvarint(b, uint64(len(name))), name...), true
+		}
+		for i := range v.NumField() {
+			if b, ok = appendValueKey(b, v.Field(i)); !ok {
+				return b, false
+			}
+		}
+		return b, true
+	}
+	return b, false
 }
 
 // exportedFields returns the indexes of t's exported fields. Unexported
@@ -157,9 +279,10 @@ func (in *interner) pointer(p reflect.Value) reflect.Value {
 }
 
 // generations maps keys to the values shared for them, in two
-// generations of at most internLimit keys each.
+// generations of at most limit keys each (internLimit if 0).
 type generations[K comparable, V any] struct {
 	current, old map[K]V
+	limit        int
 }
 
 // find returns the value shared for k, if there is one.
@@ -179,16 +302,20 @@ func (g *generations[K, V]) share(k K, v V) V {
 	if shared, ok := g.old[k]; ok {
 		v = shared
 	}
+	limit := g.limit
+	if limit == 0 {
+		limit = internLimit
+	}
 	switch {
 	case g.current == nil:
-		g.current = make(map[K]V, internLimit)
-	case len(g.current) >= internLimit:
+		g.current = make(map[K]V, limit)
+	case len(g.current) >= limit:
 		// The older generation's map, emptied, takes the new one's
 		// values: a start-up with 10,000 routes turns over dozens of
 		// generations, each a map of hundreds of kilobytes made anew.
 		g.old, g.current = g.current, g.old
 		if g.current == nil {
-			g.current = make(map[K]V, internLimit)
+			g.current = make(map[K]V, limit)
 		} else {
 			clear(g.current)
 		}

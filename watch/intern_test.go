@@ -58,6 +58,64 @@ func TestInternSharesWhatObjectsHoldAlike(t *testing.T) {
 	if sameString(a.Name, b.Name) {
 		t.Error("different names share storage")
 	}
+	if &a.Status.Parents[0] != &b.Status.Parents[0] {
+		t.Error("two routes' equal status entries are two copies")
+	}
+	if &a.Spec.ParentRefs[0] != &b.Spec.ParentRefs[0] {
+		t.Error("two routes' equal parentRefs are two copies")
+	}
+	if cap(a.Status.Parents) != len(a.Status.Parents) {
+		t.Error("a shared slice has room for an append to write into")
+	}
+	c := internedRoute("c")
+	c.Status.Parents[0].Conditions[1].LastTransitionTime = metav1.NewTime(c.Status.Parents[0].Conditions[1].LastTransitionTime.Add(time.Second))
+	wantC := c.DeepCopy()
+	if _, err := in.trimObject(c); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(c, wantC) {
+		t.Fatalf("interning changed the object:\n got %+v\nwant %+v", c, wantC)
+	}
+	if &c.Status.Parents[0] == &a.Status.Parents[0] {
+		t.Error("status entries with conditions of different times are one")
+	}
+	if &c.Status.Parents[0].Conditions[0] == &a.Status.Parents[0].Conditions[0] {
+		t.Error("conditions of different times are one")
+	}
+}
+
+// TestSharedSlicesHoldNothingWritten checks that the elements of every
+// type of slice the interner shares hold nothing that interning another
+// object writes to: no pointer to a struct, and no slice of a type that
+// is walked but not shared.
+func TestSharedSlicesHoldNothingWritten(t *testing.T) {
+	var check func(path string, typ reflect.Type)
+	check = func(path string, typ reflect.Type) {
+		switch typ.Kind() {
+		case reflect.Pointer:
+			if typ.Elem().Kind() == reflect.Struct {
+				t.Errorf("%s: a pointer to a struct", path)
+			}
+		case reflect.Slice:
+			if !holdsNothingShared(typ.Elem().Kind()) && !sharedSlices[typ] {
+				t.Errorf("%s: a slice of %v, which is walked but not shared", path, typ.Elem())
+			}
+		case reflect.Struct:
+			if typ == timeType {
+				return
+			}
+			for i := range typ.NumField() {
+				if f := typ.Field(i); f.IsExported() {
+					check(path+"."+f.Name, f.Type)
+				}
+			}
+		case reflect.Map, reflect.Interface:
+			t.Errorf("%s: a %v, which slice cannot tell equal", path, typ.Kind())
+		}
+	}
+	for typ := range sharedSlices {
+		check(typ.String(), typ.Elem())
+	}
 }
 
 // TestInternForgetsWhatOneObjectHolds checks that strings held by one
@@ -174,5 +232,42 @@ func TestInternAgainWritesNothingShared(t *testing.T) {
 	}
 	if *first.Kind != "Service" {
 		t.Errorf("the object interned again has kind %q", *first.Kind)
+	}
+}
+
+// TestInternAgainWritesNoSharedSlice is TestInternAgainWritesNothingShared
+// for the slices the interner shares whole: once the interner has
+// forgotten a slice that cached objects share, interning one of them
+// again must not write its elements.
+func TestInternAgainWritesNoSharedSlice(t *testing.T) {
+	in := newInterner()
+	again, cached := internedRoute("a"), internedRoute("b")
+	in.intern(again)
+	in.intern(cached)
+	shared := cached.Status.Parents
+	if &again.Status.Parents[0] != &shared[0] {
+		t.Fatal("two routes' equal status entries are two copies")
+	}
+	message := shared[0].Conditions[0].Message
+	// Strings and slices turn over: each route holds a message, and so
+	// slices, of its own.
+	for i := range 2*internLimit + 1 {
+		r := internedRoute(fmt.Sprintf("route-%d", i))
+		r.Status.Parents[0].Conditions[0].Message = fmt.Sprintf("Route %d is accepted", i)
+		in.intern(r)
+	}
+	// The interner's copy of the message is now this one.
+	in.intern(&metav1.Condition{Message: string([]byte(message))})
+	reader := make(chan string)
+	go func() { reader <- shared[0].Conditions[0].Message }() // translation, reading a cached object
+	in.intern(again)
+	if got := <-reader; got != message {
+		t.Fatalf("a cached route's condition message read %q while another was interned", got)
+	}
+	if !sameString(shared[0].Conditions[0].Message, message) {
+		t.Error("interning an object again wrote to the elements of a slice that cached objects share")
+	}
+	if !reflect.DeepEqual(again.Status.Parents, shared) {
+		t.Errorf("the route interned again has status entries %+v", again.Status.Parents)
 	}
 }
