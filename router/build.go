@@ -197,7 +197,7 @@ func shardKey(host string) string { return strings.TrimPrefix(host, "*.") }
 
 // count adds by times the hosts of x, a shard, to those of sc.
 func (sc *scope) count(x *hostIndex, by int) {
-	sc.hosts += by * (x.exact.n + x.wild.n)
+	sc.hosts += by * (x.exact.len() + x.wild.len())
 	x.wild.each(func(h *hostTable) {
 		labels := wildLabels(h.name)
 		if labels >= len(sc.wild) {
@@ -256,29 +256,52 @@ func layOutIndex(kept []indexedTable, built []*hostBuilder, seed maphash.Seed) h
 		tags:    make([]uint64, 0, nodes),
 		entries: make([]entry, 0, entries),
 	}
-	var exact, wild []hostTable
-	add := func(h hostTable) {
-		switch {
-		case h.name == "*":
-			x.any = &h
-		case strings.HasPrefix(h.name, "*."):
-			wild = append(wild, h)
-		default:
-			exact = append(exact, h)
-		}
-	}
+	tables := make([]hostTable, 0, len(kept)+len(built))
 	for _, k := range kept {
-		add(x.relocate(k.from, k.hostTable))
+		tables = append(tables, x.relocate(k.from, k.hostTable))
 	}
 	var queue []*trieNode
 	for _, hb := range built {
 		var h hostTable
 		h, queue = x.layOut(hb, queue[:0])
-		add(h)
+		tables = append(tables, h)
 	}
-	x.exact = newHostMap(exact, func(h *hostTable) string { return h.name }, seed)
-	x.wild = newHostMap(wild, func(h *hostTable) string { return h.name[2:] }, seed)
+	// The host maps and the catch-all share the one array of tables, in
+	// runs: wildcards, exact names, "*".
+	slices.SortFunc(tables, func(a, b hostTable) int { return hostKind(a.name) - hostKind(b.name) })
+	wild := runEnd(tables, 0, kindWild)
+	exact := runEnd(tables, wild, kindExact)
+	if exact < len(tables) {
+		x.any = &tables[exact]
+	}
+	x.wild = newHostMap(tables[:wild:wild], len("*."), seed)
+	x.exact = newHostMap(tables[wild:exact:exact], 0, seed)
 	return x
+}
+
+const (
+	kindWild = iota
+	kindExact
+	kindAny
+)
+
+// hostKind is which of an index's runs of tables a host's goes in.
+func hostKind(name string) int {
+	switch {
+	case name == "*":
+		return kindAny
+	case strings.HasPrefix(name, "*."):
+		return kindWild
+	}
+	return kindExact
+}
+
+// runEnd is where the run of kind that starts at from in tables ends.
+func runEnd(tables []hostTable, from, kind int) int {
+	for from < len(tables) && hostKind(tables[from].name) == kind {
+		from++
+	}
+	return from
 }
 
 // layOut appends the nodes and entries of hb to x, sorting each entry list
