@@ -231,10 +231,10 @@ func describeEntry(e entry) MatchDescription {
 	if e.singleLabel {
 		d.Path += " (one label for *)"
 	}
-	for _, h := range e.headers {
+	for _, h := range e.headerConds() {
 		d.Headers = append(d.Headers, describeValue(h))
 	}
-	for _, q := range e.query {
+	for _, q := range e.queryConds() {
 		d.Query = append(d.Query, describeValue(q))
 	}
 	d.Filters = describeFilters(tg.Rule.Filters)

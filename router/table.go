@@ -295,15 +295,17 @@ func (e *entry) matches(req *Request, wildLabels int) bool {
 	if e.pattern != nil && !e.pattern.MatchString(req.Path) {
 		return false
 	}
-	for i := range e.headers {
-		c := &e.headers[i]
+	headers := e.headerConds()
+	for i := range headers {
+		c := &headers[i]
 		v, ok := headerValue(req.Header, c.name)
 		if !ok || !c.matches(v) {
 			return false
 		}
 	}
-	for i := range e.query {
-		c := &e.query[i]
+	query := e.queryConds()
+	for i := range query {
+		c := &query[i]
 		v, ok := queryValue(req.RawQuery, c.name)
 		if !ok || !c.matches(v) {
 			return false
