@@ -45,7 +45,7 @@ func (e *RouteError) Unwrap() error { return e.Err }
 
 // Compile builds a Table from routes. A route that fails validation is left
 // out and reported with a *RouteError; the others are compiled. The Table
-// keeps a copy of each Route, which its Targets point to, but shares what the
+// keeps a copy of routes, which its Targets point to, but shares what a
 // Route refers to (its Rules, Hostnames): the caller must not change those
 // afterwards.
 //
@@ -53,7 +53,7 @@ func (e *RouteError) Unwrap() error { return e.Err }
 // socket, so that a listener without routes still claims its hosts (and
 // answers 404 for them) rather than leaving them to a less specific one.
 func Compile(routes []Route, listenerHostnames ...string) (*Table, []error) {
-	return compile(nil, pointers(routes), listenerHostnames)
+	return compile(nil, pointers(slices.Clone(routes)), listenerHostnames)
 }
 
 // pointers returns a pointer to each of routes, in order.
@@ -80,14 +80,13 @@ func compile(reuse *reuse, routes []*Route, listenerHostnames []string) (*Table,
 	}
 	inShared := 0 // routes left of the last chunk shared
 	for i := range routes {
-		// An unchanged route is the previous Table's copy, which the
-		// entries of its tables, copied as they are, point to.
-		tr := reuse.keptAt(i)
-		kept := tr != nil
+		// An unchanged route is the previous Table's, which the entries
+		// of its tables, copied as they are, point to.
+		r := reuse.keptAt(i)
+		kept := r != nil
 		if !kept {
-			tr = newTableRoute(routes[i])
+			r = routes[i]
 		}
-		r := &tr.Route
 		// A kept route's tables are copied: nothing of it to compile,
 		// unless it shares a rebuilt host, where it is compiled again for
 		// that host only (rebuild). The whole route is compiled before any
@@ -115,7 +114,7 @@ func compile(reuse *reuse, routes []*Route, listenerHostnames []string) (*Table,
 			inShared = len(shared[0].routes) - 1
 			shared = shared[1:]
 		default:
-			list.add(tr)
+			list.add(r)
 		}
 	}
 	c.table.routes = list.done()
@@ -135,12 +134,6 @@ func newCompiler(listenerHostnames []string) *compiler {
 		regexps: map[string]*regexp.Regexp{},
 		strings: map[string]string{},
 	}
-}
-
-func newTableRoute(r *Route) *tableRoute {
-	tr := &tableRoute{Route: *r}
-	tr.hasRefs = hasRefs(&tr.Route)
-	return tr
 }
 
 // listenerScopes makes the scopes of listenerHostnames that t has not,

@@ -31,14 +31,6 @@ type Table struct {
 	gone          []RouteID
 }
 
-// tableRoute is a Table's copy of a route. An unchanged route is the
-// previous Table's copy, which keeps what was found of it.
-type tableRoute struct {
-	Route
-	// hasRefs says whether the route is among its chunk's withRefs.
-	hasRefs bool
-}
-
 // scope is what one listener hostname serves. A request goes to the most
 // specific listener whose hostname matches its host and is served by that
 // listener's routes only, as Gateway API listener isolation requires.
