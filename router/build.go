@@ -319,8 +319,8 @@ func (x *hostIndex) layOut(hb *hostBuilder, queue []*trieNode) (hostTable, []*tr
 	// queue[k] is laid out at x.nodes[h.nodes.lo+k].
 	for k := 0; k < len(queue); k++ {
 		tn, i := queue[k], h.nodes.lo+int32(k)
-		x.nodes[i].exact = x.appendEntries(tn.exact)
-		x.nodes[i].prefix = x.appendEntries(tn.prefix)
+		exact, prefix := x.appendEntries(tn.exact), x.appendEntries(tn.prefix)
+		x.nodes[i].lo, x.nodes[i].mid, x.nodes[i].hi = exact.lo, prefix.lo, prefix.hi
 		outer := x.nodes[i].outer
 		if len(tn.prefix) > 0 {
 			outer = i
@@ -371,7 +371,7 @@ func (x *hostIndex) indexWide(i int32) {
 // entriesIn returns the entries of h, a table of x: a host's entries are
 // contiguous, from those of its root to its gRPC list (see layOut).
 func (x *hostIndex) entriesIn(h *hostTable) []entry {
-	return x.entries[x.nodes[h.nodes.lo].exact.lo:h.grpc.hi]
+	return x.entries[x.nodes[h.nodes.lo].lo:h.grpc.hi]
 }
 
 // relocate appends the nodes and entries of h, a host table of from, to x,
@@ -380,13 +380,13 @@ func (x *hostIndex) entriesIn(h *hostTable) []entry {
 // host's nodes are contiguous in from.
 func (x *hostIndex) relocate(from *hostIndex, h *hostTable) hostTable {
 	nodeShift := int32(len(x.nodes)) - h.nodes.lo
-	entryShift := int32(len(x.entries)) - from.nodes[h.nodes.lo].exact.lo
+	entryShift := int32(len(x.entries)) - from.nodes[h.nodes.lo].lo
 	x.entries = append(x.entries, from.entriesIn(h)...)
 	x.tags = append(x.tags, from.tags[h.nodes.lo:h.nodes.hi]...)
 	for i := h.nodes.lo; i < h.nodes.hi; i++ {
 		n := from.nodes[i]
 		n.children = n.children.shift(nodeShift)
-		n.exact, n.prefix = n.exact.shift(entryShift), n.prefix.shift(entryShift)
+		n.lo, n.mid, n.hi = n.lo+entryShift, n.mid+entryShift, n.hi+entryShift
 		if n.outer >= 0 {
 			n.outer += nodeShift
 		}

@@ -197,8 +197,8 @@ func hostOrder(name string) int {
 func (x *hostIndex) entriesOf(h *hostTable) []entry {
 	var exact, prefix []entry
 	for _, n := range x.nodes[h.nodes.lo:h.nodes.hi] {
-		exact = append(exact, x.list(n.exact)...)
-		prefix = append(prefix, x.list(n.prefix)...)
+		exact = append(exact, x.list(n.exact())...)
+		prefix = append(prefix, x.list(n.prefix())...)
 	}
 	byPath := func(a, b entry) int {
 		if c := cmp.Compare(len(b.path), len(a.path)); c != 0 {

@@ -183,13 +183,19 @@ type hostTable struct {
 // pathNode is a node of the trie over path segments: the root stands for the
 // empty prefix, its child "a" for "/a", that child's child "" for "/a/".
 type pathNode struct {
-	key           string
-	children      span
-	exact, prefix span
+	key      string
+	children span
+	// Its exact entries are entries[lo:mid] and its prefix entries
+	// entries[mid:hi]: laid out one after the other, they need three
+	// bounds, which make a node 40 bytes where two spans made it 48.
+	lo, mid, hi int32
 	// outer is the nearest node above this one with prefix entries, -1 for
 	// none, so that lookup skips the nodes in between.
 	outer int32
 }
+
+func (n *pathNode) exact() span  { return span{n.lo, n.mid} }
+func (n *pathNode) prefix() span { return span{n.mid, n.hi} }
 
 // cutSegment splits the first path segment off rest, and returns with it
 // its tag: its last seven bytes and its length (255 for longer) in a word.
@@ -227,7 +233,7 @@ func (x *hostIndex) lookupIn(h *hostTable, req *Request, wildLabels int) *Target
 	}
 	n := &x.nodes[i]
 	if whole {
-		if t := x.firstMatch(n.exact, req, wildLabels); t != nil {
+		if t := x.firstMatch(n.exact(), req, wildLabels); t != nil {
 			return t
 		}
 	}
@@ -235,7 +241,7 @@ func (x *hostIndex) lookupIn(h *hostTable, req *Request, wildLabels int) *Target
 		return t
 	}
 	for p := n; ; p = &x.nodes[p.outer] {
-		if t := x.firstMatch(p.prefix, req, wildLabels); t != nil {
+		if t := x.firstMatch(p.prefix(), req, wildLabels); t != nil {
 			return t
 		}
 		if p.outer < 0 {
