@@ -288,9 +288,10 @@ type entry struct {
 	singleLabel bool
 	// grpc entries match only paths of the form "/service/method".
 	grpc bool
-	// place is not read by a match attempt, and headers is conds' header
-	// conditions, the rest query ones: they fill the bools' word, where
-	// a slice of each kind was 24 bytes more in every entry of a Table.
+	// place is not read by a match attempt, and headers counts the header
+	// conditions at the start of conds, the rest being query ones: they
+	// fill the bools' word, where a slice of each kind was 24 bytes more
+	// in every entry of a Table.
 	place   placement
 	headers int32
 	method  string
@@ -309,11 +310,13 @@ type entry struct {
 // rank orders entries within one list by the precedence rules that remain
 // after hostname and path placement, but for those the entry holds anyway
 // (a method, the numbers of header and query conditions; compareEntries).
-// Every entry of a Table keeps one, hence 32 bits where ints would do.
+// Every entry of a Table keeps one, hence the small numbers where ints
+// would do: with them an entry is 128 bytes, two cache lines.
 type rank struct {
 	// primary is the length of the path value (prefix, exact or regex) or,
 	// for gRPC-other matches, of the service; secondary that of the method.
-	primary, secondary int32
+	// Validation bounds them far below 1<<16 (maxPathLen, maxValueLen).
+	primary, secondary uint16
 	seq                int32 // position of the route in Compile's input
 }
 
@@ -381,7 +384,7 @@ func (c *compiler) valueConds(conds []valueCond, matches []ValueMatch, canonical
 }
 
 func (c *compiler) placePath(cond *entry, p PathMatch) error {
-	cond.rank.primary = int32(len(p.Value))
+	cond.rank.primary = uint16(len(p.Value))
 	switch p.Type {
 	case PathExact:
 		cond.place, cond.path = placeExact, p.Value
@@ -412,11 +415,11 @@ func (c *compiler) placeGRPC(cond *entry, g *GRPCMatch) error {
 		} else {
 			cond.place, cond.path = placePrefix, "/"+g.Service
 		}
-		cond.rank.primary = int32(len(cond.path))
+		cond.rank.primary = uint16(len(cond.path))
 		return nil
 	}
 	cond.place = placeGRPCOther
-	cond.rank.primary, cond.rank.secondary = int32(len(g.Service)), int32(len(g.Method))
+	cond.rank.primary, cond.rank.secondary = uint16(len(g.Service)), uint16(len(g.Method))
 	if g.Service == "" && g.Method == "" {
 		return nil
 	}
