@@ -197,7 +197,7 @@ func shardKey(host string) string { return strings.TrimPrefix(host, "*.") }
 
 // count adds by times the hosts of x, a shard, to those of sc.
 func (sc *scope) count(x *hostIndex, by int) {
-	sc.hosts += by * (x.exact.n + x.wild.n)
+	sc.hosts += by * (x.exact.len() + x.wild.len())
 	x.wild.each(func(h *hostTable) {
 		labels := wildLabels(h.name)
 		if labels >= len(sc.wild) {
@@ -256,29 +256,52 @@ func layOutIndex(kept []indexedTable, built []*hostBuilder, seed maphash.Seed) h
 		tags:    make([]uint64, 0, nodes),
 		entries: make([]entry, 0, entries),
 	}
-	var exact, wild []hostTable
-	add := func(h hostTable) {
-		switch {
-		case h.name == "*":
-			x.any = &h
-		case strings.HasPrefix(h.name, "*."):
-			wild = append(wild, h)
-		default:
-			exact = append(exact, h)
-		}
-	}
+	tables := make([]hostTable, 0, len(kept)+len(built))
 	for _, k := range kept {
-		add(x.relocate(k.from, k.hostTable))
+		tables = append(tables, x.relocate(k.from, k.hostTable))
 	}
 	var queue []*trieNode
 	for _, hb := range built {
 		var h hostTable
 		h, queue = x.layOut(hb, queue[:0])
-		add(h)
+		tables = append(tables, h)
 	}
-	x.exact = newHostMap(exact, func(h *hostTable) string { return h.name }, seed)
-	x.wild = newHostMap(wild, func(h *hostTable) string { return h.name[2:] }, seed)
+	// The host maps and the catch-all share the one array of tables, in
+	// runs: wildcards, exact names, "*".
+	slices.SortFunc(tables, func(a, b hostTable) int { return hostKind(a.name) - hostKind(b.name) })
+	wild := runEnd(tables, 0, kindWild)
+	exact := runEnd(tables, wild, kindExact)
+	if exact < len(tables) {
+		x.any = &tables[exact]
+	}
+	x.wild = newHostMap(tables[:wild:wild], len("*."), seed)
+	x.exact = newHostMap(tables[wild:exact:exact], 0, seed)
 	return x
+}
+
+const (
+	kindWild = iota
+	kindExact
+	kindAny
+)
+
+// hostKind is which of an index's runs of tables a host's goes in.
+func hostKind(name string) int {
+	switch {
+	case name == "*":
+		return kindAny
+	case strings.HasPrefix(name, "*."):
+		return kindWild
+	}
+	return kindExact
+}
+
+// runEnd is where the run of kind that starts at from in tables ends.
+func runEnd(tables []hostTable, from, kind int) int {
+	for from < len(tables) && hostKind(tables[from].name) == kind {
+		from++
+	}
+	return from
 }
 
 // layOut appends the nodes and entries of hb to x, sorting each entry list
@@ -296,8 +319,8 @@ func (x *hostIndex) layOut(hb *hostBuilder, queue []*trieNode) (hostTable, []*tr
 	// queue[k] is laid out at x.nodes[h.nodes.lo+k].
 	for k := 0; k < len(queue); k++ {
 		tn, i := queue[k], h.nodes.lo+int32(k)
-		x.nodes[i].exact = x.appendEntries(tn.exact)
-		x.nodes[i].prefix = x.appendEntries(tn.prefix)
+		exact, prefix := x.appendEntries(tn.exact), x.appendEntries(tn.prefix)
+		x.nodes[i].lo, x.nodes[i].mid, x.nodes[i].hi = exact.lo, prefix.lo, prefix.hi
 		outer := x.nodes[i].outer
 		if len(tn.prefix) > 0 {
 			outer = i
@@ -348,7 +371,7 @@ func (x *hostIndex) indexWide(i int32) {
 // entriesIn returns the entries of h, a table of x: a host's entries are
 // contiguous, from those of its root to its gRPC list (see layOut).
 func (x *hostIndex) entriesIn(h *hostTable) []entry {
-	return x.entries[x.nodes[h.nodes.lo].exact.lo:h.grpc.hi]
+	return x.entries[x.nodes[h.nodes.lo].lo:h.grpc.hi]
 }
 
 // relocate appends the nodes and entries of h, a host table of from, to x,
@@ -357,13 +380,13 @@ func (x *hostIndex) entriesIn(h *hostTable) []entry {
 // host's nodes are contiguous in from.
 func (x *hostIndex) relocate(from *hostIndex, h *hostTable) hostTable {
 	nodeShift := int32(len(x.nodes)) - h.nodes.lo
-	entryShift := int32(len(x.entries)) - from.nodes[h.nodes.lo].exact.lo
+	entryShift := int32(len(x.entries)) - from.nodes[h.nodes.lo].lo
 	x.entries = append(x.entries, from.entriesIn(h)...)
 	x.tags = append(x.tags, from.tags[h.nodes.lo:h.nodes.hi]...)
 	for i := h.nodes.lo; i < h.nodes.hi; i++ {
 		n := from.nodes[i]
 		n.children = n.children.shift(nodeShift)
-		n.exact, n.prefix = n.exact.shift(entryShift), n.prefix.shift(entryShift)
+		n.lo, n.mid, n.hi = n.lo+entryShift, n.mid+entryShift, n.hi+entryShift
 		if n.outer >= 0 {
 			n.outer += nodeShift
 		}

@@ -45,7 +45,7 @@ func (e *RouteError) Unwrap() error { return e.Err }
 
 // Compile builds a Table from routes. A route that fails validation is left
 // out and reported with a *RouteError; the others are compiled. The Table
-// keeps a copy of each Route, which its Targets point to, but shares what the
+// keeps a copy of routes, which its Targets point to, but shares what a
 // Route refers to (its Rules, Hostnames): the caller must not change those
 // afterwards.
 //
@@ -53,7 +53,7 @@ func (e *RouteError) Unwrap() error { return e.Err }
 // socket, so that a listener without routes still claims its hosts (and
 // answers 404 for them) rather than leaving them to a less specific one.
 func Compile(routes []Route, listenerHostnames ...string) (*Table, []error) {
-	return compile(nil, pointers(routes), listenerHostnames)
+	return compile(nil, pointers(slices.Clone(routes)), listenerHostnames)
 }
 
 // pointers returns a pointer to each of routes, in order.
@@ -80,14 +80,13 @@ func compile(reuse *reuse, routes []*Route, listenerHostnames []string) (*Table,
 	}
 	inShared := 0 // routes left of the last chunk shared
 	for i := range routes {
-		// An unchanged route is the previous Table's copy, which the
-		// entries of its tables, copied as they are, point to.
-		tr := reuse.keptAt(i)
-		kept := tr != nil
+		// An unchanged route is the previous Table's, which the entries
+		// of its tables, copied as they are, point to.
+		r := reuse.keptAt(i)
+		kept := r != nil
 		if !kept {
-			tr = newTableRoute(routes[i])
+			r = routes[i]
 		}
-		r := &tr.Route
 		// A kept route's tables are copied: nothing of it to compile,
 		// unless it shares a rebuilt host, where it is compiled again for
 		// that host only (rebuild). The whole route is compiled before any
@@ -115,7 +114,7 @@ func compile(reuse *reuse, routes []*Route, listenerHostnames []string) (*Table,
 			inShared = len(shared[0].routes) - 1
 			shared = shared[1:]
 		default:
-			list.add(tr)
+			list.add(r)
 		}
 	}
 	c.table.routes = list.done()
@@ -135,12 +134,6 @@ func newCompiler(listenerHostnames []string) *compiler {
 		regexps: map[string]*regexp.Regexp{},
 		strings: map[string]string{},
 	}
-}
-
-func newTableRoute(r *Route) *tableRoute {
-	tr := &tableRoute{Route: *r}
-	tr.hasRefs = hasRefs(&tr.Route)
-	return tr
 }
 
 // listenerScopes makes the scopes of listenerHostnames that t has not,
@@ -294,16 +287,20 @@ type entry struct {
 	// exactly one label in place of the "*".
 	singleLabel bool
 	// grpc entries match only paths of the form "/service/method".
-	grpc   bool
-	method string
+	grpc bool
+	// place is not read by a match attempt, and headers counts the header
+	// conditions at the start of conds, the rest being query ones: they
+	// fill the bools' word, where a slice of each kind was 24 bytes more
+	// in every entry of a Table.
+	place   placement
+	headers int32
+	method  string
 	// pattern matches the whole path for regex and gRPC-other entries; nil
 	// for a gRPC match of every call.
 	pattern *regexp.Regexp
-	headers []valueCond
-	query   []valueCond
+	conds   []valueCond
 
 	target Target
-	place  placement
 	// path is the literal path of exact and prefix entries (prefixes without
 	// their trailing "/").
 	path string
@@ -311,15 +308,20 @@ type entry struct {
 }
 
 // rank orders entries within one list by the precedence rules that remain
-// after hostname and path placement.
+// after hostname and path placement, but for those the entry holds anyway
+// (a method, the numbers of header and query conditions; compareEntries).
+// Every entry of a Table keeps one, hence the small numbers where ints
+// would do: with them an entry is 128 bytes, two cache lines.
 type rank struct {
 	// primary is the length of the path value (prefix, exact or regex) or,
 	// for gRPC-other matches, of the service; secondary that of the method.
-	primary, secondary int
-	hasMethod          bool
-	headers, query     int
-	seq                int // position of the route in Compile's input
+	// Validation bounds them far below 1<<16 (maxPathLen, maxValueLen).
+	primary, secondary uint16
+	seq                int32 // position of the route in Compile's input
 }
+
+func (e *entry) headerConds() []valueCond { return e.conds[:e.headers] }
+func (e *entry) queryConds() []valueCond  { return e.conds[e.headers:] }
 
 type valueCond struct {
 	name    string
@@ -331,7 +333,7 @@ func (c *compiler) entry(r *Route, ruleIndex, matchIndex int, m *Match, seq int)
 	cond := &entry{
 		target: Target{Route: r, Rule: &r.Rules[ruleIndex], RuleIndex: ruleIndex, MatchIndex: matchIndex},
 		method: m.Method,
-		rank:   rank{hasMethod: m.Method != "", seq: seq},
+		rank:   rank{seq: int32(seq)},
 	}
 	if matchIndex >= 0 {
 		cond.target.Match = m
@@ -345,23 +347,27 @@ func (c *compiler) entry(r *Route, ruleIndex, matchIndex int, m *Match, seq int)
 	if err != nil {
 		return nil, err
 	}
-	if cond.headers, err = c.valueConds(m.Headers, textproto.CanonicalMIMEHeaderKey); err != nil {
+	if n := len(m.Headers) + len(m.Query); n > 0 {
+		cond.conds = make([]valueCond, 0, n)
+	}
+	if cond.conds, err = c.valueConds(cond.conds, m.Headers, textproto.CanonicalMIMEHeaderKey); err != nil {
 		return nil, fmt.Errorf("header %w", err)
 	}
-	if cond.query, err = c.valueConds(m.Query, func(name string) string { return name }); err != nil {
+	cond.headers = int32(len(cond.conds))
+	if cond.conds, err = c.valueConds(cond.conds, m.Query, func(name string) string { return name }); err != nil {
 		return nil, fmt.Errorf("query parameter %w", err)
 	}
-	cond.rank.headers, cond.rank.query = len(cond.headers), len(cond.query)
 	return cond, nil
 }
 
-// valueConds compiles header or query conditions. As the Gateway API asks,
-// of several conditions on one name (after canonical) only the first counts.
-func (c *compiler) valueConds(matches []ValueMatch, canonical func(string) string) ([]valueCond, error) {
-	var conds []valueCond
+// valueConds appends to conds the header or query conditions of matches. As
+// the Gateway API asks, of several conditions on one name (after canonical)
+// only the first counts.
+func (c *compiler) valueConds(conds []valueCond, matches []ValueMatch, canonical func(string) string) ([]valueCond, error) {
+	from := len(conds)
 	for _, m := range matches {
 		name := canonical(m.Name)
-		if slices.ContainsFunc(conds, func(vc valueCond) bool { return vc.name == name }) {
+		if slices.ContainsFunc(conds[from:], func(vc valueCond) bool { return vc.name == name }) {
 			continue
 		}
 		vc := valueCond{name: name, value: m.Value}
@@ -378,7 +384,7 @@ func (c *compiler) valueConds(matches []ValueMatch, canonical func(string) strin
 }
 
 func (c *compiler) placePath(cond *entry, p PathMatch) error {
-	cond.rank.primary = len(p.Value)
+	cond.rank.primary = uint16(len(p.Value))
 	switch p.Type {
 	case PathExact:
 		cond.place, cond.path = placeExact, p.Value
@@ -409,11 +415,11 @@ func (c *compiler) placeGRPC(cond *entry, g *GRPCMatch) error {
 		} else {
 			cond.place, cond.path = placePrefix, "/"+g.Service
 		}
-		cond.rank.primary = len(cond.path)
+		cond.rank.primary = uint16(len(cond.path))
 		return nil
 	}
 	cond.place = placeGRPCOther
-	cond.rank.primary, cond.rank.secondary = len(g.Service), len(g.Method)
+	cond.rank.primary, cond.rank.secondary = uint16(len(g.Service)), uint16(len(g.Method))
 	if g.Service == "" && g.Method == "" {
 		return nil
 	}
@@ -470,19 +476,19 @@ func compareEntries(a, b *entry) int {
 	if c := cmp.Compare(rb.secondary, ra.secondary); c != 0 {
 		return c
 	}
-	if ra.hasMethod != rb.hasMethod {
-		if ra.hasMethod {
+	if ma, mb := a.method != "", b.method != ""; ma != mb {
+		if ma {
 			return -1
 		}
 		return 1
 	}
-	if c := cmp.Compare(rb.headers, ra.headers); c != 0 {
+	if c := cmp.Compare(len(b.headerConds()), len(a.headerConds())); c != 0 {
 		return c
 	}
-	if c := cmp.Compare(rb.query, ra.query); c != 0 {
+	if c := cmp.Compare(len(b.queryConds()), len(a.queryConds())); c != 0 {
 		return c
 	}
-	return compareOrigin(&a.target, &b.target, ra.seq, rb.seq)
+	return compareOrigin(&a.target, &b.target, int(ra.seq), int(rb.seq))
 }
 
 // compareOrigin is the end of every precedence order: the oldest route,

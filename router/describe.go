@@ -197,8 +197,8 @@ func hostOrder(name string) int {
 func (x *hostIndex) entriesOf(h *hostTable) []entry {
 	var exact, prefix []entry
 	for _, n := range x.nodes[h.nodes.lo:h.nodes.hi] {
-		exact = append(exact, x.list(n.exact)...)
-		prefix = append(prefix, x.list(n.prefix)...)
+		exact = append(exact, x.list(n.exact())...)
+		prefix = append(prefix, x.list(n.prefix())...)
 	}
 	byPath := func(a, b entry) int {
 		if c := cmp.Compare(len(b.path), len(a.path)); c != 0 {
@@ -231,10 +231,10 @@ func describeEntry(e entry) MatchDescription {
 	if e.singleLabel {
 		d.Path += " (one label for *)"
 	}
-	for _, h := range e.headers {
+	for _, h := range e.headerConds() {
 		d.Headers = append(d.Headers, describeValue(h))
 	}
-	for _, q := range e.query {
+	for _, q := range e.queryConds() {
 		d.Query = append(d.Query, describeValue(q))
 	}
 	d.Filters = describeFilters(tg.Rule.Filters)

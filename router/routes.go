@@ -22,7 +22,7 @@ const routesPerChunk = 256
 // routeChunk is a run of a Table's routes. Like a Table, it never changes
 // once made.
 type routeChunk struct {
-	routes []*tableRoute
+	routes []*Route
 	// withRefs are those of routes that have filters or backends with a
 	// TLS identity, in the same order: what Filters and BackendTLS walk on
 	// every change, where most routes have neither.
@@ -39,13 +39,13 @@ var nameSeed = maphash.MakeSeed()
 
 func hashName(name string) uint64 { return maphash.String(nameSeed, name) }
 
-func newRouteChunk(routes []*tableRoute) *routeChunk {
+func newRouteChunk(routes []*Route) *routeChunk {
 	ch := &routeChunk{routes: routes, names: make([]uint64, len(routes))}
-	for i, tr := range routes {
-		if tr.hasRefs {
-			ch.withRefs = append(ch.withRefs, &tr.Route)
+	for i, r := range routes {
+		if hasRefs(r) {
+			ch.withRefs = append(ch.withRefs, r)
 		}
-		ch.names[i] = hashName(tr.ID.Name)
+		ch.names[i] = hashName(r.ID.Name)
 	}
 	slices.Sort(ch.names)
 	return ch
@@ -57,8 +57,8 @@ type routeList struct {
 	len    int
 }
 
-func (l *routeList) all() iter.Seq[*tableRoute] {
-	return eachOf(l.chunks, func(ch *routeChunk) []*tableRoute { return ch.routes })
+func (l *routeList) all() iter.Seq[*Route] {
+	return eachOf(l.chunks, func(ch *routeChunk) []*Route { return ch.routes })
 }
 
 func (l *routeList) withRefs() iter.Seq[*Route] {
@@ -82,7 +82,7 @@ func eachOf[T any](chunks []*routeChunk, list func(*routeChunk) []T) iter.Seq[T]
 func (l *routeList) has(id RouteID) bool {
 	h := hashName(id.Name)
 	for _, ch := range l.chunks {
-		if _, ok := slices.BinarySearch(ch.names, h); ok && slices.ContainsFunc(ch.routes, func(tr *tableRoute) bool { return tr.ID == id }) {
+		if _, ok := slices.BinarySearch(ch.names, h); ok && slices.ContainsFunc(ch.routes, func(r *Route) bool { return r.ID == id }) {
 			return true
 		}
 	}
@@ -94,11 +94,11 @@ func (l *routeList) has(id RouteID) bool {
 type listBuilder struct {
 	list routeList
 	// next are the routes added since the last chunk was made.
-	next []*tableRoute
+	next []*Route
 }
 
-func (b *listBuilder) add(tr *tableRoute) {
-	b.next = append(b.next, tr)
+func (b *listBuilder) add(r *Route) {
+	b.next = append(b.next, r)
 	if len(b.next) == 2*routesPerChunk {
 		b.cut()
 	}

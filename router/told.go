@@ -26,18 +26,18 @@ type told struct {
 	// fresh are the routes compiled afresh, and freshIDs their IDs.
 	fresh    []freshRoute
 	freshIDs smallSet[RouteID]
-	// dropped are prev's copies of the routes that changed or went.
+	// dropped are prev's routes of those that changed or went.
 	dropped smallSet[*Route]
 	errs    []error
 }
 
 type freshRoute struct {
-	tr    *tableRoute
+	r     *Route
 	conds [][]*entry
 }
 
-// recompileTold is RecompileChanged where prev's routes are copies of
-// base's, one for one. ok is false when routes are not what the caller
+// recompileTold is RecompileChanged where prev's routes are base's (or the
+// same as those), one for one. ok is false when routes are not what the caller
 // said (an unchanged route is not base's at its place), or when an
 // unchanged route and one compiled afresh have the same ID and share a
 // table, where their order in routes decides between them (see
@@ -72,11 +72,11 @@ func recompileTold(prev *Table, base, routes []*Route, changed []RouteID, listen
 			u.compileFresh(r, i, &list)
 			i++
 		case u.changed.has(base[j].ID):
-			u.rebuild(&kept.Route)
-			u.dropped.add(&kept.Route)
+			u.rebuild(kept)
+			u.dropped.add(kept)
 			j++
 		case r != nil && r.ID == base[j].ID && r.Listener == base[j].Listener:
-			// Not told, so unchanged: a copy of base's route.
+			// Not told, so unchanged: prev's route stands for it.
 			list.add(kept)
 			i, j = i+1, j+1
 		default:
@@ -96,7 +96,7 @@ func recompileTold(prev *Table, base, routes []*Route, changed []RouteID, listen
 	t.routes = list.done()
 	u.scopes(listenerHostnames)
 	for _, f := range u.fresh {
-		u.insert(&f.tr.Route, f.conds, nil)
+		u.insert(f.r, f.conds, nil)
 	}
 	for _, k := range u.rebuilt.list {
 		if !u.keepEntries(k) {
@@ -137,15 +137,14 @@ func routeAt(routes []*Route, i int) *Route {
 // compileFresh compiles r, routes[i], and adds it to list unless it fails.
 func (u *told) compileFresh(r *Route, i int, list *listBuilder) {
 	u.rebuild(r)
-	tr := newTableRoute(r)
-	conds, err := u.compileRoute(&tr.Route, i)
+	conds, err := u.compileRoute(r, i)
 	if err != nil {
 		u.errs = append(u.errs, &RouteError{Route: r.ID, Index: i, Err: err})
 		return
 	}
-	u.fresh = append(u.fresh, freshRoute{tr, conds})
+	u.fresh = append(u.fresh, freshRoute{r, conds})
 	u.freshIDs.add(r.ID)
-	list.add(tr)
+	list.add(r)
 }
 
 // scopes puts in the Table prev's scopes that no change falls in, as they
@@ -168,7 +167,7 @@ func (u *told) scopes(listenerHostnames []string) {
 			n = sc.routes
 		}
 		for _, f := range u.fresh {
-			if f.tr.Listener == l {
+			if f.r.Listener == l {
 				n++
 			}
 		}

@@ -2,6 +2,7 @@ package upstream
 
 import (
 	"fmt"
+	"runtime"
 	"testing"
 	"time"
 )
@@ -252,4 +253,35 @@ func BenchmarkSetsOneChange(b *testing.B) {
 			r.Change(map[string][]Endpoint{"ns/svc-0:80": {{Address: fmt.Sprintf("10.255.0.%d:8080", i%2)}}}, nil)
 		}
 	})
+}
+
+// BenchmarkRegistryHeap reports the live heap a Registry keeps per set
+// for 10,000 Services of one endpoint each, the endpoints themselves made
+// before and not counted.
+func BenchmarkRegistryHeap(b *testing.B) {
+	const n = 10000
+	endpoints := map[string][]Endpoint{}
+	for s := range n {
+		endpoints[fmt.Sprintf("ns%d/r%d:80", s%50, s)] = []Endpoint{{Address: fmt.Sprintf("10.%d.%d.1:8080", s/256, s%256)}}
+	}
+	var perSet float64
+	b.ReportAllocs()
+	for b.Loop() {
+		before := liveHeap()
+		r := NewRegistry(RoundRobin, Health{})
+		sets := r.Sets(endpoints)
+		perSet = float64(liveHeap()-before) / n
+		if sets.Len() != n {
+			b.Fatalf("%d sets; want %d", sets.Len(), n)
+		}
+		runtime.KeepAlive(r)
+	}
+	b.ReportMetric(perSet, "live-B/set")
+}
+
+func liveHeap() int64 {
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return int64(m.HeapAlloc)
 }
