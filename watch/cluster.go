@@ -222,8 +222,9 @@ const tooLongForAHeader = "\x00"
 // for Gateways their label saying so and ClusterIPs, of the published one
 // its addresses); of Services and
 // EndpointSlices their UID, generated name, owners and finalizers; of an
-// EndpointSlice's endpoints, where they run (targetRef, nodeName, zone,
-// hints); the image list on Nodes; of a ConfigMap its labels, owners and
+// EndpointSlice its labels but the one naming its Service, and of its
+// endpoints where they run (targetRef, nodeName, zone, hints); the image
+// list on Nodes; of a ConfigMap its labels, owners and
 // every key but ca.crt and those that can be header names, the ones
 // translation reads (keptConfigMapData); of a ClusterTrustBundle all but
 // its name and spec.trustBundle (and it becomes v1 whatever its version).
@@ -281,6 +282,14 @@ func (in *interner) trimObject(obj any) (any, error) {
 		o.Spec = spec
 		o.Status = status
 	case *discoveryv1.EndpointSlice:
+		// Of its labels, the one naming its Service (sliceService): the
+		// endpointslice controller adds the one naming itself, and two
+		// labels took 440 bytes of a slice's 1,000.
+		if svc, ok := o.Labels[discoveryv1.LabelServiceName]; ok {
+			o.Labels = map[string]string{discoveryv1.LabelServiceName: svc}
+		} else {
+			o.Labels = nil
+		}
 		unowned(&o.ObjectMeta)
 		for i := range o.Endpoints {
 			e := &o.Endpoints[i]
