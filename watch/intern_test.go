@@ -2,7 +2,6 @@ package watch
 
 import (
 	"fmt"
-	"maps"
 	"reflect"
 	"testing"
 	"time"
@@ -10,7 +9,6 @@ import (
 
 	certificatesv1 "k8s.io/api/certificates/v1"
 	certificatesv1beta1 "k8s.io/api/certificates/v1beta1"
-	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -176,30 +174,5 @@ func TestInternAgainWritesNothingShared(t *testing.T) {
 	}
 	if *first.Kind != "Service" {
 		t.Errorf("the object interned again has kind %q", *first.Kind)
-	}
-}
-
-// TestTrimmedEndpointSlicesKeepTheirServiceLabel: of an EndpointSlice's
-// labels the cache keeps the one naming its Service, which translation
-// reads (sliceService), and no other.
-func TestTrimmedEndpointSlicesKeepTheirServiceLabel(t *testing.T) {
-	for _, tc := range []struct {
-		labels, want map[string]string
-	}{
-		{
-			labels: map[string]string{discoveryv1.LabelServiceName: "web", discoveryv1.LabelManagedBy: "endpointslice-controller.k8s.io", "app": "web"},
-			want:   map[string]string{discoveryv1.LabelServiceName: "web"},
-		},
-		{labels: map[string]string{discoveryv1.LabelManagedBy: "someone"}},
-		{},
-	} {
-		slice := &discoveryv1.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "web-x7k2p", Labels: tc.labels}}
-		got, err := newInterner().trimObject(slice)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if labels := got.(*discoveryv1.EndpointSlice).Labels; !maps.Equal(labels, tc.want) || (labels == nil) != (tc.want == nil) {
-			t.Errorf("labels %v trimmed to %v, want %v", tc.labels, labels, tc.want)
-		}
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"slices"
 	"sync"
 
-	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
@@ -225,7 +224,7 @@ func (t *tracked) gone(inf *trackedInformer, obj any) {
 // index files the EndpointSlice obj of key under its Service, or takes it
 // out.
 func (inf *trackedInformer) index(key types.NamespacedName, obj any, in bool) {
-	s, ok := obj.(*discoveryv1.EndpointSlice)
+	s, ok := obj.(*endpointSlice)
 	if inf.byService == nil || !ok {
 		return
 	}
@@ -303,13 +302,13 @@ func emptied(set map[any]struct{}) map[any]struct{} {
 
 // slicesOf returns the EndpointSlices of the Service key, in no order,
 // as the next listing will have them.
-func (t *tracked) slicesOf(key types.NamespacedName) []*discoveryv1.EndpointSlice {
+func (t *tracked) slicesOf(key types.NamespacedName) []*endpointSlice {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	var list []*discoveryv1.EndpointSlice
+	var list []*endpointSlice
 	for _, inf := range t.informers {
 		for _, k := range inf.byService[key] {
-			list = append(list, inf.items[inf.at[k]].(*discoveryv1.EndpointSlice))
+			list = append(list, inf.items[inf.at[k]].(*endpointSlice))
 		}
 	}
 	return list
