@@ -168,10 +168,7 @@ func BenchmarkTrackedSliceIndex(b *testing.B) {
 	list := make([]any, n)
 	for i := range list {
 		service := fmt.Sprintf("service-%d", i)
-		list[i] = &discoveryv1.EndpointSlice{ObjectMeta: metav1.ObjectMeta{
-			Namespace: fmt.Sprintf("ns%d", i%50), Name: service + "-x7k2p",
-			Labels: map[string]string{discoveryv1.LabelServiceName: service},
-		}}
+		list[i] = &endpointSlice{Namespace: fmt.Sprintf("ns%d", i%50), Name: service + "-x7k2p", Service: service}
 	}
 	var perService float64
 	for b.Loop() {
@@ -179,6 +176,9 @@ func BenchmarkTrackedSliceIndex(b *testing.B) {
 		inf := t.informer(true)
 		for _, s := range list {
 			t.put(inf, s)
+		}
+		if len(inf.byService) != n {
+			b.Fatalf("%d Services indexed, want %d", len(inf.byService), n)
 		}
 		with := liveHeap()
 		inf.byService = nil
