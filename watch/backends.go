@@ -247,7 +247,7 @@ func backendProtocol(appProtocol *string, grpc bool) (string, bool) {
 // left a third of a set of ten endpoints unused, and
 // an address listed twice is dropped after sorting, where a map of the
 // addresses seen was garbage of every set made.
-func endpointSet(list []*discoveryv1.EndpointSlice, port *corev1.ServicePort) []Endpoint {
+func endpointSet(list []*endpointSlice, port *corev1.ServicePort) []Endpoint {
 	size := 0
 	for _, slice := range list {
 		for _, ep := range slice.Endpoints {
@@ -264,16 +264,14 @@ func endpointSet(list []*discoveryv1.EndpointSlice, port *corev1.ServicePort) []
 			continue
 		}
 		for _, ep := range slice.Endpoints {
-			ready := ep.Conditions.Ready == nil || *ep.Conditions.Ready
-			serving := ep.Conditions.Serving != nil && *ep.Conditions.Serving
-			if !ready && !serving {
+			if !ep.Ready && !ep.Serving {
 				continue
 			}
 			for _, a := range ep.Addresses {
 				if net.ParseIP(a) == nil {
 					continue
 				}
-				set = append(set, Endpoint{Address: net.JoinHostPort(a, strconv.Itoa(int(target))), Ready: ready, Weight: 1})
+				set = append(set, Endpoint{Address: net.JoinHostPort(a, strconv.Itoa(int(target))), Ready: ep.Ready, Weight: 1})
 			}
 		}
 	}
@@ -290,7 +288,7 @@ func portProtocol(p *corev1.ServicePort) corev1.Protocol {
 	return p.Protocol
 }
 
-func slicePort(slice *discoveryv1.EndpointSlice, port *corev1.ServicePort) int32 {
+func slicePort(slice *endpointSlice, port *corev1.ServicePort) int32 {
 	if len(slice.Ports) == 0 {
 		if port.TargetPort.IntVal > 0 && port.TargetPort.StrVal == "" {
 			return port.TargetPort.IntVal

@@ -39,7 +39,7 @@ func TestEndpointSet(t *testing.T) {
 		{Address: "10.0.0.9:8080", Ready: true, Weight: 1},
 		{Address: "[fd00::1]:8080", Ready: true, Weight: 1},
 	}
-	if got := endpointSet(list, port); !slices.Equal(got, want) {
+	if got := endpointSet(cachedSlices(list...), port); !slices.Equal(got, want) {
 		t.Errorf("endpointSet =\n%v\nwant\n%v", got, want)
 	}
 	if got := endpointSet(nil, port); got == nil || len(got) != 0 {

@@ -126,9 +126,9 @@ func BenchmarkChangeEndpoints(b *testing.B) {
 			objs := benchObjects(n)
 			m := newMemo()
 			snap, _ := m.translate(objs, Options{})
-			var changed *discoveryv1.EndpointSlice
-			slicesOf := func(types.NamespacedName) []*discoveryv1.EndpointSlice {
-				return []*discoveryv1.EndpointSlice{changed}
+			var changed *endpointSlice
+			slicesOf := func(types.NamespacedName) []*endpointSlice {
+				return []*endpointSlice{changed}
 			}
 			b.ReportAllocs()
 			defer reportCPU(b)()

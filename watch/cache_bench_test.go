@@ -158,3 +158,32 @@ func benchCachedRoute(meta metav1.ObjectMeta, created metav1.Time) *gatewayv1.HT
 		}}}},
 	}
 }
+
+// BenchmarkTrackedSliceIndex reports the live heap that tracked's index of
+// EndpointSlices by Service (trackedInformer.byService) takes per Service,
+// each with one EndpointSlice, as nearly every Service of a cluster has.
+func BenchmarkTrackedSliceIndex(b *testing.B) {
+	b.ReportAllocs()
+	const n = 10000
+	list := make([]any, n)
+	for i := range list {
+		service := fmt.Sprintf("service-%d", i)
+		list[i] = &endpointSlice{Namespace: fmt.Sprintf("ns%d", i%50), Name: service + "-x7k2p", Service: service}
+	}
+	var perService float64
+	for b.Loop() {
+		t := newTracked()
+		inf := t.informer(true)
+		for _, s := range list {
+			t.put(inf, s)
+		}
+		if len(inf.byService) != n {
+			b.Fatalf("%d Services indexed, want %d", len(inf.byService), n)
+		}
+		with := liveHeap()
+		inf.byService = nil
+		perService = float64(with-liveHeap()) / n
+		runtime.KeepAlive(inf)
+	}
+	b.ReportMetric(perService, "index-B/service")
+}

@@ -220,9 +220,10 @@ const tooLongForAHeader = "\x00"
 // everything; the annotations of every kind but Ingress and IngressClass;
 // of a Service all but its type and ports (and of those hostgate keeps
 // for Gateways their label saying so and ClusterIPs, of the published one
-// its addresses); of Services and
-// EndpointSlices their UID, generated name, owners and finalizers; of an
-// EndpointSlice's endpoints, where they run (targetRef, nodeName, zone,
+// its addresses); of Services their UID, generated name, owners and
+// finalizers; an EndpointSlice becomes an endpointSlice, with its name,
+// Service, ports and its endpoints' addresses and conditions, and without
+// the rest, such as where its endpoints run (targetRef, nodeName, zone,
 // hints); the image list on Nodes; of a ConfigMap its labels, owners and
 // every key but ca.crt and those that can be header names, the ones
 // translation reads (keptConfigMapData); of a ClusterTrustBundle all but
@@ -238,6 +239,16 @@ const tooLongForAHeader = "\x00"
 // Services, EndpointSlices, ConfigMaps and ClusterTrustBundles are never
 // written.
 func (in *interner) trimObject(obj any) (any, error) {
+	switch o := obj.(type) {
+	case *endpointSlice:
+		// One transformed before: client-go may transform an object
+		// twice (see interner.pointer).
+		return o, nil
+	case *discoveryv1.EndpointSlice:
+		s := newEndpointSlice(o)
+		in.intern(s)
+		return s, nil
+	}
 	if m, ok := obj.(metav1.Object); ok {
 		m.SetManagedFields(nil)
 		switch obj.(type) {
@@ -256,10 +267,9 @@ func (in *interner) trimObject(obj any) (any, error) {
 	}
 	// What is kept is what translation reads (backends.go: a Service's
 	// type and ports; addresses.go: the ClusterIPs of hostgate's own;
-	// groups.go: an EndpointSlice's labels; cabundle.go: a
-	// ConfigMap's ca.crt, a ClusterTrustBundle's spec.trustBundle); a
-	// field read later must be kept here too
-	// (TestTrimmedObjectsTranslateAlike).
+	// cabundle.go: a ConfigMap's ca.crt, a ClusterTrustBundle's
+	// spec.trustBundle; endpointslice.go: an EndpointSlice's); a field
+	// read later must be kept here too (TestTrimmedObjectsTranslateAlike).
 	switch o := obj.(type) {
 	case *corev1.Service:
 		spec := corev1.ServiceSpec{Type: o.Spec.Type, Ports: o.Spec.Ports}
@@ -280,12 +290,6 @@ func (in *interner) trimObject(obj any) (any, error) {
 		unowned(&o.ObjectMeta)
 		o.Spec = spec
 		o.Status = status
-	case *discoveryv1.EndpointSlice:
-		unowned(&o.ObjectMeta)
-		for i := range o.Endpoints {
-			e := &o.Endpoints[i]
-			e.TargetRef, e.NodeName, e.Zone, e.Hints, e.DeprecatedTopology, e.Hostname = nil, nil, nil, nil, nil, nil
-		}
 	case *corev1.Node:
 		o.Status.Images = nil
 	case *corev1.ConfigMap:
@@ -332,9 +336,8 @@ func trustBundle(meta metav1.ObjectMeta, bundle string) *certificatesv1.ClusterT
 }
 
 // unowned drops who made an object and what it is known by beyond its
-// name, for the kinds hostgate never writes: the endpointslice controller
-// gives each EndpointSlice a generated name and a reference to its Service
-// with the Service's UID, which translation finds by label.
+// name (UID, generated name, owners, finalizers), for the kinds hostgate
+// never writes.
 func unowned(m *metav1.ObjectMeta) {
 	m.UID, m.GenerateName, m.OwnerReferences, m.Finalizers = "", "", nil, nil
 }
@@ -691,7 +694,7 @@ func (c *clusterStore) sliceHandler() cache.ResourceEventHandler {
 		if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 			obj = d.Obj
 		}
-		s, ok := obj.(*discoveryv1.EndpointSlice)
+		s, ok := obj.(*endpointSlice)
 		if !ok || !c.ready.Load() {
 			return
 		}

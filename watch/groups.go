@@ -3,7 +3,6 @@ package watch
 import (
 	certificatesv1 "k8s.io/api/certificates/v1"
 	corev1 "k8s.io/api/core/v1"
-	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
@@ -120,7 +119,7 @@ type lookups struct {
 	trustBundles *groups[string, *certificatesv1.ClusterTrustBundle]
 	namespaces   *groups[string, *corev1.Namespace]
 	// slices maps a Service to its EndpointSlices.
-	slices *groups[types.NamespacedName, *discoveryv1.EndpointSlice]
+	slices *groups[types.NamespacedName, *endpointSlice]
 	grants *groups[string, *gatewayv1.ReferenceGrant]
 	// policies are BackendTLSPolicies by namespace, which is the
 	// namespace of the Services they target.
@@ -155,13 +154,6 @@ func (l *lookups) update(objs *objects) {
 	l.slices.update(objs.endpointSlices, objs.changes)
 	l.grants.update(objs.referenceGrants, objs.changes)
 	l.policies.update(objs.backendTLS, objs.changes)
-}
-
-// sliceService is the Service an EndpointSlice belongs to, by its label;
-// ok is false for a slice without one.
-func sliceService(s *discoveryv1.EndpointSlice) (key types.NamespacedName, ok bool) {
-	svc := s.Labels[discoveryv1.LabelServiceName]
-	return types.NamespacedName{Namespace: s.Namespace, Name: svc}, svc != ""
 }
 
 func keyed[K any, T any](key func(T) K) func(T) (K, bool) {

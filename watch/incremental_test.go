@@ -11,7 +11,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	discoveryv1 "k8s.io/api/discovery/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -64,7 +63,7 @@ func TestSpliceMatchesTranslation(t *testing.T) {
 					switch o.(type) {
 					case *gatewayv1.HTTPRoute, *gatewayv1.GRPCRoute, *networkingv1.Ingress:
 						return true
-					case *corev1.Service, *gatewayv1.ReferenceGrant, *discoveryv1.EndpointSlice:
+					case *corev1.Service, *gatewayv1.ReferenceGrant, *endpointSlice:
 						lookedUp = append(lookedUp, o)
 						return true
 					}
@@ -154,7 +153,7 @@ func TestSpliceMatchesTranslation(t *testing.T) {
 						v := lookedUpVariants[rng.IntN(len(lookedUpVariants))]
 						what += ", " + describeObject(lookedUpOriginal[j]) + " " + v.name
 						lookedUp[j] = v.change(lookedUpOriginal[j])
-						_, changedSlice = lookedUpOriginal[j].(*discoveryv1.EndpointSlice)
+						_, changedSlice = lookedUpOriginal[j].(*endpointSlice)
 						changedLookedUp = !changedSlice
 					}
 					snap, reports := m.translate(listed(objs, list()), opts)
@@ -275,10 +274,10 @@ var lookedUpVariants = []struct {
 				}
 			}
 			return o
-		case *discoveryv1.EndpointSlice:
+		case *endpointSlice:
 			// An endpoint more, and the first one no longer ready.
-			o.Endpoints = append(o.Endpoints, discoveryv1.Endpoint{Addresses: []string{"10.29.0.1"}})
-			o.Endpoints[0].Conditions.Ready = new(false)
+			o.Endpoints = append(o.Endpoints, sliceEndpoint{Addresses: []string{"10.29.0.1"}, Ready: true})
+			o.Endpoints[0].Ready = false
 			return o
 		}
 		panic(fmt.Sprintf("not a Service, ReferenceGrant or EndpointSlice: %T", original))

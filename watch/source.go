@@ -11,7 +11,6 @@ import (
 	"sync"
 	"time"
 
-	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 )
@@ -43,7 +42,7 @@ type Source struct {
 	statusKick chan struct{}
 	// slicesOf lists the EndpointSlices of a Service, nil where the
 	// source does not know them apart (files, which are read whole).
-	slicesOf func(types.NamespacedName) []*discoveryv1.EndpointSlice
+	slicesOf func(types.NamespacedName) []*endpointSlice
 	// endpointKick is endpointsChanged's signal to Start, and
 	// changedServices the Services it was given since Start took them.
 	endpointKick    chan struct{}

@@ -30,7 +30,7 @@ type objects struct {
 	referenceGrants []*gatewayv1.ReferenceGrant
 	backendTLS      []*gatewayv1.BackendTLSPolicy
 	services        []*corev1.Service
-	endpointSlices  []*discoveryv1.EndpointSlice
+	endpointSlices  []*endpointSlice
 	secrets         []*corev1.Secret
 	configMaps      []*corev1.ConfigMap
 	// trustBundles are ClusterTrustBundles, of whichever version the API
@@ -63,8 +63,13 @@ type storeChanges struct {
 // add stores obj under its kind and reports whether the kind is one the
 // store keeps. When obj is the first of its kind, room is made for hint
 // objects: a cache lists thousands of one kind, and growing the list one
-// object at a time made as much garbage as the rest of the listing.
+// object at a time made as much garbage as the rest of the listing. An
+// EndpointSlice is stored as an endpointSlice, which the informers' cache
+// holds already: this is for file mode and tests.
 func (o *objects) add(obj any, hint int) bool {
+	if s, ok := obj.(*discoveryv1.EndpointSlice); ok {
+		obj = newEndpointSlice(s)
+	}
 	list := o.listOf(obj)
 	if list == nil {
 		return false
@@ -126,8 +131,8 @@ func (o *objects) listOf(obj any) kindList {
 		return listOf[*gatewayv1.BackendTLSPolicy]{&o.backendTLS}
 	case *corev1.Service:
 		return listOf[*corev1.Service]{&o.services}
-	case *discoveryv1.EndpointSlice:
-		return listOf[*discoveryv1.EndpointSlice]{&o.endpointSlices}
+	case *endpointSlice:
+		return listOf[*endpointSlice]{&o.endpointSlices}
 	case *corev1.Secret:
 		return listOf[*corev1.Secret]{&o.secrets}
 	case *corev1.ConfigMap:

@@ -9,7 +9,6 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
-	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
@@ -78,7 +77,7 @@ func (s *trackedStore) informerOf(obj any) *trackedInformer {
 	typ := reflect.TypeOf(obj)
 	inf := s.informers[typ]
 	if inf == nil {
-		inf = s.informer(typ == reflect.TypeFor[*discoveryv1.EndpointSlice]())
+		inf = s.informer(typ == reflect.TypeFor[*endpointSlice]())
 		s.synced(inf)
 		s.informers[typ] = inf
 	}
@@ -134,8 +133,7 @@ func TestTrackedMatchesInformer(t *testing.T) {
 		if inf == services {
 			return &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name}}
 		}
-		return &discoveryv1.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name,
-			Labels: map[string]string{discoveryv1.LabelServiceName: fmt.Sprintf("svc%d", rng.IntN(4))}}}
+		return &endpointSlice{Namespace: "ns", Name: name, Service: fmt.Sprintf("svc%d", rng.IntN(4))}
 	}
 	listed := map[*trackedInformer]bool{}
 	var lastListing map[any]bool
@@ -242,7 +240,7 @@ func TestTrackedMatchesInformer(t *testing.T) {
 			key := types.NamespacedName{Namespace: "ns", Name: fmt.Sprintf("svc%d", svc)}
 			var wantSlices []string
 			for _, o := range stores[sliceInf] {
-				if k, _ := sliceService(o.(*discoveryv1.EndpointSlice)); k == key {
+				if k, _ := sliceService(o.(*endpointSlice)); k == key {
 					wantSlices = append(wantSlices, kindKey(o))
 				}
 			}

@@ -47,7 +47,6 @@ import (
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
-	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
@@ -559,7 +558,7 @@ func (r *endpointRegistry) drop(e *endpointEntry) {
 // and a copy of their shards of the sets (shardmap). slicesOf must list what
 // the store's next list will: the next translation compares its sets with
 // these.
-func (m *memo) changeEndpoints(last *Snapshot, keys []types.NamespacedName, slicesOf func(types.NamespacedName) []*discoveryv1.EndpointSlice) *Snapshot {
+func (m *memo) changeEndpoints(last *Snapshot, keys []types.NamespacedName, slicesOf func(types.NamespacedName) []*endpointSlice) *Snapshot {
 	r := &m.endpoints
 	type change struct {
 		entry *endpointEntry

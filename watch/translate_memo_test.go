@@ -8,7 +8,6 @@ import (
 	"slices"
 	"testing"
 
-	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
@@ -201,10 +200,10 @@ func TestChangeEndpointsMatchesTranslation(t *testing.T) {
 		rng := rand.New(rand.NewPCG(29, uint64(len(objs.endpointSlices))))
 		original := slices.Clone(objs.endpointSlices)
 		current := slices.Clone(original) // nil where removed
-		others := slices.DeleteFunc(objs.all(), func(o any) bool { _, ok := o.(*discoveryv1.EndpointSlice); return ok })
+		others := slices.DeleteFunc(objs.all(), func(o any) bool { _, ok := o.(*endpointSlice); return ok })
 		list := func() []any { return present(others, current) }
-		slicesOf := func(key types.NamespacedName) []*discoveryv1.EndpointSlice {
-			var out []*discoveryv1.EndpointSlice
+		slicesOf := func(key types.NamespacedName) []*endpointSlice {
+			var out []*endpointSlice
 			for _, s := range current {
 				if s == nil {
 					continue
@@ -217,22 +216,22 @@ func TestChangeEndpointsMatchesTranslation(t *testing.T) {
 		}
 		variants := []struct {
 			name   string
-			change func(*discoveryv1.EndpointSlice) *discoveryv1.EndpointSlice
+			change func(*endpointSlice) *endpointSlice
 		}{
-			{"removed", func(*discoveryv1.EndpointSlice) *discoveryv1.EndpointSlice { return nil }},
-			{"back", func(*discoveryv1.EndpointSlice) *discoveryv1.EndpointSlice { return nil }},
-			{"terminating", func(s *discoveryv1.EndpointSlice) *discoveryv1.EndpointSlice {
+			{"removed", func(*endpointSlice) *endpointSlice { return nil }},
+			{"back", func(*endpointSlice) *endpointSlice { return nil }},
+			{"terminating", func(s *endpointSlice) *endpointSlice {
 				if len(s.Endpoints) > 0 {
-					s.Endpoints[0].Conditions = discoveryv1.EndpointConditions{Ready: new(false), Serving: new(true)}
+					s.Endpoints[0].Ready, s.Endpoints[0].Serving = false, true
 				}
 				return s
 			}},
-			{"address added", func(s *discoveryv1.EndpointSlice) *discoveryv1.EndpointSlice {
-				s.Endpoints = append(s.Endpoints, discoveryv1.Endpoint{Addresses: []string{fmt.Sprintf("10.29.0.%d", rng.IntN(250))}})
+			{"address added", func(s *endpointSlice) *endpointSlice {
+				s.Endpoints = append(s.Endpoints, sliceEndpoint{Addresses: []string{fmt.Sprintf("10.29.0.%d", rng.IntN(250))}, Ready: true})
 				return s
 			}},
-			{"label dropped", func(s *discoveryv1.EndpointSlice) *discoveryv1.EndpointSlice {
-				s.Labels = nil
+			{"label dropped", func(s *endpointSlice) *endpointSlice {
+				s.Service = ""
 				return s
 			}},
 		}
@@ -258,7 +257,7 @@ func TestChangeEndpointsMatchesTranslation(t *testing.T) {
 				what += ", translated"
 			} else {
 				var keys []types.NamespacedName
-				for _, s := range []*discoveryv1.EndpointSlice{before, current[i]} {
+				for _, s := range []*endpointSlice{before, current[i]} {
 					if s == nil {
 						continue
 					}
@@ -321,10 +320,10 @@ func TestEndpointChangesAmongTranslations(t *testing.T) {
 					}
 					return out
 				}
-				slicesOf := func(key types.NamespacedName) []*discoveryv1.EndpointSlice {
-					var out []*discoveryv1.EndpointSlice
+				slicesOf := func(key types.NamespacedName) []*endpointSlice {
+					var out []*endpointSlice
 					for i, o := range all {
-						if s, ok := o.(*discoveryv1.EndpointSlice); ok && present[i] {
+						if s, ok := o.(*endpointSlice); ok && present[i] {
 							if k, ok := sliceService(s); ok && k == key {
 								out = append(out, s)
 							}
@@ -337,12 +336,12 @@ func TestEndpointChangesAmongTranslations(t *testing.T) {
 				for step := range 150 {
 					i := rng.IntN(len(all))
 					what := fmt.Sprintf("step %d: %s", step, describeObject(all[i]))
-					if s, ok := all[i].(*discoveryv1.EndpointSlice); ok && rng.IntN(3) != 0 {
+					if s, ok := all[i].(*endpointSlice); ok && rng.IntN(3) != 0 {
 						// An EndpointSlice change: a changed copy, or
 						// removal/restoration, told to changeEndpoints.
 						if present[i] && rng.IntN(2) == 0 {
 							c := s.DeepCopy()
-							c.Endpoints = append(c.Endpoints, discoveryv1.Endpoint{Addresses: []string{fmt.Sprintf("10.77.0.%d", rng.IntN(250))}})
+							c.Endpoints = append(c.Endpoints, sliceEndpoint{Addresses: []string{fmt.Sprintf("10.77.0.%d", rng.IntN(250))}, Ready: true})
 							all[i] = c
 							what += " changed"
 						} else {
