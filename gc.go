@@ -103,20 +103,20 @@ func paceGC() {
 // statuses of 10,000 HTTPRoutes are written, about 40 MiB of the RSS is
 // heap that nothing uses (the room paceGC leaves), and stays so for as
 // long as the cluster is quiet. The runtime's scavenger returns only what
-// lies above the goal. So once the process has gone quiet (it allocated
-// less than idleAllocation in idleCheckInterval) with more than
-// idleFreeMin of the heap free, the free part goes back to the system. A
-// process that allocates, under load or changes, keeps its heap: giving
-// it back would cost a forced collection and faulting the pages in again,
-// at every check.
+// lies above the goal. So when more than idleFreeMin of the heap is free
+// and the process allocates slowly enough that the free part would last
+// it idleRefillChecks checks (a minute), that part goes back to the
+// system. A process that allocates faster, under load or changes, keeps
+// its heap: giving it back would cost a forced collection and faulting
+// the pages in again, over and over.
 const (
 	idleCheckInterval = 10 * time.Second
-	idleAllocation    = 1 << 20
+	idleRefillChecks  = 6
 	idleFreeMin       = 16 << 20
 )
 
 // trimWhenIdle returns the heap's free memory to the system whenever the
-// process has gone quiet since the last check; it never returns.
+// process allocates slowly (trimIfQuiet); it never returns.
 func trimWhenIdle() {
 	samples := []metrics.Sample{{Name: "/gc/heap/allocs:bytes"}, {Name: "/memory/classes/heap/free:bytes"}}
 	metrics.Read(samples)
@@ -126,14 +126,15 @@ func trimWhenIdle() {
 	}
 }
 
-// trimIfQuiet returns the heap's free memory to the system if less than
-// idleAllocation was allocated since the last check (when the heap had
-// allocated bytes in all) and more than idleFreeMin is free, and says
-// whether it did. It returns the bytes allocated in all now.
+// trimIfQuiet returns the heap's free memory to the system if more than
+// idleFreeMin is free and what was allocated since the last check (when
+// the heap had allocated bytes in all) would take idleRefillChecks such
+// checks to fill it, and says whether it did. It returns the bytes
+// allocated in all now.
 func trimIfQuiet(samples []metrics.Sample, allocated uint64) (now uint64, trimmed bool) {
 	metrics.Read(samples)
 	now, free := samples[0].Value.Uint64(), samples[1].Value.Uint64()
-	if now-allocated >= idleAllocation || free <= idleFreeMin {
+	if free <= idleFreeMin || (now-allocated)*idleRefillChecks >= free {
 		return now, false
 	}
 	debug.FreeOSMemory()
