@@ -329,12 +329,12 @@ func (t *translator) gatewayServiceIPs(name types.NamespacedName) ([]netip.Addr,
 	switch {
 	case svc == nil:
 		return nil, fmt.Sprintf("the Service %s that hostgate keeps for the Gateway is not there yet", name)
-	case svc.Labels[ManagedByLabel] != ManagedBy:
+	case svc.Addresses == nil || !svc.Addresses.Gateway:
 		return nil, fmt.Sprintf("the Service %s is not hostgate's, which leaves it alone, and does not lead to the Gateway", name)
 	}
-	list := svc.Spec.ClusterIPs
-	if len(list) == 0 && svc.Spec.ClusterIP != "" {
-		list = []string{svc.Spec.ClusterIP}
+	list := svc.Addresses.ClusterIPs
+	if len(list) == 0 && svc.Addresses.ClusterIP != "" {
+		list = []string{svc.Addresses.ClusterIP}
 	}
 	var ips []netip.Addr
 	for _, s := range list {

@@ -129,20 +129,20 @@ func (t *translator) backendRef(from refFrom, ref gatewayv1.BackendObjectReferen
 	if use == forDatagram {
 		transport = corev1.ProtocolUDP
 	}
-	i := slices.IndexFunc(svc.Spec.Ports, func(p corev1.ServicePort) bool { return p.Port == *ref.Port && portProtocol(&p) == transport })
+	i := slices.IndexFunc(svc.Ports, func(p corev1.ServicePort) bool { return p.Port == *ref.Port && portProtocol(&p) == transport })
 	if i < 0 {
-		if j := slices.IndexFunc(svc.Spec.Ports, func(p corev1.ServicePort) bool { return p.Port == *ref.Port }); j >= 0 {
-			return router.BackendRef{}, refErr(gatewayv1.RouteReasonUnsupportedProtocol, "Service %s/%s port %d: protocol %s, where %s is carried", namespace, ref.Name, *ref.Port, portProtocol(&svc.Spec.Ports[j]), transport)
+		if j := slices.IndexFunc(svc.Ports, func(p corev1.ServicePort) bool { return p.Port == *ref.Port }); j >= 0 {
+			return router.BackendRef{}, refErr(gatewayv1.RouteReasonUnsupportedProtocol, "Service %s/%s port %d: protocol %s, where %s is carried", namespace, ref.Name, *ref.Port, portProtocol(&svc.Ports[j]), transport)
 		}
 		return router.BackendRef{}, refErr(gatewayv1.RouteReasonBackendNotFound, "Service %s/%s: has no port %d", namespace, ref.Name, *ref.Port)
 	}
-	return t.servicePort(svc, &svc.Spec.Ports[i], use)
+	return t.servicePort(svc, &svc.Ports[i], use)
 }
 
 // servicePort registers the endpoint set of a Service port and returns a
 // reference to it.
-func (t *translator) servicePort(svc *corev1.Service, port *corev1.ServicePort, use backendUse) (router.BackendRef, *backendError) {
-	if svc.Spec.Type == corev1.ServiceTypeExternalName {
+func (t *translator) servicePort(svc *service, port *corev1.ServicePort, use backendUse) (router.BackendRef, *backendError) {
+	if svc.Type == corev1.ServiceTypeExternalName {
 		return router.BackendRef{}, refErr(gatewayv1.RouteReasonBackendNotFound, "Service %s/%s: ExternalName Services are not supported", svc.Namespace, svc.Name)
 	}
 	name := svc.Namespace + "/" + svc.Name + ":" + strconv.Itoa(int(port.Port))
@@ -199,17 +199,17 @@ func (t *translator) servicePort(svc *corev1.Service, port *corev1.ServicePort, 
 const AnnotationProxyProtocol = "hostgate.dev/proxy-protocol"
 
 // proxyProtocolVersion reads svc's AnnotationProxyProtocol: 0 without it.
-func proxyProtocolVersion(svc *corev1.Service) (uint8, error) {
-	v, ok := svc.Annotations[AnnotationProxyProtocol]
-	switch {
-	case !ok:
+func proxyProtocolVersion(svc *service) (uint8, error) {
+	switch v := svc.ProxyProtocol; {
+	case v == nil:
 		return 0, nil
-	case v == "v1":
+	case *v == "v1":
 		return 1, nil
-	case v == "v2":
+	case *v == "v2":
 		return 2, nil
+	default:
+		return 0, fmt.Errorf("annotation %s: %q is neither v1 nor v2", AnnotationProxyProtocol, *v)
 	}
-	return 0, fmt.Errorf("annotation %s: %q is neither v1 nor v2", AnnotationProxyProtocol, v)
 }
 
 // backendProtocol maps a Service port's appProtocol to how the proxy

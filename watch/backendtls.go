@@ -155,7 +155,7 @@ func (t *translator) resolvePolicy(obj *gatewayv1.BackendTLSPolicy) *backendPoli
 }
 
 // servicePolicy returns the policy that applies to port of svc, or nil.
-func (t *translator) servicePolicy(svc *corev1.Service, port *corev1.ServicePort) *backendPolicy {
+func (t *translator) servicePolicy(svc *service, port *corev1.ServicePort) *backendPolicy {
 	np := t.policiesOf(svc.Namespace)
 	key := types.NamespacedName{Namespace: svc.Namespace, Name: svc.Name}
 	var p *backendPolicy

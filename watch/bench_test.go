@@ -106,12 +106,12 @@ func BenchmarkTranslate(b *testing.B) {
 // toggleServiceProtocol replaces Service i with a copy whose first port
 // has or loses the appProtocol kubernetes.io/h2c, as an informer would,
 // and returns the copy.
-func toggleServiceProtocol(objs *objects, i int) *corev1.Service {
+func toggleServiceProtocol(objs *objects, i int) *service {
 	svc := objs.services[i].DeepCopy()
-	if svc.Spec.Ports[0].AppProtocol == nil {
-		svc.Spec.Ports[0].AppProtocol = new("kubernetes.io/h2c")
+	if svc.Ports[0].AppProtocol == nil {
+		svc.Ports[0].AppProtocol = new("kubernetes.io/h2c")
 	} else {
-		svc.Spec.Ports[0].AppProtocol = nil
+		svc.Ports[0].AppProtocol = nil
 	}
 	objs.services[i] = svc
 	return svc

@@ -218,29 +218,29 @@ const tooLongForAHeader = "\x00"
 // trimObject drops what hostgate never reads before an object enters the
 // cache, and interns the rest (see interner). Dropped: managed fields on
 // everything; the annotations of every kind but Ingress and IngressClass;
-// of a Service all but its type and ports (and of those hostgate keeps
-// for Gateways their label saying so and ClusterIPs, of the published one
-// its addresses); of Services their UID, generated name, owners and
-// finalizers; an EndpointSlice becomes an endpointSlice, with its name,
-// Service, ports and its endpoints' addresses and conditions, and without
-// the rest, such as where its endpoints run (targetRef, nodeName, zone,
-// hints); the image list on Nodes; of a ConfigMap its labels, owners and
-// every key but ca.crt and those that can be header names, the ones
-// translation reads (keptConfigMapData); of a ClusterTrustBundle all but
-// its name and spec.trustBundle (and it becomes v1 whatever its version).
+// a Service becomes a service, with its name, type, ports and
+// AnnotationProxyProtocol (and the addresses of those hostgate keeps for
+// Gateways and of the published one), and without the rest, such as a
+// kubectl last-applied copy of itself; an EndpointSlice becomes an
+// endpointSlice, with its name, Service, ports and its endpoints'
+// addresses and conditions, and without the rest, such as where its
+// endpoints run (targetRef, nodeName, zone, hints); the image list on
+// Nodes; of a ConfigMap its labels, owners and every key but ca.crt and
+// those that can be header names, the ones translation reads
+// (keptConfigMapData); of a ClusterTrustBundle all but its name and
+// spec.trustBundle (and it becomes v1 whatever its version).
 // `kubectl apply` without --server-side keeps a copy of the whole object
-// in an annotation, which doubled the cache of such objects, each
-// endpoint's targetRef took more than its address and conditions, and
-// hostgate watches every ConfigMap of the cluster to find the few CA
-// bundles that Gateways name. Status writes start from the cached copies:
-// the API server takes nothing but the status from those of custom
-// resources, but an Ingress's metadata as sent, so its annotations stay,
-// as translation reads two of them (TestStatusWritesKeepAnnotations).
-// Services, EndpointSlices, ConfigMaps and ClusterTrustBundles are never
-// written.
+// in an annotation, which doubled the cache of such objects, each endpoint's
+// targetRef took more than its address and conditions, and hostgate
+// watches every ConfigMap of the cluster to find the few CA bundles that
+// Gateways name. Status writes start from the cached copies: the API
+// server takes nothing but the status from those of custom resources, but
+// an Ingress's metadata as sent, so its annotations stay, as translation
+// reads two of them (TestStatusWritesKeepAnnotations). Services,
+// EndpointSlices, ConfigMaps and ClusterTrustBundles are never written.
 func (in *interner) trimObject(obj any) (any, error) {
 	switch o := obj.(type) {
-	case *endpointSlice:
+	case *endpointSlice, *service:
 		// One transformed before: client-go may transform an object
 		// twice (see interner.pointer).
 		return o, nil
@@ -248,48 +248,24 @@ func (in *interner) trimObject(obj any) (any, error) {
 		s := newEndpointSlice(o)
 		in.intern(s)
 		return s, nil
+	case *corev1.Service:
+		s := newService(o, types.NamespacedName{Namespace: o.Namespace, Name: o.Name} == in.published)
+		in.intern(s)
+		return s, nil
 	}
 	if m, ok := obj.(metav1.Object); ok {
 		m.SetManagedFields(nil)
 		switch obj.(type) {
 		case *networkingv1.Ingress, *networkingv1.IngressClass:
-		case *corev1.Service:
-			// Only hostgate's own: a Service commonly carries a
-			// kubectl last-applied copy of itself.
-			if v, ok := m.GetAnnotations()[AnnotationProxyProtocol]; ok {
-				m.SetAnnotations(map[string]string{AnnotationProxyProtocol: v})
-			} else {
-				m.SetAnnotations(nil)
-			}
 		default:
 			m.SetAnnotations(nil)
 		}
 	}
-	// What is kept is what translation reads (backends.go: a Service's
-	// type and ports; addresses.go: the ClusterIPs of hostgate's own;
-	// cabundle.go: a ConfigMap's ca.crt, a ClusterTrustBundle's
-	// spec.trustBundle; endpointslice.go: an EndpointSlice's); a field
-	// read later must be kept here too (TestTrimmedObjectsTranslateAlike).
+	// What is kept is what translation reads (cabundle.go: a ConfigMap's
+	// ca.crt, a ClusterTrustBundle's spec.trustBundle; service.go and
+	// endpointslice.go: a Service's and an EndpointSlice's); a field read
+	// later must be kept here too (TestTrimmedObjectsTranslateAlike).
 	switch o := obj.(type) {
-	case *corev1.Service:
-		spec := corev1.ServiceSpec{Type: o.Spec.Type, Ports: o.Spec.Ports}
-		var status corev1.ServiceStatus
-		if (types.NamespacedName{Namespace: o.Namespace, Name: o.Name}) == in.published {
-			// publishedAddresses reads these.
-			spec.ClusterIP, spec.ExternalIPs, spec.ExternalName = o.Spec.ClusterIP, o.Spec.ExternalIPs, o.Spec.ExternalName
-			status.LoadBalancer = o.Status.LoadBalancer
-		}
-		if o.Labels[ManagedByLabel] == ManagedBy {
-			// The Services kept for Gateways: their ClusterIPs are
-			// Gateway addresses (gatewayServiceIPs).
-			o.Labels = map[string]string{ManagedByLabel: ManagedBy}
-			spec.ClusterIP, spec.ClusterIPs = o.Spec.ClusterIP, o.Spec.ClusterIPs
-		} else {
-			o.Labels = nil
-		}
-		unowned(&o.ObjectMeta)
-		o.Spec = spec
-		o.Status = status
 	case *corev1.Node:
 		o.Status.Images = nil
 	case *corev1.ConfigMap:

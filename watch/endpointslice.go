@@ -2,7 +2,6 @@ package watch
 
 import (
 	discoveryv1 "k8s.io/api/discovery/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -21,8 +20,7 @@ import (
 // Its fields are exported for the interner to share their values
 // (intern); the type is not, as nothing outside the package reads it.
 type endpointSlice struct {
-	Namespace, Name, ResourceVersion string
-	CreationTimestamp                metav1.Time
+	cachedMeta
 	// Service is the Service the slice belongs to, its label
 	// kubernetes.io/service-name; "" for a slice without one.
 	Service     string
@@ -42,8 +40,10 @@ type sliceEndpoint struct {
 // strings and slices of strings, and the values its ports point to.
 func newEndpointSlice(s *discoveryv1.EndpointSlice) *endpointSlice {
 	out := &endpointSlice{
-		Namespace: s.Namespace, Name: s.Name, ResourceVersion: s.ResourceVersion, CreationTimestamp: s.CreationTimestamp,
-		Service: s.Labels[discoveryv1.LabelServiceName], AddressType: s.AddressType, Ports: s.Ports,
+		cachedMeta:  newCachedMeta(&s.ObjectMeta),
+		Service:     s.Labels[discoveryv1.LabelServiceName],
+		AddressType: s.AddressType,
+		Ports:       s.Ports,
 	}
 	if len(s.Endpoints) > 0 {
 		out.Endpoints = make([]sliceEndpoint, len(s.Endpoints))
@@ -88,42 +88,4 @@ func (s *endpointSlice) DeepCopy() *endpointSlice {
 // KUBE_CACHE_MUTATION_DETECTOR is set) and tests copy.
 func (s *endpointSlice) DeepCopyObject() runtime.Object { return s.DeepCopy() }
 
-func (s *endpointSlice) GetObjectKind() schema.ObjectKind { return schema.EmptyObjectKind }
-
-// The methods of metav1.Object, which client-go's key function and the
-// store read objects through. Of the metadata an endpointSlice keeps its
-// namespace, name, resource version and creation time; it has no labels
-// (Service is the one that is read) and the setters of what it does not
-// keep do nothing.
-
-func (s *endpointSlice) GetNamespace() string                  { return s.Namespace }
-func (s *endpointSlice) SetNamespace(namespace string)         { s.Namespace = namespace }
-func (s *endpointSlice) GetName() string                       { return s.Name }
-func (s *endpointSlice) SetName(name string)                   { s.Name = name }
-func (s *endpointSlice) GetResourceVersion() string            { return s.ResourceVersion }
-func (s *endpointSlice) SetResourceVersion(version string)     { s.ResourceVersion = version }
-func (s *endpointSlice) GetCreationTimestamp() metav1.Time     { return s.CreationTimestamp }
-func (s *endpointSlice) SetCreationTimestamp(time metav1.Time) { s.CreationTimestamp = time }
-
-func (*endpointSlice) GetGenerateName() string                       { return "" }
-func (*endpointSlice) SetGenerateName(string)                        {}
-func (*endpointSlice) GetUID() types.UID                             { return "" }
-func (*endpointSlice) SetUID(types.UID)                              {}
-func (*endpointSlice) GetGeneration() int64                          { return 0 }
-func (*endpointSlice) SetGeneration(int64)                           {}
-func (*endpointSlice) GetSelfLink() string                           { return "" }
-func (*endpointSlice) SetSelfLink(string)                            {}
-func (*endpointSlice) GetDeletionTimestamp() *metav1.Time            { return nil }
-func (*endpointSlice) SetDeletionTimestamp(*metav1.Time)             {}
-func (*endpointSlice) GetDeletionGracePeriodSeconds() *int64         { return nil }
-func (*endpointSlice) SetDeletionGracePeriodSeconds(*int64)          {}
-func (*endpointSlice) GetLabels() map[string]string                  { return nil }
-func (*endpointSlice) SetLabels(map[string]string)                   {}
-func (*endpointSlice) GetAnnotations() map[string]string             { return nil }
-func (*endpointSlice) SetAnnotations(map[string]string)              {}
-func (*endpointSlice) GetFinalizers() []string                       { return nil }
-func (*endpointSlice) SetFinalizers([]string)                        {}
-func (*endpointSlice) GetOwnerReferences() []metav1.OwnerReference   { return nil }
-func (*endpointSlice) SetOwnerReferences([]metav1.OwnerReference)    {}
-func (*endpointSlice) GetManagedFields() []metav1.ManagedFieldsEntry { return nil }
-func (*endpointSlice) SetManagedFields([]metav1.ManagedFieldsEntry)  {}
+func (*endpointSlice) GetObjectKind() schema.ObjectKind { return schema.EmptyObjectKind }

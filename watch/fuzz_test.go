@@ -160,7 +160,7 @@ func FuzzDecodeYAML(f *testing.F) {
 		decodeYAML("fuzz.yaml", bytes.NewReader(data), &objs)
 		for _, s := range objs.services {
 			if s.Name == "" || s.Namespace == "" {
-				t.Fatalf("service kept without name or namespace: %+v", s.ObjectMeta)
+				t.Fatalf("service kept without name or namespace: %+v", s.cachedMeta)
 			}
 		}
 	})

@@ -66,11 +66,18 @@ func loadCase(t testing.TB, dir string) (*objects, Options) {
 			t.Fatalf("options.yaml: %v", err)
 		}
 	}
+	objs := &objects{crdBundleVersion: c.CRDBundleVersion, crdChannel: c.CRDChannel}
+	decodeCase(t, dir, objs)
+	return objs, c.Options
+}
+
+// decodeCase adds the objects of the files of dir to objs.
+func decodeCase(t testing.TB, dir string, objs adder) {
+	t.Helper()
 	files, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	objs := &objects{crdBundleVersion: c.CRDBundleVersion, crdChannel: c.CRDChannel}
 	for _, f := range files {
 		if filepath.Base(f) == "options.yaml" {
 			continue
@@ -83,7 +90,6 @@ func loadCase(t testing.TB, dir string) (*objects, Options) {
 			t.Fatalf("loading %s: %v", f, errs)
 		}
 	}
-	return objs, c.Options
 }
 
 func checkGolden(t *testing.T, path, got string) {

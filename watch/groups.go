@@ -112,7 +112,7 @@ type object interface {
 // of the kinds it walks.
 type lookups struct {
 	order      orders
-	services   *groups[types.NamespacedName, *corev1.Service]
+	services   *groups[types.NamespacedName, *service]
 	secrets    *groups[types.NamespacedName, *corev1.Secret]
 	configMaps *groups[types.NamespacedName, *corev1.ConfigMap]
 	// trustBundles are ClusterTrustBundles by name.
@@ -132,7 +132,7 @@ type lookups struct {
 func newLookups() *lookups {
 	return &lookups{
 		dependents:   dependents{services: map[types.NamespacedName][]any{}, grants: map[string][]any{}},
-		services:     newGroups(keyed(namespacedName[*corev1.Service])),
+		services:     newGroups(keyed(namespacedName[*service])),
 		secrets:      newGroups(keyed(namespacedName[*corev1.Secret])),
 		configMaps:   newGroups(keyed(namespacedName[*corev1.ConfigMap])),
 		trustBundles: newGroups(keyed((*certificatesv1.ClusterTrustBundle).GetName)),

@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -63,7 +62,7 @@ func TestSpliceMatchesTranslation(t *testing.T) {
 					switch o.(type) {
 					case *gatewayv1.HTTPRoute, *gatewayv1.GRPCRoute, *networkingv1.Ingress:
 						return true
-					case *corev1.Service, *gatewayv1.ReferenceGrant, *endpointSlice:
+					case *service, *gatewayv1.ReferenceGrant, *endpointSlice:
 						lookedUp = append(lookedUp, o)
 						return true
 					}
@@ -255,12 +254,12 @@ var lookedUpVariants = []struct {
 	{"back", func(original any) any { return original }},
 	{"changed", func(original any) any {
 		switch o := copyObject(original).(type) {
-		case *corev1.Service:
+		case *service:
 			// Routes that name the port find none; those that name
 			// the next one find it, with another protocol.
-			for i := range o.Spec.Ports {
-				o.Spec.Ports[i].Port++
-				o.Spec.Ports[i].AppProtocol = new("kubernetes.io/h2c")
+			for i := range o.Ports {
+				o.Ports[i].Port++
+				o.Ports[i].AppProtocol = new("kubernetes.io/h2c")
 			}
 			return o
 		case *gatewayv1.ReferenceGrant:

@@ -187,9 +187,15 @@ func (t *translator) ingressLoadBalancer() networkingv1.IngressLoadBalancerStatu
 // the external IPs; for NodePort, the external IPs or else the
 // ClusterIP; for ClusterIP, the ClusterIP; for ExternalName, the name.
 // problem says why there are none.
-func publishedAddresses(svc *corev1.Service) (addrs []networkingv1.IngressLoadBalancerIngress, problem string) {
+func publishedAddresses(svc *service) (addrs []networkingv1.IngressLoadBalancerIngress, problem string) {
 	if svc == nil {
 		return nil, "no such Service"
+	}
+	// nil only where the cache was told of no published Service: then it
+	// has no address to publish.
+	var a serviceAddresses
+	if svc.Addresses != nil {
+		a = *svc.Addresses
 	}
 	ips := func(list ...string) {
 		for _, ip := range list {
@@ -198,29 +204,29 @@ func publishedAddresses(svc *corev1.Service) (addrs []networkingv1.IngressLoadBa
 			}
 		}
 	}
-	switch svc.Spec.Type {
+	switch svc.Type {
 	case corev1.ServiceTypeLoadBalancer:
-		for _, lb := range svc.Status.LoadBalancer.Ingress {
+		for _, lb := range a.LoadBalancer {
 			if lb.IP != "" {
 				ips(lb.IP)
 			} else if lb.Hostname != "" {
 				addrs = append(addrs, networkingv1.IngressLoadBalancerIngress{Hostname: lb.Hostname})
 			}
 		}
-		ips(svc.Spec.ExternalIPs...)
+		ips(a.ExternalIPs...)
 		if len(addrs) == 0 {
 			return nil, "its load balancer has no address yet"
 		}
 	case corev1.ServiceTypeNodePort:
-		if len(svc.Spec.ExternalIPs) > 0 {
-			ips(svc.Spec.ExternalIPs...)
+		if len(a.ExternalIPs) > 0 {
+			ips(a.ExternalIPs...)
 		} else {
-			ips(svc.Spec.ClusterIP)
+			ips(a.ClusterIP)
 		}
 	case corev1.ServiceTypeExternalName:
-		addrs = append(addrs, networkingv1.IngressLoadBalancerIngress{Hostname: svc.Spec.ExternalName})
+		addrs = append(addrs, networkingv1.IngressLoadBalancerIngress{Hostname: a.ExternalName})
 	default:
-		ips(svc.Spec.ClusterIP)
+		ips(a.ClusterIP)
 	}
 	if len(addrs) == 0 {
 		return nil, "the Service has no address"
@@ -690,7 +696,7 @@ func (t *translator) ingressServicePort(namespace string, b *networkingv1.Ingres
 	if svc == nil {
 		return router.BackendRef{}, fmt.Errorf("service %s: %w", b.Name, errServiceNotFound)
 	}
-	i := slices.IndexFunc(svc.Spec.Ports, func(p corev1.ServicePort) bool {
+	i := slices.IndexFunc(svc.Ports, func(p corev1.ServicePort) bool {
 		if b.Port.Name != "" {
 			return p.Name == b.Port.Name
 		}
@@ -699,7 +705,7 @@ func (t *translator) ingressServicePort(namespace string, b *networkingv1.Ingres
 	if i < 0 {
 		return router.BackendRef{}, fmt.Errorf("service %s: no port %s", b.Name, ingressPortString(b.Port))
 	}
-	ref, err := t.servicePort(svc, &svc.Spec.Ports[i], use)
+	ref, err := t.servicePort(svc, &svc.Ports[i], use)
 	if err != nil {
 		return router.BackendRef{}, err
 	}

@@ -220,13 +220,15 @@ func appendValueKey(b []byte, v reflect.Value) (_ []byte, ok bool) {
 	return b, false
 }
 
-// exportedFields returns the indexes of t's exported fields. Unexported
-// ones (time.Time's, say) cannot be set, and hold nothing of the object's.
+// exportedFields returns the indexes of t's exported fields, and of the
+// structs it embeds (cachedMeta), whose exported fields are settable as
+// t's own. Unexported ones (time.Time's, say) cannot be set, and hold
+// nothing of the object's.
 func (in *interner) exportedFields(t reflect.Type) []int {
 	fields, ok := in.fields[t]
 	if !ok {
 		for i := range t.NumField() {
-			if t.Field(i).IsExported() {
+			if f := t.Field(i); f.IsExported() || f.Anonymous && f.Type.Kind() == reflect.Struct {
 				fields = append(fields, i)
 			}
 		}

@@ -469,11 +469,11 @@ func (t *translator) nginxURLService(u *url.URL) (router.BackendRef, error) {
 	if svc == nil {
 		return router.BackendRef{}, fmt.Errorf("Service %s/%s: %w", key.Namespace, key.Name, errServiceNotFound)
 	}
-	i := slices.IndexFunc(svc.Spec.Ports, func(p corev1.ServicePort) bool { return int(p.Port) == port })
+	i := slices.IndexFunc(svc.Ports, func(p corev1.ServicePort) bool { return int(p.Port) == port })
 	if i < 0 {
 		return router.BackendRef{}, fmt.Errorf("Service %s/%s: has no port %d", key.Namespace, key.Name, port)
 	}
-	ref, berr := t.servicePort(svc, &svc.Spec.Ports[i], forHTTP)
+	ref, berr := t.servicePort(svc, &svc.Ports[i], forHTTP)
 	if berr != nil {
 		return router.BackendRef{}, berr
 	}

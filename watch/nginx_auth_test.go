@@ -166,9 +166,9 @@ func nginxAuthTestObjects(annotations map[string]string) *objects {
 			},
 		}}}},
 	}
-	return &objects{services: []*corev1.Service{
-		{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "web"}, Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 80}}}},
-		{ObjectMeta: metav1.ObjectMeta{Namespace: "auth", Name: "oauth2-proxy"}, Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 80}}}},
+	return &objects{services: []*service{
+		{Namespace: "default", Name: "web", Ports: []corev1.ServicePort{{Port: 80}}},
+		{Namespace: "auth", Name: "oauth2-proxy", Ports: []corev1.ServicePort{{Port: 80}}},
 	}, ingresses: []*networkingv1.Ingress{ing}}
 }
 

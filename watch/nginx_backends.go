@@ -272,12 +272,12 @@ func (t *translator) resolveDefaultBackend(ing *networkingv1.Ingress, s *nginxSe
 // ingressDefaultBackend resolves a Service of namespace by its first port.
 func (t *translator) ingressDefaultBackend(namespace, name string) (router.BackendRef, error) {
 	svc := t.services.last(types.NamespacedName{Namespace: namespace, Name: name})
-	if svc != nil && len(svc.Spec.Ports) == 0 {
+	if svc != nil && len(svc.Ports) == 0 {
 		return router.BackendRef{}, fmt.Errorf("service %s has no ports", name)
 	}
 	port := networkingv1.ServiceBackendPort{}
 	if svc != nil {
-		port.Number = svc.Spec.Ports[0].Port
+		port.Number = svc.Ports[0].Port
 	}
 	return t.ingressBackend(namespace, &networkingv1.IngressBackend{Service: &networkingv1.IngressServiceBackend{Name: name, Port: port}})
 }

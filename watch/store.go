@@ -29,7 +29,7 @@ type objects struct {
 	udpRoutes       []*gatewayv1.UDPRoute
 	referenceGrants []*gatewayv1.ReferenceGrant
 	backendTLS      []*gatewayv1.BackendTLSPolicy
-	services        []*corev1.Service
+	services        []*service
 	endpointSlices  []*endpointSlice
 	secrets         []*corev1.Secret
 	configMaps      []*corev1.ConfigMap
@@ -64,11 +64,15 @@ type storeChanges struct {
 // store keeps. When obj is the first of its kind, room is made for hint
 // objects: a cache lists thousands of one kind, and growing the list one
 // object at a time made as much garbage as the rest of the listing. An
-// EndpointSlice is stored as an endpointSlice, which the informers' cache
-// holds already: this is for file mode and tests.
+// EndpointSlice is stored as an endpointSlice and a Service as a service,
+// which the informers' cache holds already: this is for file mode and
+// tests.
 func (o *objects) add(obj any, hint int) bool {
-	if s, ok := obj.(*discoveryv1.EndpointSlice); ok {
+	switch s := obj.(type) {
+	case *discoveryv1.EndpointSlice:
 		obj = newEndpointSlice(s)
+	case *corev1.Service:
+		obj = newService(s, true)
 	}
 	list := o.listOf(obj)
 	if list == nil {
@@ -129,8 +133,8 @@ func (o *objects) listOf(obj any) kindList {
 		return listOf[*gatewayv1.ReferenceGrant]{&o.referenceGrants}
 	case *gatewayv1.BackendTLSPolicy:
 		return listOf[*gatewayv1.BackendTLSPolicy]{&o.backendTLS}
-	case *corev1.Service:
-		return listOf[*corev1.Service]{&o.services}
+	case *service:
+		return listOf[*service]{&o.services}
 	case *endpointSlice:
 		return listOf[*endpointSlice]{&o.endpointSlices}
 	case *corev1.Secret:

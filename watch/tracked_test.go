@@ -8,7 +8,6 @@ import (
 	"slices"
 	"testing"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
@@ -131,7 +130,7 @@ func TestTrackedMatchesInformer(t *testing.T) {
 	newObject := func(inf *trackedInformer) any {
 		name := fmt.Sprintf("o%d", rng.IntN(30))
 		if inf == services {
-			return &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name}}
+			return &service{Namespace: "ns", Name: name}
 		}
 		return &endpointSlice{Namespace: "ns", Name: name, Service: fmt.Sprintf("svc%d", rng.IntN(4))}
 	}

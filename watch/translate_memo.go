@@ -398,7 +398,7 @@ func (t *translator) dependOnSecret(key types.NamespacedName) {
 
 // registerEndpoints makes the endpoint set of a Service port part of the
 // Snapshot under name.
-func (t *translator) registerEndpoints(name string, svc *corev1.Service, port *corev1.ServicePort) {
+func (t *translator) registerEndpoints(name string, svc *service, port *corev1.ServicePort) {
 	key := types.NamespacedName{Namespace: svc.Namespace, Name: svc.Name}
 	if t.next == nil {
 		if _, done := t.endpoints[name]; !done {

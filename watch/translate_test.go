@@ -161,7 +161,11 @@ func TestPublishedAddresses(t *testing.T) {
 		{"external name", &corev1.Service{Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeExternalName, ExternalName: "front.example.net"}},
 			[]networkingv1.IngressLoadBalancerIngress{name("front.example.net")}, ""},
 	} {
-		got, problem := publishedAddresses(tc.svc)
+		var svc *service
+		if tc.svc != nil {
+			svc = newService(tc.svc, true)
+		}
+		got, problem := publishedAddresses(svc)
 		if !reflect.DeepEqual(got, tc.want) || problem != tc.problem {
 			t.Errorf("%s: %v, %q; want %v, %q", tc.what, got, problem, tc.want, tc.problem)
 		}
