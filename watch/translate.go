@@ -224,8 +224,12 @@ type translator struct {
 	// of a translation with 10,000 routes.
 	attachedTo []*listener
 	placed     []placement
-	// outcomes is attachRoute's scratch space.
-	outcomes []parentOutcome
+	// outcomes is attachRoute's scratch space; lastOutcomes and
+	// lastParents are the outcomes and status entries memoParents kept
+	// last, which the next route shares when it has the same.
+	outcomes     []parentOutcome
+	lastOutcomes []parentOutcome
+	lastParents  []gatewayv1.RouteParentStatus
 	// tlsPolicies are the BackendTLSPolicies of the namespaces resolved so
 	// far, and policyAncestors the Gateways whose routes use each Service
 	// some policy targets.

@@ -44,6 +44,7 @@ package watch
 // and so never hits.
 
 import (
+	"reflect"
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
@@ -612,9 +613,40 @@ func (t *translator) memoParents(r *route, controller gatewayv1.GatewayControlle
 	// Kept in the route, which a translation reuses only when the last one
 	// used it: a map of the routes' entries took a tenth of a translation.
 	if !r.lastParents.made || !slices.Equal(r.lastParents.outcomes, outcomes) {
-		r.lastParents = parentsEntry{made: true, outcomes: slices.Clone(outcomes), parents: t.parentStatuses(r, controller, outcomes)}
+		r.lastParents = parentsEntry{made: true, outcomes: t.keptOutcomes(outcomes), parents: t.sharedParents(t.parentStatuses(r, controller, outcomes))}
 	}
 	return r.lastParents.parents
+}
+
+// keptOutcomes is a copy of outcomes to keep, the one made last when
+// equal: neither is ever changed, and most routes of a cluster have the
+// same outcomes (accepted by the one Gateway of their first parentRef),
+// where a copy of its own was 47 B of every route kept.
+func (t *translator) keptOutcomes(outcomes []parentOutcome) []parentOutcome {
+	if !slices.Equal(t.lastOutcomes, outcomes) || t.lastOutcomes == nil {
+		t.lastOutcomes = slices.Clone(outcomes)
+	}
+	return t.lastOutcomes
+}
+
+// sharedParents is parents, or the status entries made last when they
+// are the same: routes that name their Gateway alike and are accepted at
+// the same generation share their conditions (goodConditions) and so
+// their entries, which Reports never change, where a list of its own was
+// 94 B of every route kept.
+func (t *translator) sharedParents(parents []gatewayv1.RouteParentStatus) []gatewayv1.RouteParentStatus {
+	if slices.EqualFunc(t.lastParents, parents, sameParentStatus) && t.lastParents != nil {
+		return t.lastParents
+	}
+	t.lastParents = parents
+	return parents
+}
+
+// sameParentStatus reports whether a and b are the same entry: their
+// conditions the same list, and their parentRefs equal.
+func sameParentStatus(a, b gatewayv1.RouteParentStatus) bool {
+	return a.ControllerName == b.ControllerName && len(a.Conditions) == len(b.Conditions) && len(a.Conditions) > 0 &&
+		&a.Conditions[0] == &b.Conditions[0] && reflect.DeepEqual(&a.ParentRef, &b.ParentRef)
 }
 
 // lastRoutes are the routes of the socket called name in the last
