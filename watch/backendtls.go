@@ -188,7 +188,7 @@ func (t *translator) notePolicyService(r *route, ref *gatewayv1.BackendObjectRef
 	if (ref.Group != nil && *ref.Group != "") || (ref.Kind != nil && *ref.Kind != "Service") {
 		return
 	}
-	key := types.NamespacedName{Namespace: r.id.Namespace, Name: string(ref.Name)}
+	key := types.NamespacedName{Namespace: r.meta.Namespace, Name: string(ref.Name)}
 	if ref.Namespace != nil {
 		key.Namespace = string(*ref.Namespace)
 	}

@@ -224,12 +224,13 @@ type translator struct {
 	// of a translation with 10,000 routes.
 	attachedTo []*listener
 	placed     []placement
-	// outcomes is attachRoute's scratch space; lastOutcomes and
-	// lastParents are the outcomes and status entries memoParents kept
-	// last, which the next route shares when it has the same.
-	outcomes     []parentOutcome
-	lastOutcomes []parentOutcome
-	lastParents  []gatewayv1.RouteParentStatus
+	// outcomes and counting are attachRoute's scratch space; lastOutcomes,
+	// lastCounted and lastParents are the outcomes, listener indices and
+	// status entries routes kept last, which the next route shares when
+	// it has the same.
+	outcomes, lastOutcomes []parentOutcome
+	counting, lastCounted  []int
+	lastParents            []gatewayv1.RouteParentStatus
 	// tlsPolicies are the BackendTLSPolicies of the namespaces resolved so
 	// far, and policyAncestors the Gateways whose routes use each Service
 	// some policy targets.
