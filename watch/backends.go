@@ -152,7 +152,7 @@ func (t *translator) servicePort(svc *corev1.Service, port *corev1.ServicePort, 
 		name += "/" + strings.ToLower(string(portProtocol(port)))
 	}
 	if use.layer4() {
-		ref := router.BackendRef{Name: name, Weight: 1}
+		ref := router.BackendRef{Weight: 1}
 		if use != forDatagram {
 			version, err := proxyProtocolVersion(svc)
 			if err != nil {
@@ -167,7 +167,7 @@ func (t *translator) servicePort(svc *corev1.Service, port *corev1.ServicePort, 
 				ref.TLS, ref.Invalid = policy.tls, policy.tls == nil
 			}
 		}
-		t.registerEndpoints(name, svc, port)
+		ref.Name = t.registerEndpoints(name, svc, port)
 		return ref, nil
 	}
 	protocol, ok := backendProtocol(port.AppProtocol, use == forGRPC)
@@ -182,8 +182,7 @@ func (t *translator) servicePort(svc *corev1.Service, port *corev1.ServicePort, 
 		// Not served in plain text: the policy's status says why.
 		return router.BackendRef{Name: name, Weight: 1, Protocol: protocol, Invalid: true}, nil
 	}
-	t.registerEndpoints(name, svc, port)
-	ref := router.BackendRef{Name: name, Weight: 1, Protocol: protocol}
+	ref := router.BackendRef{Name: t.registerEndpoints(name, svc, port), Weight: 1, Protocol: protocol}
 	if policy != nil {
 		ref.TLS = policy.tls
 	}

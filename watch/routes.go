@@ -29,6 +29,7 @@ type route struct {
 	ourStatus bool
 	// parents are the parentRefs that name Gateways and ListenerSets:
 	// what attaching reads of them in every translation, found once.
+	// Never changed: routes with the same share one list (keep).
 	parents []parent
 	rules   []router.Rule
 	// resolvedRefs is the route's ResolvedRefs problem; invalid makes it
@@ -86,6 +87,7 @@ func (t *translator) newRoute(kind router.Kind, meta *metav1.ObjectMeta, common 
 		// status entry in every translation took a twentieth of a change.
 		ourStatus: slices.ContainsFunc(status, func(p gatewayv1.RouteParentStatus) bool { return p.ControllerName == controller }),
 	}
+	parents := t.parentRefs[:0]
 	for i, ref := range common.ParentRefs {
 		kind := derefOr(ref.Kind, "Gateway")
 		if (ref.Group != nil && *ref.Group != gatewayv1.GroupName) || (kind != "Gateway" && kind != "ListenerSet") {
@@ -95,13 +97,17 @@ func (t *translator) newRoute(kind router.Kind, meta *metav1.ObjectMeta, common 
 		if ref.Namespace != nil {
 			namespace = string(*ref.Namespace)
 		}
-		r.parents = append(r.parents, parent{
+		parents = append(parents, parent{
 			index:       i,
 			name:        types.NamespacedName{Namespace: namespace, Name: string(ref.Name)},
 			listenerSet: kind == "ListenerSet",
 			section:     ref.SectionName,
 			port:        ref.Port,
 		})
+	}
+	t.parentRefs = parents
+	if len(parents) > 0 {
+		r.parents = keep(&t.lastParentRefs, parents)
 	}
 	for _, h := range hostnames {
 		r.hostnames = append(r.hostnames, strings.ToLower(string(h)))

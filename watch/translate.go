@@ -231,6 +231,9 @@ type translator struct {
 	outcomes, lastOutcomes []parentOutcome
 	counting, lastCounted  []int
 	lastParents            []gatewayv1.RouteParentStatus
+	// parentRefs is newRoute's scratch space, and lastParentRefs the
+	// parents a route kept last.
+	parentRefs, lastParentRefs []parent
 	// tlsPolicies are the BackendTLSPolicies of the namespaces resolved so
 	// far, and policyAncestors the Gateways whose routes use each Service
 	// some policy targets.
