@@ -132,7 +132,7 @@ type lookups struct {
 
 func newLookups() *lookups {
 	return &lookups{
-		dependents:   dependents{services: map[types.NamespacedName][]any{}, grants: map[string][]any{}},
+		dependents:   dependents{services: serviceUses{}, grants: map[string][]any{}},
 		services:     newGroups(keyed(namespacedName[*corev1.Service])),
 		secrets:      newGroups(keyed(namespacedName[*corev1.Secret])),
 		configMaps:   newGroups(keyed(namespacedName[*corev1.ConfigMap])),

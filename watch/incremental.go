@@ -156,7 +156,7 @@ func (t *translator) staleRoutes() (stale [spliceKinds][]any, ok bool) {
 		return true
 	}
 	for key := range services.changed {
-		if !all(t.dependents.services[key], take) {
+		if u := t.dependents.services[key]; u != nil && !all(u.dependents, take) {
 			return stale, false
 		}
 	}
@@ -185,9 +185,10 @@ func all[E any](list []E, f func(E) bool) bool {
 // an entry of one the memo no longer holds, or holds made again, stays
 // until the index is made again from the results held, once it has had
 // as many made since as the memo holds. added counts the results indexed
-// since the index was made from nothing.
+// since the index was made from nothing. services are the memo's (see
+// serviceUses).
 type dependents struct {
-	services map[types.NamespacedName][]any
+	services serviceUses
 	grants   map[string][]any
 	added    int
 }
@@ -196,7 +197,8 @@ type dependents struct {
 func (x *dependents) add(obj any, d *deps) {
 	x.added++
 	for _, key := range d.services {
-		x.services[key] = append(x.services[key], obj)
+		u := x.services.use(key)
+		u.dependents = append(u.dependents, obj)
 	}
 	if d.other != nil {
 		for _, namespace := range d.other.grants {
@@ -211,7 +213,10 @@ func (x *dependents) prune(results map[any]*memoEntry) {
 	if x.added <= 2*len(results) {
 		return
 	}
-	clear(x.services)
+	for key, u := range x.services {
+		u.dependents = nil
+		x.services.tidy(key, u)
+	}
 	clear(x.grants)
 	x.added = 0
 	for obj, e := range results {

@@ -106,9 +106,47 @@ type results struct {
 }
 
 func newMemo() *memo {
-	return &memo{groups: newLookups(), endpoints: endpointRegistry{
-		byName: map[string]*endpointEntry{}, byService: map[types.NamespacedName][]*endpointEntry{}, changed: map[types.NamespacedName]struct{}{},
+	groups, uses := newLookups(), serviceUses{}
+	groups.dependents.services = uses
+	return &memo{groups: groups, endpoints: endpointRegistry{
+		byName: map[string]*endpointEntry{}, byService: uses, changed: map[types.NamespacedName]struct{}{},
 	}}
+}
+
+// serviceUses are what the memo holds by Service key: the endpoint entries
+// of the Service's ports (endpointRegistry.byService) and the results that
+// looked the key up (dependents.services). One map holds both, where a map
+// for each took 234 B of every Service of 10,000 HTTPRoutes.
+type serviceUses map[types.NamespacedName]*serviceUse
+
+type serviceUse struct {
+	entries    []*endpointEntry
+	dependents []any
+}
+
+// use returns the use of key, made if there is none yet.
+func (u serviceUses) use(key types.NamespacedName) *serviceUse {
+	s := u[key]
+	if s == nil {
+		s = &serviceUse{}
+		u[key] = s
+	}
+	return s
+}
+
+// entries are the endpoint entries of the ports of Service key.
+func (u serviceUses) entries(key types.NamespacedName) []*endpointEntry {
+	if s := u[key]; s != nil {
+		return s.entries
+	}
+	return nil
+}
+
+// tidy forgets s, the use of key, once it holds nothing.
+func (u serviceUses) tidy(key types.NamespacedName, s *serviceUse) {
+	if len(s.entries) == 0 && len(s.dependents) == 0 {
+		delete(u, key)
+	}
 }
 
 // newResults returns empty results with room for as many entries as like
@@ -242,7 +280,7 @@ type endpointRegistry struct {
 	// those the current one has registered so far; byService holds the
 	// same entries by Service, for changeEndpoints.
 	byName    map[string]*endpointEntry
-	byService map[types.NamespacedName][]*endpointEntry
+	byService serviceUses
 	// changed are the Services whose sets changeEndpoints changed since
 	// the last translation, which the next one makes again: its lookups
 	// tell what changed since the last translation only.
@@ -413,7 +451,8 @@ func (t *translator) registerEndpoints(name string, svc *corev1.Service, port *c
 	if e == nil {
 		e = &endpointEntry{name: name, key: key}
 		t.eps.byName[name] = e
-		t.eps.byService[key] = append(t.eps.byService[key], e)
+		u := t.eps.byService.use(key)
+		u.entries = append(u.entries, e)
 	}
 	t.register(e, port)
 	if t.deps != nil {
@@ -524,7 +563,7 @@ func (t *translator) dropUnregistered() []string {
 	r := t.eps
 	for _, changed := range []map[types.NamespacedName]struct{}{t.slices.changed, r.changed} {
 		for key := range changed {
-			for _, e := range r.byService[key] {
+			for _, e := range r.byService.entries(key) {
 				if e.routeRefs > 0 {
 					t.register(e, e.port)
 				}
@@ -546,10 +585,9 @@ func (t *translator) dropUnregistered() []string {
 // drop forgets e.
 func (r *endpointRegistry) drop(e *endpointEntry) {
 	delete(r.byName, e.name)
-	r.byService[e.key] = slices.DeleteFunc(r.byService[e.key], func(o *endpointEntry) bool { return o == e })
-	if len(r.byService[e.key]) == 0 {
-		delete(r.byService, e.key)
-	}
+	u := r.byService[e.key]
+	u.entries = slices.DeleteFunc(u.entries, func(o *endpointEntry) bool { return o == e })
+	r.byService.tidy(e.key, u)
 }
 
 // changeEndpoints brings the endpoint sets of the Services keys to the
@@ -572,7 +610,7 @@ func (m *memo) changeEndpoints(last *Snapshot, keys []types.NamespacedName, slic
 	// must find the sets published.
 	var changes []change
 	for _, key := range keys {
-		entries := r.byService[key]
+		entries := r.byService.entries(key)
 		if len(entries) == 0 {
 			continue // no route refers to the Service
 		}
