@@ -11,9 +11,10 @@ import (
 
 func (t *translator) httpRoute(obj *gatewayv1.HTTPRoute) *route {
 	r := t.newRoute(router.KindHTTPRoute, &obj.ObjectMeta, &obj.Spec.CommonRouteSpec, obj.Spec.Hostnames, obj.Status.Parents)
+	r.rules = sized[router.Rule](len(obj.Spec.Rules))
 	for i, rule := range obj.Spec.Rules {
 		field := fmt.Sprintf("spec.rules[%d]", i)
-		rr := router.Rule{Name: string(derefOr(rule.Name, ""))}
+		rr := router.Rule{Name: string(derefOr(rule.Name, "")), Matches: sized[router.Match](len(rule.Matches))}
 		for _, m := range rule.Matches {
 			rr.Matches = append(rr.Matches, httpMatch(m))
 		}
@@ -52,6 +53,7 @@ type ruleBackend struct {
 func (t *translator) ruleActions(r *route, field string, rr *router.Rule, filters []gatewayv1.HTTPRouteFilter, backends []ruleBackend, grpc bool) {
 	var broken bool
 	rr.Filters, broken = t.httpFilters(r, field+".filters", filters, grpc)
+	rr.Backends = sized[router.BackendRef](len(backends))
 	for j, b := range backends {
 		bfield := fmt.Sprintf("%s.backendRefs[%d]", field, j)
 		ref := t.backend(r, bfield, b.ref, grpc)

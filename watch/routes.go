@@ -109,10 +109,22 @@ func (t *translator) newRoute(kind router.Kind, meta *metav1.ObjectMeta, common 
 	if len(parents) > 0 {
 		r.parents = keep(&t.lastParentRefs, parents)
 	}
+	r.hostnames = sized[string](len(hostnames))
 	for _, h := range hostnames {
 		r.hostnames = append(r.hostnames, strings.ToLower(string(h)))
 	}
 	return r
+}
+
+// sized is an empty list with room for n elements, nil for none. The
+// lists of a translated route are kept for as long as it is: grown by
+// appends, they kept up to twice the room they use (a third rule took a
+// route's rules from 352 B to 704 B).
+func sized[E any](n int) []E {
+	if n == 0 {
+		return nil
+	}
+	return make([]E, 0, n)
 }
 
 func (r *route) unsupported(format string, args ...any) {
