@@ -31,7 +31,8 @@ func (t *translator) permitted(from refFrom, group, kind, namespace, name string
 		return true
 	}
 	t.dependOnGrants(namespace)
-	for _, g := range t.grants.byKey[namespace] {
+	var one [1]*gatewayv1.ReferenceGrant
+	for _, g := range t.grants.of(namespace, &one) {
 		fromOK := slices.ContainsFunc(g.Spec.From, func(f gatewayv1.ReferenceGrantFrom) bool {
 			return string(f.Group) == gatewayv1.GroupName && string(f.Kind) == from.kind && string(f.Namespace) == from.namespace
 		})

@@ -17,9 +17,14 @@ import (
 // tell the memo which of its results may depend on a change, without
 // looking up each of their dependencies. A list never holds one object
 // (one pointer) twice.
+//
+// Most keys have one object (a Service, its EndpointSlice): those are in
+// one, the others in many. A map of lists took 57 B and a list of 8 B for
+// each key, where a map of objects takes 41 B.
 type groups[K comparable, T object] struct {
 	key     func(T) (K, bool)
-	byKey   map[K][]T
+	one     map[K]T
+	many    map[K][]T
 	members membership[T]
 	// changed are the keys whose group the last update changed; all is set
 	// instead by the first update, which changed every key.
@@ -28,7 +33,7 @@ type groups[K comparable, T object] struct {
 }
 
 func newGroups[K comparable, T object](key func(T) (K, bool)) *groups[K, T] {
-	return &groups[K, T]{key: key, byKey: map[K][]T{}, changed: map[K]struct{}{}}
+	return &groups[K, T]{key: key, one: map[K]T{}, many: map[K][]T{}, changed: map[K]struct{}{}}
 }
 
 // update makes g the grouping of list.
@@ -40,7 +45,7 @@ func (g *groups[K, T]) update(list []T, changes *storeChanges) {
 	// be made again on every translation.
 	g.all = first && len(list) > 0
 	if first {
-		g.byKey = group(list, g.key)
+		g.fill(list)
 		return
 	}
 	for _, touched := range [][]T{added, removed} {
@@ -56,8 +61,9 @@ func (g *groups[K, T]) update(list []T, changes *storeChanges) {
 	// Changed groups are new slices: results of earlier translations may
 	// hold the old ones.
 	regrouped := make(map[K][]T, len(g.changed))
+	var one [1]T
 	for k := range g.changed {
-		for _, o := range g.byKey[k] {
+		for _, o := range g.of(k, &one) {
 			if g.members.has(o) {
 				regrouped[k] = append(regrouped[k], o)
 			}
@@ -69,20 +75,69 @@ func (g *groups[K, T]) update(list []T, changes *storeChanges) {
 		}
 	}
 	for k := range g.changed {
-		if grp := regrouped[k]; len(grp) > 0 {
-			sortObjects(grp)
-			g.byKey[k] = grp
+		grp := regrouped[k]
+		sortObjects(grp)
+		g.set(k, grp)
+	}
+}
+
+// fill groups list, replacing every group.
+func (g *groups[K, T]) fill(list []T) {
+	clear(g.one)
+	clear(g.many)
+	for _, o := range list {
+		k, ok := g.key(o)
+		if !ok {
+			continue
+		}
+		if grp, ok := g.many[k]; ok {
+			g.many[k] = append(grp, o)
+		} else if first, ok := g.one[k]; ok {
+			delete(g.one, k)
+			g.many[k] = []T{first, o}
 		} else {
-			delete(g.byKey, k)
+			g.one[k] = o
 		}
 	}
+	for _, grp := range g.many {
+		sortObjects(grp)
+	}
+}
+
+// set makes grp, sorted, the group of k.
+func (g *groups[K, T]) set(k K, grp []T) {
+	switch len(grp) {
+	case 0:
+		delete(g.one, k)
+		delete(g.many, k)
+	case 1:
+		g.one[k] = grp[0]
+		delete(g.many, k)
+	default:
+		delete(g.one, k)
+		g.many[k] = grp
+	}
+}
+
+// of returns the group of k, in sorted order; a group of one object is
+// returned in one, which the caller provides (on its stack) for as long
+// as it reads the group.
+func (g *groups[K, T]) of(k K, one *[1]T) []T {
+	if o, ok := g.one[k]; ok {
+		one[0] = o
+		return one[:]
+	}
+	return g.many[k]
 }
 
 // last is the object of key k that a stable sort puts last, the one a map
 // filled from a sorted list would keep; the zero T when there is none.
 func (g *groups[K, T]) last(k K) T {
+	if o, ok := g.one[k]; ok {
+		return o
+	}
 	var zero T
-	grp := g.byKey[k]
+	grp := g.many[k]
 	if len(grp) == 0 {
 		return zero
 	}

@@ -539,17 +539,3 @@ func sortObjects[T metav1.Object](list []T) {
 func namespacedName[T metav1.Object](o T) types.NamespacedName {
 	return types.NamespacedName{Namespace: o.GetNamespace(), Name: o.GetName()}
 }
-
-// group collects objects under keys, each group in sorted order.
-func group[K comparable, T metav1.Object](list []T, key func(T) (K, bool)) map[K][]T {
-	m := map[K][]T{}
-	for _, o := range list {
-		if k, ok := key(o); ok {
-			m[k] = append(m[k], o)
-		}
-	}
-	for _, g := range m {
-		sortObjects(g)
-	}
-	return m
-}

@@ -443,7 +443,8 @@ func (t *translator) registerEndpoints(name string, svc *corev1.Service, port *c
 	key := types.NamespacedName{Namespace: svc.Namespace, Name: svc.Name}
 	if t.next == nil {
 		if _, done := t.endpoints[name]; !done {
-			t.endpoints[name] = endpointSet(t.slices.byKey[key], port)
+			var one [1]*discoveryv1.EndpointSlice
+			t.endpoints[name] = endpointSet(t.slices.of(key, &one), port)
 		}
 		return name
 	}
@@ -474,7 +475,8 @@ func (t *translator) register(e *endpointEntry, port *corev1.ServicePort) {
 	// changed it since.
 	_, changed := t.eps.changed[e.key]
 	if e.port != port || changed || t.slices.changedKey(e.key) {
-		set := endpointSet(t.slices.byKey[e.key], port)
+		var one [1]*discoveryv1.EndpointSlice
+		set := endpointSet(t.slices.of(e.key, &one), port)
 		// Compared, not just replaced: changeEndpoints may have brought
 		// the set up to date already, and an equal set keeps the map.
 		if e.port == nil || !slices.Equal(set, e.set) {
