@@ -183,7 +183,7 @@ func (t *translator) httpFilters(r *route, field string, filters []gatewayv1.HTT
 			out = append(out, auth)
 		case gatewayv1.HTTPRouteFilterExtensionRef:
 			broken = true
-			r.resolvedRefs.first(string(gatewayv1.RouteReasonInvalidKind), fmt.Sprintf("%s.extensionRef: hostgate has no filter extensions", ffield))
+			r.issue().resolvedRefs.first(string(gatewayv1.RouteReasonInvalidKind), fmt.Sprintf("%s.extensionRef: hostgate has no filter extensions", ffield))
 		default:
 			r.unsupported("%s.type: %s filters are not supported", ffield, f.Type)
 		}
