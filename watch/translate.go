@@ -234,6 +234,9 @@ type translator struct {
 	// parentRefs is newRoute's scratch space, and lastParentRefs the
 	// parents a route kept last.
 	parentRefs, lastParentRefs []parent
+	// policyDeps are the lists of one namespace that results depending on
+	// its BackendTLSPolicies share (dependOnPolicies).
+	policyDeps map[string][]string
 	// tlsPolicies are the BackendTLSPolicies of the namespaces resolved so
 	// far, and policyAncestors the Gateways whose routes use each Service
 	// some policy targets.

@@ -405,7 +405,22 @@ func (t *translator) dependOnGrants(namespace string) {
 }
 
 func (t *translator) dependOnPolicies(namespace string) {
-	if t.deps != nil {
+	switch {
+	case t.deps == nil:
+	case len(t.deps.policies) == 0:
+		// Most results look up the policies of one namespace: those share
+		// a list of it, which an append copies (its room is its length),
+		// where a list of its own was 16 B of every route kept.
+		list, ok := t.policyDeps[namespace]
+		if !ok {
+			if t.policyDeps == nil {
+				t.policyDeps = map[string][]string{}
+			}
+			list = []string{namespace}
+			t.policyDeps[namespace] = list
+		}
+		t.deps.policies = list
+	default:
 		t.deps.policies = appendUnlessLast(t.deps.policies, namespace)
 	}
 }
