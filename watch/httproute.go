@@ -15,10 +15,7 @@ func (t *translator) httpRoute(obj *gatewayv1.HTTPRoute) *route {
 	r.rules = sized[router.Rule](len(obj.Spec.Rules))
 	for i, rule := range obj.Spec.Rules {
 		field := fmt.Sprintf("spec.rules[%d]", i)
-		rr := router.Rule{Name: string(derefOr(rule.Name, "")), Matches: sized[router.Match](len(rule.Matches))}
-		for _, m := range rule.Matches {
-			rr.Matches = append(rr.Matches, httpMatch(m))
-		}
+		rr := router.Rule{Name: string(derefOr(rule.Name, "")), Matches: t.httpMatches(rule.Matches)}
 		backends := make([]ruleBackend, len(rule.BackendRefs))
 		for j, b := range rule.BackendRefs {
 			backends[j] = ruleBackend{b.BackendRef, b.Filters}
@@ -132,6 +129,40 @@ func parseDuration(d *gatewayv1.Duration) (time.Duration, error) {
 		err = fmt.Errorf("%q: negative", *d)
 	}
 	return v, err
+}
+
+// httpMatches translates the matches of a rule. A rule of one match of a
+// path (and method) alone gets the list of the same match made before in
+// the translation, which nothing changes: many routes match the same
+// paths ("/", "/api"), and a list of its own was 96 B of each route kept.
+func (t *translator) httpMatches(matches []gatewayv1.HTTPRouteMatch) []router.Match {
+	if len(matches) == 1 {
+		m := httpMatch(matches[0])
+		if m.Headers != nil || m.Query != nil {
+			return []router.Match{m}
+		}
+		key := pathMatch{m.Path, m.Method}
+		shared, ok := t.pathMatches[key]
+		if !ok {
+			if t.pathMatches == nil {
+				t.pathMatches = map[pathMatch][]router.Match{}
+			}
+			shared = []router.Match{m}
+			t.pathMatches[key] = shared
+		}
+		return shared
+	}
+	out := sized[router.Match](len(matches))
+	for _, m := range matches {
+		out = append(out, httpMatch(m))
+	}
+	return out
+}
+
+// pathMatch is a match of a path and method alone.
+type pathMatch struct {
+	path   router.PathMatch
+	method string
 }
 
 func httpMatch(m gatewayv1.HTTPRouteMatch) router.Match {

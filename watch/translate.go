@@ -235,8 +235,10 @@ type translator struct {
 	// parents a route kept last.
 	parentRefs, lastParentRefs []parent
 	// policyDeps are the lists of one namespace that results depending on
-	// its BackendTLSPolicies share (dependOnPolicies).
-	policyDeps map[string][]string
+	// its BackendTLSPolicies share (dependOnPolicies), and pathMatches the
+	// lists of one match that rules share (httpMatches).
+	policyDeps  map[string][]string
+	pathMatches map[pathMatch][]router.Match
 	// tlsPolicies are the BackendTLSPolicies of the namespaces resolved so
 	// far, and policyAncestors the Gateways whose routes use each Service
 	// some policy targets.
