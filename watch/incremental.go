@@ -467,9 +467,10 @@ func spliceRoutes[T object](t *translator, kind int, removed []T, o *order[T], n
 	}
 	goneKeys := make([]sortKey, 0, len(removed))
 	for _, obj := range removed {
-		r := t.prev.objects[obj].value.(*route)
-		for _, i := range r.counted {
-			t.listeners[i].attachedRoutes--
+		if a := t.prev.objects[obj].value.(*route).attached; a != nil {
+			for _, i := range a.counted {
+				t.listeners[i].attachedRoutes--
+			}
 		}
 		delete(t.next.objects, obj)
 		goneKeys = append(goneKeys, keyOf(obj))

@@ -16,10 +16,10 @@ import (
 // attached to the listeners of its parents.
 //
 // A route is kept for every route object (in the memo, and in the last
-// Snapshot's routes): what the object holds is read from it (meta) rather
-// than copied, where copies of its name and creation time took a route
-// from 256 B to 320 B, and its problems, which most routes have none of,
-// are kept apart (208 B, was 256 B).
+// Snapshot's routes): what the object holds (its name, its creation time)
+// is read from it rather than copied, its problems, which most routes have
+// none of, are kept apart, and how it was attached is shared with routes
+// attached alike. It was 320 B; it is 144 B.
 type route struct {
 	kind      router.Kind
 	meta      *metav1.ObjectMeta
@@ -35,17 +35,12 @@ type route struct {
 	rules   []router.Rule
 	// issues is nil but for routes with one (see issue).
 	issues *routeIssues
-	// lastParents are the status entries of the last translation with a
-	// memo (see memoParents).
-	lastParents parentsEntry
+	// attached is how the last translation with a memo attached it (see
+	// memoParents).
+	attached *attachment
 	// backendTLS is nil but for the few routes whose backends speak TLS
 	// or that BackendTLSPolicies target.
 	backendTLS *routeBackendTLS
-	// counted are the indices of the listeners whose attached routes it
-	// counted when last attached, which a translation that splices its
-	// removal in takes back (incremental.go). Never changed: routes
-	// counted on the same listeners share one list (keep).
-	counted []int
 }
 
 // routeIssues are what is wrong with a route.
@@ -294,19 +289,18 @@ func (t *translator) attachRoute(r *route) (parents []gatewayv1.RouteParentStatu
 		outcomes = append(outcomes, parentOutcome{ref.index, accepted})
 	}
 	t.outcomes = outcomes
-	if t.next != nil {
-		// Only a translation with a memo has a next one to splice into
-		// it: without, this would be a list for each route for nothing.
-		counted := t.counting[:0]
-		for _, l := range t.attachedTo {
-			counted = append(counted, l.index)
-		}
-		t.counting = counted
-		if !slices.Equal(r.counted, counted) {
-			r.counted = keep(&t.lastCounted, counted)
-		}
+	if t.next == nil {
+		return t.parentStatuses(r, controller, outcomes), ours
 	}
-	return t.memoParents(r, controller, outcomes), ours
+	// Only a translation with a memo has a next one to splice into it:
+	// without, the listeners counted would be a list for each route for
+	// nothing.
+	counted := t.counting[:0]
+	for _, l := range t.attachedTo {
+		counted = append(counted, l.index)
+	}
+	t.counting = counted
+	return t.memoParents(r, controller, outcomes, counted), ours
 }
 
 // parentOutcome is whether a route was accepted by the Gateway of one of

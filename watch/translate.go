@@ -225,12 +225,13 @@ type translator struct {
 	attachedTo []*listener
 	placed     []placement
 	// outcomes and counting are attachRoute's scratch space; lastOutcomes,
-	// lastCounted and lastParents are the outcomes, listener indices and
-	// status entries routes kept last, which the next route shares when
-	// it has the same.
+	// lastCounted, lastParents and lastAttachment are the outcomes,
+	// listener indices, status entries and attachment routes kept last,
+	// which the next route shares when it has the same.
 	outcomes, lastOutcomes []parentOutcome
 	counting, lastCounted  []int
 	lastParents            []gatewayv1.RouteParentStatus
+	lastAttachment         *attachment
 	// parentRefs is newRoute's scratch space, and lastParentRefs the
 	// parents a route kept last.
 	parentRefs, lastParentRefs []parent

@@ -238,11 +238,15 @@ type portDep struct {
 	entry *endpointEntry
 }
 
-// parentsEntry are a route's status entries and the outcomes they were
-// made for; outcomes are nil until they are made (keep).
-type parentsEntry struct {
+// attachment is how a route was attached: the outcomes of its parentRefs,
+// the status entries made for them, and the indices of the listeners whose
+// attached routes it counted, which a translation that splices its removal
+// in takes back (incremental.go). Never changed: routes attached alike
+// share one (sharedAttachment).
+type attachment struct {
 	outcomes []parentOutcome
 	parents  []gatewayv1.RouteParentStatus
+	counted  []int
 }
 
 // endpointEntry is the endpoint set registered under name. Entries are
@@ -662,17 +666,32 @@ func (m *memo) changeEndpoints(last *Snapshot, keys []types.NamespacedName, slic
 
 // memoParents returns r's status entries for outcomes, or the previous
 // ones when r is the same translated route and its Gateways decided the
-// same. outcomes may be scratch space: what is kept is a copy.
-func (t *translator) memoParents(r *route, controller gatewayv1.GatewayController, outcomes []parentOutcome) []gatewayv1.RouteParentStatus {
-	if t.next == nil {
-		return t.parentStatuses(r, controller, outcomes)
-	}
+// same, and keeps them in r with counted, the listeners it was counted
+// on. outcomes and counted may be scratch space: what is kept is a copy.
+func (t *translator) memoParents(r *route, controller gatewayv1.GatewayController, outcomes []parentOutcome, counted []int) []gatewayv1.RouteParentStatus {
 	// Kept in the route, which a translation reuses only when the last one
 	// used it: a map of the routes' entries took a tenth of a translation.
-	if r.lastParents.outcomes == nil || !slices.Equal(r.lastParents.outcomes, outcomes) {
-		r.lastParents = parentsEntry{outcomes: keep(&t.lastOutcomes, outcomes), parents: t.sharedParents(t.parentStatuses(r, controller, outcomes))}
+	a := r.attached
+	switch {
+	case a == nil || !slices.Equal(a.outcomes, outcomes):
+		r.attached = t.sharedAttachment(outcomes, t.sharedParents(t.parentStatuses(r, controller, outcomes)), counted)
+	case !slices.Equal(a.counted, counted):
+		r.attached = t.sharedAttachment(outcomes, a.parents, counted)
 	}
-	return r.lastParents.parents
+	return r.attached.parents
+}
+
+// sharedAttachment returns an attachment of outcomes, parents and counted:
+// the one it made last when the same, where an attachment of its own was
+// 48 B of every route kept.
+func (t *translator) sharedAttachment(outcomes []parentOutcome, parents []gatewayv1.RouteParentStatus, counted []int) *attachment {
+	last := t.lastAttachment
+	if last != nil && slices.Equal(last.outcomes, outcomes) && slices.Equal(last.counted, counted) &&
+		len(last.parents) == len(parents) && (len(parents) == 0 || &last.parents[0] == &parents[0]) {
+		return last
+	}
+	t.lastAttachment = &attachment{outcomes: keep(&t.lastOutcomes, outcomes), parents: parents, counted: keep(&t.lastCounted, counted)}
+	return t.lastAttachment
 }
 
 // keep returns a copy of s to keep, never nil: *last, the copy it made
