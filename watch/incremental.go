@@ -134,7 +134,7 @@ func (t *translator) staleRoutes() (stale [spliceKinds][]any, ok bool) {
 	seen := map[any]bool{}
 	take := func(obj any) bool {
 		e := t.prev.objects[obj]
-		if seen[obj] || e == nil || !anyChanged(services, e.deps.services) && (e.deps.other == nil || !anyChanged(grants, e.deps.other.grants)) {
+		if seen[obj] || e == nil || !e.deps.servicesChanged(services) && (e.deps.other == nil || !anyChanged(grants, e.deps.other.grants)) {
 			return true // seen, or no result of the last translation looked it up
 		}
 		seen[obj] = true
@@ -197,14 +197,23 @@ type dependents struct {
 func (x *dependents) add(obj any, d *deps) {
 	x.added++
 	for _, key := range d.services {
-		u := x.services.use(key)
-		u.dependents = append(u.dependents, obj)
+		x.addService(key, obj)
+	}
+	for i, p := range d.ports {
+		if i == 0 || p.entry.key != d.ports[i-1].entry.key {
+			x.addService(p.entry.key, obj)
+		}
 	}
 	if d.other != nil {
 		for _, namespace := range d.other.grants {
 			x.grants[namespace] = append(x.grants[namespace], obj)
 		}
 	}
+}
+
+func (x *dependents) addService(key types.NamespacedName, obj any) {
+	u := x.services.use(key)
+	u.dependents = append(u.dependents, obj)
 }
 
 // prune makes the index again from results, the memo's, when it has had

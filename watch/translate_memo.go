@@ -201,7 +201,8 @@ type memoEntry struct {
 }
 
 // deps are the lookups a memoized translation made: the keys of the
-// Services it looked up, and the rest.
+// Services it looked up (but those of the ports it registered), and the
+// rest.
 type deps struct {
 	services []types.NamespacedName
 	// policies are namespaces whose BackendTLSPolicies it looked up.
@@ -340,18 +341,46 @@ func memoizedEntry[T any](t *translator, obj any, build func() T) (T, *memoEntry
 	e.value = v
 	t.next.objects[obj] = e
 	t.deps = nil
+	e.deps.dropPortServices()
 	t.dependents.add(obj, &e.deps)
 	return v, e
+}
+
+// dropPortServices takes the Services whose ports d registered out of
+// d.services: their keys are their endpoint entries' (see
+// servicesChanged), and a list of them was 32 B of every route kept.
+func (d *deps) dropPortServices() {
+	d.services = slices.DeleteFunc(d.services, func(key types.NamespacedName) bool {
+		return slices.ContainsFunc(d.ports, func(p portDep) bool { return p.entry.key == key })
+	})
+	if len(d.services) == 0 {
+		d.services = nil
+	}
+}
+
+// servicesChanged reports whether any Service d looked up, those whose
+// ports it registered included, may have changed in the last update of
+// services.
+func (d *deps) servicesChanged(services *groups[types.NamespacedName, *corev1.Service]) bool {
+	for _, key := range d.services {
+		if services.changedKey(key) {
+			return true
+		}
+	}
+	for _, p := range d.ports {
+		if services.changedKey(p.entry.key) {
+			return true
+		}
+	}
+	return false
 }
 
 // unchanged reports whether every lookup recorded in d finds what it
 // found in the previous translation. A result in prev was right for that
 // translation, so only lookups of keys that changed since can differ.
 func (t *translator) unchanged(d *deps) bool {
-	for _, key := range d.services {
-		if t.services.changedKey(key) {
-			return false
-		}
+	if d.servicesChanged(t.services) {
+		return false
 	}
 	for _, namespace := range d.policies {
 		if t.policies.changedKey(namespace) {
