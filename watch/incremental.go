@@ -196,15 +196,15 @@ type dependents struct {
 // add indexes the result made for the memo key obj, which looked up d.
 func (x *dependents) add(obj any, d *deps) {
 	x.added++
-	for _, key := range d.services {
-		x.addService(key, obj)
-	}
 	for i, p := range d.ports {
 		if i == 0 || p.entry.key != d.ports[i-1].entry.key {
 			x.addService(p.entry.key, obj)
 		}
 	}
 	if d.other != nil {
+		for _, key := range d.other.services {
+			x.addService(key, obj)
+		}
 		for _, namespace := range d.other.grants {
 			x.grants[namespace] = append(x.grants[namespace], obj)
 		}

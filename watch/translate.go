@@ -206,6 +206,9 @@ type translator struct {
 	// prev holds the results of the previous translation that this one
 	// may reuse, next collects this one's; both are nil without a memo.
 	prev, next *results
+	// lookedUp are the keys of the Services looked up while deps records
+	// (see endDeps).
+	lookedUp []types.NamespacedName
 	// deps records the lookups of the object being memoized, if any, and
 	// early those of the Gateways, ListenerSets and classes, which every
 	// route attaches to.
@@ -292,7 +295,7 @@ func translateWith(objs *objects, opts Options, groups *lookups, prev, next *res
 	t.ingressListeners()
 	t.gatewayClasses()
 	t.gatewaysOfOurClasses()
-	t.deps = nil
+	t.endDeps()
 	if s := t.canSplice(); s != nil {
 		t.startSplice(s)
 	}

@@ -200,14 +200,12 @@ type memoEntry struct {
 	deps  deps
 }
 
-// deps are the lookups a memoized translation made: the keys of the
-// Services it looked up (but those of the ports it registered), and the
-// rest.
+// deps are the lookups a memoized translation made.
 type deps struct {
-	services []types.NamespacedName
 	// policies are namespaces whose BackendTLSPolicies it looked up.
 	policies []string
-	// ports are the endpoint sets it registered.
+	// ports are the endpoint sets it registered, whose entries name the
+	// Services it looked up (see servicesChanged).
 	ports []portDep
 	// other is nil but for the few objects that look up more: a memo
 	// entry is kept for every object, and with every list of these in
@@ -217,6 +215,11 @@ type deps struct {
 
 // otherDeps are the lookups that few objects make.
 type otherDeps struct {
+	// services are the keys of the Services it looked up but registered
+	// no port of (missing, or without the port asked for): those of the
+	// ports registered are their entries' (see endDeps), and a list of
+	// them in every entry was 48 B of every route kept.
+	services []types.NamespacedName
 	// grants are the namespaces of the ReferenceGrants it looked up.
 	grants []string
 	// ca are the CA bundles of the BackendTLSPolicies that applied (and
@@ -340,31 +343,34 @@ func memoizedEntry[T any](t *translator, obj any, build func() T) (T, *memoEntry
 	v := build()
 	e.value = v
 	t.next.objects[obj] = e
-	t.deps = nil
-	e.deps.dropPortServices()
+	t.endDeps()
 	t.dependents.add(obj, &e.deps)
 	return v, e
 }
 
-// dropPortServices takes the Services whose ports d registered out of
-// d.services: their keys are their endpoint entries' (see
-// servicesChanged), and a list of them was 32 B of every route kept.
-func (d *deps) dropPortServices() {
-	d.services = slices.DeleteFunc(d.services, func(key types.NamespacedName) bool {
-		return slices.ContainsFunc(d.ports, func(p portDep) bool { return p.entry.key == key })
-	})
-	if len(d.services) == 0 {
-		d.services = nil
+// endDeps ends the recording of lookups in t.deps: of the Services looked
+// up (lookedUp), those it registered no port of are kept in it.
+func (t *translator) endDeps() {
+	if d := t.deps; d != nil {
+		for _, key := range t.lookedUp {
+			if !slices.ContainsFunc(d.ports, func(p portDep) bool { return p.entry.key == key }) {
+				o := d.others()
+				o.services = appendUnlessLast(o.services, key)
+			}
+		}
 	}
+	t.lookedUp = t.lookedUp[:0]
+	t.deps = nil
 }
 
-// servicesChanged reports whether any Service d looked up, those whose
-// ports it registered included, may have changed in the last update of
-// services.
+// servicesChanged reports whether any Service d looked up may have changed
+// in the last update of services.
 func (d *deps) servicesChanged(services *groups[types.NamespacedName, *corev1.Service]) bool {
-	for _, key := range d.services {
-		if services.changedKey(key) {
-			return true
+	if d.other != nil {
+		for _, key := range d.other.services {
+			if services.changedKey(key) {
+				return true
+			}
 		}
 	}
 	for _, p := range d.ports {
@@ -416,7 +422,7 @@ func (t *translator) unchanged(d *deps) bool {
 
 func (t *translator) dependOnService(key types.NamespacedName) {
 	if t.deps != nil {
-		t.deps.services = appendUnlessLast(t.deps.services, key)
+		t.lookedUp = appendUnlessLast(t.lookedUp, key)
 	}
 }
 
