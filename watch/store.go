@@ -465,9 +465,6 @@ func (m *membership[T]) change(changes *storeChanges) (added, removed []T, first
 	return added, removed, false
 }
 
-// has reports whether obj is in the last list.
-func (m *membership[T]) has(obj T) bool { return m.seen[obj] == m.round }
-
 // len is the number of distinct objects in the last list.
 func (m *membership[T]) len() int { return len(m.seen) }
 
