@@ -31,7 +31,8 @@ func (t *translator) permitted(from refFrom, group, kind, namespace, name string
 		return true
 	}
 	t.dependOnGrants(namespace)
-	for _, g := range t.grants.byKey[namespace] {
+	var one [1]*gatewayv1.ReferenceGrant
+	for _, g := range t.grants.of(namespace, &one) {
 		fromOK := slices.ContainsFunc(g.Spec.From, func(f gatewayv1.ReferenceGrantFrom) bool {
 			return string(f.Group) == gatewayv1.GroupName && string(f.Kind) == from.kind && string(f.Namespace) == from.namespace
 		})
@@ -152,7 +153,7 @@ func (t *translator) servicePort(svc *service, port *corev1.ServicePort, use bac
 		name += "/" + strings.ToLower(string(portProtocol(port)))
 	}
 	if use.layer4() {
-		ref := router.BackendRef{Name: name, Weight: 1}
+		ref := router.BackendRef{Weight: 1}
 		if use != forDatagram {
 			version, err := proxyProtocolVersion(svc)
 			if err != nil {
@@ -167,7 +168,7 @@ func (t *translator) servicePort(svc *service, port *corev1.ServicePort, use bac
 				ref.TLS, ref.Invalid = policy.tls, policy.tls == nil
 			}
 		}
-		t.registerEndpoints(name, svc, port)
+		ref.Name = t.registerEndpoints(name, svc, port)
 		return ref, nil
 	}
 	protocol, ok := backendProtocol(port.AppProtocol, use == forGRPC)
@@ -182,8 +183,7 @@ func (t *translator) servicePort(svc *service, port *corev1.ServicePort, use bac
 		// Not served in plain text: the policy's status says why.
 		return router.BackendRef{Name: name, Weight: 1, Protocol: protocol, Invalid: true}, nil
 	}
-	t.registerEndpoints(name, svc, port)
-	ref := router.BackendRef{Name: name, Weight: 1, Protocol: protocol}
+	ref := router.BackendRef{Name: t.registerEndpoints(name, svc, port), Weight: 1, Protocol: protocol}
 	if policy != nil {
 		ref.TLS = policy.tls
 	}

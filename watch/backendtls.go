@@ -59,7 +59,7 @@ var noPolicies namespacePolicies
 // translation.
 func (t *translator) policiesOf(namespace string) *namespacePolicies {
 	t.dependOnPolicies(namespace)
-	if len(t.policies.byKey[namespace]) == 0 {
+	if t.policies.last(namespace) == nil {
 		return &noPolicies
 	}
 	if np := t.tlsPolicies[namespace]; np != nil {
@@ -71,7 +71,8 @@ func (t *translator) policiesOf(namespace string) *namespacePolicies {
 		byObject: map[*gatewayv1.BackendTLSPolicy]*backendPolicy{},
 	}
 	// In sorted order: the oldest policy, then the first by name, wins.
-	for _, obj := range t.policies.byKey[namespace] {
+	var one [1]*gatewayv1.BackendTLSPolicy
+	for _, obj := range t.policies.of(namespace, &one) {
 		p := t.resolvePolicy(obj)
 		np.byObject[obj] = p
 		for i, ref := range obj.Spec.TargetRefs {
@@ -188,7 +189,7 @@ func (t *translator) notePolicyService(r *route, ref *gatewayv1.BackendObjectRef
 	if (ref.Group != nil && *ref.Group != "") || (ref.Kind != nil && *ref.Kind != "Service") {
 		return
 	}
-	key := types.NamespacedName{Namespace: r.id.Namespace, Name: string(ref.Name)}
+	key := types.NamespacedName{Namespace: r.meta.Namespace, Name: string(ref.Name)}
 	if ref.Namespace != nil {
 		key.Namespace = string(*ref.Namespace)
 	}

@@ -10,9 +10,10 @@ import (
 
 func (t *translator) grpcRoute(obj *gatewayv1.GRPCRoute) *route {
 	r := t.newRoute(router.KindGRPCRoute, &obj.ObjectMeta, &obj.Spec.CommonRouteSpec, obj.Spec.Hostnames, obj.Status.Parents)
+	r.rules = sized[router.Rule](len(obj.Spec.Rules))
 	for i, rule := range obj.Spec.Rules {
 		field := fmt.Sprintf("spec.rules[%d]", i)
-		rr := router.Rule{Name: string(derefOr(rule.Name, ""))}
+		rr := router.Rule{Name: string(derefOr(rule.Name, "")), Matches: sized[router.Match](len(rule.Matches))}
 		for _, m := range rule.Matches {
 			rr.Matches = append(rr.Matches, grpcMatch(m))
 		}

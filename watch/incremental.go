@@ -134,7 +134,7 @@ func (t *translator) staleRoutes() (stale [spliceKinds][]any, ok bool) {
 	seen := map[any]bool{}
 	take := func(obj any) bool {
 		e := t.prev.objects[obj]
-		if seen[obj] || e == nil || !anyChanged(services, e.deps.services) && (e.deps.other == nil || !anyChanged(grants, e.deps.other.grants)) {
+		if seen[obj] || e == nil || !e.deps.servicesChanged(services) && (e.deps.other == nil || !anyChanged(grants, e.deps.other.grants)) {
 			return true // seen, or no result of the last translation looked it up
 		}
 		seen[obj] = true
@@ -156,7 +156,7 @@ func (t *translator) staleRoutes() (stale [spliceKinds][]any, ok bool) {
 		return true
 	}
 	for key := range services.changed {
-		if !all(t.dependents.services[key], take) {
+		if u := t.dependents.services[key]; u != nil && !all(u.dependents, take) {
 			return stale, false
 		}
 	}
@@ -185,9 +185,10 @@ func all[E any](list []E, f func(E) bool) bool {
 // an entry of one the memo no longer holds, or holds made again, stays
 // until the index is made again from the results held, once it has had
 // as many made since as the memo holds. added counts the results indexed
-// since the index was made from nothing.
+// since the index was made from nothing. services are the memo's (see
+// serviceUses).
 type dependents struct {
-	services map[types.NamespacedName][]any
+	services serviceUses
 	grants   map[string][]any
 	added    int
 }
@@ -195,14 +196,24 @@ type dependents struct {
 // add indexes the result made for the memo key obj, which looked up d.
 func (x *dependents) add(obj any, d *deps) {
 	x.added++
-	for _, key := range d.services {
-		x.services[key] = append(x.services[key], obj)
+	for i, p := range d.ports {
+		if i == 0 || p.entry.key != d.ports[i-1].entry.key {
+			x.addService(p.entry.key, obj)
+		}
 	}
 	if d.other != nil {
+		for _, key := range d.other.services {
+			x.addService(key, obj)
+		}
 		for _, namespace := range d.other.grants {
 			x.grants[namespace] = append(x.grants[namespace], obj)
 		}
 	}
+}
+
+func (x *dependents) addService(key types.NamespacedName, obj any) {
+	u := x.services.use(key)
+	u.dependents = append(u.dependents, obj)
 }
 
 // prune makes the index again from results, the memo's, when it has had
@@ -211,7 +222,10 @@ func (x *dependents) prune(results map[any]*memoEntry) {
 	if x.added <= 2*len(results) {
 		return
 	}
-	clear(x.services)
+	for key, u := range x.services {
+		u.dependents = nil
+		x.services.tidy(key, u)
+	}
 	clear(x.grants)
 	x.added = 0
 	for obj, e := range results {
@@ -462,9 +476,10 @@ func spliceRoutes[T object](t *translator, kind int, removed []T, o *order[T], n
 	}
 	goneKeys := make([]sortKey, 0, len(removed))
 	for _, obj := range removed {
-		r := t.prev.objects[obj].value.(*route)
-		for _, i := range r.counted {
-			t.listeners[i].attachedRoutes--
+		if a := t.prev.objects[obj].value.(*route).attached; a != nil {
+			for _, i := range a.counted {
+				t.listeners[i].attachedRoutes--
+			}
 		}
 		delete(t.next.objects, obj)
 		goneKeys = append(goneKeys, keyOf(obj))

@@ -44,9 +44,10 @@ func (t *translator) udpRoute(obj *gatewayv1.UDPRoute) *route {
 // asks; router.ValidateL4 (in finish) refuses what cannot be served at
 // all, a rule without backends or more than one rule.
 func l4Rules[R any](t *translator, r *route, use backendUse, rules []R, parts func(*R) (*gatewayv1.SectionName, []gatewayv1.BackendRef)) {
+	r.rules = sized[router.Rule](len(rules))
 	for i := range rules {
 		name, refs := parts(&rules[i])
-		rr := router.Rule{Name: string(derefOr(name, ""))}
+		rr := router.Rule{Name: string(derefOr(name, "")), Backends: sized[router.BackendRef](len(refs))}
 		for j, ref := range refs {
 			rr.Backends = append(rr.Backends, t.backendFor(r, fmt.Sprintf("spec.rules[%d].backendRefs[%d]", i, j), ref, use))
 		}

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -15,35 +14,64 @@ import (
 
 // route is an HTTPRoute or GRPCRoute translated once, before it is
 // attached to the listeners of its parents.
+//
+// A route is kept for every route object (in the memo, and in the last
+// Snapshot's routes): what the object holds (its name, its creation time)
+// is read from it rather than copied, its problems, which most routes have
+// none of, are kept apart, and how it was attached is shared with routes
+// attached alike. It was 320 B; it is 144 B.
 type route struct {
-	id        router.RouteID
+	kind      router.Kind
 	meta      *metav1.ObjectMeta
 	common    *gatewayv1.CommonRouteSpec
 	hostnames []string
 	// ourStatus is whether the object's status has a parent entry of our
 	// controller, which must be kept up to date or removed.
 	ourStatus bool
-	// parents are the parentRefs that name Gateways and ListenerSets, and
-	// created the object's creation time: what attaching reads of the
-	// object in every translation, found once and kept together rather
-	// than in the object.
+	// parents are the parentRefs that name Gateways and ListenerSets:
+	// what attaching reads of them in every translation, found once.
+	// Never changed: routes with the same share one list (keep).
 	parents []parent
-	created time.Time
 	rules   []router.Rule
-	// resolvedRefs is the route's ResolvedRefs problem; invalid makes it
-	// Accepted=False with reason UnsupportedValue on every parent.
-	resolvedRefs problem
-	invalid      problem
-	// lastParents are the status entries of the last translation with a
-	// memo (see memoParents).
-	lastParents parentsEntry
+	// issues is nil but for routes with one (see issue).
+	issues *routeIssues
+	// attached is how the last translation with a memo attached it (see
+	// memoParents).
+	attached *attachment
 	// backendTLS is nil but for the few routes whose backends speak TLS
 	// or that BackendTLSPolicies target.
 	backendTLS *routeBackendTLS
-	// counted are the indices of the listeners whose attached routes it
-	// counted when last attached, which a translation that splices its
-	// removal in takes back (incremental.go).
-	counted []int
+}
+
+// routeIssues are what is wrong with a route.
+type routeIssues struct {
+	// resolvedRefs is the route's ResolvedRefs problem; invalid makes it
+	// Accepted=False with reason UnsupportedValue on every parent.
+	resolvedRefs, invalid problem
+}
+
+// issue returns r.issues, made if r has none yet.
+func (r *route) issue() *routeIssues {
+	if r.issues == nil {
+		r.issues = &routeIssues{}
+	}
+	return r.issues
+}
+
+// resolvedRefs is r's ResolvedRefs problem, if any.
+func (r *route) resolvedRefs() problem {
+	if r.issues == nil {
+		return problem{}
+	}
+	return r.issues.resolvedRefs
+}
+
+// invalid is r's problem in itself, if any.
+func (r *route) invalid() problem {
+	if r.issues == nil {
+		return problem{}
+	}
+	return r.issues.invalid
 }
 
 // routeBackendTLS is what a route's backends that speak TLS take.
@@ -64,23 +92,27 @@ func (r *route) backendTLSState() *routeBackendTLS {
 	return r.backendTLS
 }
 
-// from is where the route's references come from, for ReferenceGrants:
-// made when asked, as its id holds both.
+// id is the route's identity in the router's model.
+func (r *route) id() router.RouteID {
+	return router.RouteID{Kind: r.kind, Namespace: r.meta.Namespace, Name: r.meta.Name}
+}
+
+// from is where the route's references come from, for ReferenceGrants.
 func (r *route) from() refFrom {
-	return refFrom{kind: string(r.id.Kind), namespace: r.id.Namespace}
+	return refFrom{kind: string(r.kind), namespace: r.meta.Namespace}
 }
 
 func (t *translator) newRoute(kind router.Kind, meta *metav1.ObjectMeta, common *gatewayv1.CommonRouteSpec, hostnames []gatewayv1.Hostname, status []gatewayv1.RouteParentStatus) *route {
 	controller := gatewayv1.GatewayController(t.opts.GatewayController)
 	r := &route{
-		id:     router.RouteID{Kind: kind, Namespace: meta.Namespace, Name: meta.Name},
+		kind:   kind,
 		meta:   meta,
 		common: common,
 		// Found once per object: with 10,000 routes, comparing every
 		// status entry in every translation took a twentieth of a change.
 		ourStatus: slices.ContainsFunc(status, func(p gatewayv1.RouteParentStatus) bool { return p.ControllerName == controller }),
-		created:   meta.CreationTimestamp.Time,
 	}
+	parents := t.parentRefs[:0]
 	for i, ref := range common.ParentRefs {
 		kind := derefOr(ref.Kind, "Gateway")
 		if (ref.Group != nil && *ref.Group != gatewayv1.GroupName) || (kind != "Gateway" && kind != "ListenerSet") {
@@ -90,7 +122,7 @@ func (t *translator) newRoute(kind router.Kind, meta *metav1.ObjectMeta, common 
 		if ref.Namespace != nil {
 			namespace = string(*ref.Namespace)
 		}
-		r.parents = append(r.parents, parent{
+		parents = append(parents, parent{
 			index:       i,
 			name:        types.NamespacedName{Namespace: namespace, Name: string(ref.Name)},
 			listenerSet: kind == "ListenerSet",
@@ -98,14 +130,30 @@ func (t *translator) newRoute(kind router.Kind, meta *metav1.ObjectMeta, common 
 			port:        ref.Port,
 		})
 	}
+	t.parentRefs = parents
+	if len(parents) > 0 {
+		r.parents = keep(&t.lastParentRefs, parents)
+	}
+	r.hostnames = sized[string](len(hostnames))
 	for _, h := range hostnames {
 		r.hostnames = append(r.hostnames, strings.ToLower(string(h)))
 	}
 	return r
 }
 
+// sized is an empty list with room for n elements, nil for none. The
+// lists of a translated route are kept for as long as it is: grown by
+// appends, they kept up to twice the room they use (a third rule took a
+// route's rules from 352 B to 704 B).
+func sized[E any](n int) []E {
+	if n == 0 {
+		return nil
+	}
+	return make([]E, 0, n)
+}
+
 func (r *route) unsupported(format string, args ...any) {
-	r.invalid.first(string(gatewayv1.RouteReasonUnsupportedValue), fmt.Sprintf(format, args...))
+	r.issue().invalid.first(string(gatewayv1.RouteReasonUnsupportedValue), fmt.Sprintf(format, args...))
 }
 
 // backend resolves one backendRef; a reference that cannot be resolved
@@ -126,7 +174,7 @@ func (t *translator) backendFor(r *route, field string, ref gatewayv1.BackendRef
 	}
 	b, err := t.backendRef(r.from(), ref.BackendObjectReference, use)
 	if err != nil {
-		r.resolvedRefs.first(string(err.reason), fmt.Sprintf("%s: %v", field, err))
+		r.issue().resolvedRefs.first(string(err.reason), fmt.Sprintf("%s: %v", field, err))
 		return router.BackendRef{Invalid: true, Weight: weight}
 	}
 	b.Weight = weight
@@ -179,14 +227,14 @@ func attachRoutes[T RouteObject](t *translator, objs []T, build func(T) *route, 
 
 // finish runs the router's checks on the translated route.
 func (r *route) finish() {
-	if !r.invalid.ok() {
+	if !r.invalid().ok() {
 		return
 	}
 	validate := router.Validate
-	if r.id.Kind.IsL4() {
+	if r.kind.IsL4() {
 		validate = router.ValidateL4
 	}
-	if err := validate(&router.Route{ID: r.id, Hostnames: r.hostnames, Rules: r.rules}); err != nil {
+	if err := validate(&router.Route{ID: r.id(), Hostnames: r.hostnames, Rules: r.rules}); err != nil {
 		msg := err.Error()
 		// The router names fields of its own model; these two are the
 		// object's spec fields of the same name.
@@ -234,22 +282,25 @@ func (t *translator) attachRoute(r *route) (parents []gatewayv1.RouteParentStatu
 		ours = true
 		if accepted.ok() {
 			// What is wrong in the route itself names its own field.
-			accepted = r.invalid
+			accepted = r.invalid()
 		} else {
 			accepted.message = fmt.Sprintf("spec.parentRefs[%d]: %s", ref.index, accepted.message)
 		}
 		outcomes = append(outcomes, parentOutcome{ref.index, accepted})
 	}
 	t.outcomes = outcomes
-	if t.next != nil {
-		// Only a translation with a memo has a next one to splice into
-		// it: without, this would be a list for each route for nothing.
-		r.counted = r.counted[:0]
-		for _, l := range t.attachedTo {
-			r.counted = append(r.counted, l.index)
-		}
+	if t.next == nil {
+		return t.parentStatuses(r, controller, outcomes), ours
 	}
-	return t.memoParents(r, controller, outcomes), ours
+	// Only a translation with a memo has a next one to splice into it:
+	// without, the listeners counted would be a list for each route for
+	// nothing.
+	counted := t.counting[:0]
+	for _, l := range t.attachedTo {
+		counted = append(counted, l.index)
+	}
+	t.counting = counted
+	return t.memoParents(r, controller, outcomes, counted), ours
 }
 
 // parentOutcome is whether a route was accepted by the Gateway of one of
@@ -267,7 +318,7 @@ func (t *translator) parentStatuses(r *route, controller gatewayv1.GatewayContro
 	for _, o := range outcomes {
 		ref, accepted := r.common.ParentRefs[o.ref], o.accepted
 		st := gatewayv1.RouteParentStatus{ParentRef: ref, ControllerName: controller}
-		if accepted.ok() && r.resolvedRefs.ok() {
+		if accepted.ok() && r.resolvedRefs().ok() {
 			st.Conditions = t.goodConditions(gen)
 			parents = append(parents, st)
 			continue
@@ -278,10 +329,10 @@ func (t *translator) parentStatuses(r *route, controller gatewayv1.GatewayContro
 		} else {
 			setCondition(&st.Conditions, condition(gatewayv1.RouteConditionAccepted, false, accepted.reason, gen, accepted.message))
 		}
-		if r.resolvedRefs.ok() {
+		if r.resolvedRefs().ok() {
 			setCondition(&st.Conditions, resolvedCondition(gen))
 		} else {
-			setCondition(&st.Conditions, condition(gatewayv1.RouteConditionResolvedRefs, false, r.resolvedRefs.reason, gen, r.resolvedRefs.message))
+			setCondition(&st.Conditions, condition(gatewayv1.RouteConditionResolvedRefs, false, r.resolvedRefs().reason, gen, r.resolvedRefs().message))
 		}
 		parents = append(parents, st)
 	}
@@ -342,7 +393,7 @@ func (t *translator) attachToListeners(r *route, g *gateway, listeners []*listen
 			continue
 		}
 		selected++
-		if !slices.Contains(l.kinds, r.id.Kind) || !l.namespaces(r.id.Namespace) {
+		if !slices.Contains(l.kinds, r.kind) || !l.namespaces(r.meta.Namespace) {
 			continue
 		}
 		allowed++
@@ -354,17 +405,17 @@ func (t *translator) attachToListeners(r *route, g *gateway, listeners []*listen
 		// parentRefs select the listener: one whose hostnames miss the
 		// listener's is not attached to it, and one that is invalid in
 		// itself is refused (Accepted=False) by every parent.
-		if r.invalid.ok() && !slices.Contains(t.attachedTo, l) {
+		if r.invalid().ok() && !slices.Contains(t.attachedTo, l) {
 			t.attachedTo = append(t.attachedTo, l)
 			l.attachedRoutes++
 		}
 		matched = true
-		if !r.invalid.ok() {
+		if !r.invalid().ok() {
 			continue
 		}
 		rules := t.rulesOn(r, g)
 		for _, s := range l.sockets {
-			t.place(s, router.Route{ID: r.id, Created: r.created, Hostnames: hostnames, Listener: l.hostname, Rules: rules})
+			t.place(s, router.Route{ID: r.id(), Created: r.meta.CreationTimestamp.Time, Hostnames: hostnames, Listener: l.hostname, Rules: rules})
 		}
 	}
 	var p problem
@@ -372,7 +423,7 @@ func (t *translator) attachToListeners(r *route, g *gateway, listeners []*listen
 	case selected == 0:
 		p.first(string(gatewayv1.RouteReasonNoMatchingParent), fmt.Sprintf("%s has no listener %s", parentName, describeParentRef(r.common.ParentRefs[ref.index])))
 	case allowed == 0:
-		p.first(string(gatewayv1.RouteReasonNotAllowedByListeners), fmt.Sprintf("no listener of %s allows %s routes from namespace %s", parentName, r.id.Kind, r.id.Namespace))
+		p.first(string(gatewayv1.RouteReasonNotAllowedByListeners), fmt.Sprintf("no listener of %s allows %s routes from namespace %s", parentName, r.kind, r.meta.Namespace))
 	case !matched:
 		p.first(string(gatewayv1.RouteReasonNoMatchingListenerHostname), fmt.Sprintf("no listener hostname of %s matches spec.hostnames", parentName))
 	}

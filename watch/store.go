@@ -474,9 +474,6 @@ func (m *membership[T]) change(changes *storeChanges) (added, removed []T, first
 	return added, removed, false
 }
 
-// has reports whether obj is in the last list.
-func (m *membership[T]) has(obj T) bool { return m.seen[obj] == m.round }
-
 // len is the number of distinct objects in the last list.
 func (m *membership[T]) len() int { return len(m.seen) }
 
@@ -547,18 +544,4 @@ func sortObjects[T metav1.Object](list []T) {
 
 func namespacedName[T metav1.Object](o T) types.NamespacedName {
 	return types.NamespacedName{Namespace: o.GetNamespace(), Name: o.GetName()}
-}
-
-// group collects objects under keys, each group in sorted order.
-func group[K comparable, T metav1.Object](list []T, key func(T) (K, bool)) map[K][]T {
-	m := map[K][]T{}
-	for _, o := range list {
-		if k, ok := key(o); ok {
-			m[k] = append(m[k], o)
-		}
-	}
-	for _, g := range m {
-		sortObjects(g)
-	}
-	return m
 }

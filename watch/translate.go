@@ -206,6 +206,9 @@ type translator struct {
 	// prev holds the results of the previous translation that this one
 	// may reuse, next collects this one's; both are nil without a memo.
 	prev, next *results
+	// lookedUp are the keys of the Services looked up while deps records
+	// (see endDeps).
+	lookedUp []types.NamespacedName
 	// deps records the lookups of the object being memoized, if any, and
 	// early those of the Gateways, ListenerSets and classes, which every
 	// route attaches to.
@@ -224,8 +227,22 @@ type translator struct {
 	// of a translation with 10,000 routes.
 	attachedTo []*listener
 	placed     []placement
-	// outcomes is attachRoute's scratch space.
-	outcomes []parentOutcome
+	// outcomes and counting are attachRoute's scratch space; lastOutcomes,
+	// lastCounted, lastParents and lastAttachment are the outcomes,
+	// listener indices, status entries and attachment routes kept last,
+	// which the next route shares when it has the same.
+	outcomes, lastOutcomes []parentOutcome
+	counting, lastCounted  []int
+	lastParents            []gatewayv1.RouteParentStatus
+	lastAttachment         *attachment
+	// parentRefs is newRoute's scratch space, and lastParentRefs the
+	// parents a route kept last.
+	parentRefs, lastParentRefs []parent
+	// policyDeps are the lists of one namespace that results depending on
+	// its BackendTLSPolicies share (dependOnPolicies), and pathMatches the
+	// lists of one match that rules share (httpMatches).
+	policyDeps  map[string][]string
+	pathMatches map[pathMatch][]router.Match
 	// tlsPolicies are the BackendTLSPolicies of the namespaces resolved so
 	// far, and policyAncestors the Gateways whose routes use each Service
 	// some policy targets.
@@ -278,7 +295,7 @@ func translateWith(objs *objects, opts Options, groups *lookups, prev, next *res
 	t.ingressListeners()
 	t.gatewayClasses()
 	t.gatewaysOfOurClasses()
-	t.deps = nil
+	t.endDeps()
 	if s := t.canSplice(); s != nil {
 		t.startSplice(s)
 	}
