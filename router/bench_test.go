@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/hostgate/hostgate/internal/heaptest"
 )
 
 // benchRoutes makes n routes shaped like a large multi-tenant cluster: ten
@@ -241,20 +243,13 @@ func BenchmarkTableHeap(b *testing.B) {
 	var perRoute float64
 	b.ReportAllocs()
 	for b.Loop() {
-		before := liveHeap()
+		before := heaptest.Live()
 		table, errs := Recompile(nil, routes)
-		perRoute = float64(liveHeap()-before) / n
+		perRoute = float64(heaptest.Live()-before) / n
 		if len(errs) > 0 || table.Lookup(Request{Host: "r7.example.com", Method: "GET", Path: "/api/x"}) == nil {
 			b.Fatal("r7.example.com/api/x has no route", errs)
 		}
 		runtime.KeepAlive(table)
 	}
 	b.ReportMetric(perRoute, "live-B/route")
-}
-
-func liveHeap() int64 {
-	runtime.GC()
-	var m runtime.MemStats
-	runtime.ReadMemStats(&m)
-	return int64(m.HeapAlloc)
 }

@@ -15,6 +15,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"github.com/hostgate/hostgate/internal/heaptest"
 )
 
 // benchObjects is one Gateway with n HTTPRoutes, each with its own
@@ -365,10 +367,10 @@ func BenchmarkTranslationHeap(b *testing.B) {
 	listed := store.objects(objs)
 	var perRoute float64
 	for b.Loop() {
-		before := liveHeap()
+		before := heaptest.Live()
 		m := newMemo()
 		snap, reports := m.translate(listed, Options{})
-		perRoute = float64(liveHeap()-before) / n
+		perRoute = float64(heaptest.Live()-before) / n
 		checkBenchSnapshot(b, n)(snap, reports)
 		runtime.KeepAlive(m)
 	}

@@ -18,6 +18,8 @@ import (
 	kubescheme "k8s.io/client-go/kubernetes/scheme"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 	gatewayscheme "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned/scheme"
+
+	"github.com/hostgate/hostgate/internal/heaptest"
 )
 
 // BenchmarkCachedObjects decodes objects as the API server sends them
@@ -102,7 +104,7 @@ func BenchmarkCachedObjects(b *testing.B) {
 			var decoding time.Duration
 			for b.Loop() {
 				clear(cache)
-				before := liveHeap()
+				before := heaptest.Live()
 				began := time.Now()
 				for i, data := range encoded {
 					obj, _, err := kind.codec.Decode(data, nil, nil)
@@ -114,7 +116,7 @@ func BenchmarkCachedObjects(b *testing.B) {
 					}
 				}
 				decoding += time.Since(began)
-				perObject = float64(liveHeap()-before) / n
+				perObject = float64(heaptest.Live()-before) / n
 			}
 			runtime.KeepAlive(cache)
 			b.ReportMetric(perObject, "live-B/object")
@@ -122,13 +124,6 @@ func BenchmarkCachedObjects(b *testing.B) {
 			b.ReportMetric(float64(decoding.Nanoseconds())/float64(b.N*n), "ns/object")
 		})
 	}
-}
-
-func liveHeap() int64 {
-	runtime.GC()
-	var m runtime.MemStats
-	runtime.ReadMemStats(&m)
-	return int64(m.HeapAlloc)
 }
 
 // benchCachedRoute is cpbench's HTTPRoute as the API server returns it
@@ -180,9 +175,9 @@ func BenchmarkTrackedSliceIndex(b *testing.B) {
 		if len(inf.byService) != n {
 			b.Fatalf("%d Services indexed, want %d", len(inf.byService), n)
 		}
-		with := liveHeap()
+		with := heaptest.Live()
 		inf.byService = nil
-		perService = float64(with-liveHeap()) / n
+		perService = float64(with-heaptest.Live()) / n
 		runtime.KeepAlive(inf)
 	}
 	b.ReportMetric(perService, "index-B/service")

@@ -52,3 +52,19 @@ func (*cachedMeta) GetOwnerReferences() []metav1.OwnerReference   { return nil }
 func (*cachedMeta) SetOwnerReferences([]metav1.OwnerReference)    {}
 func (*cachedMeta) GetManagedFields() []metav1.ManagedFieldsEntry { return nil }
 func (*cachedMeta) SetManagedFields([]metav1.ManagedFieldsEntry)  {}
+
+// deepCopied returns a copy of s whose elements share nothing with those
+// of s, by the API types' generated DeepCopyInto; nil stays nil.
+func deepCopied[T any, P interface {
+	*T
+	DeepCopyInto(P)
+}](s []T) []T {
+	if s == nil {
+		return nil
+	}
+	out := make([]T, len(s))
+	for i := range s {
+		P(&s[i]).DeepCopyInto(&out[i])
+	}
+	return out
+}

@@ -67,12 +67,7 @@ func sliceService(s *endpointSlice) (key types.NamespacedName, ok bool) {
 // DeepCopy returns a copy of s that shares nothing with it.
 func (s *endpointSlice) DeepCopy() *endpointSlice {
 	out := *s
-	if s.Ports != nil {
-		out.Ports = make([]discoveryv1.EndpointPort, len(s.Ports))
-		for i := range s.Ports {
-			s.Ports[i].DeepCopyInto(&out.Ports[i])
-		}
-	}
+	out.Ports = deepCopied(s.Ports)
 	if s.Endpoints != nil {
 		out.Endpoints = make([]sliceEndpoint, len(s.Endpoints))
 		for i, e := range s.Endpoints {

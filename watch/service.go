@@ -69,24 +69,14 @@ func newService(s *corev1.Service, addresses bool) *service {
 // DeepCopy returns a copy of s that shares nothing with it.
 func (s *service) DeepCopy() *service {
 	out := *s
-	if s.Ports != nil {
-		out.Ports = make([]corev1.ServicePort, len(s.Ports))
-		for i := range s.Ports {
-			s.Ports[i].DeepCopyInto(&out.Ports[i])
-		}
-	}
+	out.Ports = deepCopied(s.Ports)
 	if s.ProxyProtocol != nil {
 		out.ProxyProtocol = new(*s.ProxyProtocol)
 	}
 	if s.Addresses != nil {
 		a := *s.Addresses
 		a.ClusterIPs, a.ExternalIPs = slices.Clone(a.ClusterIPs), slices.Clone(a.ExternalIPs)
-		if a.LoadBalancer != nil {
-			a.LoadBalancer = make([]corev1.LoadBalancerIngress, len(a.LoadBalancer))
-			for i := range a.LoadBalancer {
-				s.Addresses.LoadBalancer[i].DeepCopyInto(&a.LoadBalancer[i])
-			}
-		}
+		a.LoadBalancer = deepCopied(a.LoadBalancer)
 		out.Addresses = &a
 	}
 	return &out

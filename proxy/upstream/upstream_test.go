@@ -5,6 +5,8 @@ import (
 	"runtime"
 	"testing"
 	"time"
+
+	"github.com/hostgate/hostgate/internal/heaptest"
 )
 
 func TestPickDistribution(t *testing.T) {
@@ -267,21 +269,14 @@ func BenchmarkRegistryHeap(b *testing.B) {
 	var perSet float64
 	b.ReportAllocs()
 	for b.Loop() {
-		before := liveHeap()
+		before := heaptest.Live()
 		r := NewRegistry(RoundRobin, Health{})
 		sets := r.Sets(endpoints)
-		perSet = float64(liveHeap()-before) / n
+		perSet = float64(heaptest.Live()-before) / n
 		if sets.Len() != n {
 			b.Fatalf("%d sets; want %d", sets.Len(), n)
 		}
 		runtime.KeepAlive(r)
 	}
 	b.ReportMetric(perSet, "live-B/set")
-}
-
-func liveHeap() int64 {
-	runtime.GC()
-	var m runtime.MemStats
-	runtime.ReadMemStats(&m)
-	return int64(m.HeapAlloc)
 }
